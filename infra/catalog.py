@@ -1,0 +1,101 @@
+"""Facts about AWS offerings that the config parser and the planner need.
+
+Pure data: instance types (GPUs, EFA, approximate on-demand price), the Kubernetes
+versions EKS offers, and the AMI types for GPU nodes. Prices are volatile; every
+figure carries the date it was taken, and the planner prints that date beside any
+cost it derives, so nobody mistakes an estimate for a bill.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PRICES_AS_OF = "2026-11-22"
+PRICES_REGION = "us-west-2"
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    vcpus: int
+    memory_gib: int
+    gpus: int = 0
+    gpu_model: str = ""
+    gpu_memory_gib: int = 0
+    efa: bool = False
+    usd_per_hour: float = 0.0
+    retiring: bool = False
+
+
+def _t(name, vcpus, mem, gpus=0, model="", gmem=0, efa=False, usd=0.0, retiring=False):
+    return InstanceType(name, vcpus, mem, gpus, model, gmem, efa, usd, retiring)
+
+
+# Approximate on-demand prices in us-west-2 (PRICES_AS_OF). p3.16xlarge, p4d.24xlarge and
+# p5.48xlarge are the checked anchors in the team's facts sheet (p4d/p5 before the 2025
+# price cuts); the rest are list prices as published by AWS and should be re-checked.
+# EFA support: AWS "Supported instance types" for EFA (p3dn, p4d, p5, g5/g6/g6e >= 8xlarge).
+INSTANCE_TYPES: dict[str, InstanceType] = {
+    t.name: t
+    for t in (
+        # P3: V100 16 GB. AWS is retiring P3; kept because the dev stack's design asks for it.
+        _t("p3.2xlarge", 8, 61, 1, "V100", 16, usd=3.06, retiring=True),
+        _t("p3.8xlarge", 32, 244, 4, "V100", 16, usd=12.24, retiring=True),
+        _t("p3.16xlarge", 64, 488, 8, "V100", 16, usd=24.48, retiring=True),
+        _t("p3dn.24xlarge", 96, 768, 8, "V100", 32, efa=True, usd=31.218, retiring=True),
+        _t("p4d.24xlarge", 96, 1152, 8, "A100", 40, efa=True, usd=32.77),
+        _t("p4de.24xlarge", 96, 1152, 8, "A100", 80, efa=True, usd=40.97),
+        _t("p5.48xlarge", 192, 2048, 8, "H100", 80, efa=True, usd=98.32),
+        _t("p5e.48xlarge", 192, 2048, 8, "H200", 141, efa=True, usd=108.0),
+        _t("g4dn.xlarge", 4, 16, 1, "T4", 16, usd=0.526),
+        _t("g4dn.12xlarge", 48, 192, 4, "T4", 16, usd=3.912),
+        _t("g5.xlarge", 4, 16, 1, "A10G", 24, usd=1.006),
+        _t("g5.2xlarge", 8, 32, 1, "A10G", 24, usd=1.212),
+        _t("g5.8xlarge", 32, 128, 1, "A10G", 24, efa=True, usd=2.448),
+        _t("g5.12xlarge", 48, 192, 4, "A10G", 24, efa=True, usd=5.672),
+        _t("g5.48xlarge", 192, 768, 8, "A10G", 24, efa=True, usd=16.288),
+        _t("g6.xlarge", 4, 16, 1, "L4", 24, usd=0.805),
+        _t("g6.12xlarge", 48, 192, 4, "L4", 24, efa=True, usd=4.602),
+        _t("g6.48xlarge", 192, 768, 8, "L4", 24, efa=True, usd=13.35),
+        _t("g6e.xlarge", 4, 32, 1, "L40S", 48, usd=1.861),
+        _t("g6e.12xlarge", 48, 384, 4, "L40S", 48, efa=True, usd=10.493),
+        _t("g6e.48xlarge", 192, 1536, 8, "L40S", 48, efa=True, usd=30.131),
+        # CPU types for the system node group (etcd, add-on controllers, staging jobs).
+        _t("t3.large", 2, 8, usd=0.0832),
+        _t("m5.large", 2, 8, usd=0.096),
+        _t("m5.xlarge", 4, 16, usd=0.192),
+        _t("m6i.large", 2, 8, usd=0.096),
+        _t("m6i.xlarge", 4, 16, usd=0.192),
+        _t("m7i.large", 2, 8, usd=0.1008),
+        _t("m7i.xlarge", 4, 16, usd=0.2016),
+        _t("c6i.2xlarge", 8, 16, usd=0.34),
+    )
+}
+
+# The GPU families to suggest when a type is not offered (P3 retirement).
+GPU_ALTERNATIVES = ("g5.48xlarge", "g6.48xlarge", "g6e.48xlarge", "p4d.24xlarge", "p5.48xlarge")
+
+# Other hourly charges the planner adds (us-west-2, PRICES_AS_OF).
+EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
+NAT_GATEWAY_USD_PER_HOUR = 0.045
+FSX_PERSISTENT_2_USD_PER_GIB_MONTH = {125: 0.145, 250: 0.21, 500: 0.34, 1000: 0.60}
+FSX_SCRATCH_2_USD_PER_GIB_MONTH = 0.14
+HOURS_PER_MONTH = 730
+
+# Kubernetes versions EKS offers (standard plus extended support), as listed by
+# `aws eks describe-cluster-versions` on PRICES_AS_OF. Extended support costs $0.60/h.
+EKS_VERSIONS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
+EKS_EXTENDED_SUPPORT = ("1.30", "1.31", "1.32")
+
+# GPU AMI types for managed node groups. The AL2 GPU AMIs reached end of support on
+# 2025-11-26. AL2023 NVIDIA ships the driver and container toolkit but not the device
+# plugin; Bottlerocket NVIDIA ships the device plugin too.
+GPU_AMI_TYPES = ("AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA")
+AMI_TYPES_WITH_DEVICE_PLUGIN = ("BOTTLEROCKET_x86_64_NVIDIA",)
+CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
+
+
+def hourly_price(instance_type: str) -> float:
+    """Approximate on-demand USD/hour, 0.0 where the catalog has no price."""
+    t = INSTANCE_TYPES.get(instance_type)
+    return t.usd_per_hour if t else 0.0

@@ -1,0 +1,60 @@
+"""Names and paths the cluster environment offers to the workloads that run in it.
+
+One pure function, ``environment_for``, derives them from the parsed config, so the
+infra components that create these things and the workload components that use them
+cannot disagree on a name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra.config import Experiment, StackConfig
+
+ETCD_PORT = 2379
+TRAINER_SERVICE_ACCOUNT = "eksbench-trainer"
+SHARED_CLAIM = "eksbench-shared"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+SYSTEM_NODE_LABEL = {"eksbench.io/pool": "system"}
+GPU_NODE_LABEL_KEY = "eksbench.io/pool"
+
+
+@dataclass(frozen=True)
+class Environment:
+    namespace: str
+    service_account: str
+    claim_name: str
+    mount_path: str  # where the shared file system is mounted in every pod
+    datasets_dir: str  # <mount>/datasets, one folder per dataset
+    results_dir: str  # <mount>/results/<run_id>: metrics, logs and checkpoints of this run
+    etcd_endpoint: str  # host:port of the rendezvous etcd
+    results_prefix: str  # key prefix in the results bucket: <project>/<stack>/<run_id>/
+    datasets_prefix_uri: str | None  # s3://... the datasets come from; None: s3://<results bucket>/datasets/
+
+    def experiment_results_dir(self, experiment: Experiment) -> str:
+        return f"{self.results_dir}/{experiment.name}"
+
+    def experiment_results_uri(self, bucket: str, experiment: Experiment) -> str:
+        return f"s3://{bucket}/{self.results_prefix}{experiment.name}/"
+
+    def datasets_uri(self, bucket: str) -> str:
+        return self.datasets_prefix_uri or f"s3://{bucket}/datasets/"
+
+
+def environment_for(cfg: StackConfig) -> Environment:
+    mount = cfg.storage.mount_path.rstrip("/") or "/data"
+    uri = cfg.datasets_uri
+    if uri and not uri.endswith("/"):
+        uri += "/"
+    return Environment(
+        namespace=cfg.namespace,
+        service_account=TRAINER_SERVICE_ACCOUNT,
+        claim_name=SHARED_CLAIM,
+        mount_path=mount,
+        datasets_dir=f"{mount}/datasets",
+        results_dir=f"{mount}/results/{cfg.run_id}",
+        etcd_endpoint=f"etcd.{cfg.namespace}.svc.cluster.local:{ETCD_PORT}",
+        results_prefix=f"{cfg.project}/{cfg.stack}/{cfg.run_id}/",
+        datasets_prefix_uri=uri,
+    )
