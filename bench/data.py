@@ -1,0 +1,111 @@
+"""``python -m bench data``: list, prepare and verify the datasets the experiments train on.
+
+  data list                         the catalog: name, layout, size, source
+  data prepare NAME --to DEST       fetch or generate, convert, upload (resumable), manifest last
+  data verify DEST                  check every object against the manifest
+
+DEST is ``s3://bucket/prefix/`` (the stack stages from ``<datasets_uri>/<name>/``) or a
+local directory. Mistakes print one line and exit 2; ``verify`` exits 1 when objects
+are bad or missing. The datasets package and boto3 are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench.errors import fail
+
+
+def register(subparsers) -> None:
+    data = subparsers.add_parser("data", help="list, prepare and verify datasets", description=__doc__)
+    sub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+
+    ls = sub.add_parser("list", help="print the dataset catalog")
+    ls.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("prepare", help="prepare a dataset and upload it with its manifest")
+    p.add_argument("name", help="a catalog dataset (see `data list`)")
+    p.add_argument("--to", required=True, metavar="DEST", help="s3://bucket/prefix/ or a local directory")
+    p.add_argument("--from", dest="source", metavar="PATH",
+                   help="the source: a downloaded file, a directory holding the source files, or a URL")
+    p.add_argument("--work", metavar="DIR", help="downloads and extraction (default ~/.cache/eksbench/datasets/NAME)")
+    p.add_argument("--images", type=int, default=10_000, help="synthetic-imagefolder: train images")
+    p.add_argument("--classes", type=int, default=100, help="synthetic-imagefolder: classes")
+    p.add_argument("--resolution", type=int, default=256, help="synthetic-imagefolder: image side in pixels")
+    p.add_argument("--seed", type=int, default=0, help="synthetic-imagefolder: random seed")
+    p.add_argument("--workers", type=int, default=16, help="parallel uploads")
+    p.add_argument("--dry-run", action="store_true", help="say what would be done, do nothing")
+    p.set_defaults(func=cmd_prepare)
+
+    v = sub.add_parser("verify", help="check every object against the manifest (size and sha256)")
+    v.add_argument("dest", metavar="DEST", help="s3://bucket/prefix/ or a local directory")
+    v.add_argument("--workers", type=int, default=16)
+    v.set_defaults(func=cmd_verify)
+
+
+def cmd_list(args) -> int:
+    from datasets.catalog import CATALOG, human_bytes
+
+    print(f"{'NAME':<22} {'LAYOUT':<14} {'SIZE':>9}  SOURCE")
+    for ds in CATALOG.values():
+        size = "-" if not ds.needs_staging else ("varies" if ds.generated else human_bytes(ds.approx_bytes))
+        print(f"{ds.name:<22} {ds.layout:<14} {size:>9}  {ds.source_text()}")
+    return 0
+
+
+def cmd_prepare(args) -> int:
+    from datasets.catalog import UnknownDataset, dataset
+    from datasets.errors import DataError
+    from datasets.prepare import prepare
+    from datasets.store import open_store
+    from datasets.synthetic import SyntheticSpec
+
+    try:
+        ds = dataset(args.name)
+        if not ds.needs_staging:
+            print(f"{ds.name}: nothing to prepare; the training script generates it in memory")
+            return 0
+        store = open_store(args.to, workers=args.workers)
+        work = Path(args.work) if args.work else Path.home() / ".cache" / "eksbench" / "datasets" / ds.name
+        spec = SyntheticSpec(images=args.images, classes=args.classes, resolution=args.resolution,
+                             seed=args.seed) if ds.generated else None
+        if args.dry_run:
+            what = f"generate {spec}" if spec else f"take {args.source or ds.source_text()}"
+            print(f"would {what}, lay it out as {ds.layout} in {work}, upload what {store} lacks, "
+                  "then write manifest.json")
+            return 0
+        result = prepare(ds, store, source=args.source, work=work, spec=spec,
+                         created_by=f"python -m bench data prepare ({getpass.getuser()}@{socket.gethostname()})",
+                         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                         log=lambda m: print(m, file=sys.stderr))
+    except (DataError, UnknownDataset) as e:
+        return fail(str(e))
+    m = result.manifest
+    print(f"{ds.name}: {m['file_count']} files, {m['total_bytes']} bytes at {store} "
+          f"({result.uploaded} uploaded, {result.skipped} already there)")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from datasets.errors import DataError
+    from datasets.prepare import verify
+    from datasets.store import open_store
+
+    try:
+        store = open_store(args.dest, workers=args.workers)
+        manifest, problems = verify(store)
+    except DataError as e:
+        return fail(str(e))
+    for line in problems:
+        print(f"BAD {line}")
+    n = len(manifest["files"])
+    if problems:
+        print(f"{store}: {len(problems)} of {n} files bad or missing", file=sys.stderr)
+        return 1
+    print(f"{store}: all {n} files match the manifest ({manifest['total_bytes']} bytes)")
+    return 0
+

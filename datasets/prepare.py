@@ -1,0 +1,110 @@
+"""Prepares a catalog dataset and uploads it, resumably, with its manifest written last.
+
+Steps: check the destination is reachable; get the sources (``datasets.sources``) or
+generate (``datasets.synthetic``); lay them out (``datasets.layouts``); hash every
+file; skip what the store already holds with the same sha256; upload the rest; then
+write ``manifest.json`` in one atomic write. An existing manifest that no longer
+matches is deleted *before* any upload, so at no moment does a manifest describe
+files that are not there. A run interrupted at any point is finished by running it
+again, which sends only what is missing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from datasets import layouts, sources, synthetic
+from datasets.catalog import Dataset
+from datasets.errors import DataError
+from datasets.manifest import FileEntry, build_manifest, manifest_bytes, same_contents
+from datasets.progress import Progress
+from datasets.stage import sha256_file
+
+
+@dataclass(frozen=True)
+class PrepareResult:
+    manifest: dict
+    uploaded: int  # files sent to the store this run
+    skipped: int  # files the store already had with the same sha256
+    manifest_written: bool
+
+
+def hash_plan(plan: dict[str, Path], *, workers: int = 4, progress: Progress | None = None) -> list[FileEntry]:
+    def one(item: tuple[str, Path]) -> FileEntry:
+        rel, path = item
+        entry = FileEntry(rel, path.stat().st_size, sha256_file(str(path)), path)
+        if progress:
+            progress.advance(1, entry.size)
+        return entry
+
+    with ThreadPoolExecutor(workers) as pool:  # hashlib releases the GIL on large buffers
+        return list(pool.map(one, sorted(plan.items())))
+
+
+def build_plan(ds: Dataset, *, source: str | None, work: Path, spec: synthetic.SyntheticSpec | None,
+               log: Callable[[str], None]) -> tuple[dict[str, Path], dict]:
+    """The files of the prepared dataset and the parameters that made them."""
+    if ds.generated:
+        spec = synthetic.check_spec(spec or synthetic.SyntheticSpec())
+        out = work / "generated"
+        if out.exists():
+            shutil.rmtree(out)
+        total = spec.images + spec.val_count
+        bar = Progress("generating", total, 0)
+        plan = synthetic.generate(spec, out, on_file=lambda path, size: bar.advance(1, size))
+        bar.close()
+        return plan, spec.params()
+    found = sources.resolve_sources(ds, source, work)
+    log(f"sources: {', '.join(str(p) for p in found.values())}")
+    return layouts.plan_for(ds, found, work), {}
+
+
+def prepare(ds: Dataset, store, *, source: str | None, work: Path, created_by: str, created_at: str,
+            spec: synthetic.SyntheticSpec | None = None, log: Callable[[str], None] = print) -> PrepareResult:
+    """Makes ``store`` hold the prepared ``ds`` and its manifest. Raises DataError on bad input."""
+    if not ds.needs_staging:
+        raise DataError(f"{ds.name}: nothing to prepare, the training script generates it in memory")
+    if source and ds.generated:
+        raise DataError(f"--from {source!r}: {ds.name} is generated, it takes no source; "
+                        "use --images/--classes/--resolution/--seed")
+    store.check_access()  # fail on a missing bucket before downloading or generating anything
+    work.mkdir(parents=True, exist_ok=True)
+    plan, params = build_plan(ds, source=source, work=work, spec=spec, log=log)
+    if not plan:
+        raise DataError(f"{ds.name}: the source holds no files")
+    bar = Progress("hashing", len(plan), sum(p.stat().st_size for p in plan.values()))
+    files = hash_plan(plan, progress=bar)
+    bar.close()
+    manifest = build_manifest(dataset=ds.name, layout=ds.layout, files=files, created_by=created_by,
+                              created_at=created_at, params=params)
+    old = store.read_manifest()
+    present = store.present(files)
+    todo = [f for f in files if f.path not in present]
+    if not todo and same_contents(old, manifest):
+        log(f"{store}: up to date ({len(files)} files), nothing uploaded")
+        return PrepareResult(old, 0, len(files), False)
+    if old is not None:
+        store.delete_manifest()  # the contents are about to change: no manifest until they are complete
+    log(f"{store}: {len(files)} files, {len(present)} already there, uploading {len(todo)}")
+    bar = Progress("uploading", len(todo), sum(f.size for f in todo))
+    try:
+        store.put_files(todo, on_file=lambda f: bar.advance(1), on_bytes=lambda n: bar.advance(0, n))
+    finally:
+        bar.close()
+    store.write_manifest(manifest_bytes(manifest))
+    log(f"{store}: wrote manifest.json ({manifest['file_count']} files, {manifest['total_bytes']} bytes)")
+    return PrepareResult(manifest, len(todo), len(present), True)
+
+
+def verify(store) -> tuple[dict, list[str]]:
+    """The store's manifest and every problem with the objects it lists (empty: all good)."""
+    manifest = store.read_manifest()
+    if manifest is None:
+        raise DataError(f"{store}: no manifest.json; the dataset was never prepared there or its upload "
+                        "did not finish (re-run `python -m bench data prepare`)")
+    return manifest, store.verify(manifest)
+

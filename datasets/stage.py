@@ -1,0 +1,182 @@
+"""Copies a prepared dataset from S3 onto the cluster's shared volume and checks it.
+
+This file is shipped as-is in a ConfigMap and run by the staging Job
+(``datasets.manifests.staging_job_manifest``), so it imports only the standard library
+at module level and boto3 inside the functions that talk to S3. The CLI's ``verify``
+reuses ``check_tree`` and ``sha256_file`` so the pod and the laptop check alike.
+
+Modes:
+  copy  (EFS)  download every file the manifest lists that is missing or differs,
+               hashing while writing, then write manifest.json last;
+  fsx          the data repository association imports lazily: wait until every file
+               is visible with the right size, without reading contents;
+  fsx --preload  also ``lfs hsm_restore`` (when ``lfs`` exists) and read every file, so
+               the first epoch does not measure S3 latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+MANIFEST_NAME = "manifest.json"
+CHUNK = 4 * 1024 * 1024
+
+
+def sha256_file(path: str) -> str:
+    """The hex sha256 of a file, read in chunks (never the whole file at once)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/some/prefix`` -> ("bucket", "some/prefix/")."""
+    if not uri.startswith("s3://") or len(uri) <= 5:
+        raise ValueError(f"{uri!r} is not an S3 URI; expected s3://bucket/prefix/")
+    bucket, _, prefix = uri[5:].partition("/")
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    return bucket, prefix
+
+
+def check_file(root: str, entry: dict, *, hash_contents: bool = True) -> str:
+    """'' when ``root/entry.path`` matches the manifest entry; otherwise what is wrong."""
+    path = os.path.join(root, entry["path"])
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return f"{entry['path']}: missing"
+    if size != entry["size"]:
+        return f"{entry['path']}: size {size}, manifest says {entry['size']}"
+    if hash_contents:
+        digest = sha256_file(path)
+        if digest != entry["sha256"]:
+            return f"{entry['path']}: sha256 {digest[:16]}..., manifest says {entry['sha256'][:16]}..."
+    return ""
+
+
+def check_tree(root: str, manifest: dict, *, hash_contents: bool = True, workers: int = 8) -> list[str]:
+    """Every problem found checking ``root`` against ``manifest``, one line per file."""
+    with ThreadPoolExecutor(workers) as pool:
+        results = pool.map(lambda e: check_file(root, e, hash_contents=hash_contents), manifest["files"])
+        return [r for r in results if r]
+
+
+def _download(client, bucket: str, key: str, dest: str, expected: dict) -> int:
+    """Streams one object to ``dest`` (via a temp file), hashing as it writes. Returns bytes."""
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    tmp = dest + ".part"
+    h = hashlib.sha256()
+    body = client.get_object(Bucket=bucket, Key=key)["Body"]
+    with open(tmp, "wb") as f:
+        for block in iter(lambda: body.read(CHUNK), b""):
+            h.update(block)
+            f.write(block)
+    if h.hexdigest() != expected["sha256"]:
+        os.remove(tmp)
+        raise RuntimeError(f"s3://{bucket}/{key}: sha256 {h.hexdigest()[:16]}... does not match the manifest "
+                           f"({expected['sha256'][:16]}...); re-run `bench data prepare` for this dataset")
+    os.replace(tmp, dest)
+    return expected["size"]
+
+
+def read_manifest_s3(client, bucket: str, prefix: str) -> dict:
+    try:
+        raw = client.get_object(Bucket=bucket, Key=prefix + MANIFEST_NAME)["Body"].read()
+    except client.exceptions.NoSuchKey:
+        raise RuntimeError(f"s3://{bucket}/{prefix}{MANIFEST_NAME} does not exist: the dataset was never "
+                           "prepared there (or its upload did not finish); run `python -m bench data prepare`")
+    return json.loads(raw)
+
+
+def stage_copy(client, source_uri: str, dest: str, *, workers: int = 16, log=print) -> dict:
+    """Makes ``dest`` an exact, checked copy of the prepared dataset at ``source_uri``."""
+    bucket, prefix = split_s3_uri(source_uri)
+    manifest = read_manifest_s3(client, bucket, prefix)
+    os.makedirs(dest, exist_ok=True)
+    local_manifest = os.path.join(dest, MANIFEST_NAME)
+    if os.path.exists(local_manifest):
+        os.remove(local_manifest)  # the copy is about to change: no manifest until it is complete
+    todo = [e for e in manifest["files"] if check_file(dest, e)]
+    total = sum(e["size"] for e in todo)
+    log(f"staging {source_uri} -> {dest}: {len(manifest['files'])} files, {len(todo)} to copy ({total} bytes)")
+    start, done = time.monotonic(), 0
+    with ThreadPoolExecutor(workers) as pool:
+        for n in pool.map(lambda e: _download(client, bucket, prefix + e["path"], os.path.join(dest, e["path"]), e),
+                          todo):
+            done += n
+    seconds = time.monotonic() - start
+    log(f"copied {done} bytes in {seconds:.1f} s ({done / max(seconds, 1e-9) / 1e6:.1f} MB/s)")
+    tmp = local_manifest + ".part"
+    with open(tmp, "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True)
+    os.replace(tmp, local_manifest)
+    return manifest
+
+
+def stage_fsx(client, source_uri: str, dest: str, *, preload: bool, wait_s: float = 3600,
+              poll_s: float = 15, log=print) -> dict:
+    """Waits for the FSx data repository association to show every file; optionally preloads them."""
+    bucket, prefix = split_s3_uri(source_uri)
+    manifest = read_manifest_s3(client, bucket, prefix)
+    deadline = time.monotonic() + wait_s
+    while True:
+        problems = check_tree(dest, manifest, hash_contents=False)
+        if not problems:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(problems)} files still not imported into {dest} after {wait_s:.0f} s, "
+                               f"e.g. {problems[0]}; check the FSx data repository association for {source_uri}")
+        log(f"waiting for the FSx import: {len(problems)} of {len(manifest['files'])} files not visible yet")
+        time.sleep(poll_s)
+    if preload:
+        if shutil.which("lfs"):
+            paths = [os.path.join(dest, e["path"]) for e in manifest["files"]]
+            for i in range(0, len(paths), 500):  # hsm_restore takes a file list; keep argv short
+                subprocess.run(["lfs", "hsm_restore", *paths[i:i + 500]], check=False)
+        problems = check_tree(dest, manifest, hash_contents=True)  # reading every file loads it from S3
+        if problems:
+            raise RuntimeError(f"{len(problems)} files differ from the manifest, e.g. {problems[0]}")
+        log(f"preloaded and checked {len(manifest['files'])} files")
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--source", required=True, help="s3://bucket/prefix/<dataset>/")
+    p.add_argument("--dest", required=True, help="<datasets_dir>/<dataset>")
+    p.add_argument("--mode", choices=("copy", "fsx"), default="copy")
+    p.add_argument("--preload", action="store_true")
+    p.add_argument("--workers", type=int, default=16)
+    p.add_argument("--wait-seconds", type=float, default=3600)
+    args = p.parse_args(argv)
+    import boto3  # installed by the Job's command when the image lacks it
+
+    client = boto3.client("s3")
+    try:
+        if args.mode == "copy":
+            manifest = stage_copy(client, args.source, args.dest, workers=args.workers)
+            problems = check_tree(args.dest, manifest)  # the final check reads back what was written
+            if problems:
+                raise RuntimeError(f"{len(problems)} files differ after copying, e.g. {problems[0]}")
+        else:
+            stage_fsx(client, args.source, args.dest, preload=args.preload, wait_s=args.wait_seconds)
+    except (RuntimeError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.dest}: staged and verified")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
