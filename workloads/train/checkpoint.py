@@ -1,0 +1,71 @@
+"""Checkpoints: rank 0 writes ``<results-dir>/checkpoints/latest.pt`` atomically; every rank resumes from it.
+
+Atomic means temp file in the same directory, fsync, ``os.replace``: a reader (or a worker
+restarted by torchrun after a node died mid-write) sees either the previous checkpoint or the
+new one, never a torn file. Only the latest is kept. torch is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+LATEST = "latest.pt"
+
+
+def checkpoint_dir(results_dir: str | Path) -> Path:
+    return Path(results_dir) / "checkpoints"
+
+
+def latest_path(results_dir: str | Path) -> Path:
+    return checkpoint_dir(results_dir) / LATEST
+
+
+def is_due(step: int, every: int) -> bool:
+    """Whether to checkpoint after global step ``step`` (``every`` = 0: only at the end)."""
+    return every > 0 and step > 0 and step % every == 0
+
+
+def atomic_write(path: str | Path, write: Callable[[Any], None]) -> Path:
+    """Call ``write(file)`` on a temp file next to ``path``, then atomically replace ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    try:  # make the rename itself durable (best effort; not every file system allows it)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+    return path
+
+
+def save(results_dir: str | Path, state: dict[str, Any]) -> Path:
+    import torch
+
+    return atomic_write(latest_path(results_dir), lambda f: torch.save(state, f))
+
+
+def load_latest(results_dir: str | Path, map_location: Any = "cpu") -> dict[str, Any] | None:
+    path = latest_path(results_dir)
+    if not path.exists():
+        return None
+    return load(path, map_location)
+
+
+def load(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
+    import torch
+
+    return torch.load(path, map_location=map_location, weights_only=False)

@@ -1,0 +1,91 @@
+"""A throwaway etcd on loopback for torchrun's ``etcd-v2`` rendezvous (local runs and tests).
+
+torch's etcd rendezvous backends speak the etcd v2 API, which etcd 3.4/3.5 serve only with
+``--enable-v2=true`` and 3.6 removed (see shared/FACTS.md). A system etcd may already hold
+2379/2380, so both ports are picked free, the data dir is a temp dir, and the process is
+killed (and the dir removed) on exit.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def etcd_command(binary: str, *, data_dir: str, client_port: int, peer_port: int) -> list[str]:
+    client = f"http://127.0.0.1:{client_port}"
+    peer = f"http://127.0.0.1:{peer_port}"
+    return [binary, "--enable-v2=true", "--name", "eksbench-local", "--data-dir", data_dir,
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"eksbench-local={peer}", "--log-level", "error"]
+
+
+class LocalEtcd:
+    """``with LocalEtcd() as etcd: etcd.endpoint`` -> "127.0.0.1:<port>"."""
+
+    def __init__(self, binary: str | None = None, startup_timeout: float = 20.0):
+        self.binary = binary or shutil.which("etcd")
+        if not self.binary:
+            raise FileNotFoundError("no etcd binary on PATH")
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen | None = None
+        self.endpoint = ""
+
+    def start(self) -> "LocalEtcd":
+        self.tmp = tempfile.mkdtemp(prefix="eksbench-etcd-")
+        for _ in range(3):  # a port picked free can be taken before etcd binds it: retry
+            client, peer = free_port(), free_port()
+            log = open(Path(self.tmp) / "etcd.log", "wb")
+            self.proc = subprocess.Popen(etcd_command(self.binary, data_dir=str(Path(self.tmp) / "data"),
+                                                      client_port=client, peer_port=peer),
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            log.close()
+            if self._wait_healthy(client):
+                self.endpoint = f"127.0.0.1:{client}"
+                return self
+            self.stop(remove=False)
+        raise RuntimeError(f"etcd did not become healthy; see {self.tmp}/etcd.log")
+
+    def _wait_healthy(self, port: int) -> bool:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/keys/", timeout=1) as r:
+                    if r.status == 200:
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.1)
+        return False
+
+    def stop(self, remove: bool = True) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if remove:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> "LocalEtcd":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,208 @@
+"""In-container launcher: run the training command, keep its log, always leave a summary, upload.
+
+``python -m workloads.train.launch --results-dir DIR [--results-uri s3://bucket/prefix/]
+[--experiment NAME] [--node-id ID] [--summary auto|always|never] -- torchrun ...``
+
+1. Runs the command in its own session and tees its stdout+stderr to
+   ``<results-dir>/logs/<node id>.log`` (and to our stdout, for ``kubectl logs``).
+2. Forwards SIGTERM/SIGINT to it (torchrun then stops its workers), and SIGKILLs it if it is
+   still alive ``--grace`` seconds later.
+3. Always (success, failure or signal) writes ``<results-dir>/summary.json`` if this is the
+   summary node, then uploads when ``--results-uri`` is given. Exit code = the command's
+   (128 + N when a signal N ended it). Upload failures go to stderr, never change it.
+
+Several nodes of one Job share the results directory: the node id defaults to
+``node-<JOB_COMPLETION_INDEX>`` (the Indexed Job's pod index) or the hostname, so each node
+writes its own log file; only the summary node (``--summary auto``: index 0, or no index at all)
+writes summary.json, atomically; and uploads follow the ownership rule of
+``workloads.train.upload``. So concurrent nodes never write or upload the same path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from workloads.train import summary as figures
+from workloads.train.checkpoint import atomic_write
+from workloads.train.metrics import metrics_dir, read_jsonl, read_rank_metrics
+from workloads.train.upload import parse_s3_uri, upload, upload_plan
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m workloads.train.launch", description=__doc__.splitlines()[0])
+    p.add_argument("--results-dir", required=True)
+    p.add_argument("--results-uri", default=None, help="s3://bucket/prefix/ to upload the results to")
+    p.add_argument("--experiment", default=None)
+    p.add_argument("--node-id", default=None, help="default: node-<JOB_COMPLETION_INDEX>, else the hostname")
+    p.add_argument("--summary", choices=("auto", "always", "never"), default="auto",
+                   help="auto: only the node with JOB_COMPLETION_INDEX 0 (or none set) writes summary.json")
+    p.add_argument("--grace", type=float, default=60.0, help="seconds between a forwarded signal and SIGKILL")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
+    return p
+
+
+def node_identity(explicit: str | None, environ: Mapping[str, str], hostname: str) -> str:
+    if explicit:
+        return explicit
+    index = environ.get("JOB_COMPLETION_INDEX")
+    return f"node-{index}" if index not in (None, "") else hostname
+
+
+def writes_summary(mode: str, environ: Mapping[str, str]) -> bool:
+    if mode != "auto":
+        return mode == "always"
+    return environ.get("JOB_COMPLETION_INDEX", "0") in ("", "0")
+
+
+def train_config(command: Sequence[str]) -> dict[str, Any] | None:
+    """The training arguments inside the command (after ``-m workloads.train``), parsed."""
+    from dataclasses import asdict
+
+    from workloads.train.args import parse_train_args
+
+    cmd = list(command)
+    for i in range(len(cmd) - 1):
+        if cmd[i] == "-m" and cmd[i + 1] == "workloads.train":
+            try:
+                return asdict(parse_train_args(cmd[i + 2:]))
+            except SystemExit:
+                return None
+    return None
+
+
+def exit_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def summary_document(*, experiment: str | None, node_id: str, command: Sequence[str], returncode: int,
+                     signal_name: str | None, started: float, ended: float, metrics: Mapping[str, Any],
+                     config: Mapping[str, Any] | None, environ: Mapping[str, str], log_tail: Sequence[str],
+                     results_uri: str | None) -> dict[str, Any]:
+    code = exit_code(returncode)
+    doc = {"experiment": experiment, "status": "succeeded" if code == 0 else "failed", "exit_code": code,
+           "signal": signal_name, "node_id": node_id,
+           "started_at": _iso(started), "ended_at": _iso(ended), "wall_time_s": round(ended - started, 3),
+           "image": environ.get("EKSBENCH_IMAGE"), "git_commit": environ.get("EKSBENCH_GIT_COMMIT"),
+           "results_uri": results_uri, "command": list(command), "config": dict(config) if config else None}
+    doc.update(metrics)
+    if code != 0:
+        doc["log_tail"] = list(log_tail)
+    return doc
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def collect_metrics(results_dir: Path, target: float | None) -> dict[str, Any]:
+    mdir = metrics_dir(results_dir)
+    return figures.metrics_summary(read_rank_metrics(results_dir), read_jsonl(mdir / "eval.jsonl"),
+                                   read_jsonl(mdir / "events.jsonl"), target)
+
+
+class Child:
+    """The command, its tee thread and the signal forwarding."""
+
+    def __init__(self, command: Sequence[str], log_path: Path, grace: float):
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log = open(log_path, "ab", buffering=0)
+        self.tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.signal_name: str | None = None
+        self.grace = grace
+        self.proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.tee = threading.Thread(target=self._copy, daemon=True)
+        self.tee.start()
+
+    def _copy(self) -> None:
+        out = getattr(sys.stdout, "buffer", None)
+        for line in iter(self.proc.stdout.readline, b""):
+            self.log.write(line)
+            self.tail.append(line.decode("utf-8", "replace").rstrip("\n"))
+            if out is not None:
+                try:
+                    out.write(line)
+                    out.flush()
+                except (OSError, ValueError):
+                    out = None
+
+    def forward(self, signum: int, _frame: Any = None) -> None:
+        self.signal_name = signal.Signals(signum).name
+        if self.proc.poll() is None:
+            self.proc.send_signal(signum)
+            timer = threading.Timer(self.grace, self._kill)
+            timer.daemon = True
+            timer.start()
+
+    def _kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    def wait(self) -> int:
+        rc = self.proc.wait()
+        self.tee.join(timeout=10)
+        self.log.close()
+        return rc
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    environ = dict(os.environ) if environ is None else environ
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        print("error: no command given after --", file=sys.stderr)
+        return 2
+    bucket = prefix = None
+    if args.results_uri:
+        try:
+            bucket, prefix = parse_s3_uri(args.results_uri)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    results = Path(args.results_dir)
+    node_id = node_identity(args.node_id, environ, socket.gethostname())
+    summary_node = writes_summary(args.summary, environ)
+    started = time.time()
+    try:
+        child = Child(command, results / "logs" / f"{node_id}.log", args.grace)
+    except OSError as e:  # the command does not exist: still a failed run with a summary
+        child = None
+        returncode, tail = 127, [f"cannot start {command[0]!r}: {e}"]
+        print(tail[0], file=sys.stderr)
+    if child is not None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, child.forward)
+        returncode = child.wait()
+        tail = list(child.tail)
+    if summary_node:
+        config = train_config(command)
+        try:
+            metrics = collect_metrics(results, (config or {}).get("target_accuracy"))
+        except Exception as e:  # noqa: BLE001 - a summary with the error beats no summary
+            metrics = {"metrics_error": f"{type(e).__name__}: {e}"}
+        doc = summary_document(experiment=args.experiment, node_id=node_id, command=command,
+                               returncode=returncode, signal_name=child.signal_name if child else None,
+                               started=started, ended=time.time(), metrics=metrics, config=config,
+                               environ=environ, log_tail=tail, results_uri=args.results_uri)
+        text = json.dumps(doc, indent=2, sort_keys=False).encode()
+        atomic_write(results / "summary.json", lambda f: f.write(text))
+    if bucket is not None:
+        errors = upload(upload_plan(results, node_id=node_id, summary_node=summary_node, prefix=prefix), bucket)
+        for err in errors:
+            print(f"upload failed: {err}", file=sys.stderr)
+    return exit_code(returncode)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

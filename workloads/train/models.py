@@ -1,0 +1,71 @@
+"""The three benchmark models, built from the training arguments (torch imported inside).
+
+- resnet50: torchvision's ResNet-50 v1.5; ``width_per_group`` (64 = the real model) lets a
+  CPU run shrink the bottleneck width.
+- cifar10: the workshop's small ResNet (ResNet-18 layout for 32x32 inputs, base width
+  ``width_per_group``).
+- maskrcnn: torchvision ``maskrcnn_resnet50_fpn`` with no downloaded weights; a local
+  ImageNet ResNet-50 file ``<data-dir>/coco2017/weights/*.pth`` seeds the backbone if present
+  (the cluster has no route to download.pytorch.org).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def build_classifier(workload: str, *, num_classes: int, width_per_group: int) -> Any:
+    import torchvision
+
+    if workload == "resnet50":
+        return torchvision.models.resnet50(weights=None, num_classes=num_classes, width_per_group=width_per_group)
+    if workload == "cifar10":
+        return cifar_resnet(num_classes=num_classes, width=width_per_group)
+    raise ValueError(f"workload={workload!r}: not a classifier")
+
+
+def cifar_resnet(*, num_classes: int = 10, width: int = 64) -> Any:
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int):
+            super().__init__()
+            self.body = nn.Sequential(
+                nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+                nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout))
+            self.skip = nn.Identity() if stride == 1 and cin == cout else nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            self.relu = nn.ReLU(inplace=True)
+
+        def forward(self, x):
+            return self.relu(self.body(x) + self.skip(x))
+
+    widths = [width, width * 2, width * 4, width * 8]
+    layers: list[Any] = [nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(inplace=True)]
+    cin = width
+    for i, w in enumerate(widths):
+        layers += [Block(cin, w, 1 if i == 0 else 2), Block(w, w, 1)]
+        cin = w
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, num_classes)]
+    return nn.Sequential(*layers)
+
+
+def backbone_weights(data_dir: str | Path) -> Path | None:
+    found = sorted((Path(data_dir) / "coco2017" / "weights").glob("*.pth"))
+    return found[0] if found else None
+
+
+def build_maskrcnn(*, num_classes: int, image_size: int, data_dir: str | Path) -> tuple[Any, str | None]:
+    """The model and the backbone file it was seeded from (None: random init)."""
+    import torch
+    from torchvision.models.detection import maskrcnn_resnet50_fpn
+
+    model = maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=num_classes,
+                                  min_size=image_size, max_size=image_size)
+    path = backbone_weights(data_dir)
+    if path is not None:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = {k: v for k, v in state.items() if not k.startswith("fc.")}
+        model.backbone.body.load_state_dict(state, strict=False)
+    return model, str(path) if path else None

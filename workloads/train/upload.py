@@ -1,0 +1,61 @@
+"""Uploading a node's results to S3 without stepping on the other nodes of the same job.
+
+Ownership rule (see ``upload_plan``): the summary node (index 0) uploads the whole results
+directory except other nodes' logs; every other node uploads only ``logs/<its node id>.log``.
+The results directory lives on the shared file system, so node 0, which finishes after the
+final barrier of all ranks, sees every rank's final metrics file; no two nodes ever upload the
+same key with different content. Credentials come from boto3's default chain (EKS Pod Identity
+in the cluster), never from arguments.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+S3_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(?:/(.*))?$")
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/a/b`` -> ("bucket", "a/b/"); the prefix is "" or ends in "/"."""
+    m = S3_URI.match(uri)
+    if not m:
+        raise ValueError(f"results uri {uri!r}: must look like s3://bucket/prefix/")
+    prefix = (m.group(2) or "").strip("/")
+    return m.group(1), f"{prefix}/" if prefix else ""
+
+
+def upload_plan(results_dir: str | Path, *, node_id: str, summary_node: bool, prefix: str) -> list[tuple[Path, str]]:
+    """(local file, key) pairs this node owns."""
+    root = Path(results_dir)
+    own_log = root / "logs" / f"{node_id}.log"
+    if not summary_node:
+        return [(own_log, f"{prefix}logs/{own_log.name}")] if own_log.is_file() else []
+    out = []
+    for p in sorted(root.rglob("*")):
+        if not p.is_file() or p.name.startswith("."):  # temp files of atomic writes
+            continue
+        rel = p.relative_to(root).as_posix()
+        if rel.startswith("logs/") and p != own_log:
+            continue
+        out.append((p, prefix + rel))
+    return out
+
+
+def upload(plan: list[tuple[Path, str]], bucket: str, client: Any | None = None) -> list[str]:
+    """Upload each file; returns the error messages (empty when all went up)."""
+    errors = []
+    try:
+        if client is None:
+            import boto3
+
+            client = boto3.client("s3")
+        for path, key in plan:
+            try:
+                client.upload_file(str(path), bucket, key)
+            except Exception as e:  # noqa: BLE001 - report every failed file, keep going
+                errors.append(f"s3://{bucket}/{key}: {type(e).__name__}: {e}")
+    except Exception as e:  # noqa: BLE001 - no client (no credentials, no boto3): report, never raise
+        errors.append(f"s3://{bucket}/: {type(e).__name__}: {e}")
+    return errors
