@@ -1,0 +1,189 @@
+"""Launch contracts: pure unit tests; the shell preludes are run with sh and compared with Python."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from infra.config import DEFAULT_IMAGE, Experiment
+from infra.environment import Environment
+from workloads import contracts as c
+
+ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
+                  mount_path="/data", datasets_dir="/data/datasets", results_dir="/data/results/run-001",
+                  etcd_endpoint="etcd.eksbench.svc.cluster.local:2379", results_prefix="eksbench/dev/run-001/",
+                  datasets_prefix_uri=None)
+E = Experiment(name="resnet50-synthetic", max_nodes=2, min_nodes=2, gpus_per_node=8, batch_size=256, steps=500)
+
+
+def flag(argv, name):
+    return next(a.split("=", 1)[1] for a in argv if a.startswith(name + "="))
+
+
+def sh(script: str, **env: str) -> str:
+    return subprocess.run(["sh", "-c", script], env={**os.environ, **env}, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_torchrun_etcd_is_the_default():
+    launch = c.launch_for(E, ENV, job="j", service="s", gpus=8)
+    argv = launch.argv
+    assert argv[0] == "torchrun"
+    assert flag(argv, "--rdzv_backend") == "etcd-v2"
+    assert flag(argv, "--rdzv_endpoint") == ENV.etcd_endpoint
+    assert flag(argv, "--nnodes") == "2"
+    assert flag(argv, "--nproc_per_node") == "8"
+    assert flag(argv, "--max_restarts") == "3"
+    assert flag(argv, "--rdzv_id") == "j"
+    assert launch.port is None and "etcd" in launch.modules  # python-etcd: torch needs it for etcd-v2
+
+
+def test_torchrun_c10d_uses_pod_zero_and_elastic_range():
+    e = replace(E, rdzv_backend="c10d", min_nodes=1, max_nodes=4)
+    launch = c.launch_for(e, ENV, job="j", service="s", gpus=8)
+    assert flag(launch.argv, "--rdzv_endpoint") == "j-0.s:29400"
+    assert flag(launch.argv, "--nnodes") == "1:4"
+    assert launch.port == c.C10D_PORT and "etcd" not in launch.modules
+
+
+def test_rdzv_id_is_stable_per_experiment_and_run():
+    a = c.base_name(E, "run-001")
+    assert a == c.base_name(E, "run-001") == "resnet50-synthetic-run-001"
+    assert a != c.base_name(E, "run-002")
+
+
+def test_long_names_are_shortened_stably_and_services_start_with_a_letter():
+    e = replace(E, name="a" * 32)
+    name = c.base_name(e, "r" * 20)
+    assert len(name) <= c.MAX_BASE_NAME and name == c.base_name(e, "r" * 20)
+    assert c.service_name(replace(E, name="3d-unet"), "run-1")[0].isalpha()
+
+
+def test_train_args_follow_the_training_cli():
+    argv = c.train_argv(replace(E, compile=True, channels_last=False, args=("--lr", "0.1")), ENV)
+    assert argv[:2] == ("-m", "workloads.train")
+    assert argv[argv.index("--data-dir") + 1] == "/data/datasets/synthetic"
+    assert argv[argv.index("--results-dir") + 1] == "/data/results/run-001/resnet50-synthetic"
+    assert argv[argv.index("--image-size") + 1] == "224"
+    assert "--no-channels-last" in argv and "--compile" in argv and argv[-2:] == ("--lr", "0.1")
+
+
+@pytest.mark.parametrize("index", [0, 1, 3])
+def test_tf_config_prelude_matches_the_pure_function(index):
+    e = replace(E, framework="tensorflow", max_nodes=4, min_nodes=4)
+    launch = c.launch_for(e, ENV, job="tf", service="svc", gpus=8)
+    out = sh(launch.prelude + '\nprintf %s "$TF_CONFIG"', JOB_COMPLETION_INDEX=str(index), **launch.env)
+    workers = c.tf_workers("tf", "svc", 4)
+    assert out == c.tf_config(workers, index)
+    cfg = json.loads(out)
+    assert cfg["task"] == {"type": "worker", "index": index}
+    assert cfg["cluster"]["worker"][index] == f"tf-{index}.svc:2222"
+
+
+def test_horovod_bootstrap_gives_each_process_the_pure_env(tmp_path):
+    e = replace(E, framework="horovod", max_nodes=3, min_nodes=3)
+    launch = c.launch_for(e, ENV, job="hv", service="svc", gpus=2)
+    i = launch.argv.index("-c")
+    bootstrap = launch.argv[i + 1]
+    dump = f"import json, os; json.dump(dict(os.environ), open('{tmp_path}/' + os.environ['HOROVOD_RANK'], 'w'))"
+    # Pod 1 (not 0, which would import horovod to serve the rendezvous) with a command that dumps its env.
+    subprocess.run([sys.executable, "-c", bootstrap, sys.executable, "-c", dump], check=True,
+                   env={**os.environ, **launch.env, "JOB_COMPLETION_INDEX": "1"})
+    hosts = launch.env["EKSBENCH_HVD_HOSTS"].split(",")
+    for local in range(2):
+        seen = json.load(open(tmp_path / str(2 + local)))
+        expected = c.horovod_env(hosts=hosts, node=1, local_rank=local, gpus=2)
+        assert {k: seen[k] for k in expected} == expected
+    assert expected["HOROVOD_GLOO_RENDEZVOUS_ADDR"] == "hv-0.svc" and expected["HOROVOD_SIZE"] == "6"
+
+
+@pytest.mark.parametrize("role,index", [("PSERVER", 0), ("PSERVER", 1), ("TRAINER", 0), ("TRAINER", 2)])
+def test_paddle_prelude_matches_the_seed_contract(role, index):
+    e = replace(E, framework="paddle", max_nodes=3, min_nodes=3, pservers=2)
+    launch = c.launch_for(e, ENV, job="pd", service="svc", gpus=8, role=role)
+    keys = ("SERVER_ENDPOINT", "TRAINER_INDEX")
+    out = sh(launch.prelude + '\nprintf "%s|%s" "${SERVER_ENDPOINT:-}" "${TRAINER_INDEX:-}"',
+             JOB_COMPLETION_INDEX=str(index), **launch.env)
+    want = c.paddle_env(e, job="pd", service="svc", role=role, index=index)
+    assert out == "|".join(want.get(k, "") for k in keys)
+    assert {k: v for k, v in want.items() if k not in keys} == dict(launch.env)
+    assert want["PSERVER_HOSTS"] == "pd-ps-0.svc:6170,pd-ps-1.svc:6170" == want["PSERVERS"]
+    assert want["TRAINERS"] == "3" and want["TRAINING_ROLE"] == role and want["TASK_NAME"] == "pd"
+
+
+def test_launcher_script_wraps_the_command_and_forwards_sigterm():
+    script = c.launcher_script(("torchrun", "-m", "x"), results_dir="/data/r", results_uri="s3://b/p/",
+                               experiment="e", modules=("etcd", "boto3"))
+    assert "python3 -m workloads.train.launch --results-dir /data/r --results-uri s3://b/p/ --experiment e -- " \
+           "torchrun -m x &" in script
+    assert "python-etcd==0.4.5" in script and 'import etcd, boto3' in script
+    assert "trap 'kill -TERM $child" in script
+
+
+def test_launcher_script_runs_under_sh(tmp_path):
+    script = c.launcher_script(("true",), results_dir=str(tmp_path / "r"), results_uri="s3://b/p/", experiment="e",
+                               modules=())
+    # No workloads.train.launch here: the script must still parse, create the dir and report the exit code.
+    rc = subprocess.run(["sh", "-n", "-c", script]).returncode
+    assert rc == 0
+
+
+@pytest.mark.parametrize("changes,needle", [
+    (dict(framework="tensorflow", workload="maskrcnn", image="tensorflow/tensorflow:2.17.0-gpu"), 'workload "maskrcnn"'),
+    (dict(framework="horovod", min_nodes=1, max_nodes=2), "elastic runs need"),
+    (dict(framework="paddle"), "needs an image"),
+    (dict(evaluate=True, workload="resnet50"), "evaluate=true"),
+    (dict(framework="tensorflow", compile=True, image="tensorflow/tensorflow:2.17.0-gpu"), "compile=true"),
+    (dict(dataset="coco2017"), 'dataset="coco2017"'),
+])
+def test_check_experiment_rejects_unsupported_pairs(changes, needle):
+    problems = c.check_experiment(replace(E, **changes))
+    assert any(needle in p for p in problems), problems
+
+
+def test_check_experiment_accepts_the_dev_experiments():
+    assert c.check_experiment(E) == []
+    assert c.check_experiment(replace(E, workload="cifar10", dataset="cifar10", min_nodes=1, evaluate=True)) == []
+    assert c.check_experiment(replace(E, framework="horovod", image="horovod/horovod:0.28.1")) == []
+    assert DEFAULT_IMAGE.startswith("pytorch/pytorch:")
+
+
+def _gate(spec, states):
+    namespace: dict = {}
+    exec(compile(c.GATE_SCRIPT, "gate", "exec"), namespace)
+    resumed, sleeps = [], []
+    seq = iter(states)
+    current = {}
+
+    def state(name):
+        return current[name]
+
+    def sleep(s):
+        sleeps.append(s)
+        current.update(next(seq))
+
+    current.update(next(seq))
+    started = namespace["run"](json.loads(spec), state, resumed.append, sleep)
+    return started, resumed, len(sleeps)
+
+
+def test_gate_resumes_after_the_waited_job_completes():
+    spec = c.gate_spec(namespace="ns", wait=[("a", None)], resume=["b", "b-ps"])
+    started, resumed, sleeps = _gate(spec, [{"a": "Running"}, {"a": "Running"}, {"a": "Complete"}])
+    assert resumed == ["b", "b-ps"] == started and sleeps == 2
+
+
+def test_gate_does_not_evaluate_a_failed_training():
+    spec = c.gate_spec(namespace="ns", wait=[("t", None)], resume=["t-eval"], require_success=["t"])
+    assert _gate(spec, [{"t": "Failed"}])[1] == []
+
+
+def test_gate_treats_a_never_started_evaluation_as_done():
+    spec = c.gate_spec(namespace="ns", wait=[("t", None), ("t-eval", "t")], resume=["next"])
+    assert _gate(spec, [{"t": "Failed", "t-eval": "Running"}])[1] == ["next"]
+    assert _gate(spec, [{"t": "Complete", "t-eval": "Running"}, {"t": "Complete", "t-eval": "Complete"}])[2] == 1

@@ -1,0 +1,347 @@
+"""How each framework is launched across the pods of one Indexed Job: command and env.
+
+Pure functions from (experiment, environment, names) to a ``Launch``: the argv the
+results launcher (``workloads.train.launch``) runs, the env every pod shares, and a
+short shell prelude that derives the per-pod part from ``JOB_COMPLETION_INDEX``, which
+only exists at run time. Every per-index value also has a pure function here (e.g.
+``tf_config``), so tests can check the shell and the Python agree. No Pulumi, no I/O.
+
+Frameworks (see workloads/README.md for the reasoning):
+- pytorch: torchrun, etcd-v2 (default) or c10d rendezvous, elastic ``min:max`` nodes.
+- tensorflow: MultiWorkerMirroredStrategy, ``TF_CONFIG`` from the pod index.
+- horovod: the Gloo controller bootstrapped per pod (no SSH, no MPI operator).
+- paddle: the parameter-server env contract (TRAINING_ROLE, PSERVER_HOSTS, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from infra.config import DEFAULT_IMAGE, Experiment
+from infra.environment import Environment
+
+C10D_PORT = 29400  # torchrun's default c10d rendezvous port
+TF_PORT = 2222  # conventional MultiWorkerMirroredStrategy worker port
+HOROVOD_PORT = 29500  # our fixed port for the Gloo rendezvous server on pod 0
+PADDLE_PORT = 6170  # pserver listen port
+CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the training code is mounted at <root>/workloads/train
+CHECKPOINT_FILE = "checkpoint.pt"  # under the experiment's results dir, written by workloads.train
+EVAL_SUBDIR = "eval"
+# Pinned versions installed at container start when the image lacks them (stock PyTorch image).
+PIP_PINS = {"etcd": "python-etcd==0.4.5", "boto3": "boto3==1.35.99"}
+WORKLOAD_IMAGE_SIZE = {"resnet50": 224, "cifar10": 32, "maskrcnn": 800}
+# Which workloads each framework's training path implements.
+SUPPORTED = {
+    "pytorch": ("resnet50", "cifar10", "maskrcnn"),
+    "horovod": ("resnet50", "cifar10"),
+    "tensorflow": ("resnet50", "cifar10"),
+    "paddle": ("resnet50", "cifar10"),
+}
+IMAGE_EXAMPLES = {
+    "tensorflow": "tensorflow/tensorflow:2.17.0-gpu",
+    "horovod": "horovod/horovod:0.28.1",
+    "paddle": "paddlepaddle/paddle:2.6.1-gpu-cuda12.0-cudnn8.9-trt8.6",
+}
+# A Job name becomes the pod hostname "<job>-<index>" and the label value
+# batch.kubernetes.io/job-name: both are limited to 63 characters (RFC 1123 label).
+# 40 leaves room for the "-eval-gate" suffix and "-<index>".
+MAX_BASE_NAME = 40
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What one framework needs in every pod of the training Job."""
+    argv: tuple[str, ...]  # what workloads.train.launch runs after "--"
+    env: Mapping[str, str] = field(default_factory=dict)  # the same in every pod
+    prelude: str = ""  # shell run first; may read $JOB_COMPLETION_INDEX
+    port: int | None = None  # where peers reach a pod through the headless Service
+    modules: tuple[str, ...] = ("boto3",)  # imported by the launcher/rendezvous; pip-installed if missing
+
+
+def check_experiment(e: Experiment) -> list[str]:
+    """Problems with framework/workload/option pairs, one message each, keys relative to the experiment.
+
+    The config parser prefixes them with ``experiments[i].``.
+    """
+    out = []
+    supported = SUPPORTED.get(e.framework, ())
+    if e.workload not in supported:
+        ok = [f for f, w in SUPPORTED.items() if e.workload in w]
+        out.append(f'framework="{e.framework}": does not run workload "{e.workload}" (supported: '
+                   f'{", ".join(supported) or "none"}); use framework {", ".join(ok)}, e.g. "pytorch"')
+    if e.framework != "pytorch" and e.elastic:
+        out.append(f'nodes="{e.min_nodes}:{e.max_nodes}": elastic runs need framework "pytorch" (torchrun); '
+                   f'{e.framework} needs a fixed node count, e.g. {e.max_nodes}')
+    if e.framework != "pytorch" and e.image == DEFAULT_IMAGE:
+        out.append(f'image="{e.image}": framework "{e.framework}" needs an image that has it installed, '
+                   f'e.g. "{IMAGE_EXAMPLES[e.framework]}"')
+    if e.evaluate and (e.framework != "pytorch" or e.workload != "cifar10"):
+        out.append(f'evaluate=true: evaluation exists for workload "cifar10" with framework "pytorch" only '
+                   f'(here {e.workload}/{e.framework}); remove it, e.g. evaluate: false')
+    if e.compile and e.framework not in ("pytorch", "horovod"):
+        out.append(f'compile=true: torch.compile applies to PyTorch code, not {e.framework}; e.g. compile: false')
+    if (e.dataset == "coco2017") != (e.workload == "maskrcnn") and e.dataset != "synthetic":
+        out.append(f'dataset="{e.dataset}": workload "{e.workload}" cannot train on it (coco2017 goes with '
+                   f'maskrcnn only); e.g. dataset: "synthetic"')
+    return out
+
+
+def base_name(experiment: Experiment, run_id: str) -> str:
+    """``<experiment>-<run_id>``, shortened with a stable hash when too long for a hostname."""
+    name = f"{experiment.name}-{run_id}"
+    if len(name) > MAX_BASE_NAME:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:6]
+        name = f"{name[:MAX_BASE_NAME - 7].rstrip('-')}-{digest}"
+    return name
+
+
+def service_name(experiment: Experiment, run_id: str) -> str:
+    """The headless Service; a DNS-1035 label, so it must start with a letter."""
+    name = base_name(experiment, run_id)
+    return name if name[0].isalpha() else f"x{name}"[:MAX_BASE_NAME]
+
+
+def pod_host(job: str, index: int | str, service: str) -> str:
+    """Indexed Job pods are named <job>-<index>; with subdomain=<svc> they resolve as <job>-<index>.<svc>."""
+    return f"{job}-{index}.{service}"
+
+
+def train_argv(e: Experiment, env: Environment) -> tuple[str, ...]:
+    """The arguments of ``-m workloads.train`` (the training scripts' CLI contract)."""
+    argv = ["-m", "workloads.train", "--workload", e.workload, "--batch-size", str(e.batch_size),
+            "--precision", e.precision, "--steps", str(e.steps), "--epochs", str(e.epochs),
+            "--dataset", e.dataset, "--data-dir", f"{env.datasets_dir}/{e.dataset}",
+            "--results-dir", env.experiment_results_dir(e), "--checkpoint-every", str(e.checkpoint_every),
+            "--image-size", str(WORKLOAD_IMAGE_SIZE[e.workload]),
+            "--channels-last" if e.channels_last else "--no-channels-last"]
+    if e.compile:
+        argv.append("--compile")
+    return tuple(argv) + tuple(e.args)
+
+
+def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
+    """torchrun on every pod; the rendezvous id is the Job name, stable for one experiment and run."""
+    if e.rdzv_backend == "c10d":
+        # The c10d store is hosted by the agent whose host matches the endpoint: pod index 0.
+        endpoint, port = f"{pod_host(job, 0, service)}:{C10D_PORT}", C10D_PORT
+    else:
+        endpoint, port = env.etcd_endpoint, None
+    nnodes = f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)
+    argv = ("torchrun", f"--nnodes={nnodes}", f"--nproc_per_node={gpus}", f"--max_restarts={e.max_restarts}",
+            f"--rdzv_backend={e.rdzv_backend}", f"--rdzv_endpoint={endpoint}", f"--rdzv_id={job}")
+    modules = ("etcd", "boto3") if e.rdzv_backend == "etcd-v2" else ("boto3",)
+    return Launch(argv=argv + train_argv(e, env), port=port, modules=modules,
+                  env={"EKSBENCH_FRAMEWORK": "pytorch"})
+
+
+def tf_workers(job: str, service: str, nodes: int) -> list[str]:
+    return [f"{pod_host(job, i, service)}:{TF_PORT}" for i in range(nodes)]
+
+
+def tf_config(workers: list[str], index: int) -> str:
+    """TF_CONFIG for MultiWorkerMirroredStrategy worker ``index`` (compact JSON, as the prelude prints it)."""
+    return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}},
+                      separators=(",", ":"))
+
+
+def tensorflow_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
+    workers = json.dumps(tf_workers(job, service, e.max_nodes), separators=(",", ":"))
+    # Same bytes as tf_config(workers, index): the worker list comes from the env, the index from the Job.
+    prelude = ('export TF_CONFIG="{\\"cluster\\":{\\"worker\\":${EKSBENCH_TF_WORKERS}},'
+               '\\"task\\":{\\"type\\":\\"worker\\",\\"index\\":${JOB_COMPLETION_INDEX}}}"')
+    return Launch(argv=("python3",) + train_argv(e, env), prelude=prelude, port=TF_PORT,
+                  env={"EKSBENCH_FRAMEWORK": "tensorflow", "EKSBENCH_TF_WORKERS": workers})
+
+
+def horovod_env(*, hosts: list[str], node: int, local_rank: int, gpus: int) -> dict[str, str]:
+    """The per-process env horovodrun's Gloo launcher would set (horovod/runner/gloo_run.py)."""
+    return {"HOROVOD_HOSTNAME": hosts[node], "HOROVOD_RANK": str(node * gpus + local_rank),
+            "HOROVOD_SIZE": str(len(hosts) * gpus), "HOROVOD_LOCAL_RANK": str(local_rank),
+            "HOROVOD_LOCAL_SIZE": str(gpus), "HOROVOD_CROSS_RANK": str(node), "HOROVOD_CROSS_SIZE": str(len(hosts)),
+            "HOROVOD_GLOO_RENDEZVOUS_ADDR": hosts[0], "HOROVOD_GLOO_RENDEZVOUS_PORT": str(HOROVOD_PORT),
+            "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo"}
+
+
+# Runs on every pod: pod 0 serves Horovod's Gloo rendezvous (the HTTP KV store horovodrun
+# would start on its driver), then each pod spawns one process per GPU with horovod_env().
+HOROVOD_BOOTSTRAP = """\
+import os, subprocess, sys, threading, types
+hosts = os.environ["EKSBENCH_HVD_HOSTS"].split(",")
+gpus, node = int(os.environ["EKSBENCH_HVD_SLOTS"]), int(os.environ["JOB_COMPLETION_INDEX"])
+port = int(os.environ["EKSBENCH_HVD_PORT"])
+def env_for(local_rank):
+    return {"HOROVOD_HOSTNAME": hosts[node], "HOROVOD_RANK": str(node * gpus + local_rank),
+            "HOROVOD_SIZE": str(len(hosts) * gpus), "HOROVOD_LOCAL_RANK": str(local_rank),
+            "HOROVOD_LOCAL_SIZE": str(gpus), "HOROVOD_CROSS_RANK": str(node), "HOROVOD_CROSS_SIZE": str(len(hosts)),
+            "HOROVOD_GLOO_RENDEZVOUS_ADDR": hosts[0], "HOROVOD_GLOO_RENDEZVOUS_PORT": str(port),
+            "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo"}
+if node == 0:
+    from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
+    server = RendezvousHTTPServer(("0.0.0.0", port), RendezvousHandler, 0)
+    server.init([types.SimpleNamespace(hostname=h, size=len(hosts) * gpus, local_size=gpus, local_rank=r,
+                                       cross_size=len(hosts)) for h in hosts for r in range(gpus)])
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+procs = [subprocess.Popen(sys.argv[1:], env={**os.environ, **env_for(r)}) for r in range(gpus)]
+codes = [p.wait() for p in procs]
+sys.exit(next((c for c in codes if c), 0))
+"""
+
+
+def horovod_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
+    hosts = ",".join(pod_host(job, i, service) for i in range(e.max_nodes))
+    return Launch(argv=("python3", "-c", HOROVOD_BOOTSTRAP, "python3") + train_argv(e, env), port=HOROVOD_PORT,
+                  env={"EKSBENCH_FRAMEWORK": "horovod", "EKSBENCH_HVD_HOSTS": hosts, "EKSBENCH_HVD_SLOTS": str(gpus),
+                       "EKSBENCH_HVD_PORT": str(HOROVOD_PORT)})
+
+
+def paddle_job_names(job: str) -> tuple[str, str]:
+    """(trainer Job, pserver Job): two Indexed Jobs, so pservers hold no GPUs."""
+    return job, f"{job}-ps"
+
+
+def paddle_env(e: Experiment, *, job: str, service: str, role: str, index: int) -> dict[str, str]:
+    """Seed 003's contract for one pod: role PSERVER or TRAINER, with its index."""
+    _, ps_job = paddle_job_names(job)
+    pservers = ",".join(f"{pod_host(ps_job, i, service)}:{PADDLE_PORT}" for i in range(e.pservers))
+    env = {"TASK_NAME": job, "TRAINING_ROLE": role, "PSERVER_HOSTS": pservers, "PSERVERS": pservers,
+           "TRAINERS": str(e.max_nodes), "EKSBENCH_FRAMEWORK": "paddle"}
+    if role == "PSERVER":
+        env["SERVER_ENDPOINT"] = f"{pod_host(ps_job, index, service)}:{PADDLE_PORT}"
+    else:
+        env["TRAINER_INDEX"] = str(index)
+    return env
+
+
+def paddle_launch(e: Experiment, env: Environment, *, job: str, service: str, role: str) -> Launch:
+    static = {k: v for k, v in paddle_env(e, job=job, service=service, role=role, index=0).items()
+              if k not in ("SERVER_ENDPOINT", "TRAINER_INDEX")}
+    _, ps_job = paddle_job_names(job)
+    prelude = (f'export SERVER_ENDPOINT="{ps_job}-${{JOB_COMPLETION_INDEX}}.{service}:{PADDLE_PORT}"'
+               if role == "PSERVER" else 'export TRAINER_INDEX="${JOB_COMPLETION_INDEX}"')
+    return Launch(argv=("python3",) + train_argv(e, env), env=static, prelude=prelude, port=PADDLE_PORT)
+
+
+def launch_for(e: Experiment, env: Environment, *, job: str, service: str, gpus: int,
+               role: str = "TRAINER") -> Launch:
+    """The framework's launch contract; ``role`` matters for paddle only (PSERVER|TRAINER)."""
+    if e.framework == "pytorch":
+        return pytorch_launch(e, env, job=job, service=service, gpus=gpus)
+    if e.framework == "tensorflow":
+        return tensorflow_launch(e, env, job=job, service=service, gpus=gpus)
+    if e.framework == "horovod":
+        return horovod_launch(e, env, job=job, service=service, gpus=gpus)
+    if e.framework == "paddle":
+        return paddle_launch(e, env, job=job, service=service, role=role)
+    raise ValueError(f"framework={e.framework!r}: no launch contract; use one of {', '.join(SUPPORTED)}")
+
+
+def ensure_modules(modules: tuple[str, ...]) -> str:
+    """Install the pinned packages only when the image cannot import them (stock PyTorch image)."""
+    if not modules:
+        return ""
+    pins = " ".join(PIP_PINS[m] for m in modules)
+    return (f'python3 -c "import {", ".join(modules)}" 2>/dev/null || '
+            f"PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir --quiet {pins}")
+
+
+def launcher_script(argv: tuple[str, ...], *, results_dir: str, results_uri: str, experiment: str,
+                    prelude: str = "", modules: tuple[str, ...] = ("boto3",)) -> str:
+    """The container's ``sh -c`` script: deps, prelude, then the results launcher around ``argv``.
+
+    The launcher runs as a child so that SIGTERM (activeDeadlineSeconds, eviction) reaches it and it
+    can still write summary.json and upload; a plain ``sh`` as PID 1 would ignore the signal.
+    """
+    launch = ["python3", "-m", "workloads.train.launch", "--results-dir", results_dir, "--results-uri",
+              results_uri, "--experiment", experiment, "--", *argv]
+    lines = ["set -u", f"mkdir -p {shlex.quote(results_dir)}", ensure_modules(modules), prelude,
+             " ".join(shlex.quote(a) for a in launch) + " &",
+             "child=$!",
+             "trap 'kill -TERM $child 2>/dev/null' TERM INT",
+             "wait $child; rc=$?",
+             "if [ $rc -gt 128 ]; then wait $child; rc=$?; fi",
+             "exit $rc"]
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+def evaluation_argv(e: Experiment, env: Environment) -> tuple[str, ...]:
+    results = env.experiment_results_dir(e)
+    return ("python3", "-m", "workloads.train.evaluate", "--workload", e.workload,
+            "--checkpoint", f"{results}/{CHECKPOINT_FILE}", "--data-dir", f"{env.datasets_dir}/{e.dataset}",
+            "--results-dir", f"{results}/{EVAL_SUBDIR}")
+
+
+# The gate: a tiny CPU-only Job that waits for other Jobs to finish (their Complete or Failed
+# condition) and then resumes suspended ones by patching spec.suspend=false. A suspended Job
+# has no pods, so nothing waiting holds a GPU, and its activeDeadlineSeconds only starts on
+# resume ("the Job's .status.startTime is reset when resumed", Kubernetes Job docs).
+# Stdlib only; talks to the API with the pod's service-account token.
+GATE_SCRIPT = """\
+import json, os, ssl, sys, time, urllib.error, urllib.request
+SA = "/var/run/secrets/kubernetes.io/serviceaccount/"
+
+def call(spec, name, body=None):
+    with open(SA + "token") as f:  # re-read each time: projected tokens rotate
+        token = f.read()
+    url = "https://kubernetes.default.svc/apis/batch/v1/namespaces/%s/jobs/%s" % (spec["namespace"], name)
+    req = urllib.request.Request(url, method="PATCH" if body else "GET",
+                                 data=json.dumps(body).encode() if body else None,
+                                 headers={"Authorization": "Bearer " + token,
+                                          "Content-Type": "application/merge-patch+json"})
+    ctx = ssl.create_default_context(cafile=SA + "ca.crt")
+    with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
+        return json.load(r)
+
+def job_state(spec, name):
+    try:
+        job = call(spec, name)
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return "Gone"
+        raise
+    for c in job.get("status", {}).get("conditions") or []:
+        if c.get("status") == "True" and c.get("type") in ("Complete", "Failed"):
+            return c["type"]
+    return "Running"
+
+def run(spec, state, resume, sleep):
+    while True:
+        try:
+            states = {n: state(n) for pair in spec["wait"] for n in pair if n}
+        except (OSError, ValueError) as e:
+            print("gate: API error, retrying:", e, flush=True)
+            sleep(15)
+            continue
+        pending = [n for n, alt in spec["wait"] if states[n] == "Running" and not (alt and states[alt] == "Failed")]
+        if not pending:
+            break
+        print("gate: waiting for", ", ".join(pending), flush=True)
+        sleep(30)
+    failed = [n for n in spec["require_success"] if states.get(n) == "Failed"]
+    if failed:
+        print("gate: %s failed; not starting %s" % (", ".join(failed), ", ".join(spec["resume"])), flush=True)
+        return []
+    for n in spec["resume"]:
+        resume(n)
+        print("gate: started", n, flush=True)
+    return list(spec["resume"])
+
+if __name__ == "__main__":
+    SPEC = json.loads(os.environ["EKSBENCH_GATE"])
+    run(SPEC, lambda n: job_state(SPEC, n), lambda n: call(SPEC, n, {"spec": {"suspend": False}}), time.sleep)
+"""
+
+
+def gate_spec(*, namespace: str, wait: list[tuple[str, str | None]], resume: list[str],
+              require_success: list[str] = ()) -> str:
+    """The gate's instructions as JSON.
+
+    ``wait``: (job, alt) pairs; a job counts as done when it is Complete, Failed or gone, or when
+    ``alt`` Failed (an evaluation that will never be started because its training failed).
+    ``require_success``: waited jobs that must not have Failed for ``resume`` to happen.
+    """
+    return json.dumps({"namespace": namespace, "wait": [list(p) for p in wait], "resume": list(resume),
+                       "require_success": list(require_success)}, sort_keys=True)
