@@ -49,7 +49,7 @@ def build_plan(ds: Dataset, *, source: str | None, work: Path, spec: synthetic.S
                log: Callable[[str], None]) -> tuple[dict[str, Path], dict]:
     """The files of the prepared dataset and the parameters that made them."""
     if ds.generated:
-        spec = synthetic.check_spec(spec or synthetic.SyntheticSpec())
+        spec = spec or synthetic.SyntheticSpec()
         out = work / "generated"
         if out.exists():
             shutil.rmtree(out)
@@ -71,6 +71,8 @@ def prepare(ds: Dataset, store, *, source: str | None, work: Path, created_by: s
     if source and ds.generated:
         raise DataError(f"--from {source!r}: {ds.name} is generated, it takes no source; "
                         "use --images/--classes/--resolution/--seed")
+    if ds.generated:
+        spec = synthetic.check_spec(spec or synthetic.SyntheticSpec())
     store.check_access()  # fail on a missing bucket before downloading or generating anything
     work.mkdir(parents=True, exist_ok=True)
     plan, params = build_plan(ds, source=source, work=work, spec=spec, log=log)

@@ -202,8 +202,11 @@ class S3Store:
                 on_bytes(bytes_transferred)
 
             def on_done(self, future, **kwargs):
-                if future.exception() is None:
-                    on_file(self.entry)
+                try:
+                    future.result()  # done already: returns or raises at once
+                except Exception:
+                    return
+                on_file(self.entry)
 
         config = TransferConfig(multipart_threshold=self.multipart_mib * MiB,
                                 multipart_chunksize=max(5, self.multipart_mib // 4) * MiB,  # S3 minimum part: 5 MiB
