@@ -29,10 +29,10 @@ TF_PORT = 2222  # conventional MultiWorkerMirroredStrategy worker port
 HOROVOD_PORT = 29500  # our fixed port for the Gloo rendezvous server on pod 0
 PADDLE_PORT = 6170  # pserver listen port
 CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the training code is mounted at <root>/workloads/train
-CHECKPOINT_FILE = "checkpoint.pt"  # under the experiment's results dir, written by workloads.train
+CHECKPOINT_FILE = "checkpoints/latest.pt"  # under the results dir (workloads/train/checkpoint.py)
 EVAL_SUBDIR = "eval"
 # Pinned versions installed at container start when the image lacks them (stock PyTorch image).
-PIP_PINS = {"etcd": "python-etcd==0.4.5", "boto3": "boto3==1.35.99"}
+PIP_PINS = {"etcd": "python-etcd==0.4.5", "boto3": "boto3==1.43.11"}  # as requirements-dev.txt
 WORKLOAD_IMAGE_SIZE = {"resnet50": 224, "cifar10": 32, "maskrcnn": 800}
 # Which workloads each framework's training path implements.
 SUPPORTED = {
@@ -114,7 +114,7 @@ def train_argv(e: Experiment, env: Environment) -> tuple[str, ...]:
     """The arguments of ``-m workloads.train`` (the training scripts' CLI contract)."""
     argv = ["-m", "workloads.train", "--workload", e.workload, "--batch-size", str(e.batch_size),
             "--precision", e.precision, "--steps", str(e.steps), "--epochs", str(e.epochs),
-            "--dataset", e.dataset, "--data-dir", f"{env.datasets_dir}/{e.dataset}",
+            "--dataset", e.dataset, "--data-dir", env.datasets_dir,  # the dataset is a folder under it
             "--results-dir", env.experiment_results_dir(e), "--checkpoint-every", str(e.checkpoint_every),
             "--image-size", str(WORKLOAD_IMAGE_SIZE[e.workload]),
             "--channels-last" if e.channels_last else "--no-channels-last"]
@@ -270,7 +270,7 @@ def launcher_script(argv: tuple[str, ...], *, results_dir: str, results_uri: str
 def evaluation_argv(e: Experiment, env: Environment) -> tuple[str, ...]:
     results = env.experiment_results_dir(e)
     return ("python3", "-m", "workloads.train.evaluate", "--workload", e.workload,
-            "--checkpoint", f"{results}/{CHECKPOINT_FILE}", "--data-dir", f"{env.datasets_dir}/{e.dataset}",
+            "--checkpoint", f"{results}/{CHECKPOINT_FILE}", "--data-dir", env.datasets_dir,
             "--results-dir", f"{results}/{EVAL_SUBDIR}")
 
 

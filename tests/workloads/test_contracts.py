@@ -67,7 +67,7 @@ def test_long_names_are_shortened_stably_and_services_start_with_a_letter():
 def test_train_args_follow_the_training_cli():
     argv = c.train_argv(replace(E, compile=True, channels_last=False, args=("--lr", "0.1")), ENV)
     assert argv[:2] == ("-m", "workloads.train")
-    assert argv[argv.index("--data-dir") + 1] == "/data/datasets/synthetic"
+    assert argv[argv.index("--data-dir") + 1] == "/data/datasets"  # the dataset is a folder under it
     assert argv[argv.index("--results-dir") + 1] == "/data/results/run-001/resnet50-synthetic"
     assert argv[argv.index("--image-size") + 1] == "224"
     assert "--no-channels-last" in argv and "--compile" in argv and argv[-2:] == ("--lr", "0.1")
@@ -187,3 +187,16 @@ def test_gate_treats_a_never_started_evaluation_as_done():
     spec = c.gate_spec(namespace="ns", wait=[("t", None), ("t-eval", "t")], resume=["next"])
     assert _gate(spec, [{"t": "Failed", "t-eval": "Running"}])[1] == ["next"]
     assert _gate(spec, [{"t": "Complete", "t-eval": "Running"}, {"t": "Complete", "t-eval": "Complete"}])[2] == 1
+
+
+def test_train_and_eval_args_parse_with_the_training_scripts_own_parsers():
+    from workloads.train.args import parse_train_args
+    from workloads.train.evaluate import build_parser
+
+    e = replace(E, workload="cifar10", dataset="cifar10", epochs=20, compile=True, precision="bf16")
+    parsed = parse_train_args(c.train_argv(e, ENV)[2:])
+    assert (parsed.workload, parsed.epochs, parsed.compile, parsed.precision) == ("cifar10", 20, True, "bf16")
+    assert parsed.data_dir == ENV.datasets_dir and parsed.results_dir == ENV.experiment_results_dir(e)
+    ev = build_parser().parse_args(list(c.evaluation_argv(e, ENV)[3:]))
+    assert ev.checkpoint == f"{ENV.experiment_results_dir(e)}/checkpoints/latest.pt"
+    assert ev.results_dir == f"{ENV.experiment_results_dir(e)}/eval"

@@ -1,0 +1,192 @@
+"""Manifest builders: pure unit tests, every object checked against the pinned Kubernetes schema."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from infra.config import Experiment, GpuNodeGroup
+from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT, SYSTEM_NODE_LABEL, Environment
+from tests.support.k8s_schema import assert_valid
+from workloads import contracts as c
+from workloads import manifests as m
+
+ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
+                  mount_path="/data", datasets_dir="/data/datasets", results_dir="/data/results/run-001",
+                  etcd_endpoint="etcd.eksbench.svc.cluster.local:2379", results_prefix="eksbench/dev/run-001/",
+                  datasets_prefix_uri=None)
+
+P3 = GpuNodeGroup(name="p3", instance_type="p3.16xlarge", max_size=2, desired_size=2)
+P4D = GpuNodeGroup(name="p4d", instance_type="p4d.24xlarge", efa=True, max_size=4)
+RESNET = Experiment(name="resnet50-synthetic", max_nodes=2, min_nodes=2, gpus_per_node=8, batch_size=256,
+                    steps=500, timeout_minutes=60)
+CIFAR = Experiment(name="cifar10-elastic", workload="cifar10", dataset="cifar10", min_nodes=1, max_nodes=2,
+                   gpus_per_node=1, epochs=20, evaluate=True, timeout_minutes=90)
+CODE = m.code_config_map_manifest({"__init__.py": "", "launch.py": "print('hi')\n", "sub/x.py": "y = 1\n"},
+                                  namespace="eksbench")
+
+
+def build(e=RESNET, group=P3, **kw):
+    return m.experiment_manifests(e, env=ENV, node_group=group, bucket="results-bkt", run_id="run-001",
+                                  code_config_map=CODE, region="us-west-2", **kw)
+
+
+def pod(job):
+    return job["spec"]["template"]["spec"]
+
+
+def main_container(job):
+    return pod(job)["containers"][0]
+
+
+def env_of(job):
+    return {v["name"]: v["value"] for v in main_container(job)["env"]}
+
+
+FRAMEWORKS = [
+    RESNET,
+    CIFAR,
+    replace(RESNET, rdzv_backend="c10d"),
+    replace(RESNET, framework="tensorflow", image="tensorflow/tensorflow:2.17.0-gpu"),
+    replace(RESNET, framework="horovod", image="horovod/horovod:0.28.1"),
+    replace(RESNET, framework="paddle", image="paddlepaddle/paddle:2.6.1-gpu-cuda12.0-cudnn8.9-trt8.6", pservers=2),
+]
+
+
+@pytest.mark.parametrize("e", FRAMEWORKS, ids=lambda e: f"{e.framework}-{e.rdzv_backend}-{e.name}")
+@pytest.mark.parametrize("group", [P3, P4D], ids=["p3", "p4d-efa"])
+def test_every_manifest_is_schema_valid(e, group):
+    objs = build(e, group, after=[("prev-run-001", None)], after_minutes=120)
+    assert c.check_experiment(e) == []
+    for obj in list(objs.values()) + [CODE]:
+        assert_valid(obj)
+
+
+def test_indexed_job_and_headless_service_give_pods_stable_dns():
+    objs = build()
+    job, svc = objs["job"], objs["svc"]
+    assert job["metadata"]["name"] == "resnet50-synthetic-run-001"
+    assert job["spec"]["completionMode"] == "Indexed"
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 2
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+    assert pod(job)["subdomain"] == svc["metadata"]["name"]
+    selector = svc["spec"]["selector"]
+    assert selector.items() <= job["spec"]["template"]["metadata"]["labels"].items()
+    assert "successPolicy" not in job["spec"]  # fixed size: every index must succeed
+
+
+def test_gpu_pods_request_gpus_tolerate_the_taint_and_select_their_group():
+    job = build()["job"]
+    res = main_container(job)["resources"]
+    assert res["limits"]["nvidia.com/gpu"] == res["requests"]["nvidia.com/gpu"] == "8"
+    tol = pod(job)["tolerations"]
+    assert any(t["key"] == GPU_TAINT["key"] and t["value"] == GPU_TAINT["value"] and t["effect"] == GPU_TAINT["effect"]
+               for t in tol)
+    assert pod(job)["nodeSelector"][GPU_NODE_LABEL_KEY] == "p3"
+    assert pod(job)["nodeSelector"]["node.kubernetes.io/instance-type"] == "p3.16xlarge"
+    assert "vpc.amazonaws.com/efa" not in res["limits"]
+
+
+def test_pod_basics_storage_shm_identity_and_limits():
+    job = build()["job"]
+    spec = pod(job)
+    assert spec["restartPolicy"] == "Never" and spec["serviceAccountName"] == ENV.service_account
+    vols = {v["name"]: v for v in spec["volumes"]}
+    assert vols["shared"]["persistentVolumeClaim"]["claimName"] == ENV.claim_name
+    assert vols["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "244Gi"}  # half of 488 GiB
+    mounts = {v["name"]: v["mountPath"] for v in main_container(job)["volumeMounts"]}
+    assert mounts == {"shared": "/data", "dshm": "/dev/shm", "code": "/opt/eksbench/workloads/train"}
+    assert job["spec"]["activeDeadlineSeconds"] == 3600 and job["spec"]["backoffLimit"] == 3
+    assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    assert "ttlSecondsAfterFinished" not in job["spec"]
+    env = env_of(job)
+    assert env["EKSBENCH_RUN_ID"] == "run-001" and env["EKSBENCH_IMAGE"] == RESNET.image
+    assert env["PYTHONPATH"] == "/opt/eksbench"
+    assert not any("AWS_ACCESS_KEY" in k or "AWS_SECRET" in k for k in env)
+    script = main_container(job)["command"][2]
+    assert "--results-uri s3://results-bkt/eksbench/dev/run-001/resnet50-synthetic/" in script
+    assert "torchrun --nnodes=2 --nproc_per_node=8" in script
+
+
+def test_shm_scales_with_the_pods_share_of_the_node():
+    job = build(CIFAR)["job"]
+    assert {v["name"]: v for v in pod(job)["volumes"]}["dshm"]["emptyDir"]["sizeLimit"] == "30Gi"  # 488/8/2
+
+
+def test_efa_groups_get_devices_and_libfabric_env():
+    job = build(group=P4D)["job"]
+    assert main_container(job)["resources"]["limits"]["vpc.amazonaws.com/efa"] == "4"
+    env = env_of(job)
+    assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
+
+
+def test_elastic_run_succeeds_once_min_nodes_succeeded():
+    job = build(CIFAR)["job"]
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 2
+    assert job["spec"]["successPolicy"] == {"rules": [{"succeededCount": 1}]}
+    assert "--nnodes=1:2" in main_container(job)["command"][2]
+
+
+def test_code_config_map_is_immutable_content_named_and_keeps_subfolders():
+    assert CODE["immutable"] is True
+    assert CODE["data"]["sub--x.py"] == "y = 1\n"
+    other = m.code_config_map_manifest({"launch.py": "print('bye')\n"}, namespace="eksbench")
+    assert other["metadata"]["name"] != CODE["metadata"]["name"]
+    items = {i["key"]: i["path"] for i in pod(build()["job"])["volumes"][2]["configMap"]["items"]}
+    assert items["sub--x.py"] == "sub/x.py" and items["launch.py"] == "launch.py"
+    with pytest.raises(ValueError, match="1 MiB"):
+        m.code_config_map_manifest({"big.py": "x" * (1024 * 1024)}, namespace="eksbench")
+
+
+def test_evaluation_job_is_suspended_until_its_gate_sees_training_complete():
+    objs = build(CIFAR)
+    assert list(objs) == ["svc", "job", "eval", "gate-sa", "gate-role", "gate-binding", "eval-gate"]
+    ev = objs["eval"]
+    assert ev["spec"]["suspend"] is True and ev["spec"]["completions"] == 1
+    assert main_container(ev)["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    script = main_container(ev)["command"][2]
+    assert "workloads.train.evaluate --workload cifar10" in script
+    assert "/data/results/run-001/cifar10-elastic/checkpoints/latest.pt" in script
+    assert "s3://results-bkt/eksbench/dev/run-001/cifar10-elastic/eval/" in script
+    gate = objs["eval-gate"]
+    spec = env_of(gate)["EKSBENCH_GATE"]
+    assert '"resume": ["cifar10-elastic-run-001-eval"]' in spec
+    assert '"require_success": ["cifar10-elastic-run-001"]' in spec
+    assert pod(gate)["nodeSelector"] == SYSTEM_NODE_LABEL and "nvidia.com/gpu" not in str(pod(gate))
+    assert pod(gate)["serviceAccountName"] == objs["gate-sa"]["metadata"]["name"]
+    assert objs["job"]["spec"]["suspend"] is False  # nothing before it
+
+
+def test_a_successor_is_suspended_and_resumed_by_its_gate():
+    waits = m.completion_waits(CIFAR, run_id="run-001")
+    objs = build(after=waits, after_minutes=m.suite_budget_minutes(CIFAR))
+    assert objs["job"]["spec"]["suspend"] is True
+    spec = env_of(objs["gate"])["EKSBENCH_GATE"]
+    assert '["cifar10-elastic-run-001-eval", "cifar10-elastic-run-001"]' in spec
+    assert '"resume": ["resnet50-synthetic-run-001"]' in spec
+    assert objs["gate"]["spec"]["activeDeadlineSeconds"] == (90 + 30 + 60 + 60) * 60
+    rules = objs["gate-role"]["rules"][0]
+    assert rules["resources"] == ["jobs"] and set(rules["verbs"]) == {"get", "patch"}
+
+
+def test_gate_is_replaced_with_the_jobs_it_resumes():
+    a = build(after=[("p", None)])["gate"]
+    b = build(replace(RESNET, batch_size=128), after=[("p", None)])["gate"]
+    key = "eksbench.io/gated-jobs"
+    assert a["spec"]["template"]["metadata"]["annotations"][key] != b["spec"]["template"]["metadata"]["annotations"][key]
+
+
+def test_paddle_has_a_gpu_free_pserver_job_on_the_same_service():
+    e = FRAMEWORKS[-1]
+    objs = build(e)
+    ps, tr = objs["pserver"], objs["job"]
+    assert ps["metadata"]["name"] == tr["metadata"]["name"] + "-ps" and ps["spec"]["completions"] == 2
+    assert "nvidia.com/gpu" not in main_container(ps)["resources"].get("limits", {})
+    assert pod(ps)["subdomain"] == pod(tr)["subdomain"]
+    assert env_of(ps)["TRAINING_ROLE"] == "PSERVER" and env_of(tr)["TRAINING_ROLE"] == "TRAINER"
+    assert 'export SERVER_ENDPOINT="resnet50-synthetic-run-001-ps-${JOB_COMPLETION_INDEX}.' in main_container(ps)["command"][2]
+
+
+def test_manifests_are_deterministic():
+    assert build(CIFAR) == build(CIFAR)

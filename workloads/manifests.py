@@ -1,0 +1,305 @@
+"""Kubernetes manifests for one experiment, as plain dicts: the single source of truth.
+
+Pure builders (no Pulumi, no I/O): the training Indexed Job and its headless Service,
+the paddle pserver Job, the evaluation Job, the ConfigMap that ships the training code,
+and the "gate" Job plus its RBAC that orders Jobs (see contracts.GATE_SCRIPT). The
+Pulumi components register exactly these dicts; tests validate them against the pinned
+Kubernetes schema.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Mapping
+
+from infra import catalog
+from infra.config import Experiment, GpuNodeGroup
+from infra.environment import (GPU_NODE_LABEL_KEY, GPU_TOLERATION, SYSTEM_NODE_LABEL, Environment)
+from workloads import contracts
+
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}  # see workloads/README.md, "Await and ordering"
+CODE_MOUNT = f"{contracts.CODE_ROOT}/workloads/train"
+CODE_CONFIG_MAP_LIMIT = 1024 * 1024  # a ConfigMap holds at most 1 MiB (Kubernetes ConfigMap docs)
+GATE_IMAGE = "python:3.12.8-slim-bookworm"
+EVAL_TIMEOUT_MINUTES = 30
+GRACE_SECONDS = 120  # time for the launcher to write summary.json and upload after SIGTERM
+# EFA interfaces per instance (AWS EFA docs, "Supported instance types"); others have 1.
+EFA_INTERFACES = {"p4d.24xlarge": 4, "p4de.24xlarge": 4, "p5.48xlarge": 32, "p5e.48xlarge": 32}
+# GPUDirect RDMA over EFA exists on p4d/p4de/p5/p5e only (AWS EFA docs).
+EFA_RDMA_FAMILIES = ("p4d", "p4de", "p5", "p5e")
+# Evictions, preemption and node drains are not the workload's fault: they do not count against
+# backoffLimit (Job podFailurePolicy; needs restartPolicy Never).
+IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
+                                  "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+
+
+def labels(e: Experiment, *, run_id: str, instance: str, component: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "eksbench", "app.kubernetes.io/part-of": "eksbench",
+            "app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/instance": instance,
+            "app.kubernetes.io/component": component, "eksbench.io/experiment": e.name, "eksbench.io/run-id": run_id}
+
+
+def code_config_map_manifest(files: Mapping[str, str], *, namespace: str, prefix: str = "eksbench-code") -> dict:
+    """An immutable ConfigMap of the training sources, named by their content hash.
+
+    ``files`` maps paths relative to workloads/train (``"launch.py"``, ``"models/resnet.py"``) to
+    their text. A code change gives a new name, so the Jobs that mount it are replaced (rerun)
+    instead of having their code swapped under running pods. Keys may not contain "/", so
+    "/" is written as "--" (ConfigMap keys: [-._a-zA-Z0-9]+).
+    """
+    data = {}
+    for path, text in sorted(files.items()):
+        if "--" in path or path.startswith("/") or ".." in path.split("/"):
+            raise ValueError(f"code file {path!r}: must be a relative path without '--' or '..'")
+        data[path.replace("/", "--")] = text
+    size = sum(len(k) + len(v.encode()) for k, v in data.items())
+    if size > CODE_CONFIG_MAP_LIMIT:
+        raise ValueError(f"training code is {size} bytes; a ConfigMap holds 1 MiB at most. "
+                         "Bake the code into an image (workloads/Dockerfile) and set the experiments' image")
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+            "metadata": {"name": f"{prefix}-{digest}", "namespace": namespace,
+                         "labels": {"app.kubernetes.io/name": "eksbench", "app.kubernetes.io/component": "code",
+                                    "app.kubernetes.io/managed-by": "pulumi"}},
+            "data": data}
+
+
+def headless_service_manifest(e: Experiment, *, env: Environment, run_id: str) -> dict:
+    """clusterIP None + the pods' subdomain = this name gives each pod the DNS name <job>-<i>.<svc>;
+    publishNotReadyAddresses lets peers resolve each other before readiness (there is no probe)."""
+    job, svc = contracts.base_name(e, run_id), contracts.service_name(e, run_id)
+    launch = contracts.launch_for(e, env, job=job, service=svc, gpus=e.gpus_per_node)
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": svc, "namespace": env.namespace, "annotations": dict(SKIP_AWAIT),
+                         "labels": labels(e, run_id=run_id, instance=job, component="rendezvous")},
+            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"eksbench.io/peers": job},
+                     "ports": [{"name": "rendezvous", "port": launch.port or contracts.C10D_PORT,
+                                "protocol": "TCP"}]}}
+
+
+def _shm_gib(group: GpuNodeGroup, gpus: int) -> int:
+    """Half of the pod's share of the instance memory: DataLoader workers pass batches through /dev/shm."""
+    spec = catalog.INSTANCE_TYPES[group.instance_type]
+    return max(1, spec.memory_gib * gpus // max(spec.gpus, 1) // 2)
+
+
+def _requests(group: GpuNodeGroup, gpus: int) -> dict[str, str]:
+    """CPU and memory in proportion to the GPUs, at 75% to leave room for kubelet and DaemonSets."""
+    spec = catalog.INSTANCE_TYPES[group.instance_type]
+    share = max(gpus, 1) / max(spec.gpus, 1)
+    return {"cpu": str(max(1, int(spec.vcpus * share * 0.75))),
+            "memory": f"{max(1, int(spec.memory_gib * share * 0.75))}Gi"}
+
+
+def _efa(group: GpuNodeGroup, gpus: int) -> tuple[dict[str, str], list[dict]]:
+    """EFA device requests and the libfabric/NCCL env for them; nothing when the group has no EFA."""
+    if not group.efa:
+        return {}, []
+    spec = catalog.INSTANCE_TYPES[group.instance_type]
+    count = max(1, EFA_INTERFACES.get(group.instance_type, 1) * gpus // max(spec.gpus, 1))
+    env = [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "FI_EFA_FORK_SAFE", "value": "1"}]
+    if group.instance_type.split(".")[0] in EFA_RDMA_FAMILIES:
+        env.append({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"})
+    return {"vpc.amazonaws.com/efa": str(count)}, env
+
+
+def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_config_map: dict, script: str, run_id: str,
+              extra_env: list[dict], gpus: int, subdomain: str | None, region: str | None, efa: bool) -> dict:
+    efa_resources, efa_env = _efa(group, gpus) if efa else ({}, [])
+    device = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    requests = {**_requests(group, gpus), **device, **efa_resources}
+    base_env = [{"name": "EKSBENCH_IMAGE", "value": e.image}, {"name": "EKSBENCH_RUN_ID", "value": run_id},
+                {"name": "EKSBENCH_EXPERIMENT", "value": e.name}, {"name": "PYTHONPATH", "value": contracts.CODE_ROOT},
+                {"name": "PYTHONUNBUFFERED", "value": "1"}]
+    if region:
+        base_env += [{"name": "AWS_REGION", "value": region}, {"name": "AWS_DEFAULT_REGION", "value": region}]
+    items = [{"key": k, "path": k.replace("--", "/")} for k in sorted(code_config_map["data"])]
+    spec = {
+        "restartPolicy": "Never",  # required by podFailurePolicy; retries are new pods (backoffLimit)
+        "serviceAccountName": env.service_account,  # EKS Pod Identity: S3 access without keys
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": GRACE_SECONDS,
+        "nodeSelector": {GPU_NODE_LABEL_KEY: group.name, "node.kubernetes.io/instance-type": group.instance_type},
+        "tolerations": [dict(GPU_TOLERATION)],
+        "containers": [{
+            "name": "main", "image": e.image, "command": ["/bin/sh", "-c", script],
+            "env": base_env + extra_env + efa_env,
+            "resources": {"requests": requests, "limits": {**device, **efa_resources}},
+            "volumeMounts": [{"name": "shared", "mountPath": env.mount_path},
+                             {"name": "dshm", "mountPath": "/dev/shm"},
+                             {"name": "code", "mountPath": CODE_MOUNT, "readOnly": True}]}],
+        "volumes": [
+            {"name": "shared", "persistentVolumeClaim": {"claimName": env.claim_name}},
+            # The container runtime's default /dev/shm is 64 MiB, too small for DataLoader workers and NCCL.
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{_shm_gib(group, max(gpus, 1))}Gi"}},
+            {"name": "code", "configMap": {"name": code_config_map["metadata"]["name"], "items": items}}],
+    }
+    if not spec["containers"][0]["resources"]["limits"]:
+        del spec["containers"][0]["resources"]["limits"]
+    if subdomain:
+        spec["subdomain"] = subdomain
+    return spec
+
+
+def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNodeGroup, bucket: str, run_id: str,
+                          code_config_map: dict, region: str | None = None, suspend: bool = False,
+                          role: str = "TRAINER") -> dict:
+    """The Indexed Job that runs the experiment on max_nodes pods, one per node.
+
+    completions = parallelism = max_nodes. For an elastic run (min < max) a successPolicy marks the
+    Job succeeded once min_nodes pods succeeded: torchrun starts with >= min nodes, every node that
+    took part exits 0 at the end, and pods that never got a node are then terminated by the Job
+    controller instead of waiting forever (JobSuccessPolicy, GA in Kubernetes 1.33).
+    ``role="PSERVER"`` gives paddle's pserver Job (no GPUs, e.pservers pods).
+    """
+    job, svc = contracts.base_name(e, run_id), contracts.service_name(e, run_id)
+    pserver = role == "PSERVER"
+    name = contracts.paddle_job_names(job)[1] if pserver else job
+    launch = contracts.launch_for(e, env, job=job, service=svc, gpus=e.gpus_per_node, role=role)
+    # pservers keep their logs and summary apart: the launcher on index 0 writes summary.json.
+    sub = "pserver/" if pserver else ""
+    results_dir = env.experiment_results_dir(e) + ("/pserver" if pserver else "")
+    script = contracts.launcher_script(launch.argv, results_dir=results_dir,
+                                       results_uri=env.experiment_results_uri(bucket, e) + sub,
+                                       experiment=e.name, prelude=launch.prelude, modules=launch.modules)
+    extra_env = [{"name": k, "value": v} for k, v in sorted(launch.env.items())]
+    pods = e.pservers if pserver else e.max_nodes
+    meta = labels(e, run_id=run_id, instance=job, component="pserver" if pserver else "training")
+    spec = {
+        "completionMode": "Indexed",
+        "completions": pods, "parallelism": pods,
+        "backoffLimit": e.max_restarts if e.framework == "pytorch" else 0,
+        "activeDeadlineSeconds": e.timeout_minutes * 60,
+        "suspend": suspend,
+        "podFailurePolicy": copy.deepcopy(IGNORE_DISRUPTIONS),
+        "template": {
+            "metadata": {"labels": {**meta, "eksbench.io/peers": job}},
+            "spec": _pod_spec(e, env=env, group=node_group, code_config_map=code_config_map, script=script,
+                              run_id=run_id, extra_env=extra_env, gpus=0 if pserver else e.gpus_per_node, subdomain=svc,
+                              region=region, efa=not pserver)},
+    }
+    if e.elastic and not pserver:
+        spec["successPolicy"] = {"rules": [{"succeededCount": e.min_nodes}]}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": env.namespace, "labels": meta, "annotations": dict(SKIP_AWAIT)},
+            "spec": spec}
+
+
+def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNodeGroup, bucket: str, run_id: str,
+                            code_config_map: dict, region: str | None = None) -> dict:
+    """One pod on one GPU that evaluates the training checkpoint from shared storage.
+
+    Created suspended; the eval gate resumes it once the training Job is Complete.
+    """
+    job = f"{contracts.base_name(e, run_id)}-eval"
+    results_dir = f"{env.experiment_results_dir(e)}/{contracts.EVAL_SUBDIR}"
+    script = contracts.launcher_script(contracts.evaluation_argv(e, env), results_dir=results_dir,
+                                       results_uri=f"{env.experiment_results_uri(bucket, e)}{contracts.EVAL_SUBDIR}/",
+                                       experiment=f"{e.name}-eval")
+    meta = labels(e, run_id=run_id, instance=contracts.base_name(e, run_id), component="evaluation")
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": job, "namespace": env.namespace, "labels": meta, "annotations": dict(SKIP_AWAIT)},
+            "spec": {"completions": 1, "parallelism": 1, "backoffLimit": 1, "suspend": True,
+                     "activeDeadlineSeconds": EVAL_TIMEOUT_MINUTES * 60,
+                     "podFailurePolicy": copy.deepcopy(IGNORE_DISRUPTIONS),
+                     "template": {"metadata": {"labels": meta},
+                                  "spec": _pod_spec(e, env=env, group=node_group, code_config_map=code_config_map,
+                                                    script=script, run_id=run_id, extra_env=[], gpus=1, subdomain=None,
+                                                    region=region, efa=False)}}}
+
+
+def gate_rbac_manifests(name: str, *, namespace: str) -> list[dict]:
+    """ServiceAccount, Role and RoleBinding that let a gate read Jobs and resume them (get + patch)."""
+    meta = {"name": name, "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": "eksbench", "app.kubernetes.io/component": "gate",
+                       "app.kubernetes.io/managed-by": "pulumi"}}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": dict(meta),
+         "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "patch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": dict(meta),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
+    ]
+
+
+def gate_job_manifest(name: str, *, namespace: str, service_account: str, spec: str, deadline_seconds: int,
+                      labels: Mapping[str, str], fingerprint: str) -> dict:
+    """A CPU-only Job on the system nodes running contracts.GATE_SCRIPT with ``spec`` (contracts.gate_spec).
+
+    ``fingerprint`` (a hash of the Jobs it resumes) sits in the pod template, so replacing a gated
+    Job replaces its gate too and the new Job does not stay suspended.
+    """
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace, "annotations": dict(SKIP_AWAIT),
+                         "labels": {**labels, "app.kubernetes.io/component": "gate"}},
+            "spec": {"backoffLimit": 6, "activeDeadlineSeconds": deadline_seconds,
+                     "template": {
+                         "metadata": {"labels": {**labels, "app.kubernetes.io/component": "gate"},
+                                      "annotations": {"eksbench.io/gated-jobs": fingerprint}},
+                         "spec": {"restartPolicy": "OnFailure", "serviceAccountName": service_account,
+                                  "nodeSelector": dict(SYSTEM_NODE_LABEL), "enableServiceLinks": False,
+                                  "containers": [{"name": "gate", "image": GATE_IMAGE,
+                                                  "command": ["python3", "-c", contracts.GATE_SCRIPT],
+                                                  "env": [{"name": "EKSBENCH_GATE", "value": spec}],
+                                                  "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                                                                "limits": {"memory": "64Mi"}}}]}}}}
+
+
+def fingerprint(*manifests: dict) -> str:
+    return hashlib.sha256(json.dumps(manifests, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def completion_waits(e: Experiment, *, run_id: str) -> list[tuple[str, str | None]]:
+    """What "experiment e is finished" means to a gate: its training Job, and its evaluation Job
+    unless the training failed (then the evaluation is never started)."""
+    job = contracts.base_name(e, run_id)
+    return [(job, None), (f"{job}-eval", job)] if e.evaluate else [(job, None)]
+
+
+def experiment_manifests(e: Experiment, *, env: Environment, node_group: GpuNodeGroup, bucket: str, run_id: str,
+                         code_config_map: dict, region: str | None = None,
+                         after: list[tuple[str, str | None]] = (), after_minutes: int = 0) -> dict[str, dict]:
+    """Every object of one experiment, keyed by role (the Pulumi child is named "<name>-<role>"), in
+    creation order: svc, job, [pserver], [eval], [gate-sa, gate-role, gate-binding], [eval-gate], [gate].
+
+    ``after``: gate waits (see contracts.gate_spec) that must be done before this experiment starts;
+    its Jobs are then created suspended and a gate resumes them. ``after_minutes`` bounds that wait.
+    """
+    job = contracts.base_name(e, run_id)
+    common = dict(env=env, node_group=node_group, bucket=bucket, run_id=run_id, code_config_map=code_config_map,
+                  region=region)
+    out = {"svc": headless_service_manifest(e, env=env, run_id=run_id),
+           "job": training_job_manifest(e, suspend=bool(after), **common)}
+    if e.framework == "paddle":
+        out["pserver"] = training_job_manifest(e, suspend=bool(after), role="PSERVER", **common)
+    if e.evaluate:
+        out["eval"] = evaluation_job_manifest(e, **common)
+    if not (after or e.evaluate):
+        return out
+    gate_sa = f"{job}-gate"
+    rbac = gate_rbac_manifests(gate_sa, namespace=env.namespace)
+    out.update(zip(("gate-sa", "gate-role", "gate-binding"), rbac))
+    meta = labels(e, run_id=run_id, instance=job, component="gate")
+    slack = 60  # minutes for scheduling, node scale-up and image pulls
+    if e.evaluate:
+        out["eval-gate"] = gate_job_manifest(
+            f"{job}-eval-gate", namespace=env.namespace, service_account=gate_sa, labels=meta,
+            spec=contracts.gate_spec(namespace=env.namespace, wait=[(job, None)], resume=[f"{job}-eval"],
+                                     require_success=[job]),
+            deadline_seconds=(after_minutes + e.timeout_minutes + slack) * 60, fingerprint=fingerprint(out["eval"]))
+    if after:
+        resumed = [out[r] for r in ("job", "pserver") if r in out]
+        out["gate"] = gate_job_manifest(
+            f"{job}-gate", namespace=env.namespace, service_account=gate_sa, labels=meta,
+            spec=contracts.gate_spec(namespace=env.namespace, wait=list(after),
+                                     resume=[m["metadata"]["name"] for m in resumed]),
+            deadline_seconds=(after_minutes + slack) * 60, fingerprint=fingerprint(*resumed))
+    return out
+
+
+def suite_budget_minutes(e: Experiment) -> int:
+    """How long a successor may have to wait for ``e``: its timeout, its evaluation and start-up slack."""
+    return e.timeout_minutes + (EVAL_TIMEOUT_MINUTES if e.evaluate else 0) + 60
