@@ -1,0 +1,139 @@
+"""Kubernetes manifests that stage a prepared dataset onto the cluster's shared volume.
+
+Pure builders (no Pulumi, no I/O): a ConfigMap carrying ``datasets/stage.py`` and one
+Job per dataset. The Job runs on the CPU system node group as the trainer service
+account (EKS Pod Identity grants it S3 read; no keys), and finishes only when
+``<datasets_dir>/<name>/`` matches the dataset's manifest:
+
+  EFS  copy from ``<datasets_uri>/<name>/`` and check every file's sha256;
+  FSx  the data repository association imports lazily, so the Job waits until every
+       file is visible with its size; with ``storage.preload`` it also restores and
+       reads every file, so the first epoch does not measure S3 latency.
+
+Pulumi awaits these Jobs (no skipAwait), with timeouts sized by ``staging_timeout_minutes``,
+so training Jobs that depend on them start only on a staged dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+from datasets.catalog import Dataset
+from infra.environment import SYSTEM_NODE_LABEL, Environment
+
+# Pinned: the staging script needs only the standard library and boto3.
+STAGING_IMAGE = "python:3.11.11-slim-bookworm"
+BOTO3 = "boto3==1.43.11"  # the version requirements-dev.txt pins
+SCRIPT_MOUNT = "/opt/eksbench"
+SCRIPT_KEY = "stage.py"
+SCRIPT_CONFIG_MAP = "eksbench-dataset-stage"
+# Rates for sizing timeouts, deliberately pessimistic: one pod writing many small files to
+# EFS is bound by per-file latency more than by throughput.
+COPY_BYTES_PER_S = 50e6
+COPY_FILES_PER_S = 500
+READ_BYTES_PER_S = 100e6  # the read-back check, and FSx preload
+STAT_FILES_PER_S = 2000
+MIN_TIMEOUT_MINUTES = 30
+# An installer that installs boto3 only when the image lacks it, then hands over to the script.
+ENTRYPOINT = (f'python -c "import boto3" 2>/dev/null || pip install --no-cache-dir --quiet --root-user-action=ignore '
+              f'{BOTO3} && exec python {SCRIPT_MOUNT}/{SCRIPT_KEY} "$@"')
+
+
+def staging_mode(storage_kind: str) -> str:
+    if storage_kind not in ("efs", "fsx"):
+        raise ValueError(f"storage kind {storage_kind!r}: must be efs or fsx")
+    return "copy" if storage_kind == "efs" else "fsx"
+
+
+def staging_timeout_minutes(ds: Dataset, *, mode: str, preload: bool = False) -> int:
+    """How long staging ``ds`` may take: the Job's deadline and Pulumi's customTimeouts."""
+    size, files = ds.approx_bytes, ds.approx_files
+    if mode == "copy":
+        seconds = size / COPY_BYTES_PER_S + files / COPY_FILES_PER_S + size / READ_BYTES_PER_S
+    else:
+        seconds = files / STAT_FILES_PER_S + (size / READ_BYTES_PER_S if preload else 0)
+    return max(MIN_TIMEOUT_MINUTES, 10 + math.ceil(seconds / 60))
+
+
+def staging_job_name(ds: Dataset) -> str:
+    return f"stage-{ds.name}"[:63]
+
+
+def staging_labels(ds: Dataset) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "eksbench", "app.kubernetes.io/part-of": "eksbench",
+            "app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/component": "dataset-staging",
+            "eksbench.io/dataset": ds.name}
+
+
+def staging_job_metadata(ds: Dataset, *, env: Environment) -> dict:
+    return {"name": staging_job_name(ds), "namespace": env.namespace, "labels": staging_labels(ds)}
+
+
+def script_digest(script: str) -> str:
+    return hashlib.sha256(script.encode()).hexdigest()
+
+
+def staging_script_config_map_manifest(script: str, *, env: Environment) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": SCRIPT_CONFIG_MAP, "namespace": env.namespace,
+                         "labels": {"app.kubernetes.io/name": "eksbench", "app.kubernetes.io/managed-by": "pulumi",
+                                    "app.kubernetes.io/component": "dataset-staging"}},
+            "data": {SCRIPT_KEY: script}}
+
+
+def staging_job_manifest(ds: Dataset, *, env: Environment, source_uri: str, region: str, storage_kind: str = "efs",
+                         preload: bool = False, image: str = STAGING_IMAGE, script_sha256: str = "",
+                         timeout_minutes: int | None = None) -> dict:
+    """The Job that makes ``<env.datasets_dir>/<ds.name>/`` a checked copy of ``source_uri``.
+
+    ``script_sha256`` (of the ConfigMap's script) goes into the pod template, so a new
+    script replaces the Job and staging reruns with it.
+    """
+    if not ds.needs_staging:
+        raise ValueError(f"dataset {ds.name!r} is generated in memory by the training script; nothing to stage")
+    if not source_uri.startswith("s3://") or not source_uri.endswith("/"):
+        raise ValueError(f"source_uri {source_uri!r}: must be an S3 prefix ending in '/', "
+                         f"e.g. s3://my-bucket/datasets/{ds.name}/")
+    mode = staging_mode(storage_kind)
+    if preload and mode != "fsx":
+        raise ValueError(f"preload=True applies to FSx only (storage kind is {storage_kind!r})")
+    minutes = timeout_minutes or staging_timeout_minutes(ds, mode=mode, preload=preload)
+    args = ["--source", source_uri, "--dest", f"{env.datasets_dir}/{ds.name}", "--mode", mode]
+    if mode == "fsx":
+        args += ["--wait-seconds", str(max(60, (minutes - 5) * 60))]
+    if preload:
+        args.append("--preload")
+    labels = staging_labels(ds)
+    container = {
+        "name": "stage",
+        "image": image,
+        "command": ["/bin/sh", "-c", ENTRYPOINT, "stage"],  # "stage" is $0; the args are "$@"
+        "args": args,
+        "env": [{"name": "AWS_REGION", "value": region}, {"name": "AWS_DEFAULT_REGION", "value": region},
+                {"name": "PYTHONUNBUFFERED", "value": "1"}],
+        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
+        "volumeMounts": [{"name": "shared", "mountPath": env.mount_path},
+                         {"name": "script", "mountPath": SCRIPT_MOUNT, "readOnly": True}],
+    }
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": staging_job_metadata(ds, env=env),
+        "spec": {
+            "backoffLimit": 2,
+            "activeDeadlineSeconds": minutes * 60,
+            "template": {
+                "metadata": {"labels": labels,
+                             "annotations": {"eksbench.io/stage-script-sha256": script_sha256,
+                                             "eksbench.io/source": source_uri}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": env.service_account,
+                    "nodeSelector": dict(SYSTEM_NODE_LABEL),
+                    "containers": [container],
+                    "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": env.claim_name}},
+                                {"name": "script", "configMap": {"name": SCRIPT_CONFIG_MAP}}],
+                },
+            },
+        },
+    }

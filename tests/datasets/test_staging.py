@@ -1,0 +1,128 @@
+"""Staging manifests (schema-valid, pointed at the right places) and the DatasetStaging component under mocks."""
+
+from __future__ import annotations
+
+import pytest
+
+from datasets import manifests
+from datasets.catalog import CATALOG
+from infra.config import parse_stack_config
+from infra.environment import SYSTEM_NODE_LABEL, environment_for
+from tests.support.k8s_schema import assert_valid
+
+GPU = [{"name": "p3", "instance_type": "p3.16xlarge", "max_size": 2}]
+
+
+def stack(datasets: list[str], **storage) -> object:
+    raw = {"gpu_node_groups": GPU, "storage": storage or {"kind": "efs"},
+           "experiments": [{"name": f"e{i}", "dataset": d} for i, d in enumerate(datasets)]}
+    return parse_stack_config(raw, project="eksbench", stack="test", region="us-west-2")
+
+
+def test_efs_copy_job_is_valid_and_points_at_the_shared_volume():
+    env = environment_for(stack(["cifar10"]))
+    script = (manifests.__file__.rsplit("/", 1)[0]) + "/stage.py"
+    text = open(script).read()
+    cm = manifests.staging_script_config_map_manifest(text, env=env)
+    job = manifests.staging_job_manifest(CATALOG["cifar10"], env=env, source_uri="s3://b/datasets/cifar10/",
+                                         region="us-west-2", script_sha256=manifests.script_digest(text))
+    assert_valid(cm)
+    assert_valid(job)
+    pod = job["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert pod["nodeSelector"] == SYSTEM_NODE_LABEL and pod["serviceAccountName"] == env.service_account
+    assert c["image"] == manifests.STAGING_IMAGE and ":" in c["image"] and not c["image"].endswith(":latest")
+    assert c["args"] == ["--source", "s3://b/datasets/cifar10/", "--dest", f"{env.datasets_dir}/cifar10",
+                         "--mode", "copy"]
+    assert "boto3==" in c["command"][2] and not any("AWS_SECRET" in e["name"] for e in c["env"])
+    assert {v["name"]: v for v in pod["volumes"]}["shared"]["persistentVolumeClaim"]["claimName"] == env.claim_name
+    assert "pulumi.com/skipAwait" not in job["metadata"].get("annotations", {})
+    assert job["metadata"]["name"] == "stage-cifar10" and job["metadata"]["namespace"] == env.namespace
+    assert job["spec"]["activeDeadlineSeconds"] == 60 * manifests.staging_timeout_minutes(CATALOG["cifar10"],
+                                                                                          mode="copy")
+
+
+def test_fsx_preload_job_and_timeouts_grow_with_the_data():
+    env = environment_for(stack(["imagenet"], kind="fsx", preload=True))
+    job = manifests.staging_job_manifest(CATALOG["imagenet"], env=env, source_uri="s3://b/datasets/imagenet/",
+                                         region="us-west-2", storage_kind="fsx", preload=True)
+    assert_valid(job)
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[4:6] == ["--mode", "fsx"] and args[-1] == "--preload"
+    imagenet = manifests.staging_timeout_minutes(CATALOG["imagenet"], mode="copy")
+    assert imagenet > 90 and manifests.staging_timeout_minutes(CATALOG["cifar10"], mode="copy") == 30
+    assert manifests.staging_timeout_minutes(CATALOG["imagenet"], mode="fsx") < imagenet
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"source_uri": "s3://b/datasets/cifar10"}, "must be an S3 prefix ending in '/'"),
+    ({"storage_kind": "nfs"}, "must be efs or fsx"),
+    ({"preload": True}, "applies to FSx only"),
+])
+def test_builder_rejects_bad_arguments(kwargs, message):
+    env = environment_for(stack(["cifar10"]))
+    with pytest.raises(ValueError, match=message):
+        manifests.staging_job_manifest(CATALOG["cifar10"], env=env, region="us-west-2",
+                                       **({"source_uri": "s3://b/d/cifar10/"} | kwargs))
+    with pytest.raises(ValueError, match="nothing to stage"):
+        manifests.staging_job_manifest(CATALOG["synthetic"], env=env, source_uri="s3://b/d/", region="us-west-2")
+
+
+def run_component(cfg):
+    """Builds DatasetStaging under Pulumi's mocks; returns the RegisterResource requests it made."""
+    import pulumi
+    from pulumi.runtime import mocks
+
+    requests, inputs = [], {}
+
+    class Monitor(mocks.MockMonitor):
+        def RegisterResource(self, request):
+            requests.append(request)
+            return super().RegisterResource(request)
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args):
+            inputs[args.name] = args.inputs
+            return f"{args.name}-id", args.inputs
+
+        def call(self, args):
+            return {}
+
+    m = Mocks()
+    pulumi.runtime.set_mocks(m, project="eksbench", stack="test", preview=False, monitor=Monitor(m))
+    from datasets.staging import DatasetStaging, DatasetStagingArgs
+
+    env = environment_for(cfg)
+
+    @pulumi.runtime.test
+    def build():
+        staging = DatasetStaging("data", DatasetStagingArgs(config=cfg, env=env, bucket="results-bucket"))
+        return pulumi.Output.all(*[j.id for j in staging.jobs], *[j.spec for j in staging.jobs]).apply(
+            lambda _: staging)
+
+    build()
+    return requests, inputs
+
+
+def test_component_makes_one_awaited_job_per_dataset():
+    requests, inputs = run_component(stack(["cifar10", "synthetic", "coco2017", "cifar10"]))
+    jobs = [r for r in requests if r.type == "kubernetes:batch/v1:Job"]
+    assert sorted(r.name for r in jobs) == ["data-cifar10", "data-coco2017"]
+    component = next(r for r in requests if r.type == "eksbench:datasets:DatasetStaging")
+    assert component.name == "data"
+    for r in jobs:
+        assert r.parent.endswith("eksbench:datasets:DatasetStaging::data")
+        assert r.customTimeouts.create.endswith("m") and int(r.customTimeouts.create[:-1]) >= 30
+        assert any("ConfigMap" in d for d in r.dependencies)
+        annotations = dict(r.object.fields["metadata"].struct_value.fields.get("annotations").struct_value.fields
+                           if "annotations" in r.object.fields["metadata"].struct_value.fields else {})
+        assert "pulumi.com/skipAwait" not in annotations
+    args = inputs["data-coco2017"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:4] == ["--source", "s3://results-bucket/datasets/coco2017/", "--dest", "/data/datasets/coco2017"]
+    assert inputs["data-coco2017"]["metadata"]["name"] == "stage-coco2017"
+    assert "stage.py" in inputs["data-script"]["data"]
+
+
+def test_component_stages_nothing_for_synthetic_only_stacks():
+    requests, _ = run_component(stack(["synthetic", "synthetic"]))
+    assert [r.type for r in requests if r.type.startswith("kubernetes:")] == []
