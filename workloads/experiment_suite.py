@@ -1,0 +1,77 @@
+"""``ExperimentSuite``: every experiment of the stack, plus the ConfigMap with their code.
+
+One ``TrainingJob`` per experiment. With ``execution: sequential`` each experiment's Jobs
+are created suspended and resumed by a gate once the previous experiment finished (its
+training Job, and its evaluation unless that never started), so waiting experiments hold
+no GPUs; with ``parallel`` they all start at once and the scheduler shares the nodes.
+The Kubernetes provider comes in through ``opts`` and reaches every child via ``parent``
+(pulumi-eks gives no usable default provider: it must be explicit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import pulumi
+
+from infra.config import StackConfig
+from infra.environment import Environment
+from workloads import contracts, manifests
+from workloads.training_job import TrainingJob, TrainingJobArgs, register_manifest
+
+TRAIN_DIR = Path(__file__).resolve().parent / "train"
+
+
+def read_code_files(root: Path = TRAIN_DIR) -> dict[str, str]:
+    """The training sources to ship, ``{path relative to workloads/train: text}`` (*.py only)."""
+    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*.py"))
+            if "__pycache__" not in p.parts}
+
+
+@dataclass(frozen=True)
+class ExperimentSuiteArgs:
+    """config: the parsed stack config. env: infra.environment.environment_for(config).
+    bucket: the results bucket's name. code_files: read_code_files()."""
+    config: StackConfig
+    env: Environment
+    bucket: pulumi.Input[str]
+    code_files: Mapping[str, str]
+
+
+class ExperimentSuite(pulumi.ComponentResource):
+    """The code ConfigMap and one TrainingJob per experiment, in parallel or one after another."""
+
+    results_uris: dict[str, pulumi.Output[str]]
+    jobs: dict[str, TrainingJob]
+
+    def __init__(self, name: str, args: ExperimentSuiteArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("eksbench:workloads:ExperimentSuite", name, None, opts)
+        cfg, env = args.config, args.env
+        problems = [f"experiments[{i}].{p}" for i, e in enumerate(cfg.experiments)
+                    for p in contracts.check_experiment(e)]
+        if problems:
+            raise ValueError("\n".join(problems))
+        code = manifests.code_config_map_manifest(args.code_files, namespace=env.namespace)
+        code_map = register_manifest(f"{name}-code", "ConfigMap", code, pulumi.ResourceOptions(parent=self))
+        self.jobs = {}
+        previous: TrainingJob | None = None
+        waited_minutes = 0
+        for i, e in enumerate(cfg.experiments):
+            sequential = cfg.execution == "sequential" and i > 0
+            prior = cfg.experiments[i - 1] if sequential else None
+            if prior is not None:
+                waited_minutes += manifests.suite_budget_minutes(prior)
+            job = TrainingJob(
+                f"{name}-{e.name}",
+                TrainingJobArgs(experiment=e, env=env, node_group=cfg.node_group_for(e), bucket=args.bucket,
+                                run_id=cfg.run_id, code_config_map=code, region=cfg.region,
+                                after=manifests.completion_waits(prior, run_id=cfg.run_id) if prior else (),
+                                after_minutes=waited_minutes if prior else 0),
+                pulumi.ResourceOptions(parent=self,
+                                       depends_on=[code_map] + ([previous] if sequential and previous else [])))
+            self.jobs[e.name] = job
+            previous = job
+        self.results_uris = {n: j.results_uri for n, j in self.jobs.items()}
+        self.register_outputs({"results_uris": self.results_uris})

@@ -1,0 +1,112 @@
+"""``TrainingJob``: registers one experiment's Kubernetes objects with Pulumi.
+
+Thin on purpose: ``workloads.manifests.experiment_manifests`` builds every object as a
+dict, and this component only turns each dict into the matching pulumi-kubernetes
+resource (children ``<name>-svc``, ``<name>-job``, ``<name>-eval``, ...). The bucket
+name is an Output, so the dicts are built inside ``apply``; which objects exist depends
+on the experiment alone, so the resources themselves are created outside it.
+
+Await: every Job and the Service carry ``pulumi.com/skipAwait: "true"``, so ``pulumi up``
+returns once the objects exist instead of blocking on the provider's 10-minute Job await
+(or for hours with a custom timeout). Progress and results are read from the cluster,
+shared storage and S3. Ordering (evaluation after training, sequential experiments) is
+done in the cluster by suspended Jobs and gates; see workloads/README.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.config import Experiment, GpuNodeGroup
+from infra.environment import Environment
+from workloads import contracts, manifests
+
+# kind -> (resource class, top-level fields besides apiVersion/kind/metadata, as Python keyword names)
+KINDS: dict[str, tuple[Callable[..., pulumi.CustomResource], dict[str, str]]] = {
+    "Job": (k8s.batch.v1.Job, {"spec": "spec"}),
+    "Service": (k8s.core.v1.Service, {"spec": "spec"}),
+    "ConfigMap": (k8s.core.v1.ConfigMap, {"data": "data", "immutable": "immutable"}),
+    "ServiceAccount": (k8s.core.v1.ServiceAccount, {}),
+    "Role": (k8s.rbac.v1.Role, {"rules": "rules"}),
+    "RoleBinding": (k8s.rbac.v1.RoleBinding, {"roleRef": "role_ref", "subjects": "subjects"}),
+}
+
+
+def register_manifest(name: str, kind: str, manifest: pulumi.Input[Mapping[str, Any]],
+                      opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """The pulumi-kubernetes resource for one manifest dict (plain or Output); camelCase keys pass
+    through unchanged to the provider, so the dict stays the single source of truth."""
+    cls, fields = KINDS[kind]
+    out = pulumi.Output.from_input(manifest)
+    kwargs = {py: out.apply(lambda m, k=key: m.get(k)) for key, py in fields.items()}
+    return cls(name, metadata=out.apply(lambda m: m["metadata"]), **kwargs, opts=opts)
+
+
+@dataclass(frozen=True)
+class TrainingJobArgs:
+    """Inputs of one experiment's objects.
+
+    experiment, env, node_group, run_id: from the parsed config (StackConfig.node_group_for).
+    bucket: the results bucket's name.
+    code_config_map: the code ConfigMap manifest (manifests.code_config_map_manifest); the pods
+        mount it by name, the suite registers it.
+    region: exported to the pods as AWS_REGION for boto3.
+    after: gate waits (manifests.completion_waits of the previous experiment) to finish before
+        this experiment starts; empty = start at once.
+    after_minutes: the longest that wait can take (sum of manifests.suite_budget_minutes).
+    """
+    experiment: Experiment
+    env: Environment
+    node_group: GpuNodeGroup
+    bucket: pulumi.Input[str]
+    run_id: str
+    code_config_map: Mapping[str, Any]
+    region: str | None = None
+    after: Sequence[tuple[str, str | None]] = ()
+    after_minutes: int = 0
+
+
+class TrainingJob(pulumi.ComponentResource):
+    """One experiment: headless Service, Indexed Job(s), optional evaluation Job and gates."""
+
+    results_uri: pulumi.Output[str]
+    job_name: str
+    resources: dict[str, pulumi.CustomResource]
+
+    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("eksbench:workloads:TrainingJob", name, None, opts)
+        e = args.experiment
+
+        def build(bucket: str) -> dict[str, dict]:
+            return manifests.experiment_manifests(
+                e, env=args.env, node_group=args.node_group, bucket=bucket, run_id=args.run_id,
+                code_config_map=dict(args.code_config_map), region=args.region, after=list(args.after),
+                after_minutes=args.after_minutes)
+
+        bucket = pulumi.Output.from_input(args.bucket)
+        shapes = build("bucket")  # which objects exist and their kinds do not depend on the bucket
+        built = bucket.apply(build)
+        # Children wait for what the component waits for (the previous experiment in a sequential
+        # suite): a gate that found its predecessor's Job missing would take it as done.
+        deps = opts.depends_on if opts else None
+        inherited = [deps] if isinstance(deps, pulumi.Resource) else list(deps or [])
+        self.resources = {}
+        for role, shape in shapes.items():
+            job = shape["kind"] == "Job"
+            gate = role.endswith("gate")
+            child = pulumi.ResourceOptions(
+                parent=self,
+                depends_on=inherited + (list(self.resources.values()) if gate else []),
+                # Names are fixed (pods resolve each other by them), so a replacement must delete first.
+                delete_before_replace=job or None,
+                # Gates flip spec.suspend in the cluster; that is not drift to undo.
+                ignore_changes=["spec.suspend"] if job and shape["spec"].get("suspend") else None)
+            self.resources[role] = register_manifest(f"{name}-{role}", shape["kind"],
+                                                     built.apply(lambda m, r=role: m[r]), child)
+        self.job_name = contracts.base_name(e, args.run_id)
+        self.results_uri = bucket.apply(lambda b: args.env.experiment_results_uri(b, e))
+        self.register_outputs({"results_uri": self.results_uri, "job_name": self.job_name})
