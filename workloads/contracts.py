@@ -110,9 +110,27 @@ def pod_host(job: str, index: int | str, service: str) -> str:
     return f"{job}-{index}.{service}"
 
 
+# The module each framework runs, all with workloads.train's CLI; a path under workloads/train.
+ENTRY_MODULES = {"pytorch": "workloads.train", "tensorflow": "workloads.train.tf_keras",
+                 "horovod": "workloads.train.hvd_torch", "paddle": "workloads.train.paddle_ps"}
+
+
+def entry_file(framework: str) -> str:
+    """The file (relative to workloads/train) that must be shipped for ``framework`` to run."""
+    module = ENTRY_MODULES[framework]
+    return "__main__.py" if module == "workloads.train" else module.rsplit(".", 1)[1] + ".py"
+
+
+def missing_entry_points(experiments: tuple[Experiment, ...], code_files: Mapping[str, str]) -> list[str]:
+    """Experiments whose framework has no training entry point among the shipped files."""
+    return [f'experiments[{i}].framework="{e.framework}": workloads/train has no {e.framework} entry point '
+            f'({entry_file(e.framework)}, module {ENTRY_MODULES[e.framework]}); use "pytorch" or add it'
+            for i, e in enumerate(experiments) if entry_file(e.framework) not in code_files]
+
+
 def train_argv(e: Experiment, env: Environment) -> tuple[str, ...]:
-    """The arguments of ``-m workloads.train`` (the training scripts' CLI contract)."""
-    argv = ["-m", "workloads.train", "--workload", e.workload, "--batch-size", str(e.batch_size),
+    """The arguments of ``-m <entry module>`` (workloads.train's CLI contract, for every framework)."""
+    argv = ["-m", ENTRY_MODULES[e.framework], "--workload", e.workload, "--batch-size", str(e.batch_size),
             "--precision", e.precision, "--steps", str(e.steps), "--epochs", str(e.epochs),
             "--dataset", e.dataset, "--data-dir", env.datasets_dir,  # the dataset is a folder under it
             "--results-dir", env.experiment_results_dir(e), "--checkpoint-every", str(e.checkpoint_every),

@@ -51,6 +51,8 @@ class ExperimentSuite(pulumi.ComponentResource):
         cfg, env = args.config, args.env
         problems = [f"experiments[{i}].{p}" for i, e in enumerate(cfg.experiments)
                     for p in contracts.check_experiment(e)]
+        # The code ConfigMap is mounted over workloads/train, so the entry point must be shipped.
+        problems += contracts.missing_entry_points(cfg.experiments, args.code_files)
         if problems:
             raise ValueError("\n".join(problems))
         code = manifests.code_config_map_manifest(args.code_files, namespace=env.namespace)

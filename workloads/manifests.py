@@ -277,6 +277,8 @@ def experiment_manifests(e: Experiment, *, env: Environment, node_group: GpuNode
         out["pserver"] = training_job_manifest(e, suspend=bool(after), role="PSERVER", **common)
     if e.evaluate:
         out["eval"] = evaluation_job_manifest(e, **common)
+        # A rerun training (replaced Job) must be evaluated again: tie the eval pod template to it.
+        out["eval"]["spec"]["template"]["metadata"]["annotations"] = {"eksbench.io/training": fingerprint(out["job"])}
     if not (after or e.evaluate):
         return out
     gate_sa = f"{job}-gate"

@@ -103,6 +103,9 @@ class TrainingJob(pulumi.ComponentResource):
                 depends_on=inherited + (list(self.resources.values()) if gate else []),
                 # Names are fixed (pods resolve each other by them), so a replacement must delete first.
                 delete_before_replace=job or None,
+                # Any Job change reruns it: most of a Job's spec is immutable anyway (the pod template),
+                # and an in-place apply would fight the gate over spec.suspend.
+                replace_on_changes=["spec"] if job else None,
                 # Gates flip spec.suspend in the cluster; that is not drift to undo.
                 ignore_changes=["spec.suspend"] if job and shape["spec"].get("suspend") else None)
             self.resources[role] = register_manifest(f"{name}-{role}", shape["kind"],

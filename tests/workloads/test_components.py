@@ -36,6 +36,7 @@ K8S_KINDS = {"kubernetes:batch/v1:Job": "Job", "kubernetes:core/v1:Service": "Se
              "kubernetes:core/v1:ConfigMap": "ConfigMap", "kubernetes:core/v1:ServiceAccount": "ServiceAccount",
              "kubernetes:rbac.authorization.k8s.io/v1:Role": "Role",
              "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": "RoleBinding"}
+CODE_FILES = {"__init__.py": "", "__main__.py": "pass\n", "launch.py": "pass\n"}
 API_VERSIONS = {"Job": "batch/v1", "Role": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.authorization.k8s.io/v1"}
 
 
@@ -57,7 +58,9 @@ class Recorder(pmocks.MockMonitor):
         if request.type != "pulumi:pulumi:Stack":
             self.regs.append({"urn": response.urn, "type": request.type, "name": request.name,
                               "parent": request.parent, "provider": request.provider,
-                              "deps": set(request.dependencies), "inputs": rpc.deserialize_properties(request.object)})
+                              "deps": set(request.dependencies), "inputs": rpc.deserialize_properties(request.object),
+                              "ignore": list(request.ignoreChanges), "replace_on": list(request.replaceOnChanges),
+                              "delete_first": request.deleteBeforeReplace})
         return response
 
 
@@ -97,7 +100,7 @@ def suite(cfg, provider=None):
     opts = pulumi.ResourceOptions(provider=provider) if provider else None
     return ExperimentSuite("bench", ExperimentSuiteArgs(config=cfg, env=environment_for(cfg),
                                                         bucket=pulumi.Output.from_input("results-bkt"),
-                                                        code_files={"__init__.py": "", "launch.py": "pass\n"}), opts)
+                                                        code_files=CODE_FILES), opts)
 
 
 @pulumi.runtime.test
@@ -123,7 +126,10 @@ def test_suite_registers_valid_objects_with_gpus_tolerations_and_skip_await(moni
         assert train["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
         tol = train["tolerations"][0]
         assert (tol["key"], tol["value"], tol["effect"]) == (GPU_TAINT["key"], GPU_TAINT["value"], GPU_TAINT["effect"])
-        assert by_name["bench-cifar10-elastic-eval"]["inputs"]["spec"]["suspend"] is True
+        ev = by_name["bench-cifar10-elastic-eval"]
+        assert ev["inputs"]["spec"]["suspend"] is True and ev["ignore"] == ["spec.suspend"]
+        assert all(r["replace_on"] == ["spec"] and r["delete_first"] for r in jobs)  # fixed names: rerun = replace
+        assert by_name["bench-resnet50-synthetic-job"]["ignore"] == []
         svc = [r for r in regs if r["type"] == "kubernetes:core/v1:Service"]
         assert len(svc) == 2 and all(r["inputs"]["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
                                      for r in svc)
@@ -192,6 +198,13 @@ def test_suite_rejects_unsupported_pairs_before_registering(monitor):
     bad = replace(cfg, experiments=(replace(cfg.experiments[0], framework="tensorflow"),))
     with pytest.raises(ValueError, match=r"experiments\[0\]\.image="):
         suite(bad)
+
+
+def test_suite_rejects_frameworks_without_a_shipped_entry_point(monitor):
+    cfg = config()
+    tf = replace(cfg.experiments[0], framework="tensorflow", image="tensorflow/tensorflow:2.17.0-gpu")
+    with pytest.raises(ValueError, match=r"experiments\[0\]\.framework=\"tensorflow\": .*tf_keras.py"):
+        suite(replace(cfg, experiments=(tf,)))
 
 
 def test_read_code_files_ships_the_training_package():

@@ -158,6 +158,12 @@ def test_evaluation_job_is_suspended_until_its_gate_sees_training_complete():
     assert objs["job"]["spec"]["suspend"] is False  # nothing before it
 
 
+def test_evaluation_is_replaced_when_its_training_is():
+    a = build(CIFAR)["eval"]["spec"]["template"]["metadata"]["annotations"]["eksbench.io/training"]
+    b = build(replace(CIFAR, batch_size=32))["eval"]["spec"]["template"]["metadata"]["annotations"]
+    assert a != b["eksbench.io/training"]
+
+
 def test_a_successor_is_suspended_and_resumed_by_its_gate():
     waits = m.completion_waits(CIFAR, run_id="run-001")
     objs = build(after=waits, after_minutes=m.suite_budget_minutes(CIFAR))
