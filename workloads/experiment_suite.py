@@ -18,6 +18,7 @@ import pulumi
 
 from infra.config import StackConfig
 from infra.environment import Environment
+from infra.fields import ConfigError
 from workloads import contracts, manifests
 from workloads.training_job import TrainingJob, TrainingJobArgs, register_manifest
 
@@ -54,7 +55,7 @@ class ExperimentSuite(pulumi.ComponentResource):
         # The code ConfigMap is mounted over workloads/train, so the entry point must be shipped.
         problems += contracts.missing_entry_points(cfg.experiments, args.code_files)
         if problems:
-            raise ValueError("\n".join(problems))
+            raise ConfigError(problems)
         code = manifests.code_config_map_manifest(args.code_files, namespace=env.namespace)
         code_map = register_manifest(f"{name}-code", "ConfigMap", code, pulumi.ResourceOptions(parent=self))
         self.jobs = {}

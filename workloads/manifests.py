@@ -210,15 +210,17 @@ def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuN
                                                     region=region, efa=False)}}}
 
 
-def gate_rbac_manifests(name: str, *, namespace: str) -> list[dict]:
-    """ServiceAccount, Role and RoleBinding that let a gate read Jobs and resume them (get + patch)."""
+def gate_rbac_manifests(name: str, *, namespace: str, jobs: list[str]) -> list[dict]:
+    """ServiceAccount, Role and RoleBinding that let a gate read and resume the named Jobs only."""
     meta = {"name": name, "namespace": namespace,
             "labels": {"app.kubernetes.io/name": "eksbench", "app.kubernetes.io/component": "gate",
                        "app.kubernetes.io/managed-by": "pulumi"}}
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": dict(meta),
-         "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "patch"]}]},
+         # resourceNames works for get and patch (Kubernetes RBAC docs), so nothing else is reachable.
+         "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": sorted(set(jobs)),
+                    "verbs": ["get", "patch"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": dict(meta),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
          "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
@@ -282,7 +284,9 @@ def experiment_manifests(e: Experiment, *, env: Environment, node_group: GpuNode
     if not (after or e.evaluate):
         return out
     gate_sa = f"{job}-gate"
-    rbac = gate_rbac_manifests(gate_sa, namespace=env.namespace)
+    resumed = [out[r]["metadata"]["name"] for r in ("job", "pserver") if r in out]
+    reach = [n for pair in after for n in pair if n] + resumed + ([f"{job}-eval"] if e.evaluate else [])
+    rbac = gate_rbac_manifests(gate_sa, namespace=env.namespace, jobs=reach)
     out.update(zip(("gate-sa", "gate-role", "gate-binding"), rbac))
     meta = labels(e, run_id=run_id, instance=job, component="gate")
     slack = 60  # minutes for scheduling, node scale-up and image pulls
@@ -293,12 +297,11 @@ def experiment_manifests(e: Experiment, *, env: Environment, node_group: GpuNode
                                      require_success=[job]),
             deadline_seconds=(after_minutes + e.timeout_minutes + slack) * 60, fingerprint=fingerprint(out["eval"]))
     if after:
-        resumed = [out[r] for r in ("job", "pserver") if r in out]
         out["gate"] = gate_job_manifest(
             f"{job}-gate", namespace=env.namespace, service_account=gate_sa, labels=meta,
-            spec=contracts.gate_spec(namespace=env.namespace, wait=list(after),
-                                     resume=[m["metadata"]["name"] for m in resumed]),
-            deadline_seconds=(after_minutes + slack) * 60, fingerprint=fingerprint(*resumed))
+            spec=contracts.gate_spec(namespace=env.namespace, wait=list(after), resume=resumed),
+            deadline_seconds=(after_minutes + slack) * 60,
+            fingerprint=fingerprint(*[out[r] for r in ("job", "pserver") if r in out]))
     return out
 
 

@@ -200,3 +200,26 @@ def test_train_and_eval_args_parse_with_the_training_scripts_own_parsers():
     ev = build_parser().parse_args(list(c.evaluation_argv(e, ENV)[3:]))
     assert ev.checkpoint == f"{ENV.experiment_results_dir(e)}/checkpoints/latest.pt"
     assert ev.results_dir == f"{ENV.experiment_results_dir(e)}/eval"
+
+
+@pytest.mark.local_run
+def test_launcher_script_keeps_the_exit_code_and_forwards_sigterm(tmp_path):
+    """With the real workloads.train.launch: summary.json is written on failure and on SIGTERM."""
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "AWS_EC2_METADATA_DISABLED": "true", "AWS_ACCESS_KEY_ID": "x",
+           "AWS_SECRET_ACCESS_KEY": "y", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9", "AWS_MAX_ATTEMPTS": "1"}
+    env.pop("JOB_COMPLETION_INDEX", None)
+    script = c.launcher_script(("sh", "-c", "exit 3"), results_dir=str(tmp_path / "a"), results_uri="s3://bkt/p/",
+                               experiment="e", modules=())
+    assert subprocess.run(["sh", "-c", script], env=env, capture_output=True, timeout=120).returncode == 3
+    assert (tmp_path / "a" / "summary.json").is_file()
+    loop = "trap 'exit 7' TERM; while :; do sleep 0.1; done"
+    script = c.launcher_script(("sh", "-c", loop), results_dir=str(tmp_path / "b"), results_uri="s3://bkt/p/",
+                               experiment="e", modules=())
+    proc = subprocess.Popen(["sh", "-c", script], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGTERM)  # what the kubelet sends at activeDeadlineSeconds or eviction
+    assert proc.wait(timeout=120) == 7
+    assert (tmp_path / "b" / "summary.json").is_file()

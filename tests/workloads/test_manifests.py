@@ -174,6 +174,8 @@ def test_a_successor_is_suspended_and_resumed_by_its_gate():
     assert objs["gate"]["spec"]["activeDeadlineSeconds"] == (90 + 30 + 60 + 60) * 60
     rules = objs["gate-role"]["rules"][0]
     assert rules["resources"] == ["jobs"] and set(rules["verbs"]) == {"get", "patch"}
+    assert rules["resourceNames"] == ["cifar10-elastic-run-001", "cifar10-elastic-run-001-eval",
+                                      "resnet50-synthetic-run-001"]
 
 
 def test_gate_is_replaced_with_the_jobs_it_resumes():
