@@ -38,6 +38,8 @@ def register(subparsers) -> None:
     p.add_argument("--resolution", type=int, default=256, help="synthetic-imagefolder: image side in pixels")
     p.add_argument("--seed", type=int, default=0, help="synthetic-imagefolder: random seed")
     p.add_argument("--workers", type=int, default=16, help="parallel uploads")
+    p.add_argument("--delete-extra", action="store_true",
+                   help="delete files at DEST that the new manifest does not list (default: warn)")
     p.add_argument("--dry-run", action="store_true", help="say what would be done, do nothing")
     p.set_defaults(func=cmd_prepare)
 
@@ -78,7 +80,7 @@ def cmd_prepare(args) -> int:
             print(f"would {what}, lay it out as {ds.layout} in {work}, upload what {store} lacks, "
                   "then write manifest.json")
             return 0
-        result = prepare(ds, store, source=args.source, work=work, spec=spec,
+        result = prepare(ds, store, source=args.source, work=work, spec=spec, delete_extra=args.delete_extra,
                          created_by=f"python -m bench data prepare ({getpass.getuser()}@{socket.gethostname()})",
                          created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                          log=lambda m: print(m, file=sys.stderr))

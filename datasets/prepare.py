@@ -64,8 +64,15 @@ def build_plan(ds: Dataset, *, source: str | None, work: Path, spec: synthetic.S
 
 
 def prepare(ds: Dataset, store, *, source: str | None, work: Path, created_by: str, created_at: str,
-            spec: synthetic.SyntheticSpec | None = None, log: Callable[[str], None] = print) -> PrepareResult:
-    """Makes ``store`` hold the prepared ``ds`` and its manifest. Raises DataError on bad input."""
+            spec: synthetic.SyntheticSpec | None = None, delete_extra: bool = False,
+            log: Callable[[str], None] = print) -> PrepareResult:
+    """Makes ``store`` hold the prepared ``ds`` and its manifest. Raises DataError on bad input.
+
+    Files at the destination that the manifest does not list are reported, or deleted
+    with ``delete_extra`` (before the manifest is written): an FSx data repository
+    association imports everything under the prefix, and ImageFolder would take a
+    leftover class folder for a class.
+    """
     if not ds.needs_staging:
         raise DataError(f"{ds.name}: nothing to prepare, the training script generates it in memory")
     if source and ds.generated:
@@ -86,7 +93,11 @@ def prepare(ds: Dataset, store, *, source: str | None, work: Path, created_by: s
     old = store.read_manifest()
     present = store.present(files)
     todo = [f for f in files if f.path not in present]
-    if not todo and same_contents(old, manifest):
+    extras = store.extras(files)
+    if extras and not delete_extra:
+        log(f"warning: {store} holds {len(extras)} files the manifest does not list, e.g. {extras[0]}; "
+            "pass --delete-extra to remove them")
+    if not todo and same_contents(old, manifest) and not (extras and delete_extra):
         log(f"{store}: up to date ({len(files)} files), nothing uploaded")
         return PrepareResult(old, 0, len(files), False)
     if old is not None:
@@ -97,6 +108,9 @@ def prepare(ds: Dataset, store, *, source: str | None, work: Path, created_by: s
         store.put_files(todo, on_file=lambda f: bar.advance(1), on_bytes=lambda n: bar.advance(0, n))
     finally:
         bar.close()
+    if extras and delete_extra:
+        store.delete(extras)
+        log(f"{store}: deleted {len(extras)} files the manifest does not list")
     store.write_manifest(manifest_bytes(manifest))
     log(f"{store}: wrote manifest.json ({manifest['file_count']} files, {manifest['total_bytes']} bytes)")
     return PrepareResult(manifest, len(todo), len(present), True)

@@ -90,6 +90,21 @@ def _download(client, bucket: str, key: str, dest: str, expected: dict) -> int:
     return expected["size"]
 
 
+def prune(root: str, keep: set[str]) -> list[str]:
+    """Deletes files under ``root`` not in ``keep`` (relative paths), so an ImageFolder
+    reader never sees a class folder left over from an earlier version of the dataset."""
+    removed = []
+    for folder, dirs, files in os.walk(root, topdown=False):
+        for name in files:
+            rel = os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
+            if rel not in keep and rel != MANIFEST_NAME:
+                os.remove(os.path.join(folder, name))
+                removed.append(rel)
+        if folder != root and not os.listdir(folder):
+            os.rmdir(folder)
+    return sorted(removed)
+
+
 def read_manifest_s3(client, bucket: str, prefix: str) -> dict:
     try:
         raw = client.get_object(Bucket=bucket, Key=prefix + MANIFEST_NAME)["Body"].read()
@@ -117,6 +132,9 @@ def stage_copy(client, source_uri: str, dest: str, *, workers: int = 16, log=pri
             done += n
     seconds = time.monotonic() - start
     log(f"copied {done} bytes in {seconds:.1f} s ({done / max(seconds, 1e-9) / 1e6:.1f} MB/s)")
+    removed = prune(dest, {e["path"] for e in manifest["files"]})
+    if removed:
+        log(f"removed {len(removed)} files the manifest does not list, e.g. {removed[0]}")
     tmp = local_manifest + ".part"
     with open(tmp, "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)

@@ -94,6 +94,16 @@ class LocalStore:
             on_bytes(f.size)
             on_file(f)
 
+    def extras(self, files: list[FileEntry]) -> list[str]:
+        """Files under the root that the new manifest does not list."""
+        keep = {f.path for f in files} | {MANIFEST_NAME}
+        return sorted(rel for rel in (p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
+                      if rel not in keep)
+
+    def delete(self, paths: list[str]) -> None:
+        for rel in paths:
+            (self.root / rel).unlink(missing_ok=True)
+
     def write_manifest(self, data: bytes) -> None:
         tmp = self.root / (MANIFEST_NAME + ".part")
         tmp.write_bytes(data)
@@ -230,6 +240,17 @@ class S3Store:
             if isinstance(failed, (ClientError, BotoCoreError)):
                 raise self._error(failed, "upload to")
             raise failed
+
+    def extras(self, files: list[FileEntry]) -> list[str]:
+        """Objects under the prefix that the new manifest does not list (an FSx import would show them)."""
+        keep = {f.path for f in files} | {MANIFEST_NAME}
+        return sorted(k for k in self.sizes() if k not in keep)
+
+    def delete(self, paths: list[str]) -> None:
+        for i in range(0, len(paths), 1000):  # DeleteObjects takes at most 1000 keys
+            batch = [{"Key": self.prefix + p} for p in paths[i:i + 1000]]
+            self._call("delete from", self.client.delete_objects, Bucket=self.bucket,
+                       Delete={"Objects": batch, "Quiet": True})
 
     def write_manifest(self, data: bytes) -> None:
         self._call("upload to", self.client.put_object, Bucket=self.bucket, Key=self.prefix + MANIFEST_NAME,

@@ -24,7 +24,7 @@ SPEC = SyntheticSpec(images=24, classes=4, resolution=32, seed=7)
 def run(store, tmp_path: Path, name="synthetic-imagefolder", **kw):
     ds = kw.pop("ds", CATALOG[name])
     return prepare(ds, store, work=tmp_path / "work", created_by="test", created_at="2026-11-22T00:00:00+00:00",
-                   log=lambda m: None, **({"source": None, "spec": SPEC} | kw))
+                   **({"source": None, "spec": SPEC, "log": lambda m: None} | kw))
 
 
 def test_synthetic_upload_then_rerun_uploads_nothing(s3, tmp_path):
@@ -137,3 +137,15 @@ def test_multipart_upload_carries_the_sha256(s3, tmp_path):
 def test_missing_bucket_is_one_clear_error(aws, tmp_path):
     with pytest.raises(DataError, match="bucket 'no-such-bucket' does not exist"):
         run(open_store("s3://no-such-bucket/datasets/x/"), tmp_path)
+
+
+def test_leftover_objects_are_reported_then_deleted_on_request(s3, tmp_path):
+    prefix = "datasets/synthetic-imagefolder/"
+    run(S3Store(BUCKET, prefix, client=s3), tmp_path)
+    fewer = dataclasses.replace(SPEC, classes=2, images=8)
+    logs = []
+    run(S3Store(BUCKET, prefix, client=s3), tmp_path, spec=fewer, log=logs.append)
+    assert any("files the manifest does not list, e.g. " in m and "--delete-extra" in m for m in logs)
+    assert any(k.startswith("train/class_3/") for k in keys_under(s3, prefix))
+    result = run(S3Store(BUCKET, prefix, client=s3), tmp_path, spec=fewer, delete_extra=True)
+    assert set(keys_under(s3, prefix)) == {f["path"] for f in result.manifest["files"]} | {"manifest.json"}
