@@ -41,6 +41,13 @@ SUPPORTED = {
     "tensorflow": ("resnet50", "cifar10"),
     "paddle": ("resnet50", "cifar10"),
 }
+# What each workload's data path reads (workloads/train: cifar10 always reads the CIFAR batches,
+# resnet50 synthetic tensors or an ImageFolder, maskrcnn COCO or synthetic).
+WORKLOAD_DATASETS = {
+    "resnet50": ("synthetic", "synthetic-imagefolder", "tiny-imagenet-200", "imagenet"),
+    "cifar10": ("cifar10",),
+    "maskrcnn": ("coco2017", "synthetic"),
+}
 IMAGE_EXAMPLES = {
     "tensorflow": "tensorflow/tensorflow:2.17.0-gpu",
     "horovod": "horovod/horovod:0.28.1",
@@ -84,9 +91,10 @@ def check_experiment(e: Experiment) -> list[str]:
                    f'(here {e.workload}/{e.framework}); remove it, e.g. evaluate: false')
     if e.compile and e.framework not in ("pytorch", "horovod"):
         out.append(f'compile=true: torch.compile applies to PyTorch code, not {e.framework}; e.g. compile: false')
-    if (e.dataset == "coco2017") != (e.workload == "maskrcnn") and e.dataset != "synthetic":
-        out.append(f'dataset="{e.dataset}": workload "{e.workload}" cannot train on it (coco2017 goes with '
-                   f'maskrcnn only); e.g. dataset: "synthetic"')
+    datasets = WORKLOAD_DATASETS.get(e.workload, ())
+    if e.dataset not in datasets:
+        out.append(f'dataset="{e.dataset}": workload "{e.workload}" trains on {", ".join(datasets)}; '
+                   f'e.g. dataset: "{datasets[0]}"')
     return out
 
 

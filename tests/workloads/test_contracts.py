@@ -140,6 +140,8 @@ def test_launcher_script_runs_under_sh(tmp_path):
     (dict(evaluate=True, workload="resnet50"), "evaluate=true"),
     (dict(framework="tensorflow", compile=True, image="tensorflow/tensorflow:2.17.0-gpu"), "compile=true"),
     (dict(dataset="coco2017"), 'dataset="coco2017"'),
+    (dict(workload="cifar10", dataset="synthetic"), 'workload "cifar10" trains on cifar10'),
+    (dict(workload="maskrcnn", dataset="imagenet"), 'dataset="imagenet"'),
 ])
 def test_check_experiment_rejects_unsupported_pairs(changes, needle):
     problems = c.check_experiment(replace(E, **changes))
