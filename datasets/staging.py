@@ -51,12 +51,15 @@ class DatasetStaging(pulumi.ComponentResource):
         super().__init__("eksbench:datasets:DatasetStaging", name, None, opts)
         cfg, env = args.config, args.env
         self.jobs, self.script = [], None
+        # the component's own depends_on (e.g. the namespace and the shared claim) also orders its children
+        after = opts.depends_on if opts and opts.depends_on else []
+        after = list(after) if isinstance(after, (list, tuple)) else [after]
         names = datasets_to_stage(cfg)
         if names:
             script = stage_script_source()
             self.script = k8s.core.v1.ConfigMap(
                 f"{name}-script", **_fields(manifests.staging_script_config_map_manifest(script, env=env)),
-                opts=pulumi.ResourceOptions(parent=self))
+                opts=pulumi.ResourceOptions(parent=self, depends_on=after))
             mode = manifests.staging_mode(cfg.storage.kind)
             preload = cfg.storage.preload and mode == "fsx"
             for ds_name in names:
@@ -72,7 +75,7 @@ class DatasetStaging(pulumi.ComponentResource):
                     metadata=manifests.staging_job_metadata(ds, env=env),
                     spec=spec,
                     opts=pulumi.ResourceOptions(
-                        parent=self, depends_on=[self.script],
+                        parent=self, depends_on=[*after, self.script],
                         # pulumi-kubernetes waits for a Job to complete, 10 minutes by default
                         custom_timeouts=pulumi.CustomTimeouts(create=f"{minutes}m", update=f"{minutes}m"))))
         self.job_names = [manifests.staging_job_name(dataset(n)) for n in names]

@@ -96,7 +96,13 @@ def run_component(cfg):
 
     @pulumi.runtime.test
     def build():
-        staging = DatasetStaging("data", DatasetStagingArgs(config=cfg, env=env, bucket="results-bucket"))
+        import pulumi_kubernetes as k8s
+
+        provider = k8s.Provider("k8s", kubeconfig="{}")
+        namespace = k8s.core.v1.Namespace("ns", metadata={"name": env.namespace}, opts=pulumi.ResourceOptions(
+            provider=provider))
+        staging = DatasetStaging("data", DatasetStagingArgs(config=cfg, env=env, bucket="results-bucket"),
+                                 opts=pulumi.ResourceOptions(provider=provider, depends_on=[namespace]))
         return pulumi.Output.all(*[j.id for j in staging.jobs], *[j.spec for j in staging.jobs]).apply(
             lambda _: staging)
 
@@ -114,6 +120,8 @@ def test_component_makes_one_awaited_job_per_dataset():
         assert r.parent.endswith("eksbench:datasets:DatasetStaging::data")
         assert r.customTimeouts.create.endswith("m") and int(r.customTimeouts.create[:-1]) >= 30
         assert any("ConfigMap" in d for d in r.dependencies)
+        assert any(d.endswith("kubernetes:core/v1:Namespace::ns") for d in r.dependencies)
+        assert "pulumi:providers:kubernetes::k8s" in r.provider
         annotations = dict(r.object.fields["metadata"].struct_value.fields.get("annotations").struct_value.fields
                            if "annotations" in r.object.fields["metadata"].struct_value.fields else {})
         assert "pulumi.com/skipAwait" not in annotations
@@ -125,4 +133,4 @@ def test_component_makes_one_awaited_job_per_dataset():
 
 def test_component_stages_nothing_for_synthetic_only_stacks():
     requests, _ = run_component(stack(["synthetic", "synthetic"]))
-    assert [r.type for r in requests if r.type.startswith("kubernetes:")] == []
+    assert [r.type for r in requests if r.type.startswith("kubernetes:") and r.name != "ns"] == []
