@@ -14,7 +14,7 @@ import pytest
 from pulumi.runtime import mocks as pmocks
 from pulumi.runtime import rpc
 
-from infra.config import Experiment, GpuNodeGroup, parse_stack_config
+from infra.config import parse_stack_config
 from infra.environment import GPU_TAINT, environment_for
 from tests.support.k8s_schema import assert_valid
 from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs, read_code_files
@@ -37,7 +37,8 @@ K8S_KINDS = {"kubernetes:batch/v1:Job": "Job", "kubernetes:core/v1:Service": "Se
              "kubernetes:rbac.authorization.k8s.io/v1:Role": "Role",
              "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": "RoleBinding"}
 CODE_FILES = {"__init__.py": "", "__main__.py": "pass\n", "launch.py": "pass\n"}
-API_VERSIONS = {"Job": "batch/v1", "Role": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.authorization.k8s.io/v1"}
+RBAC = "rbac.authorization.k8s.io/v1"
+API_VERSIONS = {"Job": "batch/v1", "Role": RBAC, "RoleBinding": RBAC}
 
 
 class Mocks(pmocks.Mocks):
@@ -85,7 +86,7 @@ def as_manifest(reg):
 
 
 def k8s_regs(monitor):
-    return [r for r in monitor.regs if r["type"].startswith("kubernetes:") and r["type"] != "pulumi:providers:kubernetes"]
+    return [r for r in monitor.regs if r["type"] in K8S_KINDS]
 
 
 def settled(*components):
@@ -165,7 +166,8 @@ def test_sequential_suite_chains_experiments_through_suspended_jobs_and_gates(mo
         gate = jobs["bench-resnet50-synthetic-gate"]
         spec = gate["inputs"]["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"]
         assert '"resume": ["resnet50-synthetic-run-001"]' in spec
-        assert '["cifar10-elastic-run-001", null]' in spec and '["cifar10-elastic-run-001-eval", "cifar10-elastic-run-001"]' in spec
+        assert '["cifar10-elastic-run-001", null]' in spec
+        assert '["cifar10-elastic-run-001-eval", "cifar10-elastic-run-001"]' in spec
         # The gate is created only after the previous experiment's Jobs exist (a missing Job counts as done).
         first_jobs = {jobs[n]["urn"] for n in ("bench-cifar10-elastic-job", "bench-cifar10-elastic-eval")}
         assert first_jobs <= gate["deps"]

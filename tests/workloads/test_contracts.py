@@ -134,7 +134,8 @@ def test_launcher_script_runs_under_sh(tmp_path):
 
 
 @pytest.mark.parametrize("changes,needle", [
-    (dict(framework="tensorflow", workload="maskrcnn", image="tensorflow/tensorflow:2.17.0-gpu"), 'workload "maskrcnn"'),
+    (dict(framework="tensorflow", workload="maskrcnn", dataset="coco2017", image="tensorflow/tensorflow:2.17.0-gpu"),
+     'workload "maskrcnn"'),
     (dict(framework="horovod", min_nodes=1, max_nodes=2), "elastic runs need"),
     (dict(framework="paddle"), "needs an image"),
     (dict(evaluate=True, workload="resnet50"), "evaluate=true"),

@@ -182,7 +182,8 @@ def test_gate_is_replaced_with_the_jobs_it_resumes():
     a = build(after=[("p", None)])["gate"]
     b = build(replace(RESNET, batch_size=128), after=[("p", None)])["gate"]
     key = "eksbench.io/gated-jobs"
-    assert a["spec"]["template"]["metadata"]["annotations"][key] != b["spec"]["template"]["metadata"]["annotations"][key]
+    annotations = [g["spec"]["template"]["metadata"]["annotations"] for g in (a, b)]
+    assert annotations[0][key] != annotations[1][key]
 
 
 def test_paddle_has_a_gpu_free_pserver_job_on_the_same_service():
@@ -193,7 +194,8 @@ def test_paddle_has_a_gpu_free_pserver_job_on_the_same_service():
     assert "nvidia.com/gpu" not in main_container(ps)["resources"].get("limits", {})
     assert pod(ps)["subdomain"] == pod(tr)["subdomain"]
     assert env_of(ps)["TRAINING_ROLE"] == "PSERVER" and env_of(tr)["TRAINING_ROLE"] == "TRAINER"
-    assert 'export SERVER_ENDPOINT="resnet50-synthetic-run-001-ps-${JOB_COMPLETION_INDEX}.' in main_container(ps)["command"][2]
+    script = main_container(ps)["command"][2]
+    assert 'export SERVER_ENDPOINT="resnet50-synthetic-run-001-ps-${JOB_COMPLETION_INDEX}.' in script
 
 
 def test_manifests_are_deterministic():
