@@ -56,8 +56,13 @@ class ExperimentSuite(pulumi.ComponentResource):
         problems += contracts.missing_entry_points(cfg.experiments, args.code_files)
         if problems:
             raise ConfigError(problems)
+        # What the suite waits for (namespace, service account, claim, etcd) its children wait for:
+        # depends_on is not inherited through parent.
+        deps = opts.depends_on if opts else None
+        inherited = [deps] if isinstance(deps, pulumi.Resource) else list(deps or [])
         code = manifests.code_config_map_manifest(args.code_files, namespace=env.namespace)
-        code_map = register_manifest(f"{name}-code", "ConfigMap", code, pulumi.ResourceOptions(parent=self))
+        code_map = register_manifest(f"{name}-code", "ConfigMap", code,
+                                     pulumi.ResourceOptions(parent=self, depends_on=inherited))
         self.jobs = {}
         previous: TrainingJob | None = None
         waited_minutes = 0
@@ -73,7 +78,7 @@ class ExperimentSuite(pulumi.ComponentResource):
                                 after=manifests.completion_waits(prior, run_id=cfg.run_id) if prior else (),
                                 after_minutes=waited_minutes if prior else 0),
                 pulumi.ResourceOptions(parent=self,
-                                       depends_on=[code_map] + ([previous] if sequential and previous else [])))
+                                       depends_on=inherited + [code_map] + ([previous] if sequential else [])))
             self.jobs[e.name] = job
             previous = job
         self.results_uris = {n: j.results_uri for n, j in self.jobs.items()}

@@ -204,7 +204,7 @@ def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuN
             "spec": {"completions": 1, "parallelism": 1, "backoffLimit": 1, "suspend": True,
                      "activeDeadlineSeconds": EVAL_TIMEOUT_MINUTES * 60,
                      "podFailurePolicy": copy.deepcopy(IGNORE_DISRUPTIONS),
-                     "template": {"metadata": {"labels": meta},
+                     "template": {"metadata": {"labels": dict(meta)},
                                   "spec": _pod_spec(e, env=env, group=node_group, code_config_map=code_config_map,
                                                     script=script, run_id=run_id, extra_env=[], gpus=1, subdomain=None,
                                                     region=region, efa=False)}}}

@@ -97,8 +97,8 @@ def settled(*components):
     return pulumi.Output.all(pulumi.Output.all(*uris), *ids).apply(lambda xs: xs[0])
 
 
-def suite(cfg, provider=None):
-    opts = pulumi.ResourceOptions(provider=provider) if provider else None
+def suite(cfg, provider=None, depends_on=None):
+    opts = pulumi.ResourceOptions(provider=provider, depends_on=depends_on) if provider or depends_on else None
     return ExperimentSuite("bench", ExperimentSuiteArgs(config=cfg, env=environment_for(cfg),
                                                         bucket=pulumi.Output.from_input("results-bkt"),
                                                         code_files=CODE_FILES), opts)
@@ -107,7 +107,9 @@ def suite(cfg, provider=None):
 @pulumi.runtime.test
 def test_suite_registers_valid_objects_with_gpus_tolerations_and_skip_await(monitor):
     provider = pulumi.ProviderResource("kubernetes", "k8s", {})
-    s = suite(config(), provider)
+    namespace = pulumi.CustomResource("kubernetes:core/v1:Namespace", "ns", {},
+                                      pulumi.ResourceOptions(provider=provider))
+    s = suite(config(), provider, depends_on=[namespace])
 
     def check(uris):
         assert uris == ["s3://results-bkt/eksbench/dev/run-001/resnet50-synthetic/",
@@ -117,7 +119,9 @@ def test_suite_registers_valid_objects_with_gpus_tolerations_and_skip_await(moni
         names = sorted(r["name"] for r in jobs)
         assert names == ["bench-cifar10-elastic-eval", "bench-cifar10-elastic-eval-gate",
                          "bench-cifar10-elastic-job", "bench-resnet50-synthetic-job"]
+        ns_urn = next(r["urn"] for r in monitor.regs if r["type"] == "kubernetes:core/v1:Namespace")
         for r in regs:
+            assert ns_urn in r["deps"], r["name"]  # the suite's depends_on reaches every object
             assert_valid(as_manifest(r))
             assert "pulumi:providers:kubernetes::k8s::" in r["provider"], (r["name"], r["provider"])  # via parent
         for r in jobs:

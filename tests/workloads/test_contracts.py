@@ -226,3 +226,26 @@ def test_launcher_script_keeps_the_exit_code_and_forwards_sigterm(tmp_path):
     proc.send_signal(signal.SIGTERM)  # what the kubelet sends at activeDeadlineSeconds or eviction
     assert proc.wait(timeout=120) == 7
     assert (tmp_path / "b" / "summary.json").is_file()
+
+
+def test_gate_reads_job_conditions_and_treats_a_missing_job_as_gone():
+    import io
+    import urllib.error
+
+    namespace: dict = {}
+    exec(compile(c.GATE_SCRIPT, "gate", "exec"), namespace)
+    jobs = {"done": {"status": {"conditions": [{"type": "SuccessCriteriaMet", "status": "True"},
+                                               {"type": "Complete", "status": "True"}]}},
+            "failed": {"status": {"conditions": [{"type": "Failed", "status": "True"}]}},
+            "suspended": {"status": {"conditions": [{"type": "Suspended", "status": "True"}]}},
+            "new": {}}
+
+    def call(spec, name, body=None):
+        if name not in jobs:
+            raise urllib.error.HTTPError(name, 404, "not found", {}, io.BytesIO())
+        return jobs[name]
+
+    namespace["call"] = call
+    state = namespace["job_state"]
+    assert [state({}, n) for n in ("done", "failed", "suspended", "new", "deleted")] == \
+        ["Complete", "Failed", "Running", "Running", "Gone"]
