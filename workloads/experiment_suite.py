@@ -48,14 +48,14 @@ class ExperimentSuite(pulumi.ComponentResource):
     jobs: dict[str, TrainingJob]
 
     def __init__(self, name: str, args: ExperimentSuiteArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("eksbench:workloads:ExperimentSuite", name, None, opts)
         cfg, env = args.config, args.env
         problems = [f"experiments[{i}].{p}" for i, e in enumerate(cfg.experiments)
                     for p in contracts.check_experiment(e)]
         # The code ConfigMap is mounted over workloads/train, so the entry point must be shipped.
         problems += contracts.missing_entry_points(cfg.experiments, args.code_files)
         if problems:
-            raise ConfigError(problems)
+            raise ConfigError(problems)  # before registering anything
+        super().__init__("eksbench:workloads:ExperimentSuite", name, None, opts)
         # What the suite waits for (namespace, service account, claim, etcd) its children wait for:
         # depends_on is not inherited through parent.
         deps = opts.depends_on if opts else None
