@@ -91,7 +91,7 @@ def prepare(ds: Dataset, store, *, source: str | None, work: Path, created_by: s
     manifest = build_manifest(dataset=ds.name, layout=ds.layout, files=files, created_by=created_by,
                               created_at=created_at, params=params)
     old = store.read_manifest()
-    present = store.present(files)
+    present = store.present(files, {e["path"]: e["sha256"] for e in old["files"]} if old else None)
     todo = [f for f in files if f.path not in present]
     extras = store.extras(files)
     if extras and not delete_extra:

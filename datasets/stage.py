@@ -120,9 +120,18 @@ def stage_copy(client, source_uri: str, dest: str, *, workers: int = 16, log=pri
     manifest = read_manifest_s3(client, bucket, prefix)
     os.makedirs(dest, exist_ok=True)
     local_manifest = os.path.join(dest, MANIFEST_NAME)
+    staged: dict[str, str] = {}  # what an earlier, completed staging copied and checked: path -> sha256
     if os.path.exists(local_manifest):
+        with open(local_manifest) as f:
+            staged = {e["path"]: e["sha256"] for e in json.load(f).get("files", [])}
         os.remove(local_manifest)  # the copy is about to change: no manifest until it is complete
-    todo = [e for e in manifest["files"] if check_file(dest, e)]
+
+    def needed(e: dict) -> bool:  # files an earlier staging checked are not hashed twice; main() checks all
+        known = staged.get(e["path"]) == e["sha256"]
+        return bool(check_file(dest, e, hash_contents=not known))
+
+    with ThreadPoolExecutor(workers) as pool:
+        todo = [e for e, need in zip(manifest["files"], pool.map(needed, manifest["files"])) if need]
     total = sum(e["size"] for e in todo)
     log(f"staging {source_uri} -> {dest}: {len(manifest['files'])} files, {len(todo)} to copy ({total} bytes)")
     start, done = time.monotonic(), 0

@@ -67,7 +67,7 @@ class LocalStore:
         if not os.access(self.root, os.W_OK):
             raise DataError(f"{self.root} is not writable; choose a writable directory")
 
-    def present(self, files: list[FileEntry]) -> set[str]:
+    def present(self, files: list[FileEntry], known: dict[str, str] | None = None) -> set[str]:
         entry = lambda f: {"path": f.path, "size": f.size, "sha256": f.sha256}  # noqa: E731
         with ThreadPoolExecutor(8) as pool:
             ok = pool.map(lambda f: not check_file(str(self.root), entry(f)), files)
@@ -173,17 +173,24 @@ class S3Store:
             raise self._error(e, "list") from None
         return out
 
-    def present(self, files: list[FileEntry]) -> set[str]:
-        """Files already uploaded with the same size and sha256 (one HeadObject per size match)."""
+    def present(self, files: list[FileEntry], known: dict[str, str] | None = None) -> set[str]:
+        """Files already uploaded with the same size and sha256.
+
+        ``known`` (path -> sha256) is the manifest already at the prefix: it was written after
+        those objects were uploaded, so a listed object of the right size needs no HeadObject.
+        The others of the right size are checked by their ``sha256`` metadata.
+        """
         sizes = self.sizes()
-        candidates = [f for f in files if sizes.get(f.path) == f.size]
+        known = known or {}
+        trusted = {f.path for f in files if sizes.get(f.path) == f.size and known.get(f.path) == f.sha256}
+        candidates = [f for f in files if sizes.get(f.path) == f.size and f.path not in trusted]
 
         def same(f: FileEntry) -> bool:
             head = self._call("read", self.client.head_object, Bucket=self.bucket, Key=self.prefix + f.path)
             return head.get("Metadata", {}).get(META_KEY) == f.sha256
 
         with ThreadPoolExecutor(self.workers) as pool:
-            return {f.path for f, ok in zip(candidates, pool.map(same, candidates)) if ok}
+            return trusted | {f.path for f, ok in zip(candidates, pool.map(same, candidates)) if ok}
 
     def read_manifest(self) -> dict | None:
         from botocore.exceptions import ClientError

@@ -38,12 +38,13 @@ def s3(aws):
 class Calls:
     """Counts the S3 write calls a client makes (keys per operation), from botocore's events."""
     WRITES = ("PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload")
+    OPS = WRITES + ("HeadObject",)
 
     def __init__(self, client, fail_after: int | None = None):
-        self.keys: dict[str, list[str]] = {op: [] for op in self.WRITES}
+        self.keys: dict[str, list[str]] = {op: [] for op in self.OPS}
         self.fail_after = fail_after
         self.lock = threading.Lock()  # uploads run on the transfer manager's threads
-        for op in self.WRITES:
+        for op in self.OPS:
             client.meta.events.register(f"before-parameter-build.s3.{op}", self._hook(op))
 
     def _hook(self, op):

@@ -38,9 +38,10 @@ def test_synthetic_upload_then_rerun_uploads_nothing(s3, tmp_path):
                                            + ["datasets/synthetic-imagefolder/manifest.json"])
     assert calls.uploads[-1].endswith("manifest.json")  # written last
 
-    calls.keys = {op: [] for op in Calls.WRITES}
+    calls.keys = {op: [] for op in Calls.OPS}
     again = run(S3Store(BUCKET, "datasets/synthetic-imagefolder/", client=s3), tmp_path)
     assert calls.uploads == [] and again.uploaded == 0 and again.skipped == len(files)
+    assert calls.keys["HeadObject"] == []  # the complete manifest vouches for the listed objects
 
     manifest = json.loads(s3.get_object(Bucket=BUCKET, Key="datasets/synthetic-imagefolder/manifest.json")["Body"].read())
     assert manifest["dataset"] == "synthetic-imagefolder" and manifest["layout"] == "imagefolder"
@@ -90,6 +91,7 @@ def test_interrupted_upload_resumes_without_resending(s3, tmp_path):
     calls = Calls(s3)
     result = run(S3Store(BUCKET, prefix, client=s3, workers=4), tmp_path)
     sent_second = set(calls.keys["PutObject"])
+    assert set(calls.keys["HeadObject"]) == sent_first  # no manifest yet: each object's sha256 metadata is read
     all_keys = {prefix + f["path"] for f in result.manifest["files"]}
     assert sent_first.isdisjoint(sent_second)
     assert sent_second == (all_keys - sent_first) | {prefix + "manifest.json"}

@@ -67,3 +67,14 @@ def test_main_exit_codes(s3, prepared, tmp_path, capsys):
     assert stage.main(["--source", URI, "--dest", str(tmp_path / "d")]) == 0
     assert stage.main(["--source", f"s3://{BUCKET}/nothing/", "--dest", str(tmp_path / "e")]) == 1
     assert "error: s3://" in capsys.readouterr().err
+
+
+def test_same_size_damage_after_staging_fails_the_check_then_the_retry_repairs_it(s3, prepared, tmp_path):
+    dest = tmp_path / "d"
+    assert stage.main(["--source", URI, "--dest", str(dest)]) == 0
+    victim = dest / prepared["files"][1]["path"]
+    data = victim.read_bytes()
+    victim.write_bytes(bytes([data[0] ^ 1]) + data[1:])
+    assert stage.main(["--source", URI, "--dest", str(dest)]) == 1  # the final check catches it; Job retries
+    assert stage.main(["--source", URI, "--dest", str(dest)]) == 0  # no local manifest now: everything hashed
+    assert victim.read_bytes() == data
