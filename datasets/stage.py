@@ -7,7 +7,8 @@ reuses ``check_tree`` and ``sha256_file`` so the pod and the laptop check alike.
 
 Modes:
   copy  (EFS)  download every file the manifest lists that is missing or differs,
-               hashing while writing, then write manifest.json last;
+               hashing while writing, read every file back against the manifest,
+               then write manifest.json last (its presence marks a checked copy);
   fsx          the data repository association imports lazily: wait until every file
                is visible with the right size, without reading contents;
   fsx --preload  also ``lfs hsm_restore`` (when ``lfs`` exists) and read every file, so
@@ -126,7 +127,7 @@ def stage_copy(client, source_uri: str, dest: str, *, workers: int = 16, log=pri
             staged = {e["path"]: e["sha256"] for e in json.load(f).get("files", [])}
         os.remove(local_manifest)  # the copy is about to change: no manifest until it is complete
 
-    def needed(e: dict) -> bool:  # files an earlier staging checked are not hashed twice; main() checks all
+    def needed(e: dict) -> bool:  # files an earlier staging checked are hashed once, in the final check
         known = staged.get(e["path"]) == e["sha256"]
         return bool(check_file(dest, e, hash_contents=not known))
 
@@ -144,6 +145,9 @@ def stage_copy(client, source_uri: str, dest: str, *, workers: int = 16, log=pri
     removed = prune(dest, {e["path"] for e in manifest["files"]})
     if removed:
         log(f"removed {len(removed)} files the manifest does not list, e.g. {removed[0]}")
+    problems = check_tree(dest, manifest, workers=workers)  # read back everything, old and new
+    if problems:
+        raise RuntimeError(f"{len(problems)} files differ from the manifest after copying, e.g. {problems[0]}")
     tmp = local_manifest + ".part"
     with open(tmp, "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
@@ -192,10 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     client = boto3.client("s3")
     try:
         if args.mode == "copy":
-            manifest = stage_copy(client, args.source, args.dest, workers=args.workers)
-            problems = check_tree(args.dest, manifest)  # the final check reads back what was written
-            if problems:
-                raise RuntimeError(f"{len(problems)} files differ after copying, e.g. {problems[0]}")
+            stage_copy(client, args.source, args.dest, workers=args.workers)
         else:
             stage_fsx(client, args.source, args.dest, preload=args.preload, wait_s=args.wait_seconds)
     except (RuntimeError, ValueError) as e:
