@@ -64,7 +64,7 @@ def cmd_prepare(args) -> int:
     from datasets.errors import DataError
     from datasets.prepare import prepare
     from datasets.store import open_store
-    from datasets.synthetic import SyntheticSpec
+    from datasets.synthetic import SyntheticSpec, check_spec
 
     try:
         ds = dataset(args.name)
@@ -76,7 +76,12 @@ def cmd_prepare(args) -> int:
         spec = SyntheticSpec(images=args.images, classes=args.classes, resolution=args.resolution,
                              seed=args.seed) if ds.generated else None
         if args.dry_run:
-            what = f"generate {spec}" if spec else f"take {args.source or ds.source_text()}"
+            if spec:
+                check_spec(spec)
+                what = (f"generate {spec.images} train + {spec.val_count} val JPEGs ({spec.classes} classes, "
+                        f"{spec.resolution} px, seed {spec.seed})")
+            else:
+                what = f"take {args.source or ds.source_text()}"
             print(f"would {what}, lay it out as {ds.layout} in {work}, upload what {store} lacks, "
                   "then write manifest.json")
             return 0

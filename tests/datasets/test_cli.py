@@ -125,3 +125,11 @@ def test_bad_arguments(capsys, tmp_path, monkeypatch, argv, fragment):
 
 def test_verify_without_manifest(capsys, tmp_path):
     fails_with(capsys, ["data", "verify", str(tmp_path)], "no manifest.json")
+
+
+def test_dry_run_says_what_it_would_do_and_does_nothing(capsys, tmp_path):
+    argv = ["data", "prepare", "synthetic-imagefolder", "--to", str(tmp_path / "o"), "--work", str(tmp_path / "w"),
+            "--dry-run"] + SMALL
+    assert main(argv) == 0
+    assert "would generate 12 train + 3 val JPEGs (3 classes, 32 px, seed 0)" in capsys.readouterr().out
+    assert not (tmp_path / "o").exists() and not (tmp_path / "w").exists()
