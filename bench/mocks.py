@@ -1,0 +1,194 @@
+"""Runs the Pulumi program under Pulumi's mock engine and records what it would create.
+
+``RecordingMonitor`` sees every RegisterResource request (type, name, parent, provider,
+dependencies, inputs, retain-on-delete, custom timeouts) and the stack's outputs, which
+is everything the offline plan and the mock-engine tests need. ``EksbenchMocks``
+answers the outputs and invokes the program reads, the way AWS would shape them.
+
+Two Pulumi quirks shape this module (see the team's facts sheet):
+- remote components (``eks.Cluster``, ``eks.ManagedNodeGroup``) register once with no
+  children, so their outputs must be returned here;
+- resource references passed into remote components make mock runs flaky, so the
+  monitor does not advertise RESOURCE_REFERENCES.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pmocks
+from pulumi.runtime.proto import resource_pb2
+
+from infra import catalog
+
+DEFAULT_AZS = ("a", "b", "c", "d")
+
+
+@dataclass
+class Registration:
+    urn: str
+    type: str
+    name: str
+    parent: str
+    provider: str
+    dependencies: list[str]
+    inputs: dict[str, Any]
+    custom: bool
+    retain_on_delete: bool
+    custom_timeouts: dict[str, str]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
+                "provider": self.provider, "dependencies": self.dependencies, "inputs": self.inputs,
+                "retain_on_delete": self.retain_on_delete, "custom_timeouts": self.custom_timeouts}
+
+
+def _plain(value: Any) -> Any:
+    """Inputs as JSON-friendly values (unknowns and secrets become markers)."""
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class RecordingMonitor(pmocks.MockMonitor):
+    def __init__(self, mocks: pmocks.Mocks):
+        super().__init__(mocks)
+        self.registrations: list[Registration] = []
+        self.stack_outputs: dict[str, Any] = {}
+        self.stack_urn = ""
+
+    def GetDeploymentInfo(self, request):
+        info = super().GetDeploymentInfo(request)
+        keep = [f for f in info.supportedFeatures
+                if f != resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES]
+        return resource_pb2.DeploymentInfo(supportedFeatures=keep)
+
+    def SupportsFeature(self, request):
+        if request.id == "resourceReferences":
+            return type("SupportsFeatureResponse", (object,), {"hasSupport": False})
+        return super().SupportsFeature(request)
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            self.stack_urn = response.urn
+            return response
+        from pulumi.runtime import rpc
+        from pulumi.runtime.mocks import _ensure_event_loop
+        _ensure_event_loop()
+        timeouts = request.customTimeouts
+        self.registrations.append(Registration(
+            urn=response.urn, type=request.type, name=request.name, parent=request.parent,
+            provider=request.provider, dependencies=sorted(set(request.dependencies)),
+            inputs=_plain(rpc.deserialize_properties(request.object)), custom=bool(request.custom),
+            retain_on_delete=bool(request.retainOnDelete),
+            custom_timeouts={k: v for k, v in (("create", timeouts.create), ("update", timeouts.update),
+                                               ("delete", timeouts.delete)) if v}))
+        return response
+
+    def SignalAndWaitForShutdown(self, request):
+        # The real engine answers once every resource is done; the mock has nothing pending.
+        from google.protobuf import empty_pb2
+        return empty_pb2.Empty()
+
+
+
+@dataclass
+class EksbenchMocks(pmocks.Mocks):
+    """Shapes resource outputs and invokes like AWS would; ``offered`` limits instance offerings."""
+    region: str = "us-west-2"
+    offered: dict[str, tuple[str, ...]] = field(default_factory=dict)  # type -> AZ suffixes; empty = all
+    invokes: list[str] = field(default_factory=list)
+
+    def new_resource(self, args: pmocks.MockResourceArgs):
+        name, typ, inputs = args.name, args.typ, dict(args.inputs)
+        rid = f"{name}-id"
+        state: dict[str, Any] = dict(inputs)
+        arn = f"arn:aws:{typ.split(':')[1].split('/')[0]}:{self.region}:123456789012:{name}"
+        if typ == "eks:index:Cluster":
+            cluster_name = inputs.get("name", name)
+            kubeconfig = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": cluster_name}]}
+            state.update(kubeconfig=kubeconfig, kubeconfigJson=json.dumps(kubeconfig),
+                         clusterSecurityGroupId="sg-cluster0000000000", nodeSecurityGroupId="sg-nodes00000000000",
+                         oidcProviderArn="")
+        elif typ == "aws:s3/bucket:Bucket":
+            bucket = inputs.get("bucket") or f"{inputs.get('bucketPrefix', name)}20261122"
+            state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}", id=bucket)
+            rid = bucket
+        elif typ == "aws:efs/fileSystem:FileSystem":
+            rid = "fs-0123456789abcdef0"
+            state.update(arn=arn, dnsName=f"{rid}.efs.{self.region}.amazonaws.com")
+        elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            rid = "fs-0fedcba9876543210"
+            state.update(arn=arn, dnsName=f"{rid}.fsx.{self.region}.amazonaws.com", mountName="abcdefgh")
+        elif typ.startswith("aws:"):
+            state.setdefault("arn", arn)
+            state.setdefault("name", inputs.get("name", name))
+        return rid, state
+
+    def call(self, args: pmocks.MockCallArgs):
+        self.invokes.append(args.token)
+        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            names = [f"{self.region}{s}" for s in DEFAULT_AZS]
+            return {"names": names, "zoneIds": [f"usw2-az{i + 1}" for i in range(len(names))], "id": self.region}
+        if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            wanted = []
+            for f in args.args.get("filters") or []:
+                if f.get("name") == "instance-type":
+                    wanted.extend(f.get("values") or [])
+            wanted = wanted or list(catalog.INSTANCE_TYPES)
+            types, locations = [], []
+            for t in wanted:
+                for suffix in (self.offered.get(t, DEFAULT_AZS) if self.offered else DEFAULT_AZS):
+                    types.append(t)
+                    locations.append(f"{self.region}{suffix}")
+            return {"instanceTypes": types, "locations": locations,
+                    "locationTypes": ["availability-zone"] * len(types), "id": self.region}
+        return {}
+
+
+async def _resolve(value: Any) -> Any:
+    output = pulumi.Output.from_input(value)
+    if not await output.is_known():
+        return "<unknown>"
+    if await output.is_secret():
+        return "[secret]"
+    return await output.future()
+
+
+def run_program(program, *, project: str, stack: str, config: dict[str, str],
+                mocks: EksbenchMocks | None = None) -> RecordingMonitor:
+    """Run ``program()`` inside a Stack under the mock engine; return the recording monitor.
+
+    Raises whatever the program raises (ConfigError for bad input).
+    """
+    import asyncio
+
+    from pulumi.runtime import config as runtime_config
+    from pulumi.runtime import settings, stack as runtime_stack  # noqa: F401
+
+    mocks = mocks or EksbenchMocks(region=config.get("aws:region", "us-west-2"))
+    monitor = RecordingMonitor(mocks)
+    # The loop must exist before set_mocks: the runtime binds its futures to the current loop.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    runtime_config.set_all_config(config)
+    pmocks.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    try:
+        # set_mocks already made the root Stack; run the program, let the root register
+        # its outputs, then drain every outstanding RPC (that is where program errors surface).
+        program()
+        loop.run_until_complete(runtime_stack.wait_for_rpcs())
+        # Under mocks the root Stack registered its (empty) outputs before the program ran,
+        # so the exports are read from it directly and resolved here.
+        root = settings.get_root_resource()
+        exports = dict(getattr(root, "outputs", {}) or {})
+        monitor.stack_outputs = {k: _plain(loop.run_until_complete(_resolve(v))) for k, v in exports.items()}
+    finally:
+        settings.reset_options()
+        loop.close()
+    return monitor

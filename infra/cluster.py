@@ -1,0 +1,73 @@
+"""The EKS control plane, the node IAM role, the Kubernetes provider and the namespace.
+
+Authentication mode API with access entries (no aws-auth ConfigMap); private endpoint
+access on, public access only from the configured CIDRs; no default node group (the
+node groups are their own components). The ``k8s.Provider`` is built from the
+cluster's kubeconfig and passed explicitly everywhere: pulumi-eks 4 has no usable
+``Cluster.provider`` in Python, and a missing provider silently targets the ambient
+kubeconfig (FACTS: Kubernetes provider).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+from infra import k8s_objects
+from infra.config import Cluster as ClusterConfig
+from infra.manifests import namespace_manifest
+from infra.policies import NODE_ROLE_POLICIES, assume_role_policy
+
+CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+
+class EksCluster(pulumi.ComponentResource):
+    cluster: eks.Cluster
+    cluster_name: str
+    node_role: aws.iam.Role
+    provider: k8s.Provider
+    namespace: pulumi.CustomResource
+    cluster_security_group_id: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+
+    def __init__(self, name: str, config: ClusterConfig, *, cluster_name: str, namespace: str,
+                 vpc_id: pulumi.Input[str], public_subnet_ids: list, private_subnet_ids: list,
+                 tags: dict[str, str], opts: pulumi.ResourceOptions | None = None):
+        super().__init__("eksbench:infra:EksCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.cluster_name = cluster_name
+        self.node_role = aws.iam.Role(f"{name}-node-role", assume_role_policy=json.dumps(
+            assume_role_policy("ec2.amazonaws.com")), tags=tags, opts=child)
+        for i, arn in enumerate(NODE_ROLE_POLICIES):
+            aws.iam.RolePolicyAttachment(f"{name}-node-role-{i}", role=self.node_role.name, policy_arn=arn, opts=child)
+        admins = {f"admin-{i}": eks.AccessEntryArgs(
+            principal_arn=arn, access_policies={"admin": eks.AccessPolicyAssociationArgs(
+                policy_arn=CLUSTER_ADMIN_POLICY, access_scope={"type": "cluster"})})
+            for i, arn in enumerate(config.admin_role_arns)}
+        self.cluster = eks.Cluster(
+            f"{name}-eks", name=cluster_name, version=config.kubernetes_version, vpc_id=vpc_id,
+            public_subnet_ids=public_subnet_ids, private_subnet_ids=private_subnet_ids,
+            node_associate_public_ip_address=False, endpoint_private_access=True, endpoint_public_access=True,
+            public_access_cidrs=list(config.public_access_cidrs),
+            authentication_mode=eks.AuthenticationMode.API, access_entries=admins,
+            # pulumi-eks gives instance roles an EC2_LINUX access entry in API mode, which the
+            # managed node groups' nodes need to join (FACTS: Node access).
+            instance_roles=[self.node_role], skip_default_node_group=True, create_oidc_provider=False,
+            enabled_cluster_log_types=list(config.log_types), tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_role]))
+        self.cluster_security_group_id = self.cluster.cluster_security_group_id
+        self.kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig_json)
+        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.cluster.kubeconfig_json,
+                                     enable_server_side_apply=True, opts=child)
+        # Pod Identity instead of IRSA or keys: no OIDC provider, credentials per service account.
+        self.pod_identity_agent = aws.eks.Addon(
+            f"{name}-pod-identity-agent", cluster_name=cluster_name, addon_name="eks-pod-identity-agent",
+            resolve_conflicts_on_create="OVERWRITE", tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]))
+        self.namespace = k8s_objects.register(f"{name}-namespace", namespace_manifest(namespace),
+                                              pulumi.ResourceOptions(parent=self, provider=self.provider))
+        self.register_outputs({"cluster_name": cluster_name, "kubeconfig": self.kubeconfig})

@@ -1,0 +1,110 @@
+"""What a stack costs per hour and how long it takes to build, estimated offline.
+
+Cost: instance prices from the catalog (dated) times the desired node counts, plus the
+control plane, NAT gateways and FSx. Time: the critical path of the resource dependency
+graph, with per-type durations from ``DURATIONS`` (each with its source).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from infra import catalog
+from infra.config import StackConfig
+
+# Minutes to create one resource of a type. Sources: FACTS "Provisioning times reported
+# publicly" (midpoints); "assumed" marks our own estimate where none is published.
+DURATIONS: dict[str, tuple[float, str]] = {
+    "eks:index:Cluster": (12.0, "EKS control plane 9-15 min (public reports)"),
+    "eks:index:ManagedNodeGroup": (4.0, "managed node group 3-5 min (public reports)"),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": (11.0, "FSx for Lustre 10-12 min (public reports)"),
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": (5.0, "assumed"),
+    "aws:ec2/natGateway:NatGateway": (1.5, "NAT gateway 1-2 min (public reports)"),
+    "aws:efs/mountTarget:MountTarget": (1.5, "EFS mount target > 1 min to become available"),
+    "aws:eks/addon:Addon": (1.0, "assumed"),
+    "kubernetes:apps/v1:Deployment": (0.5, "assumed: image pull and readiness"),
+    "kubernetes:apps/v1:DaemonSet": (0.5, "assumed: image pull and readiness"),
+    "kubernetes:batch/v1:Job": (2.0, "assumed: awaited staging Jobs; training Jobs skip the await"),
+}
+DEFAULT_MINUTES = 0.05  # an API call
+
+
+@dataclass(frozen=True)
+class Node:
+    urn: str
+    type: str
+    parent: str
+    dependencies: tuple[str, ...]
+    custom: bool
+    skip_await: bool = False
+
+
+def minutes_for(node: Node) -> float:
+    if node.skip_await:
+        return DEFAULT_MINUTES
+    return DURATIONS.get(node.type, (DEFAULT_MINUTES, ""))[0]
+
+
+def critical_path(nodes: Iterable[Node]) -> tuple[float, list[Node]]:
+    """Longest finish time over the graph; a dependency on a component waits for all its descendants."""
+    nodes = list(nodes)
+    by_urn = {n.urn: n for n in nodes}
+    children: dict[str, list[str]] = {}
+    for n in nodes:
+        children.setdefault(n.parent, []).append(n.urn)
+
+    def leaves(urn: str) -> list[str]:
+        node = by_urn.get(urn)
+        if node is None:
+            return []
+        if node.custom or not children.get(urn):
+            return [urn]
+        return [leaf for c in children[urn] for leaf in leaves(c)]
+
+    finish: dict[str, tuple[float, str | None]] = {}
+
+    def done(urn: str, stack: frozenset = frozenset()) -> float:
+        if urn in finish:
+            return finish[urn][0]
+        if urn in stack:
+            raise ValueError(f"dependency cycle through {urn}")
+        node = by_urn[urn]
+        start, via = 0.0, None
+        for dep in node.dependencies:
+            for leaf in leaves(dep):
+                t = done(leaf, stack | {urn})
+                if t > start:
+                    start, via = t, leaf
+        finish[urn] = (start + (minutes_for(node) if node.custom or not children.get(urn) else 0.0), via)
+        return finish[urn][0]
+
+    if not nodes:
+        return 0.0, []
+    end = max(nodes, key=lambda n: done(n.urn))
+    path, cursor = [], end.urn
+    while cursor:
+        path.append(by_urn[cursor])
+        cursor = finish[cursor][1]
+    return round(finish[end.urn][0], 2), list(reversed(path))
+
+
+def hourly_cost(cfg: StackConfig, *, nat_gateways: int) -> dict[str, float]:
+    """USD per hour at desired sizes, by line item (catalog prices as of PRICES_AS_OF)."""
+    items: dict[str, float] = {}
+    for g in cfg.gpu_node_groups:
+        items[f"gpu nodes {g.name} ({g.desired_size}x {g.instance_type})"] = g.desired_size * catalog.hourly_price(
+            g.instance_type)
+    s = cfg.system_nodes
+    items[f"system nodes ({s.desired_size}x {s.instance_type})"] = s.desired_size * catalog.hourly_price(s.instance_type)
+    extended = cfg.cluster.kubernetes_version in catalog.EKS_EXTENDED_SUPPORT
+    items["EKS control plane"] = 0.60 if extended else catalog.EKS_CONTROL_PLANE_USD_PER_HOUR
+    if nat_gateways:
+        items[f"NAT gateways ({nat_gateways})"] = nat_gateways * catalog.NAT_GATEWAY_USD_PER_HOUR
+    if cfg.storage.kind == "fsx":
+        f = cfg.storage.fsx
+        per_gib = (catalog.FSX_PERSISTENT_2_USD_PER_GIB_MONTH[f.per_unit_storage_throughput]
+                   if f.deployment_type == "PERSISTENT_2" else catalog.FSX_SCRATCH_2_USD_PER_GIB_MONTH)
+        items[f"FSx for Lustre ({f.storage_capacity_gib} GiB {f.deployment_type})"] = (
+            f.storage_capacity_gib * per_gib / catalog.HOURS_PER_MONTH)
+    return {k: round(v, 4) for k, v in items.items()}

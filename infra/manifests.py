@@ -1,0 +1,114 @@
+"""Kubernetes objects the environment needs, built as plain dicts (no Pulumi, no I/O).
+
+The infra components register exactly these; the tests validate each against the
+Kubernetes OpenAPI schema of the pinned version.
+"""
+
+from __future__ import annotations
+
+from infra.environment import ETCD_PORT, GPU_NODE_LABEL_KEY, GPU_TOLERATION, SYSTEM_NODE_LABEL, Environment
+
+# Pinned images. etcd stays on 3.5: torch's etcd rendezvous backends speak the v2 API,
+# which etcd 3.6 removed (FACTS: torch.distributed).
+ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.17"
+DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+LABELS = {"app.kubernetes.io/part-of": "eksbench", "app.kubernetes.io/managed-by": "pulumi"}
+
+
+def _meta(name: str, namespace: str | None = None, **labels: str) -> dict:
+    meta = {"name": name, "labels": {**LABELS, **labels}}
+    if namespace:
+        meta["namespace"] = namespace
+    return meta
+
+
+def namespace_manifest(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name)}
+
+
+def service_account_manifest(env: Environment) -> dict:
+    # No IRSA annotation and no secrets: EKS Pod Identity hands this account its role.
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": _meta(env.service_account, env.namespace), "automountServiceAccountToken": False}
+
+
+def etcd_manifests(env: Environment) -> list[dict]:
+    """A single etcd member for torch elastic rendezvous, on the system node group.
+
+    Rendezvous state is ephemeral (torchrun re-creates it), so an emptyDir suffices.
+    """
+    labels = {"app.kubernetes.io/name": "etcd"}
+    url = f"http://{env.etcd_endpoint}"
+    container = {
+        "name": "etcd", "image": ETCD_IMAGE,
+        "command": ["etcd", "--name=etcd0", "--data-dir=/var/lib/etcd", "--enable-v2=true",
+                    f"--listen-client-urls=http://0.0.0.0:{ETCD_PORT}", f"--advertise-client-urls={url}",
+                    "--listen-peer-urls=http://127.0.0.1:2380", "--initial-cluster=etcd0=http://127.0.0.1:2380",
+                    "--initial-advertise-peer-urls=http://127.0.0.1:2380"],
+        "ports": [{"name": "client", "containerPort": ETCD_PORT}],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": ETCD_PORT}, "periodSeconds": 5},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": 1000},
+        "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
+    }
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta("etcd", env.namespace, **labels),
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "strategy": {"type": "Recreate"},
+                 "template": {"metadata": {"labels": {**LABELS, **labels}},
+                              "spec": {"nodeSelector": dict(SYSTEM_NODE_LABEL), "containers": [container],
+                                       "volumes": [{"name": "data", "emptyDir": {}}]}}}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": _meta("etcd", env.namespace, **labels),
+               "spec": {"type": "ClusterIP", "selector": labels,
+                        "ports": [{"name": "client", "port": ETCD_PORT, "targetPort": ETCD_PORT}]}}
+    return [deployment, service]
+
+
+def device_plugin_manifest(node_groups: list[str]) -> dict:
+    """The NVIDIA device plugin on the named GPU node groups only (AL2023 NVIDIA lacks it)."""
+    labels = {"app.kubernetes.io/name": "nvidia-device-plugin"}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": GPU_NODE_LABEL_KEY, "operator": "In", "values": sorted(node_groups)}]}]}}}
+    container = {
+        "name": "nvidia-device-plugin", "image": DEVICE_PLUGIN_IMAGE,
+        "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}],
+    }
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": _meta("nvidia-device-plugin", "kube-system", **labels),
+        "spec": {"selector": {"matchLabels": labels}, "updateStrategy": {"type": "RollingUpdate"},
+                 "template": {"metadata": {"labels": {**LABELS, **labels}}, "spec": {
+                     "priorityClassName": "system-node-critical", "affinity": affinity,
+                     "tolerations": [dict(GPU_TOLERATION)], "containers": [container],
+                     "volumes": [{"name": "device-plugin",
+                                  "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}]}}}}
+
+
+def storage_class_manifest(kind: str) -> dict:
+    provisioner = {"efs": "efs.csi.aws.com", "fsx": "fsx.csi.aws.com"}[kind]
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": _meta(f"eksbench-{kind}"),
+            "provisioner": provisioner, "reclaimPolicy": "Retain", "volumeBindingMode": "Immediate"}
+
+
+def persistent_volume_manifest(kind: str, *, file_system_id: str, env: Environment, dns_name: str = "",
+                               mount_name: str = "", capacity_gib: int = 1200) -> dict:
+    """A static PV on the stack's file system. Retain: deleting the claim never deletes data."""
+    if kind == "efs":
+        csi = {"driver": "efs.csi.aws.com", "volumeHandle": file_system_id}
+        mount_options = ["tls"]  # encryption in transit via the EFS mount helper
+    else:
+        csi = {"driver": "fsx.csi.aws.com", "volumeHandle": file_system_id,
+               "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name}}
+        mount_options = ["flock"]
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": _meta(f"{env.claim_name}-{env.namespace}"),
+            "spec": {"capacity": {"storage": f"{capacity_gib}Gi"}, "volumeMode": "Filesystem",
+                     "accessModes": ["ReadWriteMany"], "persistentVolumeReclaimPolicy": "Retain",
+                     "storageClassName": f"eksbench-{kind}", "mountOptions": mount_options, "csi": csi,
+                     "claimRef": {"namespace": env.namespace, "name": env.claim_name}}}
+
+
+def persistent_volume_claim_manifest(kind: str, env: Environment, capacity_gib: int = 1200) -> dict:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta(env.claim_name, env.namespace),
+            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": f"eksbench-{kind}",
+                     "volumeName": f"{env.claim_name}-{env.namespace}",
+                     "resources": {"requests": {"storage": f"{capacity_gib}Gi"}}}}

@@ -1,0 +1,65 @@
+"""IAM policy documents, as plain dicts: what each principal may do and nothing more."""
+
+from __future__ import annotations
+
+from infra.fields import S3_URI
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/a/b/`` -> (``bucket``, ``a/b/``)."""
+    m = S3_URI.match(uri)
+    if not m:
+        raise ValueError(f"not an S3 URI: {uri!r}")
+    return m.group(1), (m.group(2) or "/").lstrip("/")
+
+
+def assume_role_policy(service: str, *, tag_session: bool = False) -> dict:
+    actions = ["sts:AssumeRole", "sts:TagSession"] if tag_session else ["sts:AssumeRole"]
+    return {"Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": actions}]}
+
+
+def pod_identity_trust_policy() -> dict:
+    # EKS Pod Identity: the agent assumes the role as pods.eks.amazonaws.com and tags the
+    # session (AWS docs, "EKS Pod Identity role trust policy").
+    return assume_role_policy("pods.eks.amazonaws.com", tag_session=True)
+
+
+def trainer_policy(*, results_bucket: str, results_prefix: str, datasets_uri: str) -> dict:
+    """Read the datasets prefix; read and write the results prefix; nothing else.
+
+    ``results_prefix`` is the stack's prefix (``<project>/<stack>/``) so that every run of
+    the stack can write its own ``<run-id>/`` beneath it.
+    """
+    ds_bucket, ds_prefix = split_s3_uri(datasets_uri)
+    results_prefix = results_prefix.rstrip("/") + "/"
+    statements = [
+        {"Sid": "ListDatasets", "Effect": "Allow", "Action": "s3:ListBucket",
+         "Resource": f"arn:aws:s3:::{ds_bucket}", "Condition": {"StringLike": {"s3:prefix": [f"{ds_prefix}*"]}}},
+        {"Sid": "ReadDatasets", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": f"arn:aws:s3:::{ds_bucket}/{ds_prefix}*"},
+        {"Sid": "ListResults", "Effect": "Allow", "Action": "s3:ListBucket",
+         "Resource": f"arn:aws:s3:::{results_bucket}",
+         "Condition": {"StringLike": {"s3:prefix": [f"{results_prefix}*"]}}},
+        {"Sid": "WriteResults", "Effect": "Allow",
+         "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+         "Resource": f"arn:aws:s3:::{results_bucket}/{results_prefix}*"},
+    ]
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def tls_only_bucket_policy(bucket_arn: str) -> dict:
+    """Deny every request that does not use TLS (AWS S3 security best practices)."""
+    return {"Version": "2012-10-17", "Statement": [{
+        "Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+        "Resource": [bucket_arn, f"{bucket_arn}/*"],
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]}
+
+
+NODE_ROLE_POLICIES = (
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+    # Session Manager instead of SSH keys for debugging nodes.
+    "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+)

@@ -1,0 +1,46 @@
+"""Where results live: an existing bucket named in config, or one the stack creates.
+
+A created bucket blocks public access, encrypts at rest, enforces TLS, keeps versions,
+and is retained (with its guards) on ``pulumi destroy``: results outlive experiments.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.policies import tls_only_bucket_policy
+
+
+class ResultsBucket(pulumi.ComponentResource):
+    bucket_name: pulumi.Output[str]
+    created: bool
+
+    def __init__(self, name: str, *, existing: str | None, stack: str, tags: dict[str, str],
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("eksbench:infra:ResultsBucket", name, None, opts)
+        self.created = existing is None
+        if existing:
+            self.bucket_name = pulumi.Output.from_input(existing)
+            self.register_outputs({"bucket_name": self.bucket_name})
+            return
+        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
+        bucket = aws.s3.Bucket(f"{name}-bucket", bucket_prefix=f"eksbench-{stack}-results-"[:37],
+                               force_destroy=False, tags=tags, opts=keep)
+        guards = pulumi.ResourceOptions(parent=self, retain_on_delete=True, depends_on=[bucket])
+        aws.s3.BucketPublicAccessBlock(f"{name}-public-access-block", bucket=bucket.id, block_public_acls=True,
+                                       block_public_policy=True, ignore_public_acls=True,
+                                       restrict_public_buckets=True, opts=guards)
+        aws.s3.BucketOwnershipControls(f"{name}-ownership", bucket=bucket.id,
+                                       rule={"object_ownership": "BucketOwnerEnforced"}, opts=guards)
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-sse", bucket=bucket.id, opts=guards,
+            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}, "bucket_key_enabled": True}])
+        aws.s3.BucketVersioning(f"{name}-versioning", bucket=bucket.id,
+                                versioning_configuration={"status": "Enabled"}, opts=guards)
+        aws.s3.BucketPolicy(f"{name}-tls-only", bucket=bucket.id,
+                            policy=bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn))), opts=guards)
+        self.bucket_name = bucket.bucket
+        self.register_outputs({"bucket_name": self.bucket_name})

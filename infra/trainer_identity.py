@@ -1,0 +1,41 @@
+"""The training pods' AWS identity: a service account bound to an IAM role by EKS Pod Identity.
+
+The role may read the datasets prefix and read/write the stack's results prefix, nothing
+more; no access keys exist anywhere in the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+
+from infra import k8s_objects
+from infra.environment import Environment
+from infra.manifests import service_account_manifest
+from infra.policies import pod_identity_trust_policy, trainer_policy
+
+
+class TrainerIdentity(pulumi.ComponentResource):
+    role_arn: pulumi.Output[str]
+    service_account: pulumi.CustomResource
+
+    def __init__(self, name: str, *, env: Environment, cluster_name: str, bucket: pulumi.Input[str],
+                 stack_prefix: str, provider, depends_on: list, tags: dict[str, str],
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("eksbench:infra:TrainerIdentity", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps(pod_identity_trust_policy()),
+                            tags=tags, opts=child)
+        policy = pulumi.Output.from_input(bucket).apply(lambda b: json.dumps(trainer_policy(
+            results_bucket=b, results_prefix=stack_prefix, datasets_uri=env.datasets_uri(b))))
+        aws.iam.RolePolicy(f"{name}-s3", role=role.id, policy=policy, opts=child)
+        self.service_account = k8s_objects.register(
+            f"{name}-sa", service_account_manifest(env),
+            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on))
+        aws.eks.PodIdentityAssociation(f"{name}-association", cluster_name=cluster_name, namespace=env.namespace,
+                                       service_account=env.service_account, role_arn=role.arn, tags=tags,
+                                       opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on))
+        self.role_arn = role.arn
+        self.register_outputs({"role_arn": role.arn})
