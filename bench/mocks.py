@@ -161,7 +161,7 @@ async def _resolve(value: Any) -> Any:
 
 
 def run_program(program, *, project: str, stack: str, config: dict[str, str],
-                mocks: EksbenchMocks | None = None) -> RecordingMonitor:
+                mocks: EksbenchMocks | None = None, logger=None) -> RecordingMonitor:
     """Run ``program()`` inside a Stack under the mock engine; return the recording monitor.
 
     Raises whatever the program raises (ConfigError for bad input).
@@ -177,11 +177,19 @@ def run_program(program, *, project: str, stack: str, config: dict[str, str],
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     runtime_config.set_all_config(config)
-    pmocks.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    pmocks.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor, logger=logger)
     try:
         # set_mocks already made the root Stack; run the program, let the root register
         # its outputs, then drain every outstanding RPC (that is where program errors surface).
-        program()
+        try:
+            program()
+        except BaseException:
+            # Let what was already queued finish quietly, then report the program's own error.
+            try:
+                loop.run_until_complete(runtime_stack.wait_for_rpcs())
+            except Exception:  # noqa: BLE001 - the program's exception is the one that matters
+                pass
+            raise
         loop.run_until_complete(runtime_stack.wait_for_rpcs())
         # Under mocks the root Stack registered its (empty) outputs before the program ran,
         # so the exports are read from it directly and resolved here.

@@ -74,7 +74,9 @@ def run(cfg: StackConfig) -> dict[str, Any]:
     cluster = EksCluster("cluster", cfg.cluster, cluster_name=name, namespace=cfg.namespace, vpc_id=network.vpc_id,
                          public_subnet_ids=network.public_subnet_ids, private_subnet_ids=network.private_subnet_ids,
                          tags=tags)
-    common = dict(cluster=cluster.cluster, cluster_name=name, node_role=cluster.node_role, tags=tags)
+    # Nodes in private subnets reach ECR and the API through the NAT routes: wait for the network.
+    common = dict(cluster=cluster.cluster, cluster_name=name, node_role=cluster.node_role, tags=tags,
+                  opts=pulumi.ResourceOptions(depends_on=[network]))
     system = NodeGroup("system", system_node_group_args(cfg.system_nodes), subnet_ids=network.private_subnet_ids,
                        **common)
     subnet_by_az = dict(zip(network.azs, network.private_subnet_ids))

@@ -1,0 +1,140 @@
+"""``python -m bench plan <stack>``: what ``pulumi up -s <stack>`` would build, offline.
+
+Evaluates ``__main__.py`` (the very program ``pulumi up`` runs) under Pulumi's mock
+engine, records every registration with its parent, provider and dependencies, and
+reports the resources, the outputs, the warnings, the estimated hourly cost and the
+estimated provisioning time (critical path of the dependency graph).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import runpy
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.errors import fail
+from bench.stackfile import PROJECT, ROOT
+
+SKIP_AWAIT = "pulumi.com/skipAwait"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="show what `pulumi up` would create, its cost per hour and build time")
+    p.add_argument("stack", help="stack name (reads Pulumi.<stack>.yaml)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=main)
+
+
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage().strip())
+
+
+@dataclass
+class Plan:
+    stack: str
+    resources: list[dict[str, Any]]
+    outputs: dict[str, Any]
+    warnings: list[str]
+    estimate: dict[str, Any]
+    seconds: float
+    cost_items: dict[str, float] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"stack": self.stack, "resources": self.resources, "outputs": self.outputs,
+                "warnings": self.warnings, "estimate": self.estimate}
+
+
+def evaluate(stack: str, root: Path = ROOT, mocks=None) -> Plan:
+    """Run the program for ``stack`` under the mock engine. Raises ConfigError on bad config."""
+    import pulumi
+
+    from bench.mocks import run_program
+    from bench.stackfile import load_stack_config, read_stack_yaml, to_pulumi_config
+    from infra.estimate import Node, critical_path, hourly_cost
+    from infra.fields import ConfigError
+
+    cfg = load_stack_config(stack, root)  # fails fast, before the engine starts
+    started = time.perf_counter()
+    collect = _Collect()
+    logger = logging.getLogger(f"eksbench.plan.{stack}")
+    logger.propagate = False
+    logger.handlers[:] = [collect]
+    try:
+        monitor = run_program(lambda: runpy.run_path(str(root / "__main__.py"), run_name="__main__"),
+                              project=PROJECT, stack=stack, config=to_pulumi_config(read_stack_yaml(stack, root)),
+                              mocks=mocks, logger=logger)
+    except pulumi.RunError as e:
+        raise ConfigError(str(e).split("\n")[1:] or [str(e)]) from None
+    seconds = time.perf_counter() - started
+    regs = monitor.registrations
+    nodes = [Node(urn=r.urn, type=r.type, parent=r.parent, dependencies=tuple(r.dependencies), custom=r.custom,
+                  skip_await=((r.inputs.get("metadata") or {}).get("annotations") or {}).get(SKIP_AWAIT) == "true")
+             for r in regs]
+    minutes, path = critical_path(nodes)
+    nat = sum(1 for r in regs if r.type == "aws:ec2/natGateway:NatGateway")
+    items = hourly_cost(cfg, nat_gateways=nat)
+    from infra.estimate import DURATIONS, minutes_for
+    estimate = {
+        "hourly_cost_usd": round(sum(items.values()), 2),
+        "provision_minutes": minutes,
+        "critical_path": [{"urn": n.urn, "type": n.type, "minutes": minutes_for(n),
+                           "source": DURATIONS.get(n.type, (0, "API call"))[1] or "API call"} for n in path],
+    }
+    return Plan(stack=stack, resources=[r.as_json() for r in regs], outputs=monitor.stack_outputs,
+                warnings=collect.messages, estimate=estimate, seconds=seconds, cost_items=items)
+
+
+def render(plan: Plan) -> str:
+    from infra import catalog
+
+    lines = [f"eksbench plan for stack {plan.stack!r}: evaluated __main__.py under Pulumi's mock engine "
+             f"in {plan.seconds:.1f} s; nothing was created."]
+    custom = [r for r in plan.resources if not r["type"].startswith("eksbench:")]
+    lines.append(f"\nResources ({len(custom)}, plus {len(plan.resources) - len(custom)} eksbench components):")
+    for typ, n in sorted(Counter(r["type"] for r in custom).items()):
+        lines.append(f"  {n:3d}  {typ}")
+    lines.append("\nOutputs:")
+    width = max(map(len, plan.outputs), default=0)
+    for key, value in plan.outputs.items():
+        shown = value if isinstance(value, str) else json.dumps(value)
+        lines.append(f"  {key:<{width}}  {shown}")
+    if plan.warnings:
+        lines.append("\nWarnings:")
+        lines += [f"  ! {w}" for w in plan.warnings]
+    est = plan.estimate
+    lines.append(f"\nEstimated cost: ${est['hourly_cost_usd']:.2f}/hour on demand "
+                 f"({catalog.PRICES_REGION} list prices as of {catalog.PRICES_AS_OF}; approximate)")
+    lines += [f"  ${usd:8.2f}  {item}" for item, usd in plan.cost_items.items()]
+    lines.append(f"\nEstimated provisioning: {est['provision_minutes']:.1f} min along the critical path")
+    for step in est["critical_path"]:
+        if step["minutes"] >= 0.1:
+            lines.append(f"  {step['minutes']:5.1f} min  {step['type']}  {step['urn'].rsplit('::', 1)[-1]}"
+                         f"  ({step['source']})")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    from infra.fields import ConfigError
+
+    try:
+        plan = evaluate(args.stack)
+    except ConfigError as e:
+        return fail(f"invalid config for stack {args.stack!r}:\n  " + "\n  ".join(e.problems))
+    if args.json:
+        json.dump(plan.as_json(), sys.stdout, indent=1, sort_keys=False)
+        print()
+    else:
+        print(render(plan))
+    return 0
