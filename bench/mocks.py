@@ -161,7 +161,8 @@ async def _resolve(value: Any) -> Any:
 
 
 def run_program(program, *, project: str, stack: str, config: dict[str, str],
-                mocks: EksbenchMocks | None = None, logger=None) -> RecordingMonitor:
+                mocks: EksbenchMocks | None = None, logger=None,
+                monitor: RecordingMonitor | None = None) -> RecordingMonitor:
     """Run ``program()`` inside a Stack under the mock engine; return the recording monitor.
 
     Raises whatever the program raises (ConfigError for bad input).
@@ -172,7 +173,7 @@ def run_program(program, *, project: str, stack: str, config: dict[str, str],
     from pulumi.runtime import settings, stack as runtime_stack  # noqa: F401
 
     mocks = mocks or EksbenchMocks(region=config.get("aws:region", "us-west-2"))
-    monitor = RecordingMonitor(mocks)
+    monitor = monitor or RecordingMonitor(mocks)
     # The loop must exist before set_mocks: the runtime binds its futures to the current loop.
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

@@ -56,25 +56,35 @@ class Plan:
                 "warnings": self.warnings, "estimate": self.estimate}
 
 
-def evaluate(stack: str, root: Path = ROOT, mocks=None) -> Plan:
-    """Run the program for ``stack`` under the mock engine. Raises ConfigError on bad config."""
+def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None) -> Plan:
+    """Run the program for ``stack`` (Pulumi.<stack>.yaml) under the mock engine. Raises ConfigError."""
+    from bench.stackfile import read_stack_yaml
+
+    return evaluate_config(stack, read_stack_yaml(stack, root), mocks=mocks, monitor=monitor)
+
+
+def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, monitor=None) -> Plan:
+    """Like ``evaluate``, for a stack file's ``config:`` mapping given in memory."""
     import pulumi
 
     from bench.mocks import run_program
-    from bench.stackfile import load_stack_config, read_stack_yaml, to_pulumi_config
+    from bench.stackfile import decode_config, to_pulumi_config
+    from infra.config import parse_stack_config
     from infra.estimate import Node, critical_path, hourly_cost
     from infra.fields import ConfigError
 
-    cfg = load_stack_config(stack, root)  # fails fast, before the engine starts
+    pulumi_config = to_pulumi_config(stack_config)
+    raw, region = decode_config(pulumi_config)
+    cfg = parse_stack_config(raw, project=PROJECT, stack=stack, region=region)  # fails before the engine starts
     started = time.perf_counter()
     collect = _Collect()
     logger = logging.getLogger(f"eksbench.plan.{stack}")
     logger.propagate = False
     logger.handlers[:] = [collect]
     try:
-        monitor = run_program(lambda: runpy.run_path(str(root / "__main__.py"), run_name="__main__"),
-                              project=PROJECT, stack=stack, config=to_pulumi_config(read_stack_yaml(stack, root)),
-                              mocks=mocks, logger=logger)
+        monitor = run_program(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__"),
+                              project=PROJECT, stack=stack, config=pulumi_config, mocks=mocks, logger=logger,
+                              monitor=monitor)
     except pulumi.RunError as e:
         raise ConfigError(str(e).split("\n")[1:] or [str(e)]) from None
     seconds = time.perf_counter() - started

@@ -26,11 +26,13 @@ class EfsStorage(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         # EFS needs NFS (TCP 2049) from the clients; nothing else gets in (AWS EFS docs,
         # "Using VPC security groups").
+        # A separate rule resource lets the file system and mount targets start before the cluster exists.
         sg = aws.ec2.SecurityGroup(f"{name}-sg", vpc_id=vpc_id, description="NFS from EKS nodes to EFS",
-                                   ingress=[{"protocol": "tcp", "from_port": NFS_PORT, "to_port": NFS_PORT,
-                                             "security_groups": [node_security_group_id],
-                                             "description": "NFS from the cluster's nodes"}],
                                    tags=tags, opts=child)
+        nfs = aws.vpc.SecurityGroupIngressRule(f"{name}-sg-nfs", security_group_id=sg.id, ip_protocol="tcp",
+                                               from_port=NFS_PORT, to_port=NFS_PORT,
+                                               referenced_security_group_id=node_security_group_id,
+                                               description="NFS from the cluster's nodes", opts=child)
         fs = aws.efs.FileSystem(f"{name}-fs", encrypted=True, throughput_mode=config.throughput_mode,
                                 performance_mode=config.performance_mode,
                                 tags={**tags, "Name": f"{name}-fs"}, opts=child)
@@ -41,7 +43,7 @@ class EfsStorage(pulumi.ComponentResource):
         addon = aws.eks.Addon(f"{name}-csi", cluster_name=cluster_name, addon_name="aws-efs-csi-driver",
                               resolve_conflicts_on_create="OVERWRITE", tags=tags,
                               opts=pulumi.ResourceOptions(parent=self, depends_on=addon_depends_on))
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[addon, *mount_targets])
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[addon, nfs, *mount_targets])
         storage_class = k8s_objects.register(f"{name}-sc", storage_class_manifest("efs"), k8s_opts)
         template = persistent_volume_manifest("efs", file_system_id="fs-0", env=env)
         pv = k8s_objects.register(

@@ -21,13 +21,24 @@ LUSTRE_PORTS = ((988, 988), (1018, 1023))
 ALL_EVENTS = ["NEW", "CHANGED", "DELETED"]
 
 
-def lustre_ingress(node_security_group_id) -> list[dict]:
+def lustre_rules(sg: aws.ec2.SecurityGroup, node_security_group_id, name: str, parent) -> list:
+    """Lustre from the nodes and between the file servers, as rules of their own.
+
+    Separate rule resources (not inline ingress) let the file system, which takes ~10 min,
+    start at once instead of waiting ~12 min for the cluster's security group to exist.
+    """
+    opts = pulumi.ResourceOptions(parent=parent)
     rules = []
     for lo, hi in LUSTRE_PORTS:
-        rules.append({"protocol": "tcp", "from_port": lo, "to_port": hi, "security_groups": [node_security_group_id],
-                      "description": "Lustre from the cluster's nodes"})
-        rules.append({"protocol": "tcp", "from_port": lo, "to_port": hi, "self": True,
-                      "description": "Lustre between the file system's servers"})
+        rules.append(aws.vpc.SecurityGroupIngressRule(f"{name}-nodes-{lo}", security_group_id=sg.id, ip_protocol="tcp",
+                                         from_port=lo, to_port=hi, referenced_security_group_id=node_security_group_id,
+                                         description="Lustre from the cluster's nodes", opts=opts))
+        rules.append(aws.vpc.SecurityGroupIngressRule(f"{name}-self-{lo}", security_group_id=sg.id, ip_protocol="tcp",
+                                         from_port=lo, to_port=hi, referenced_security_group_id=sg.id,
+                                         description="Lustre between the file system's servers", opts=opts))
+    rules.append(aws.vpc.SecurityGroupEgressRule(f"{name}-self-egress", security_group_id=sg.id, ip_protocol="-1",
+                                    referenced_security_group_id=sg.id,
+                                    description="Lustre servers to each other", opts=opts))
     return rules
 
 
@@ -41,15 +52,15 @@ class FsxStorage(pulumi.ComponentResource):
         super().__init__("eksbench:infra:FsxStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         sg = aws.ec2.SecurityGroup(f"{name}-sg", vpc_id=vpc_id, description="Lustre from EKS nodes to FSx",
-                                   ingress=lustre_ingress(node_security_group_id),
-                                   egress=[{"protocol": "-1", "from_port": 0, "to_port": 0,
-                                            "cidr_blocks": ["0.0.0.0/0"]}], tags=tags, opts=child)
+                                   tags=tags, opts=child)
+        rules = lustre_rules(sg, node_security_group_id, f"{name}-sg", self)
         persistent = config.deployment_type.startswith("PERSISTENT")
         # Encrypted at rest always (AWS-managed key); 2.15 supports data repository associations.
         fs = aws.fsx.LustreFileSystem(
+            # pulumi-aws 7 takes the one subnet a Lustre file system lives in as a string.
             f"{name}-fs", storage_capacity=config.storage_capacity_gib, deployment_type=config.deployment_type,
             per_unit_storage_throughput=config.per_unit_storage_throughput if persistent else None,
-            subnet_ids=[subnet_id], security_group_ids=[sg.id], file_system_type_version="2.15",
+            subnet_ids=subnet_id, security_group_ids=[sg.id], file_system_type_version="2.15",
             data_compression_type="LZ4", tags={**tags, "Name": f"{name}-fs"},
             opts=pulumi.ResourceOptions(parent=self, custom_timeouts=pulumi.CustomTimeouts(create="40m")))
         datasets = aws.fsx.DataRepositoryAssociation(
@@ -63,7 +74,7 @@ class FsxStorage(pulumi.ComponentResource):
         addon = aws.eks.Addon(f"{name}-csi", cluster_name=cluster_name, addon_name="aws-fsx-csi-driver",
                               resolve_conflicts_on_create="OVERWRITE", tags=tags,
                               opts=pulumi.ResourceOptions(parent=self, depends_on=addon_depends_on))
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[addon, datasets, results])
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[addon, datasets, results, *rules])
         storage_class = k8s_objects.register(f"{name}-sc", storage_class_manifest("fsx"), k8s_opts)
         cap = config.storage_capacity_gib
         template = persistent_volume_manifest("fsx", file_system_id="fs-0", env=env, capacity_gib=cap)

@@ -1,0 +1,160 @@
+"""What ``bench run <stack> --local`` will run: the stack's experiments scaled down to this machine.
+
+Pure functions (no processes, no clock, no torch): ``plan_local`` maps each ``Experiment``
+through the stack's ``local`` section to a ``LocalExperiment`` whose node commands are the
+same launcher + torchrun + ``workloads.train`` command lines the cluster Jobs run, only with
+loopback rendezvous and smaller numbers. ``bench.run`` executes the plan.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Sequence
+
+from infra.config import Experiment, LocalRun
+from workloads.train.args import TrainArgs, train_args_to_argv
+
+STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with a generated stand-in
+CIFAR_STANDIN = {"train": 256, "test": 200}
+
+
+@dataclass(frozen=True)
+class LocalExperiment:
+    name: str
+    workload: str
+    min_nodes: int
+    max_nodes: int
+    procs_per_node: int
+    train: TrainArgs
+    extra_args: tuple[str, ...]
+    rdzv_backend: str
+    max_restarts: int
+    evaluate: bool
+    results_dir: str
+    notes: tuple[str, ...] = ()
+    skip: str | None = None  # why it is not run locally
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_nodes != self.max_nodes
+
+    @property
+    def processes(self) -> int:
+        return self.max_nodes * self.procs_per_node
+
+
+def default_run_id(now: datetime) -> str:
+    """A UTC timestamp, e.g. ``20261122-083512``."""
+    return now.strftime("%Y%m%d-%H%M%S")
+
+
+def local_node_range(min_nodes: int, max_nodes: int, local_nodes: int) -> tuple[int, int]:
+    """Map ``min:max`` onto at most ``local_nodes`` agents, keeping an elastic range elastic."""
+    hi = min(max_nodes, local_nodes)
+    if min_nodes == max_nodes:
+        return hi, hi
+    lo = max(1, math.ceil(min_nodes * hi / max_nodes))
+    if hi > 1:
+        lo = min(lo, hi - 1)
+    return lo, hi
+
+
+def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data_dir: str,
+                     gpu: bool = False) -> LocalExperiment:
+    lo, hi = local_node_range(exp.min_nodes, exp.max_nodes, local.nodes)
+    steps = min(exp.steps, local.steps) if exp.epochs == 0 else local.steps
+    notes = []
+    if exp.epochs:
+        notes.append(f"{exp.epochs} epochs -> {steps} steps")
+    precision = exp.precision
+    if precision == "amp-fp16" and not gpu:
+        precision = "bf16"
+        notes.append("amp-fp16 -> bf16 (CPU fp16 autocast is ~9x slower than fp32 here)")
+    dataset = exp.dataset
+    if exp.dataset in STANDIN_DATASETS:
+        notes.append(f"dataset {exp.dataset}: generated stand-in, same layout "
+                     f"({CIFAR_STANDIN['train']} train / {CIFAR_STANDIN['test']} test images)")
+    elif exp.dataset != "synthetic":
+        dataset = "synthetic"
+        notes.append(f"dataset {exp.dataset}: synthetic tensors locally")
+    train = TrainArgs(
+        workload=exp.workload, batch_size=min(exp.batch_size, local.batch_size), precision=precision,
+        steps=steps, epochs=0, dataset=dataset, data_dir=data_dir, results_dir=results_dir,
+        checkpoint_every=min(exp.checkpoint_every, max(1, steps // 3)), image_size=local.image_size,
+        width_per_group=local.width_per_group, channels_last=exp.channels_last, compile=exp.compile,
+        warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0)
+    skip = None
+    if exp.framework != "pytorch":
+        skip = f"framework {exp.framework}: the local runner runs pytorch experiments only"
+    return LocalExperiment(
+        name=exp.name, workload=exp.workload, min_nodes=lo, max_nodes=hi,
+        procs_per_node=min(exp.gpus_per_node, local.procs_per_node), train=train, extra_args=tuple(exp.args),
+        rdzv_backend=exp.rdzv_backend, max_restarts=exp.max_restarts, evaluate=exp.evaluate,
+        results_dir=results_dir, notes=tuple(notes), skip=skip)
+
+
+def plan_local(experiments: Sequence[Experiment], local: LocalRun, *, run_dir: Path,
+               only: str | None = None, gpu: bool = False) -> list[LocalExperiment]:
+    data_dir = str(run_dir / "_data")
+    return [scale_experiment(e, local, results_dir=str(run_dir / e.name), data_dir=data_dir, gpu=gpu)
+            for e in experiments if only is None or e.name == only]
+
+
+def with_rendezvous(exp: LocalExperiment, *, etcd_available: bool) -> LocalExperiment:
+    """etcd-v2 needs an etcd binary; without one, fall back to c10d (and say so)."""
+    if exp.rdzv_backend == "etcd-v2" and not etcd_available:
+        return replace(exp, rdzv_backend="c10d", notes=exp.notes + ("no etcd on PATH: c10d rendezvous",))
+    return exp
+
+
+def torchrun_command(exp: LocalExperiment, *, python: str, endpoint: str, rdzv_id: str,
+                     last_call_timeout: int = 5, join_timeout: int = 300) -> list[str]:
+    return [python, "-m", "torch.distributed.run", f"--nnodes={exp.min_nodes}:{exp.max_nodes}",
+            f"--nproc-per-node={exp.procs_per_node}", f"--rdzv-backend={exp.rdzv_backend}",
+            f"--rdzv-endpoint={endpoint}", f"--rdzv-id={rdzv_id}", f"--max-restarts={exp.max_restarts}",
+            f"--rdzv-conf=join_timeout={join_timeout},last_call_timeout={last_call_timeout}",
+            "--local-addr=127.0.0.1", "--monitor-interval=0.5",
+            "-m", "workloads.train", *train_args_to_argv(exp.train), *exp.extra_args]
+
+
+def node_command(exp: LocalExperiment, node: int, *, python: str, endpoint: str, rdzv_id: str,
+                 results_uri: str | None = None) -> list[str]:
+    """One local "node": the launcher wrapping one torchrun agent; node 0 writes the summary."""
+    cmd = [python, "-m", "workloads.train.launch", "--results-dir", exp.results_dir, "--experiment", exp.name,
+           "--node-id", f"node-{node}", "--summary", "always" if node == 0 else "never", "--grace", "15"]
+    if results_uri:
+        cmd += ["--results-uri", results_uri]
+    return cmd + ["--", *torchrun_command(exp, python=python, endpoint=endpoint, rdzv_id=rdzv_id)]
+
+
+def evaluate_command(exp: LocalExperiment, *, python: str) -> list[str]:
+    return [python, "-m", "workloads.train.evaluate", "--workload", exp.workload,
+            "--checkpoint", str(Path(exp.results_dir) / "checkpoints" / "latest.pt"),
+            "--data-dir", exp.train.data_dir, "--results-dir", exp.results_dir]
+
+
+def threads_per_process(cpus: int, processes: int) -> int:
+    return max(1, cpus // max(1, processes))
+
+
+def execution_mode(requested: str, cpus: int, experiments: Sequence[LocalExperiment]) -> tuple[str, str]:
+    """(mode, why): run in parallel only when there is a core for every process of every experiment."""
+    procs = sum(e.processes for e in experiments if not e.skip)
+    if requested == "parallel" and procs > cpus and len(experiments) > 1:
+        return "sequential", f"stack says parallel; running sequentially here ({cpus} CPU cores for {procs} processes)"
+    return requested, f"{requested} (stack setting)"
+
+
+def results_table(rows: Sequence[dict]) -> str:
+    """Fixed-width table of experiment, status, shape, steps, samples/s, wall time, path."""
+    head = ("experiment", "status", "nodes x procs", "steps", "samples/s", "per proc", "wall s", "accuracy",
+            "results")
+    body = [tuple("-" if row.get(k) is None else str(row.get(k)) for k in
+                  ("experiment", "status", "shape", "steps", "total", "per_process", "wall", "accuracy", "path"))
+            for row in rows]
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+    fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([fmt(head), fmt(tuple("-" * w for w in widths)), *map(fmt, body)])
