@@ -85,7 +85,8 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         steps=steps, epochs=0, dataset=dataset, data_dir=data_dir, results_dir=results_dir,
         checkpoint_every=min(exp.checkpoint_every, max(1, steps // 3)), image_size=local.image_size,
         width_per_group=local.width_per_group, channels_last=exp.channels_last, compile=exp.compile,
-        warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0)
+        warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0,
+        collective_timeout=120)
     skip = None
     if exp.framework != "pytorch":
         skip = f"framework {exp.framework}: the local runner runs pytorch experiments only"

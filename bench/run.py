@@ -100,6 +100,7 @@ def cmd_run(args) -> int:
                      else sum(e.processes for e in runnable))
     runs = [ExperimentRun(e, stack=args.stack, run_id=run_id, etcd=etcd.endpoint if etcd else None, env=env,
                           timeout_s=cfg.local.timeout_minutes * 60) for e in runnable]
+    signal.signal(signal.SIGTERM, _interrupt)  # a killed `bench run` stops its nodes too
     try:
         if mode == "parallel":
             _drive(runs, args.progress_every)
@@ -109,6 +110,8 @@ def cmd_run(args) -> int:
     except KeyboardInterrupt:
         for r in runs:
             r.stop()
+        for r in runs:
+            r.wait_stopped(timeout=30)
         raise
     finally:
         if etcd:
@@ -118,6 +121,10 @@ def cmd_run(args) -> int:
     print(lr.results_table(rows))
     print(f"total wall time {time.monotonic() - started:.1f}s")
     return 1 if any(r["status"] not in ("succeeded", "skipped") for r in rows) else 0
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _show(path: Path) -> str:
@@ -199,6 +206,14 @@ class ExperimentRun:
         for p in self.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)  # the launcher forwards it to torchrun, then writes its summary
+
+    def wait_stopped(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
 
     def progress_line(self) -> str:
         from workloads.train.metrics import last_step, rank_files

@@ -79,7 +79,7 @@ class CifarImages:
 
         self.x, self.y, self.classes = read_split(data_dir, train=True)
         self.size = len(self.y)
-        self.device, self.seed, self.rank, self.batch = device, seed, rank, batch
+        self.device, self.seed, self.rank, self.per_rank = device, seed, rank, batch
         self.fmt = torch.channels_last if channels_last else torch.contiguous_format
         self.generator = torch.Generator()
         self._order: tuple[int, Any] = (-1, None)
@@ -90,7 +90,7 @@ class CifarImages:
     def batch(self, start: Position) -> tuple[Any, Any]:
         if self._order[0] != start.epoch:
             self._order = (start.epoch, epoch_order(self.size, start.epoch, self.seed))
-        idx = rank_indices(self._order[1], start, self.rank, self.batch)
+        idx = rank_indices(self._order[1], start, self.rank, self.per_rank)
         x = augment(self.x[idx], self.generator).to(self.device, non_blocking=True)
         return normalize(x).contiguous(memory_format=self.fmt), self.y[idx].to(self.device, non_blocking=True)
 

@@ -81,6 +81,22 @@ def train_config(command: Sequence[str]) -> dict[str, Any] | None:
     return None
 
 
+def child_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The command's environment: ours, plus a torchrun setting elastic restarts need.
+
+    torch >= 2.4 shares one TCPStore, hosted by the first round's rank-0 agent, across all
+    rendezvous rounds (dynamic_rendezvous.py, ``_shared_tcp_store_server``). After a restart
+    the workers then find the previous attempt's gloo keys in it (we saw ranks of different
+    restart counts hang in connectFullMesh), and if that agent's node is gone the others keep
+    pointing at a dead store. ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` gives every round a fresh
+    store on the new rank 0 (the pre-2.4 behaviour). An explicit value in the environment wins.
+    """
+    env = dict(environ)
+    env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
 def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
@@ -121,7 +137,7 @@ class Child:
         self.signal_name: str | None = None
         self.grace = grace
         self.proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True, env=child_env(os.environ))
         self.tee = threading.Thread(target=self._copy, daemon=True)
         self.tee.start()
 

@@ -1,0 +1,65 @@
+"""The evaluation job: load a training checkpoint and write test accuracy to ``<results-dir>/eval.json``.
+
+``python -m workloads.train.evaluate --workload cifar10 --checkpoint FILE --data-dir DIR --results-dir DIR``
+The model shape (width, classes) comes from the arguments saved in the checkpoint, so the
+evaluation job needs no copy of the training flags. Single process; CUDA when available.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from workloads.train.checkpoint import atomic_write
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m workloads.train.evaluate", description=__doc__.splitlines()[0])
+    p.add_argument("--workload", choices=("cifar10",), required=True)
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--results-dir", required=True)
+    p.add_argument("--batch-size", type=int, default=500)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if not Path(args.checkpoint).is_file():
+        print(f"error: checkpoint {args.checkpoint}: no such file", file=sys.stderr)
+        return 2
+    import torch
+
+    from workloads.train.checkpoint import load
+    from workloads.train.cifar import accuracy
+    from workloads.train.models import build_classifier
+    from workloads.train.trainer import autocast_factory
+
+    started = time.time()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    state = load(args.checkpoint)
+    saved = state.get("args", {})
+    model = build_classifier(args.workload, num_classes=state.get("num_classes") or 10,
+                             width_per_group=saved.get("width_per_group", 64))
+    model.load_state_dict(state["model"])
+    model.to(device)
+    precision = saved.get("precision", "fp32")
+    if device.type == "cpu" and precision == "amp-fp16":
+        precision = "fp32"
+    result = accuracy(model, args.data_dir, device=device, autocast=autocast_factory(precision, device.type),
+                      batch=args.batch_size)
+    doc = {"workload": args.workload, "checkpoint": args.checkpoint, "step": state.get("step"),
+           "epoch": state.get("epoch"), **result, "seconds": round(time.time() - started, 3)}
+    text = json.dumps(doc, indent=2).encode()
+    atomic_write(Path(args.results_dir) / "eval.json", lambda f: f.write(text))
+    print(f"[evaluate] {args.workload}: accuracy {result['accuracy']:.4f} on {result['samples']} test images "
+          f"(step {state.get('step')})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
