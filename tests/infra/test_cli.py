@@ -1,0 +1,58 @@
+"""`python -m bench plan` as a user runs it: exit codes, output, and no tracebacks."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bench.stackfile import ROOT, available_stacks
+
+
+def bench(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_plan_dev_prints_resources_outputs_cost_and_time():
+    r = bench("plan", "dev")
+    assert r.returncode == 0, r.stderr
+    for text in ("eks:index:Cluster", "Outputs:", "results_prefix", "Estimated cost: $49.3",
+                 "Estimated provisioning:", "AWS is retiring P3"):
+        assert text in r.stdout
+    assert "Traceback" not in r.stderr and "Task was destroyed" not in r.stderr
+
+
+@pytest.mark.parametrize("stack", available_stacks())
+def test_every_stack_plans_cleanly_as_json(stack):
+    r = bench("plan", stack, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc) == {"stack", "resources", "outputs", "warnings", "estimate"}
+    assert {"urn", "type", "name", "parent", "provider", "dependencies", "inputs"} <= set(doc["resources"][0])
+    assert set(doc["estimate"]) == {"hourly_cost_usd", "provision_minutes", "critical_path"}
+    assert doc["estimate"]["provision_minutes"] > 15
+
+
+def test_bad_config_exits_2_with_one_message_per_problem(tmp_path):
+    (tmp_path / "Pulumi.bad.yaml").write_text(
+        "config:\n  aws:region: us-west-2\n  eksbench:storage:\n    kind: nfs\n"
+        "  eksbench:gpu_node_groups:\n    - {name: gpu, instance_type: m5.large}\n")
+    target = ROOT / "Pulumi.bad-cli-test.yaml"
+    target.write_text((tmp_path / "Pulumi.bad.yaml").read_text())
+    try:
+        r = bench("plan", "bad-cli-test")
+    finally:
+        target.unlink()
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert lines[0] == "error: invalid config for stack 'bad-cli-test':"
+    assert 'storage.kind="nfs": must be one of efs, fsx, e.g. "efs"' in r.stderr
+    assert 'gpu_node_groups[0].instance_type="m5.large": is not a GPU instance type' in r.stderr
+    assert len(lines) == 3 and "Traceback" not in r.stderr
+
+
+def test_unknown_stack_names_the_stacks_there():
+    r = bench("plan", "nope")
+    assert r.returncode == 2 and "no file Pulumi.nope.yaml; stacks here: dev" in r.stderr

@@ -1,0 +1,51 @@
+"""Cost and provisioning-time estimates: pure functions over the config and the graph."""
+
+import pytest
+
+from infra.estimate import Node, critical_path, hourly_cost
+from infra.network_plan import subnet_plan
+from infra.offerings import choose_azs
+from tests.infra.test_config import GOOD, parse
+
+
+def node(urn, typ="x", deps=(), parent="", custom=True, skip=False):
+    return Node(urn=urn, type=typ, parent=parent, dependencies=tuple(deps), custom=custom, skip_await=skip)
+
+
+def test_critical_path_takes_the_longest_chain():
+    nodes = [node("vpc"), node("cluster", "eks:index:Cluster", ["vpc"]),
+             node("fsx", "aws:fsx/lustreFileSystem:LustreFileSystem", ["vpc"]),
+             node("mng", "eks:index:ManagedNodeGroup", ["cluster"]),
+             node("job", "kubernetes:batch/v1:Job", ["mng", "fsx"])]
+    minutes, path = critical_path(nodes)
+    assert minutes == pytest.approx(0.05 + 12 + 4 + 2)
+    assert [n.urn for n in path] == ["vpc", "cluster", "mng", "job"]
+
+
+def test_dependency_on_a_component_waits_for_all_its_children():
+    nodes = [node("comp", "eksbench:infra:X", custom=False), node("slow", "eks:index:Cluster", parent="comp"),
+             node("fast", parent="comp"), node("after", deps=["comp"])]
+    minutes, path = critical_path(nodes)
+    assert [n.urn for n in path] == ["slow", "after"] and minutes == pytest.approx(12.05)
+
+
+def test_skipped_await_jobs_cost_an_api_call_only():
+    minutes, _ = critical_path([node("job", "kubernetes:batch/v1:Job", skip=True)])
+    assert minutes == pytest.approx(0.05)
+
+
+def test_hourly_cost_adds_nodes_control_plane_and_nat():
+    items = hourly_cost(parse(GOOD), nat_gateways=1)
+    assert sum(items.values()) == pytest.approx(2 * 24.48 + 2 * 0.096 + 0.10 + 0.045)
+
+
+def test_subnet_plan_gives_disjoint_private_and_public_blocks():
+    pairs = subnet_plan("10.0.0.0/16", ["a", "b", "c"])
+    assert [p.private_cidr for p in pairs] == ["10.0.0.0/19", "10.0.32.0/19", "10.0.64.0/19"]
+    assert [p.public_cidr for p in pairs] == ["10.0.128.0/22", "10.0.132.0/22", "10.0.136.0/22"]
+
+
+def test_choose_azs_prefers_zones_offering_the_gpu_type():
+    offered = {"p3.16xlarge": {"r-b", "r-d"}}
+    assert choose_azs(["r-a", "r-b", "r-c", "r-d"], offered, ["p3.16xlarge"], 2) == ["r-b", "r-d"]
+    assert choose_azs(["r-a", "r-b", "r-c"], offered, ["p3.16xlarge"], 3) == ["r-a", "r-b", "r-c"]

@@ -1,0 +1,289 @@
+"""The whole program under Pulumi's mock engine: what `pulumi up` would register, checked."""
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from bench.mocks import EksbenchMocks, RecordingMonitor
+from bench.plan import evaluate, evaluate_config
+from bench.stackfile import ROOT
+from infra.environment import GPU_TAINT
+from infra.fields import ConfigError
+from infra.manifests import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE
+from tests.support.k8s_schema import schema_errors
+
+DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return evaluate("dev")
+
+
+@pytest.fixture(scope="module")
+def fsx():
+    return evaluate("p5-fsx")
+
+
+def of_type(plan, typ):
+    return [r for r in plan.resources if r["type"] == typ]
+
+
+def one(plan, typ, name=None):
+    found = [r for r in of_type(plan, typ) if name is None or r["name"] == name]
+    assert len(found) == 1, [r["name"] for r in found]
+    return found[0]
+
+
+def pod_specs(plan):
+    for r in plan.resources:
+        spec = r["inputs"].get("spec") or {}
+        template = (spec.get("template") or {}).get("spec")
+        if template:
+            yield r, template
+
+
+def private_subnet_ids(plan):
+    return {r["name"] + "-id" for r in of_type(plan, "aws:ec2/subnet:Subnet") if "-private-" in r["name"]}
+
+
+def test_network_spans_three_azs_with_private_and_public_subnets(dev):
+    subnets = of_type(dev, "aws:ec2/subnet:Subnet")
+    assert len(subnets) == 6
+    assert len({s["inputs"]["availabilityZone"] for s in subnets}) == 3
+    assert not any(s["inputs"].get("mapPublicIpOnLaunch") for s in subnets)
+    endpoint = one(dev, "aws:ec2/vpcEndpoint:VpcEndpoint")
+    assert endpoint["inputs"]["serviceName"] == "com.amazonaws.us-west-2.s3"
+
+
+def test_nodes_only_in_private_subnets(dev):
+    private = private_subnet_ids(dev)
+    groups = of_type(dev, "eks:index:ManagedNodeGroup")
+    assert len(groups) == 2
+    for g in groups:
+        assert set(g["inputs"]["subnetIds"]) <= private, g["name"]
+    cluster = one(dev, "eks:index:Cluster")
+    assert cluster["inputs"]["nodeAssociatePublicIpAddress"] is False
+
+
+def test_cluster_uses_api_auth_private_endpoint_and_no_default_group(dev):
+    c = one(dev, "eks:index:Cluster")["inputs"]
+    assert c["authenticationMode"] == "API"
+    assert c["endpointPrivateAccess"] is True and c["skipDefaultNodeGroup"] is True
+    assert c["version"] == DEV["eksbench:cluster"]["kubernetes_version"]
+    assert c["publicAccessCidrs"] == DEV["eksbench:cluster"]["public_access_cidrs"]
+
+
+def test_gpu_group_ami_taint_and_size(dev):
+    gpu = one(dev, "eks:index:ManagedNodeGroup", "gpu-p3-mng")["inputs"]
+    assert gpu["amiType"] == "AL2023_x86_64_NVIDIA"
+    assert gpu["instanceTypes"] == ["p3.16xlarge"]
+    assert gpu["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
+    assert gpu["scalingConfig"] == {"desiredSize": 2, "minSize": 0, "maxSize": 2}
+    assert gpu["diskSize"] >= 100
+    system = one(dev, "eks:index:ManagedNodeGroup", "system-mng")["inputs"]
+    assert "taints" not in system or not system["taints"]
+    assert system["amiType"] == "AL2023_x86_64_STANDARD"
+
+
+def test_gpu_taint_is_tolerated_by_every_pod_that_needs_a_gpu_node(dev):
+    def tolerates(spec):
+        return any(t.get("key") == GPU_TAINT["key"] and t.get("effect") == GPU_TAINT["effect"] and
+                   (t.get("operator") == "Exists" or t.get("value") == GPU_TAINT["value"])
+                   for t in spec.get("tolerations") or [])
+    checked = 0
+    for r, spec in pod_specs(dev):
+        wants_gpu = any("nvidia.com/gpu" in ((c.get("resources") or {}).get("limits") or {})
+                        for c in spec["containers"])
+        if wants_gpu or r["type"] == "kubernetes:apps/v1:DaemonSet":
+            assert tolerates(spec), r["name"]
+            checked += 1
+        else:
+            assert not tolerates(spec), f"{r['name']} would land on GPU nodes"
+    assert checked >= 3  # the device plugin and both training Jobs
+
+
+def test_efs_mount_target_per_private_subnet_and_nfs_from_nodes_only(dev):
+    targets = of_type(dev, "aws:efs/mountTarget:MountTarget")
+    assert {t["inputs"]["subnetId"] for t in targets} == private_subnet_ids(dev)
+    assert len(targets) == 3
+    fs = one(dev, "aws:efs/fileSystem:FileSystem")["inputs"]
+    assert fs["encrypted"] is True
+    sg = one(dev, "aws:ec2/securityGroup:SecurityGroup", "storage-sg")["inputs"]
+    assert not sg.get("ingress")
+    rules = of_type(dev, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    assert [(r["inputs"]["fromPort"], r["inputs"]["toPort"], r["inputs"]["referencedSecurityGroupId"])
+            for r in rules] == [(2049, 2049, "sg-cluster0000000000")]
+    assert "cidrIpv4" not in rules[0]["inputs"]
+
+
+def test_fsx_associations_and_lustre_ports(fsx):
+    fs = one(fsx, "aws:fsx/lustreFileSystem:LustreFileSystem")["inputs"]
+    assert fs["deploymentType"] == "PERSISTENT_2" and fs["storageCapacity"] == 4800
+    dras = {r["inputs"]["fileSystemPath"]: r["inputs"] for r in
+            of_type(fsx, "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")}
+    assert dras["/datasets"]["dataRepositoryPath"] == "s3://my-datasets-bucket/datasets/"
+    assert dras["/datasets"]["s3"]["autoImportPolicy"]["events"] == ["NEW", "CHANGED", "DELETED"]
+    assert dras["/results"]["dataRepositoryPath"] == "s3://eksbench-p5-fsx-results-20261122/eksbench/p5-fsx/"
+    assert dras["/results"]["s3"]["autoExportPolicy"]["events"] == ["NEW", "CHANGED", "DELETED"]
+    ports = sorted((r["inputs"]["fromPort"], r["inputs"]["toPort"], r["inputs"]["referencedSecurityGroupId"])
+                   for r in of_type(fsx, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"))
+    assert ports == [(988, 988, "sg-cluster0000000000"), (988, 988, "storage-sg-id"),
+                     (1018, 1023, "sg-cluster0000000000"), (1018, 1023, "storage-sg-id")]
+    assert not of_type(fsx, "aws:efs/fileSystem:FileSystem")
+
+
+def test_fsx_is_off_the_critical_path(fsx):
+    types = [step["type"] for step in fsx.estimate["critical_path"]]
+    assert "aws:fsx/lustreFileSystem:LustreFileSystem" not in types
+    assert "eks:index:Cluster" in types
+
+
+def test_efa_group_sits_in_one_az_placement_group(fsx):
+    gpu = one(fsx, "eks:index:ManagedNodeGroup", "gpu-p5-mng")["inputs"]
+    assert gpu["enableEfaSupport"] is True
+    assert gpu["placementGroupAvailabilityZone"] == "us-east-1a"
+    assert len(gpu["subnetIds"]) == 1
+
+
+def test_results_bucket_is_retained_encrypted_and_never_public(dev):
+    bucket = one(dev, "aws:s3/bucket:Bucket")
+    assert bucket["retain_on_delete"] and bucket["inputs"].get("forceDestroy") is not True
+    pab = one(dev, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
+    assert all(pab["inputs"][k] for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls",
+                                          "restrictPublicBuckets"))
+    sse = one(dev, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
+    assert sse["inputs"]["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "aws:kms"
+    policy = json.loads(one(dev, "aws:s3/bucketPolicy:BucketPolicy")["inputs"]["policy"])
+    assert policy["Statement"][0]["Effect"] == "Deny"
+    assert policy["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    for r in dev.resources:
+        if r["type"].startswith("aws:s3/"):
+            assert r["retain_on_delete"], f"{r['name']} would be removed by pulumi destroy"
+
+
+def test_existing_bucket_creates_no_bucket():
+    config = copy.deepcopy(DEV)
+    config["eksbench:results"] = {"bucket": "team-results"}
+    plan = evaluate_config("dev", config)
+    assert not [r for r in plan.resources if r["type"].startswith("aws:s3/")]
+    assert plan.outputs["results_prefix"] == "s3://team-results/eksbench/dev/run-001/"
+
+
+def test_trainer_policy_is_limited_to_datasets_and_results_prefixes(dev):
+    policy = json.loads(one(dev, "aws:iam/rolePolicy:RolePolicy")["inputs"]["policy"])
+    bucket = "eksbench-dev-results-20261122"
+    resources = set()
+    for s in policy["Statement"]:
+        assert s["Effect"] == "Allow"
+        assert "*" not in json.dumps(s["Action"]).replace("s3:", "")
+        resources.update([s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"])
+    assert resources == {f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/datasets/*",
+                         f"arn:aws:s3:::{bucket}/eksbench/dev/*"}
+    writes = [s for s in policy["Statement"] if "s3:PutObject" in s["Action"]]
+    assert [s["Resource"] for s in writes] == [f"arn:aws:s3:::{bucket}/eksbench/dev/*"]
+    trust = json.loads(one(dev, "aws:iam/role:Role", "trainer-role")["inputs"]["assumeRolePolicy"])
+    assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assoc = one(dev, "aws:eks/podIdentityAssociation:PodIdentityAssociation")["inputs"]
+    assert (assoc["namespace"], assoc["serviceAccount"]) == ("eksbench", "eksbench-trainer")
+
+
+def test_no_aws_keys_anywhere_in_the_cluster(dev):
+    text = json.dumps([r["inputs"] for r in dev.resources if r["type"].startswith("kubernetes:")])
+    assert "AWS_ACCESS_KEY_ID" not in text and "AWS_SECRET_ACCESS_KEY" not in text
+    assert not of_type(dev, "kubernetes:core/v1:Secret")
+
+
+def test_device_plugin_and_etcd_are_pinned_and_etcd_speaks_v2(dev):
+    ds = one(dev, "kubernetes:apps/v1:DaemonSet")["inputs"]["spec"]["template"]["spec"]
+    assert ds["containers"][0]["image"] == DEVICE_PLUGIN_IMAGE and ":v0." in DEVICE_PLUGIN_IMAGE
+    etcd = one(dev, "kubernetes:apps/v1:Deployment")["inputs"]["spec"]["template"]["spec"]
+    assert etcd["containers"][0]["image"] == ETCD_IMAGE and ":v3.5." in ETCD_IMAGE
+    assert "--enable-v2=true" in etcd["containers"][0]["command"]
+    assert etcd["nodeSelector"] == {"eksbench.io/pool": "system"}
+    for _, spec in pod_specs(dev):
+        for c in spec["containers"] + spec.get("initContainers", []):
+            assert ":" in c["image"].rsplit("/", 1)[-1] and not c["image"].endswith(":latest"), c["image"]
+
+
+def test_bottlerocket_groups_get_no_device_plugin():
+    config = copy.deepcopy(DEV)
+    config["eksbench:gpu_node_groups"][0]["ami_type"] = "BOTTLEROCKET_x86_64_NVIDIA"
+    plan = evaluate_config("dev", config)
+    assert not of_type(plan, "kubernetes:apps/v1:DaemonSet")
+
+
+def test_every_output_is_present(dev):
+    expected = {"cluster_name", "region", "kubeconfig", "results_bucket", "results_prefix", "experiment_results",
+                "dataset_uri", "storage_kind", "storage_id", "mount_path", "node_groups",
+                "estimated_hourly_cost_usd"}
+    assert set(dev.outputs) == expected
+    assert all(v not in (None, "", "<unknown>") for v in dev.outputs.values()), dev.outputs
+    assert dev.outputs["kubeconfig"] == "[secret]"
+    assert set(dev.outputs["experiment_results"]) == {"resnet50-synthetic", "cifar10-elastic"}
+    assert dev.outputs["estimated_hourly_cost_usd"] == pytest.approx(2 * 24.48 + 2 * 0.096 + 0.10 + 0.045, abs=0.01)
+
+
+@pytest.mark.parametrize("stack", ["dev", "p5-fsx"])
+def test_every_kubernetes_object_is_schema_valid(stack, dev, fsx):
+    plan = {"dev": dev, "p5-fsx": fsx}[stack]
+    objects = [r for r in plan.resources if r["type"].startswith("kubernetes:") and "providers" not in r["type"]]
+    assert len(objects) >= 15
+    errors = [e for r in objects for e in schema_errors(r["inputs"])]
+    assert not errors, "\n".join(errors)
+
+
+def test_every_kubernetes_object_uses_the_cluster_provider(dev):
+    for r in dev.resources:
+        if r["type"].startswith("kubernetes:") and r["custom_timeouts"] is not None and "providers" not in r["type"]:
+            assert "pulumi:providers:kubernetes::cluster-k8s::" in r["provider"], r["name"]
+
+
+def test_training_jobs_wait_for_staging_storage_and_etcd(dev):
+    urns = {r["urn"]: r for r in dev.resources}
+
+    def ancestors(urn):
+        while urn in urns:
+            yield urns[urn]["name"]
+            urn = urns[urn]["parent"]
+
+    jobs = [r for r in of_type(dev, "kubernetes:batch/v1:Job") if r["name"].endswith("-job")]
+    assert len(jobs) == 2
+    for job in jobs:
+        # A dependency on a component is recorded as dependencies on its children.
+        waited = {name for dep in job["dependencies"] for name in ancestors(dep)}
+        for needed in ("staging-cifar10", "storage-pvc", "etcd-deployment", "trainer-association"):
+            assert needed in waited, f"{job['name']} does not wait for {needed}"
+    staging = [r for r in of_type(dev, "kubernetes:batch/v1:Job") if r["name"].startswith("staging-")]
+    assert staging and all(urns[s["parent"]]["name"] == "staging" for s in staging)
+
+
+def test_unoffered_gpu_type_fails_before_anything_is_registered():
+    monitor = RecordingMonitor(EksbenchMocks())
+    mocks = EksbenchMocks(offered={"p3.16xlarge": (), "g5.48xlarge": ()})
+    monitor.mocks = mocks
+    with pytest.raises(ConfigError) as e:
+        evaluate("dev", mocks=mocks, monitor=monitor)
+    message = str(e.value)
+    assert 'gpu_node_groups[0].instance_type="p3.16xlarge": not offered in us-west-2 (AWS is retiring P3)' in message
+    assert "g6.48xlarge" in message and "g5.48xlarge" not in message
+    assert monitor.registrations == []
+
+
+def test_gpu_group_uses_only_zones_that_offer_its_type():
+    mocks = EksbenchMocks(offered={"p3.16xlarge": ("b", "c")})
+    plan = evaluate("dev", mocks=mocks)
+    gpu = one(plan, "eks:index:ManagedNodeGroup", "gpu-p3-mng")["inputs"]
+    zones = {r["name"] + "-id": r["inputs"]["availabilityZone"] for r in of_type(plan, "aws:ec2/subnet:Subnet")}
+    assert sorted(zones[s] for s in gpu["subnetIds"]) == ["us-west-2b", "us-west-2c"]
+
+
+def test_bad_config_registers_nothing():
+    config = copy.deepcopy(DEV)
+    config["eksbench:storage"] = {"kind": "nfs"}
+    monitor = RecordingMonitor(EksbenchMocks())
+    with pytest.raises(ConfigError):
+        evaluate_config("dev", config, monitor=monitor)
+    assert monitor.registrations == []
