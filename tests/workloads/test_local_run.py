@@ -1,0 +1,117 @@
+"""Real runs on this machine: two torchrun agents over a loopback etcd, a node killed mid-run,
+and the product's main command ``python -m bench run dev --local``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.local_runner import node_command, scale_experiment
+from infra.config import Experiment, LocalRun
+from tests.workloads.conftest import ROOT, child_env, kill_tree, stop_all, wait_for
+from workloads.train.metrics import last_step, metrics_dir, read_jsonl, read_rank_metrics
+
+pytestmark = pytest.mark.local_run
+
+
+def start_nodes(exp, etcd, rdzv_id: str, nodes: int) -> list[subprocess.Popen]:
+    procs = []
+    for n in range(nodes):
+        cmd = node_command(exp, n, python=sys.executable, endpoint=etcd.endpoint, rdzv_id=rdzv_id)
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True))
+    return procs
+
+
+def rank_steps(results: Path, rank: int) -> list[int]:
+    return [r["step"] for r in read_jsonl(metrics_dir(results) / f"rank-{rank}.jsonl")]
+
+
+def test_two_agents_rendezvous_over_etcd_train_and_summarise(tmp_path, etcd):
+    exp = scale_experiment(Experiment(name="pair", workload="resnet50", min_nodes=2, max_nodes=2, steps=12,
+                                      checkpoint_every=5),
+                           LocalRun(nodes=2, steps=12, batch_size=4, image_size=32, width_per_group=8),
+                           results_dir=str(tmp_path / "pair"), data_dir=str(tmp_path / "data"))
+    procs = start_nodes(exp, etcd, "test-pair", 2)
+    try:
+        codes = [p.wait(timeout=120) for p in procs]
+    finally:
+        stop_all(procs)
+    assert codes == [0, 0]
+    results = tmp_path / "pair"
+    assert rank_steps(results, 0) == list(range(1, 13))
+    assert rank_steps(results, 1) == list(range(1, 13))
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["status"] == "succeeded" and summary["exit_code"] == 0
+    assert summary["world_sizes"] == [2]
+    assert summary["coverage"] == {"steps": 12, "duplicate_lines": 0, "missing_steps": []}
+    assert summary["throughput"]["processes"] == 2
+    assert summary["throughput"]["samples_per_s_total"] > 0
+    assert set(summary["ranks"]) == {"0", "1"}
+    assert summary["config"]["workload"] == "resnet50" and summary["config"]["batch_size"] == 4
+    logs = {n: (results / "logs" / f"node-{n}.log").read_text() for n in (0, 1)}
+    assert all("[workloads.train] rank" in text for text in logs.values()), logs
+    assert "finished at step 12" in logs[0] + logs[1]
+    assert (results / "checkpoints" / "latest.pt").is_file()
+
+
+def test_killed_node_elastic_job_resumes_from_checkpoint_without_losing_steps(tmp_path, etcd):
+    steps = 80
+    exp = scale_experiment(Experiment(name="elastic", workload="resnet50", min_nodes=1, max_nodes=2, steps=steps,
+                                      checkpoint_every=10, max_restarts=3),
+                           LocalRun(nodes=2, steps=steps, batch_size=8, image_size=64, width_per_group=16),
+                           results_dir=str(tmp_path / "elastic"), data_dir=str(tmp_path / "data"))
+    assert (exp.min_nodes, exp.max_nodes, exp.train.checkpoint_every) == (1, 2, 10)
+    results = tmp_path / "elastic"
+    procs = start_nodes(exp, etcd, "test-elastic", 2)
+    try:
+        ckpt = results / "checkpoints" / "latest.pt"
+        wait_for(lambda: ckpt.exists() and last_step(metrics_dir(results) / "rank-1.jsonl") >= 15, 90,
+                 "a checkpoint and rank 1 past step 15", procs)
+        killed_at = last_step(metrics_dir(results) / "rank-1.jsonl")
+        assert killed_at < steps, "the run finished before the kill; make it longer"
+        kill_tree(procs[1])  # node 1 disappears: launcher, torchrun agent and worker at once
+        code = procs[0].wait(timeout=150)
+    finally:
+        stop_all(procs)
+    assert code == 0
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["status"] == "succeeded"
+    assert summary["restarts"] >= 1
+    assert summary["world_sizes"] == [1, 2]
+    assert summary["coverage"] == {"steps": steps, "duplicate_lines": 0, "missing_steps": []}
+    resume = summary["resumes"][-1]
+    assert resume["world_size"] == 1 and resume["step"] >= 10 and resume["step"] % 10 == 0
+    # rank 0 covers every step exactly once; after the resume point only the one-node world wrote
+    by_rank = read_rank_metrics(results)
+    assert [r["step"] for r in by_rank[0]] == list(range(1, steps + 1))
+    assert all(r["world_size"] == 1 for r in by_rank[0] if r["step"] > resume["step"])
+    assert all(r["world_size"] == 2 for r in by_rank[0] if r["step"] <= resume["step"])
+    assert [r["step"] for r in by_rank[1]] == list(range(1, resume["step"] + 1))
+
+
+def test_bench_run_dev_local_end_to_end(tmp_path):
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "bench", "run", "dev", "--local", "--run-id", "t",
+                           "--results-root", str(tmp_path)], cwd=ROOT, env=child_env(2),
+                          capture_output=True, text=True, timeout=300)
+    wall = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "running sequentially here" in done.stdout
+    assert "etcd 127.0.0.1:" in done.stdout
+    assert "generated stand-in" in done.stdout
+    assert "[resnet50-synthetic] step" in done.stdout  # progress lines
+    run = tmp_path / "dev" / "t"
+    for name in ("resnet50-synthetic", "cifar10-elastic"):
+        summary = json.loads((run / name / "summary.json").read_text())
+        assert summary["status"] == "succeeded", name
+        assert summary["coverage"]["steps"] == 30
+        assert any(line.startswith(name) and "succeeded" in line for line in done.stdout.splitlines())
+    evaluation = json.loads((run / "cifar10-elastic" / "eval.json").read_text())
+    assert 0 <= evaluation["accuracy"] <= 1 and len(evaluation["per_class"]) == 10
+    assert wall < 120, f"bench run dev --local took {wall:.0f}s (budget 120s)"
