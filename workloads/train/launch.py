@@ -197,9 +197,12 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         returncode, tail = 127, [f"cannot start {command[0]!r}: {e}"]
         print(tail[0], file=sys.stderr)
     if child is not None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, child.forward)
-        returncode = child.wait()
+        previous = {sig: signal.signal(sig, child.forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            returncode = child.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         tail = list(child.tail)
     if summary_node:
         config = train_config(command)

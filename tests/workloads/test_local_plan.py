@@ -1,0 +1,121 @@
+"""How ``bench run --local`` scales a stack down, the commands it builds, and its error handling."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from bench import local_runner as lr
+from bench.stackfile import load_stack_config
+from infra.config import Experiment, LocalRun
+from tests.workloads.conftest import ROOT, child_env
+from workloads.train.args import parse_train_args
+
+
+def test_run_id_is_the_given_utc_time():
+    assert lr.default_run_id(datetime(2026, 11, 22, 8, 5, 9, tzinfo=timezone.utc)) == "20261122-080509"
+
+
+@pytest.mark.parametrize("nodes,local,expected", [
+    ((2, 2), 2, (2, 2)), ((1, 1), 2, (1, 1)), ((4, 4), 2, (2, 2)),
+    ((1, 2), 2, (1, 2)), ((2, 4), 2, (1, 2)), ((3, 4), 2, (1, 2)), ((2, 8), 4, (1, 4)), ((4, 8), 4, (2, 4)),
+    ((1, 2), 1, (1, 1)),
+])
+def test_elastic_ranges_keep_their_shape(nodes, local, expected):
+    assert lr.local_node_range(*nodes, local) == expected
+
+
+def test_dev_stack_scales_to_the_local_section(tmp_path):
+    cfg = load_stack_config("dev")
+    plan = lr.plan_local(cfg.experiments, cfg.local, run_dir=tmp_path)
+    resnet, cifar = plan
+    assert (resnet.name, resnet.min_nodes, resnet.max_nodes, resnet.procs_per_node) == ("resnet50-synthetic", 2, 2, 1)
+    assert (resnet.train.steps, resnet.train.batch_size, resnet.train.image_size) == (30, 8, 64)
+    assert resnet.train.width_per_group == 16 and resnet.train.precision == "bf16"
+    assert resnet.train.results_dir == str(tmp_path / "resnet50-synthetic")
+    assert (cifar.min_nodes, cifar.max_nodes, cifar.elastic, cifar.evaluate) == (1, 2, True, True)
+    assert cifar.train.epochs == 0 and cifar.train.steps == 30 and cifar.train.dataset == "cifar10"
+    assert cifar.train.checkpoint_every == 10
+    assert any("stand-in" in n for n in cifar.notes) and any("20 epochs" in n for n in cifar.notes)
+
+
+def test_gpu_keeps_fp16_and_other_datasets_become_synthetic(tmp_path):
+    exp = Experiment(name="x", dataset="imagenet", precision="amp-fp16", steps=5, checkpoint_every=50)
+    le = lr.scale_experiment(exp, LocalRun(), results_dir="r", data_dir="d", gpu=True)
+    assert le.train.precision == "amp-fp16" and le.train.dataset == "synthetic" and le.train.steps == 5
+    assert le.train.checkpoint_every == 1
+
+
+def test_other_frameworks_are_skipped_with_a_reason():
+    le = lr.scale_experiment(Experiment(name="h", framework="horovod"), LocalRun(), results_dir="r", data_dir="d")
+    assert "pytorch" in le.skip
+
+
+def test_node_commands_wrap_torchrun_in_the_launcher():
+    le = lr.scale_experiment(Experiment(name="e", min_nodes=1, max_nodes=2, args=("--lr", "0.2")), LocalRun(),
+                             results_dir="/r/e", data_dir="/r/_data")
+    cmd = lr.node_command(le, 1, python="py", endpoint="127.0.0.1:5", rdzv_id="dev-1-e")
+    sep = cmd.index("--")
+    assert cmd[:3] == ["py", "-m", "workloads.train.launch"]
+    assert cmd[cmd.index("--node-id") + 1] == "node-1" and cmd[cmd.index("--summary") + 1] == "never"
+    torchrun = cmd[sep + 1:]
+    for flag in ("--nnodes=1:2", "--nproc-per-node=1", "--rdzv-backend=etcd-v2", "--rdzv-endpoint=127.0.0.1:5",
+                 "--rdzv-id=dev-1-e", "--max-restarts=3"):
+        assert flag in torchrun
+    train = torchrun[torchrun.index("workloads.train") + 1:]
+    assert train[-2:] == ["--lr", "0.2"]
+    assert parse_train_args(train).lr == 0.2
+
+
+def test_without_etcd_the_rendezvous_falls_back_to_c10d():
+    le = lr.scale_experiment(Experiment(name="e"), LocalRun(), results_dir="r", data_dir="d")
+    assert lr.with_rendezvous(le, etcd_available=True).rdzv_backend == "etcd-v2"
+    fallback = lr.with_rendezvous(le, etcd_available=False)
+    assert fallback.rdzv_backend == "c10d" and "c10d" in fallback.notes[-1]
+
+
+def test_execution_mode_is_sequential_when_cores_are_short():
+    plan = [lr.scale_experiment(Experiment(name=n, min_nodes=2, max_nodes=2), LocalRun(), results_dir="r",
+                                data_dir="d") for n in ("a", "b")]
+    mode, why = lr.execution_mode("parallel", 2, plan)
+    assert mode == "sequential" and "2 CPU cores for 4 processes" in why
+    assert lr.execution_mode("parallel", 8, plan)[0] == "parallel"
+    assert lr.execution_mode("sequential", 8, plan)[0] == "sequential"
+
+
+def test_results_table_lines_up():
+    table = lr.results_table([{"experiment": "a", "status": "succeeded", "shape": "2x1", "steps": 30, "total": 1.5,
+                               "per_process": 0.75, "wall": 12.0, "path": "results/x/a"},
+                              {"experiment": "long-name", "status": "skipped"}])
+    head, rule, a, b = table.splitlines()
+    assert head.startswith("experiment") and set(rule) <= {"-", " "}
+    assert a.index("succeeded") == b.index("skipped") == head.index("status")
+
+
+def run_bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench", "run", *args], cwd=ROOT, env=child_env(),
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_config_errors_exit_2_without_traceback():
+    done = run_bench("no-such-stack", "--local")
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: stack=") and "Traceback" not in done.stderr
+    assert "dev" in done.stderr
+
+
+def test_unknown_experiment_and_missing_local_flag_are_usage_errors():
+    assert run_bench("dev", "--local", "--experiment", "nope").returncode == 2
+    assert run_bench("dev").returncode == 2
+
+
+def test_dry_run_prints_the_plan_and_commands(tmp_path):
+    done = run_bench("dev", "--local", "--dry-run", "--run-id", "x", "--results-root", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "running sequentially here" in done.stdout
+    assert done.stdout.count("-m workloads.train.launch") == 4
+    assert not Path(tmp_path, "dev").exists()

@@ -1,0 +1,63 @@
+"""Checkpoints: atomic replace, and a restarted run resumes at the checkpoint with each step once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.workloads.conftest import ROOT, child_env
+from workloads.train.checkpoint import atomic_write, is_due, latest_path
+from workloads.train.metrics import read_jsonl
+
+
+def test_is_due():
+    assert [s for s in range(0, 11) if is_due(s, 5)] == [5, 10]
+    assert not any(is_due(s, 0) for s in range(10))
+
+
+def test_atomic_write_keeps_the_old_file_when_the_writer_fails(tmp_path):
+    path = tmp_path / "checkpoints" / "latest.pt"
+    atomic_write(path, lambda f: f.write(b"old"))
+
+    def broken(f):
+        f.write(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        atomic_write(path, broken)
+    assert path.read_bytes() == b"old"
+    assert [p.name for p in path.parent.iterdir()] == ["latest.pt"]
+
+
+def train(tmp_path, steps: int, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "workloads.train", "--workload=resnet50", "--batch-size=2", f"--steps={steps}",
+           "--image-size=32", "--width-per-group=4", "--checkpoint-every=4", "--warmup-steps=1",
+           f"--results-dir={tmp_path}", "--precision=fp32", *extra]
+    return subprocess.run(cmd, cwd=ROOT, env=child_env(2), capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.local_run
+def test_resume_continues_from_the_checkpoint_and_replaces_lines_past_it(tmp_path):
+    first = train(tmp_path, 6)
+    assert first.returncode == 0, first.stderr
+    import torch
+
+    assert torch.load(latest_path(tmp_path), weights_only=False)["step"] == 6
+    # a previous attempt that died at step 9 after checkpointing at 6 left lines 7..9 behind
+    rank0 = tmp_path / "metrics" / "rank-0.jsonl"
+    with open(rank0, "a") as f:
+        for s in (7, 8, 9):
+            f.write(json.dumps({"step": s, "stale": True, "samples": 2, "step_time_s": 1.0}) + "\n")
+    second = train(tmp_path, 10)
+    assert second.returncode == 0, second.stderr
+    assert "from step 6" in second.stdout
+    lines = read_jsonl(rank0)
+    assert [r["step"] for r in lines] == list(range(1, 11))
+    assert not any(r.get("stale") for r in lines)
+    events = read_jsonl(tmp_path / "metrics" / "events.jsonl")
+    resume = [e for e in events if e["event"] == "resume"]
+    assert resume and resume[0]["step"] == 6 and resume[0]["dropped_lines"] == 3
+    assert torch.load(latest_path(tmp_path), weights_only=False)["step"] == 10

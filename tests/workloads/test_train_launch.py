@@ -1,0 +1,149 @@
+"""The in-container launcher: log tee, summary always written (failures and signals too), S3 upload."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.workloads.conftest import ROOT, child_env, wait_for
+from workloads.train import launch
+from workloads.train.upload import parse_s3_uri, upload_plan
+
+
+def test_node_identity_and_who_writes_the_summary():
+    assert launch.node_identity("n7", {"JOB_COMPLETION_INDEX": "1"}, "host") == "n7"
+    assert launch.node_identity(None, {"JOB_COMPLETION_INDEX": "1"}, "host") == "node-1"
+    assert launch.node_identity(None, {}, "host") == "host"
+    assert launch.writes_summary("auto", {}) and launch.writes_summary("auto", {"JOB_COMPLETION_INDEX": "0"})
+    assert not launch.writes_summary("auto", {"JOB_COMPLETION_INDEX": "2"})
+    assert launch.writes_summary("always", {"JOB_COMPLETION_INDEX": "2"})
+    assert not launch.writes_summary("never", {})
+
+
+def test_exit_codes_and_training_config_from_the_command():
+    assert launch.exit_code(0) == 0 and launch.exit_code(3) == 3 and launch.exit_code(-15) == 143
+    cmd = ["torchrun", "--nnodes=2", "-m", "workloads.train", "--workload=cifar10", "--batch-size=16"]
+    config = launch.train_config(cmd)
+    assert config["workload"] == "cifar10" and config["batch_size"] == 16
+    assert launch.train_config(["python", "x.py"]) is None
+    assert launch.train_config(["-m", "workloads.train", "--precision=fp8"]) is None
+
+
+def test_summary_document_for_a_failed_run():
+    doc = launch.summary_document(experiment="e", node_id="node-0", command=["x"], returncode=-9, signal_name=None,
+                                  started=0.0, ended=90.5, metrics={"throughput": {}}, config=None,
+                                  environ={"EKSBENCH_IMAGE": "img:1", "EKSBENCH_GIT_COMMIT": "abc"},
+                                  log_tail=["boom"], results_uri=None)
+    assert doc["status"] == "failed" and doc["exit_code"] == 137 and doc["wall_time_s"] == 90.5
+    assert doc["image"] == "img:1" and doc["git_commit"] == "abc" and doc["log_tail"] == ["boom"]
+    assert doc["started_at"] == "1970-01-01T00:00:00Z"
+
+
+def test_child_environment_gives_each_rendezvous_round_its_own_store():
+    assert launch.child_env({})["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert launch.child_env({"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"})["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "0"
+
+
+def test_s3_uri_and_upload_ownership(tmp_path):
+    assert parse_s3_uri("s3://bucket/a/b") == ("bucket", "a/b/")
+    assert parse_s3_uri("s3://bucket") == ("bucket", "")
+    with pytest.raises(ValueError):
+        parse_s3_uri("https://bucket/a")
+    for rel in ("summary.json", "metrics/rank-0.jsonl", "logs/node-0.log", "logs/node-1.log",
+                "checkpoints/latest.pt", "checkpoints/.latest.pt.tmp-1"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    keys0 = [k for _, k in upload_plan(tmp_path, node_id="node-0", summary_node=True, prefix="p/")]
+    keys1 = [k for _, k in upload_plan(tmp_path, node_id="node-1", summary_node=False, prefix="p/")]
+    assert keys0 == ["p/checkpoints/latest.pt", "p/logs/node-0.log", "p/metrics/rank-0.jsonl", "p/summary.json"]
+    assert keys1 == ["p/logs/node-1.log"]
+    assert not set(keys0) & set(keys1)
+
+
+def run_launcher(tmp_path, *command, extra=()):
+    return launch.main(["--results-dir", str(tmp_path), "--node-id", "node-0", "--summary", "always",
+                        "--experiment", "t", *extra, "--", *command])
+
+
+def test_failing_command_leaves_its_log_and_a_failed_summary(tmp_path):
+    code = run_launcher(tmp_path, sys.executable, "-c", "import sys; print('about to fail'); sys.exit(3)")
+    assert code == 3
+    assert "about to fail" in (tmp_path / "logs" / "node-0.log").read_text()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["exit_code"] == 3 and summary["experiment"] == "t"
+    assert summary["log_tail"] == ["about to fail"]
+
+
+def test_missing_command_still_writes_a_failed_summary(tmp_path):
+    assert run_launcher(tmp_path, str(tmp_path / "no-such-binary")) == 127
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "failed"
+
+
+@pytest.mark.local_run
+def test_failing_training_script_leaves_log_and_failed_summary(tmp_path):
+    code = run_launcher(tmp_path / "r", sys.executable, "-m", "workloads.train", "--workload=cifar10",
+                        f"--data-dir={tmp_path / 'nowhere'}", f"--results-dir={tmp_path / 'r'}", "--steps=2")
+    assert code == 1
+    log = (tmp_path / "r" / "logs" / "node-0.log").read_text()
+    assert "FileNotFoundError" in log and "no CIFAR-10" in log
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["config"]["workload"] == "cifar10"
+    assert summary["coverage"]["steps"] == 0
+
+
+@pytest.mark.local_run
+def test_sigterm_is_forwarded_and_the_summary_says_so(tmp_path):
+    script = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda *a: (print('child got SIGTERM', flush=True), sys.exit(143)))\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "workloads.train.launch", "--results-dir", str(tmp_path),
+                             "--node-id", "node-0", "--", sys.executable, "-c", script],
+                            cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "logs" / "node-0.log"
+    wait_for(lambda: log.exists() and "ready" in log.read_text(), 30, "the child to start", [proc])
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+    assert "child got SIGTERM" in log.read_text()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["signal"] == "SIGTERM" and summary["exit_code"] == 143
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    moto = pytest.importorskip("moto")
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-west-2"}.items():
+        monkeypatch.setenv(key, value)
+    with moto.mock_aws():
+        import boto3
+
+        yield boto3.client("s3", region_name="us-west-2")
+
+
+def test_results_are_uploaded_to_s3(tmp_path, aws):
+    aws.create_bucket(Bucket="results", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "rank-0.jsonl").write_text('{"step": 1}\n')
+    code = run_launcher(tmp_path, sys.executable, "-c", "print('hello')",
+                        extra=("--results-uri", "s3://results/eksbench/dev/run-1/exp/"))
+    assert code == 0
+    listed = aws.list_objects_v2(Bucket="results", Prefix="eksbench/dev/run-1/exp/")
+    keys = sorted(o["Key"] for o in listed["Contents"])
+    assert keys == ["eksbench/dev/run-1/exp/logs/node-0.log", "eksbench/dev/run-1/exp/metrics/rank-0.jsonl",
+                    "eksbench/dev/run-1/exp/summary.json"]
+    body = aws.get_object(Bucket="results", Key="eksbench/dev/run-1/exp/summary.json")["Body"].read()
+    summary = json.loads(body)
+    assert summary["status"] == "succeeded" and summary["results_uri"] == "s3://results/eksbench/dev/run-1/exp/"
+
+
+def test_upload_failure_is_reported_but_keeps_the_training_status(tmp_path, aws, capsys):
+    code = run_launcher(tmp_path, sys.executable, "-c", "print('ok')", extra=("--results-uri", "s3://no-such-bucket/x/"))
+    assert code == 0
+    assert "upload failed: s3://no-such-bucket/x/" in capsys.readouterr().err
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "succeeded"
