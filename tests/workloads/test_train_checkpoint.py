@@ -61,3 +61,30 @@ def test_resume_continues_from_the_checkpoint_and_replaces_lines_past_it(tmp_pat
     resume = [e for e in events if e["event"] == "resume"]
     assert resume and resume[0]["step"] == 6 and resume[0]["dropped_lines"] == 3
     assert torch.load(latest_path(tmp_path), weights_only=False)["step"] == 10
+
+
+def test_background_writer_writes_in_order_and_reports_failures(tmp_path, monkeypatch):
+    import torch
+
+    from workloads.train import checkpoint
+
+    writer = checkpoint.BackgroundWriter()
+    live = torch.ones(3)
+    snap = checkpoint.to_cpu({"w": live, "nested": [live], "step": 1})
+    live.add_(1)  # the loop changes the parameters after the snapshot
+    assert writer.submit(tmp_path, snap, {"step": 1}) is None
+    done = writer.submit(tmp_path, checkpoint.to_cpu({"w": live, "step": 2}), {"step": 2})
+    assert done["step"] == 1 and done["write_s"] >= 0
+    assert writer.wait()["step"] == 2
+    assert torch.load(latest_path(tmp_path), weights_only=False)["step"] == 2
+    assert torch.equal(snap["w"], torch.ones(3)) and torch.equal(snap["nested"][0], torch.ones(3))
+
+    def broken(results_dir, state):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(checkpoint, "save", broken)
+    writer.submit(tmp_path, {"step": 3}, {"step": 3})
+    with pytest.raises(OSError, match="disk full"):
+        writer.wait()
+    writer.close()
+    assert torch.load(latest_path(tmp_path), weights_only=False)["step"] == 2

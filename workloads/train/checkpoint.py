@@ -69,3 +69,60 @@ def load(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
     import torch
 
     return torch.load(path, map_location=map_location, weights_only=False)
+
+
+def to_cpu(obj: Any) -> Any:
+    """A copy of a (nested) state dict with every tensor copied to CPU memory.
+
+    This is the only part of a checkpoint the training loop waits for: afterwards the loop
+    may change the parameters while the copy is written out in the background.
+    """
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_cpu(v) for v in obj)
+    return obj
+
+
+class BackgroundWriter:
+    """Writes checkpoints on one background thread, one at a time, in order.
+
+    ``submit`` first waits for the previous write, so at most one snapshot is in memory and
+    a later checkpoint never lands before an earlier one. Killed mid-write, the atomic
+    replace leaves the previous checkpoint in place. A failed write raises from the next
+    ``submit``/``wait``, in the training loop.
+    """
+
+    def __init__(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
+        self._pending: tuple[dict[str, Any], Any] | None = None
+
+    def submit(self, results_dir: str | Path, state: dict[str, Any], info: dict[str, Any]) -> dict[str, Any] | None:
+        done = self.wait()
+        self._pending = (info, self._pool.submit(_timed_save, results_dir, state))
+        return done
+
+    def wait(self) -> dict[str, Any] | None:
+        """Block until the pending write is on disk; returns its info plus ``write_s``."""
+        if self._pending is None:
+            return None
+        info, future = self._pending
+        self._pending = None
+        return {**info, "write_s": future.result()}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def _timed_save(results_dir: str | Path, state: dict[str, Any]) -> float:
+    import time
+
+    t0 = time.perf_counter()
+    save(results_dir, state)
+    return round(time.perf_counter() - t0, 4)

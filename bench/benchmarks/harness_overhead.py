@@ -1,0 +1,97 @@
+"""What the metrics + checkpoint machinery costs the training loop, measured in one process.
+
+``python -m bench.benchmarks.harness_overhead [--steps 100 --checkpoint-every 10 --repeats 5]``
+
+Runs the same single-process loop (``workloads.train.trainer.Run``) alternately with the
+harness (a metrics line per step, checkpoints every N steps) and without it (``--no-harness``),
+after one unmeasured warm-up run, and reports the loop wall times and the ratio of their
+medians (the goal is <= 1.02). Alternating the order cancels slow drifts of a shared machine.
+The loop time covers all steps and in-loop checkpoints; the final checkpoint, written once
+after the last step, is reported apart (``final_save_s``) and in ``overhead_ratio_with_final``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.benchmarks.harness_overhead", description=__doc__.splitlines()[0])
+    p.add_argument("--workload", default="resnet50", choices=("resnet50", "cifar10"))
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--checkpoint-every", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--width-per-group", type=int, default=16)
+    p.add_argument("--precision", default="bf16")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    args = p.parse_args(argv)
+
+    import torch
+
+    from workloads.train.args import TrainArgs
+    from workloads.train.trainer import Run
+
+    torch.set_num_threads(args.threads)
+    tmp = Path(tempfile.mkdtemp(prefix="eksbench-overhead-"))
+    base = TrainArgs(workload=args.workload, batch_size=args.batch_size, precision=args.precision, steps=args.steps,
+                     dataset="synthetic", data_dir=str(tmp), checkpoint_every=args.checkpoint_every,
+                     image_size=args.image_size, width_per_group=args.width_per_group, warmup_steps=0)
+    env = {"rank": 0, "world_size": 1, "local_rank": 0, "restart": 0}
+
+    finals: list[float] = []
+
+    def once(harness: bool, tag: str) -> float:
+        run = Run(replace(base, harness=harness, results_dir=str(tmp / tag)), env)
+        try:
+            run.build()
+            run.train()
+        finally:
+            run.close()
+        if harness:
+            finals.append(run.final_save_seconds)
+        return run.loop_seconds
+
+    once(True, "warmup")
+    times: dict[str, list[float]] = {"bare": [], "harness": []}
+    for i in range(args.repeats):
+        order = ("bare", "harness") if i % 2 == 0 else ("harness", "bare")
+        for variant in order:
+            times[variant].append(once(variant == "harness", f"{variant}-{i}"))
+    bare, harness = statistics.median(times["bare"]), statistics.median(times["harness"])
+    ckpt = tmp / "harness-0" / "checkpoints" / "latest.pt"
+    events = [json.loads(x) for x in (tmp / "harness-0" / "metrics" / "events.jsonl").read_text().splitlines()]
+    snaps = [e["snapshot_s"] for e in events if e.get("event") == "checkpoint"]
+    writes = [e["write_s"] for e in events if e.get("event") == "checkpoint"]
+    result = {"benchmark": "harness_overhead", "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+              "machine": f"{os.cpu_count()}-core CPU ({platform.processor() or platform.machine()})",
+              "torch": torch.__version__, "config": vars(args),
+              "loop_s_bare": [round(t, 3) for t in times["bare"]],
+              "loop_s_harness": [round(t, 3) for t in times["harness"]],
+              "median_bare_s": round(bare, 3), "median_harness_s": round(harness, 3),
+              "overhead_ratio": round(harness / bare, 4),
+              "final_save_s": round(statistics.median(finals), 3),
+              "overhead_ratio_with_final": round((harness + statistics.median(finals)) / bare, 4),
+              "checkpoint_mb": round(ckpt.stat().st_size / 1e6, 1), "checkpoints_per_run": len(snaps),
+              "snapshot_s_median": statistics.median(snaps) if snaps else None,
+              "write_s_median": statistics.median(writes) if writes else None}
+    print(json.dumps(result))
+    print(f"harness overhead: {result['overhead_ratio']:.4f}x (median loop {harness:.3f}s vs bare {bare:.3f}s, "
+          f"{args.steps} steps, checkpoint every {args.checkpoint_every}, {result['checkpoint_mb']} MB each)",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
