@@ -1,0 +1,63 @@
+"""Wall time and throughput of the product's first command, ``python -m bench run dev --local``.
+
+``python -m bench.benchmarks.local_default [--repeats 3] [--stack dev]``
+
+Runs the command end to end (etcd start, every experiment, the evaluation step) in a
+temporary results root, ``--repeats`` times, and reports each run's wall time plus the
+samples/s every experiment's summary.json recorded (steady-state steps only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.benchmarks.local_default", description=__doc__.splitlines()[0])
+    p.add_argument("--stack", default="dev")
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="eksbench-local-bench-"))
+    runs = []
+    for i in range(args.repeats):
+        t0 = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "bench", "run", args.stack, "--local", "--run-id", f"b{i}",
+                               "--results-root", str(root)], cwd=ROOT, capture_output=True, text=True)
+        wall = time.monotonic() - t0
+        experiments = {}
+        for summary in sorted((root / args.stack / f"b{i}").glob("*/summary.json")):
+            s = json.loads(summary.read_text())
+            tp = s.get("throughput") or {}
+            experiments[s["experiment"]] = {"status": s["status"], "wall_s": s["wall_time_s"],
+                                            "samples_per_s_total": tp.get("samples_per_s_total"),
+                                            "samples_per_s_per_process": tp.get("samples_per_s_per_process"),
+                                            "processes": tp.get("processes")}
+        runs.append({"exit_code": done.returncode, "wall_s": round(wall, 2), "experiments": experiments})
+        print(f"run {i}: exit {done.returncode}, {wall:.1f}s", file=sys.stderr)
+    walls = [r["wall_s"] for r in runs]
+    names = sorted({n for r in runs for n in r["experiments"]})
+    per_exp = {n: {k: statistics.median([r["experiments"][n][k] for r in runs if n in r["experiments"]
+                                         and r["experiments"][n][k] is not None] or [0])
+                   for k in ("samples_per_s_total", "samples_per_s_per_process", "wall_s")} for n in names}
+    print(json.dumps({"benchmark": "local_default", "command": f"python -m bench run {args.stack} --local",
+                      "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+                      "machine": f"{os.cpu_count()}-core CPU ({platform.machine()})",
+                      "wall_s": walls, "median_wall_s": statistics.median(walls), "max_wall_s": max(walls),
+                      "median_per_experiment": per_exp, "runs": runs}))
+    return 0 if all(r["exit_code"] == 0 for r in runs) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
