@@ -200,4 +200,6 @@ def run_program(program, *, project: str, stack: str, config: dict[str, str],
     finally:
         settings.reset_options()
         loop.close()
+        # Leave the thread a usable loop: later Pulumi code in this process expects one.
+        asyncio.set_event_loop(asyncio.new_event_loop())
     return monitor
