@@ -14,7 +14,9 @@ COMMANDS = ("bench.plan", "bench.run", "bench.data", "bench.stack")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="eksbench: distributed training benchmarks on AWS EKS, one Pulumi stack per experiment.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:

@@ -1,0 +1,29 @@
+"""The Automation API layer: validates before starting the CLI, and says clearly what is missing."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from bench import automation
+from bench.stackfile import ROOT
+from infra.fields import ConfigError
+
+
+def test_plan_needs_no_cli():
+    assert automation.plan("dev").outputs["cluster_name"] == "eksbench-dev"
+
+
+def test_bad_stack_fails_before_the_cli(tmp_path):
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "Pulumi.x.yaml").write_text("config:\n  aws:region: us-west-2\n  eksbench:storage: {kind: nfs}\n")
+    with pytest.raises(ConfigError):
+        automation.up("x", root=tmp_path)
+
+
+@pytest.mark.skipif(shutil.which("pulumi") is not None, reason="the Pulumi CLI is installed here")
+def test_missing_cli_is_one_clear_error():
+    r = subprocess.run([sys.executable, "-m", "bench", "up", "dev"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.startswith("error: the Pulumi CLI is not on PATH") and "Traceback" not in r.stderr
