@@ -115,3 +115,16 @@ def test_bench_run_dev_local_end_to_end(tmp_path):
     evaluation = json.loads((run / "cifar10-elastic" / "eval.json").read_text())
     assert 0 <= evaluation["accuracy"] <= 1 and len(evaluation["per_class"]) == 10
     assert wall < 120, f"bench run dev --local took {wall:.0f}s (budget 120s)"
+
+
+def test_without_etcd_on_path_the_local_run_uses_c10d(tmp_path):
+    env = child_env(2)
+    env["PATH"] = str(tmp_path / "empty-bin")  # no etcd (nor anything else) to be found
+    done = subprocess.run([sys.executable, "-m", "bench", "run", "dev", "--local", "--experiment",
+                           "resnet50-synthetic", "--run-id", "c", "--results-root", str(tmp_path)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "c10d rendezvous" in done.stdout and "etcd 127.0.0.1" not in done.stdout
+    summary = json.loads((tmp_path / "dev" / "c" / "resnet50-synthetic" / "summary.json").read_text())
+    assert summary["status"] == "succeeded" and summary["world_sizes"] == [2]
+    assert "--rdzv-backend=c10d" in summary["command"]

@@ -1,0 +1,64 @@
+"""Real data paths of the training script: ImageFolder JPEGs, CIFAR batches by epochs with time to accuracy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.workloads.conftest import ROOT, child_env
+from workloads.train.cifar import read_split, write_standin
+from workloads.train.launch import collect_metrics
+from workloads.train.metrics import read_jsonl, read_rank_metrics
+
+
+def train(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workloads.train", "--precision=fp32", "--warmup-steps=1", *args],
+                          cwd=ROOT, env=child_env(2), capture_output=True, text=True, timeout=120)
+
+
+def test_standin_has_torchvision_cifar_layout(tmp_path):
+    d = write_standin(tmp_path, train=23, test=7)
+    assert d == tmp_path / "cifar10" / "cifar-10-batches-py"
+    assert sorted(p.name for p in d.iterdir()) == ["batches.meta", "data_batch_1", "data_batch_2", "data_batch_3",
+                                                   "data_batch_4", "data_batch_5", "test_batch"]
+    x, y, classes = read_split(tmp_path, train=True)
+    assert tuple(x.shape) == (23, 3, 32, 32) and len(y) == 23 and classes[0] == "airplane"
+    assert read_split(tmp_path, train=False)[0].shape[0] == 7
+
+
+@pytest.mark.local_run
+def test_resnet50_trains_on_an_image_folder(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for cls in ("n01", "n02"):
+        folder = tmp_path / "data" / "tiny" / "train" / cls
+        folder.mkdir(parents=True)
+        for i in range(4):
+            Image.fromarray(rng.integers(0, 255, (40, 48, 3), dtype=np.uint8)).save(folder / f"{i}.JPEG")
+    done = train("--workload=resnet50", "--dataset=tiny", f"--data-dir={tmp_path / 'data'}", "--batch-size=4",
+                 "--steps=3", "--image-size=32", "--width-per-group=4", "--workers=1",
+                 f"--results-dir={tmp_path / 'r'}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = read_rank_metrics(tmp_path / "r")[0]
+    assert [r["step"] for r in lines] == [1, 2, 3]
+    assert [r["epoch"] for r in lines] == [0, 0, 1]  # 8 images, batch 4
+
+
+@pytest.mark.local_run
+def test_cifar10_by_epochs_tracks_accuracy_and_time_to_target(tmp_path):
+    write_standin(tmp_path / "data", train=64, test=40)
+    done = train("--workload=cifar10", "--dataset=cifar10", f"--data-dir={tmp_path / 'data'}", "--batch-size=16",
+                 "--epochs=2", "--steps=1", "--width-per-group=4", "--target-accuracy=0.0",
+                 "--checkpoint-every=0", f"--results-dir={tmp_path / 'r'}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = read_rank_metrics(tmp_path / "r")[0]
+    assert [r["step"] for r in lines] == list(range(1, 9))  # 2 epochs x 64/16 steps; --steps ignored
+    evals = read_jsonl(tmp_path / "r" / "metrics" / "eval.jsonl")
+    assert [(e["step"], e["epoch"]) for e in evals] == [(4, 0), (8, 1)]
+    figures = collect_metrics(tmp_path / "r", 0.0)
+    assert figures["accuracy"]["time_to_accuracy_s"] == evals[0]["elapsed_s"]
+    assert figures["accuracy"]["time_to_accuracy_epoch"] == 0
