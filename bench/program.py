@@ -16,7 +16,7 @@ from datasets.staging import DatasetStaging, DatasetStagingArgs
 from infra import offerings
 from infra.cluster import EksCluster
 from infra.config import StackConfig
-from infra.device_plugin import NvidiaDevicePlugin
+from infra.device_plugin import DevicePlugins
 from infra.efs_storage import EfsStorage
 from infra.environment import environment_for
 from infra.estimate import hourly_cost
@@ -110,10 +110,11 @@ def run(cfg: StackConfig) -> dict[str, Any]:
                                stack_prefix=stack_prefix, provider=provider,
                                depends_on=[cluster.namespace, cluster.pod_identity_agent], tags=tags)
     etcd = Etcd("etcd", env=env, provider=provider, depends_on=k8s_ready)
-    plugin_groups = [g.name for g in cfg.gpu_node_groups if g.ami_type not in catalog.AMI_TYPES_WITH_DEVICE_PLUGIN]
-    if plugin_groups:
-        NvidiaDevicePlugin("nvidia-device-plugin", node_groups=plugin_groups, provider=provider,
-                           depends_on=[cluster.namespace])
+    nvidia_groups = [g.name for g in cfg.gpu_node_groups if g.ami_type not in catalog.AMI_TYPES_WITH_DEVICE_PLUGIN]
+    efa_groups = [g.name for g in cfg.gpu_node_groups if g.efa]
+    if nvidia_groups or efa_groups:
+        DevicePlugins("device-plugins", nvidia_groups=nvidia_groups, efa_groups=efa_groups, region=cfg.region,
+                      provider=provider, depends_on=[cluster.namespace])
     workload_deps = [cluster.namespace, identity, storage, etcd]
     staging = DatasetStaging("staging", DatasetStagingArgs(config=cfg, env=env, bucket=bucket.bucket_name),
                              pulumi.ResourceOptions(provider=provider, depends_on=workload_deps))

@@ -12,6 +12,13 @@ from infra.environment import ETCD_PORT, GPU_NODE_LABEL_KEY, GPU_TOLERATION, SYS
 # which etcd 3.6 removed (FACTS: torch.distributed).
 ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.17"
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+# AWS publishes the EFA device plugin in the regional EKS ECR (account 602401143452 in
+# the commercial regions; AWS docs, "Amazon container image registries").
+EFA_PLUGIN_TAG = "v0.5.6"
+
+
+def efa_plugin_image(region: str) -> str:
+    return f"602401143452.dkr.ecr.{region}.amazonaws.com/eks/aws-efa-k8s-device-plugin:{EFA_PLUGIN_TAG}"
 LABELS = {"app.kubernetes.io/part-of": "eksbench", "app.kubernetes.io/managed-by": "pulumi"}
 
 
@@ -63,19 +70,37 @@ def etcd_manifests(env: Environment) -> list[dict]:
     return [deployment, service]
 
 
+def _on_groups(node_groups: list[str]) -> dict:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": GPU_NODE_LABEL_KEY, "operator": "In", "values": sorted(node_groups)}]}]}}}
+
+
 def device_plugin_manifest(node_groups: list[str]) -> dict:
     """The NVIDIA device plugin on the named GPU node groups only (AL2023 NVIDIA lacks it)."""
-    labels = {"app.kubernetes.io/name": "nvidia-device-plugin"}
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": GPU_NODE_LABEL_KEY, "operator": "In", "values": sorted(node_groups)}]}]}}}
     container = {
         "name": "nvidia-device-plugin", "image": DEVICE_PLUGIN_IMAGE,
         "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}],
     }
+    return _device_plugin_daemon_set("nvidia-device-plugin", container, node_groups)
+
+
+def efa_device_plugin_manifest(node_groups: list[str], *, region: str) -> dict:
+    """The AWS EFA device plugin, which advertises ``vpc.amazonaws.com/efa`` on EFA groups."""
+    container = {
+        "name": "aws-efa-k8s-device-plugin", "image": efa_plugin_image(region),
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}],
+    }
+    return _device_plugin_daemon_set("aws-efa-k8s-device-plugin", container, node_groups)
+
+
+def _device_plugin_daemon_set(name: str, container: dict, node_groups: list[str]) -> dict:
+    labels = {"app.kubernetes.io/name": name}
+    affinity = _on_groups(node_groups)
     return {
-        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": _meta("nvidia-device-plugin", "kube-system", **labels),
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": _meta(name, "kube-system", **labels),
         "spec": {"selector": {"matchLabels": labels}, "updateStrategy": {"type": "RollingUpdate"},
                  "template": {"metadata": {"labels": {**LABELS, **labels}}, "spec": {
                      "priorityClassName": "system-node-critical", "affinity": affinity,

@@ -208,6 +208,17 @@ def test_device_plugin_and_etcd_are_pinned_and_etcd_speaks_v2(dev):
             assert ":" in c["image"].rsplit("/", 1)[-1] and not c["image"].endswith(":latest"), c["image"]
 
 
+def test_efa_groups_get_the_efa_device_plugin(fsx, dev):
+    plugins = {r["name"]: r["inputs"] for r in of_type(fsx, "kubernetes:apps/v1:DaemonSet")}
+    efa = plugins["device-plugins-efa"]["spec"]["template"]["spec"]
+    assert efa["containers"][0]["image"].endswith("/eks/aws-efa-k8s-device-plugin:v0.5.6")
+    assert ".dkr.ecr.us-east-1." in efa["containers"][0]["image"]
+    values = efa["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+    assert values == ["p5"]
+    assert [r["name"] for r in of_type(dev, "kubernetes:apps/v1:DaemonSet")] == ["device-plugins-nvidia"]
+
+
 def test_bottlerocket_groups_get_no_device_plugin():
     config = copy.deepcopy(DEV)
     config["eksbench:gpu_node_groups"][0]["ami_type"] = "BOTTLEROCKET_x86_64_NVIDIA"
