@@ -116,7 +116,8 @@ def torchrun_command(exp: LocalExperiment, *, python: str, endpoint: str, rdzv_i
     return [python, "-m", "torch.distributed.run", f"--nnodes={exp.min_nodes}:{exp.max_nodes}",
             f"--nproc-per-node={exp.procs_per_node}", f"--rdzv-backend={exp.rdzv_backend}",
             f"--rdzv-endpoint={endpoint}", f"--rdzv-id={rdzv_id}", f"--max-restarts={exp.max_restarts}",
-            f"--rdzv-conf=join_timeout={join_timeout},last_call_timeout={last_call_timeout}",
+            f"--rdzv-conf=join_timeout={join_timeout},last_call_timeout={last_call_timeout},"
+            "keep_alive_interval=2,keep_alive_max_attempt=3",
             "--local-addr=127.0.0.1", "--monitor-interval=0.5",
             "-m", "workloads.train", *train_args_to_argv(exp.train), *exp.extra_args]
 
