@@ -147,3 +147,38 @@ def test_upload_failure_is_reported_but_keeps_the_training_status(tmp_path, aws,
     assert code == 0
     assert "upload failed: s3://no-such-bucket/x/" in capsys.readouterr().err
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "succeeded"
+
+
+@pytest.mark.local_run
+def test_evaluation_writes_per_class_accuracy_and_uploads_only_eval_json(tmp_path, aws):
+    import torch
+
+    from workloads.train.cifar import write_standin
+    from workloads.train.checkpoint import save
+    from workloads.train.evaluate import main as evaluate
+    from workloads.train.models import cifar_resnet
+
+    write_standin(tmp_path / "data", train=10, test=30)
+    save(tmp_path / "r", {"model": cifar_resnet(width=4).state_dict(), "step": 7, "epoch": 1, "num_classes": 10,
+                          "args": {"width_per_group": 4, "precision": "fp32"}})
+    aws.create_bucket(Bucket="results", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    code = evaluate(["--workload", "cifar10", "--checkpoint", str(tmp_path / "r" / "checkpoints" / "latest.pt"),
+                     "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "r"),
+                     "--results-uri", "s3://results/p/exp/"])
+    assert code == 0
+    doc = json.loads((tmp_path / "r" / "eval.json").read_text())
+    assert doc["samples"] == 30 and doc["step"] == 7 and 0 <= doc["accuracy"] <= 1
+    assert set(doc["per_class"]) == {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
+                                     "truck"}
+    keys = [o["Key"] for o in aws.list_objects_v2(Bucket="results")["Contents"]]
+    assert keys == ["p/exp/eval.json"]
+    assert torch.is_tensor(torch.load(tmp_path / "r" / "checkpoints" / "latest.pt", weights_only=False)["model"]
+                           ["0.weight"])
+
+
+def test_evaluation_without_a_checkpoint_is_a_usage_error(tmp_path, capsys):
+    from workloads.train.evaluate import main as evaluate
+
+    code = evaluate(["--workload", "cifar10", "--checkpoint", str(tmp_path / "none.pt"), "--data-dir", str(tmp_path),
+                     "--results-dir", str(tmp_path)])
+    assert code == 2 and "no such file" in capsys.readouterr().err

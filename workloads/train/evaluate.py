@@ -1,8 +1,11 @@
 """The evaluation job: load a training checkpoint and write test accuracy to ``<results-dir>/eval.json``.
 
-``python -m workloads.train.evaluate --workload cifar10 --checkpoint FILE --data-dir DIR --results-dir DIR``
+``python -m workloads.train.evaluate --workload cifar10 --checkpoint FILE --data-dir DIR --results-dir DIR
+[--results-uri s3://bucket/prefix/]``
 The model shape (width, classes) comes from the arguments saved in the checkpoint, so the
 evaluation job needs no copy of the training flags. Single process; CUDA when available.
+With ``--results-uri`` it uploads ``eval.json`` (only that key: the training's launcher owns
+the rest of the prefix) with boto3's default credentials; a failed upload exits 3.
 """
 
 from __future__ import annotations
@@ -24,11 +27,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", required=True)
     p.add_argument("--results-dir", required=True)
     p.add_argument("--batch-size", type=int, default=500)
+    p.add_argument("--results-uri", default=None, help="s3://bucket/prefix/: upload eval.json there")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    from workloads.train.upload import parse_s3_uri, upload
+
+    try:
+        target = parse_s3_uri(args.results_uri) if args.results_uri else None
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if not Path(args.checkpoint).is_file():
         print(f"error: checkpoint {args.checkpoint}: no such file", file=sys.stderr)
         return 2
@@ -55,9 +66,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc = {"workload": args.workload, "checkpoint": args.checkpoint, "step": state.get("step"),
            "epoch": state.get("epoch"), **result, "seconds": round(time.time() - started, 3)}
     text = json.dumps(doc, indent=2).encode()
-    atomic_write(Path(args.results_dir) / "eval.json", lambda f: f.write(text))
+    path = atomic_write(Path(args.results_dir) / "eval.json", lambda f: f.write(text))
     print(f"[evaluate] {args.workload}: accuracy {result['accuracy']:.4f} on {result['samples']} test images "
           f"(step {state.get('step')})", flush=True)
+    if target:
+        bucket, prefix = target
+        errors = upload([(path, f"{prefix}eval.json")], bucket)
+        for err in errors:
+            print(f"upload failed: {err}", file=sys.stderr)
+        if errors:
+            return 3
     return 0
 
 
