@@ -57,15 +57,27 @@ def backbone_weights(data_dir: str | Path) -> Path | None:
 
 
 def build_maskrcnn(*, num_classes: int, image_size: int, data_dir: str | Path) -> tuple[Any, str | None]:
-    """The model and the backbone file it was seeded from (None: random init)."""
-    import torch
-    from torchvision.models.detection import maskrcnn_resnet50_fpn
+    """The model and the backbone file it was seeded from (None: random init).
 
-    model = maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=num_classes,
-                                  min_size=image_size, max_size=image_size)
+    With a backbone file the model is built the way torchvision builds it for pretrained
+    backbone weights (frozen batch norm, the top 3 stages trainable); without one, like
+    ``maskrcnn_resnet50_fpn(weights=None, weights_backbone=None)``.
+    """
+    import torch
+    from torchvision.models import resnet50
+    from torchvision.models.detection import MaskRCNN, maskrcnn_resnet50_fpn
+    from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
+    from torchvision.ops.misc import FrozenBatchNorm2d
+
     path = backbone_weights(data_dir)
-    if path is not None:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        state = {k: v for k, v in state.items() if not k.startswith("fc.")}
-        model.backbone.body.load_state_dict(state, strict=False)
-    return model, str(path) if path else None
+    if path is None:
+        model = maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=num_classes,
+                                      min_size=image_size, max_size=image_size)
+        return model, None
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = {k: v for k, v in state.items() if not k.endswith("num_batches_tracked")}
+    body = resnet50(weights=None, norm_layer=FrozenBatchNorm2d)
+    body.load_state_dict(state)
+    model = MaskRCNN(_resnet_fpn_extractor(body, 3), num_classes=num_classes, min_size=image_size,
+                     max_size=image_size)
+    return model, str(path)

@@ -199,7 +199,9 @@ class Run:
         a = self.args
         step, pos, started = self.resume(time.time())
         print(f"[workloads.train] rank {self.rank}/{self.world} on {self.device} (restart {self.env['restart']}): "
-              f"{a.workload} {'from step ' + str(step) if step else 'from scratch'}", flush=True)
+              f"{a.workload} {'from step ' + str(step) if step else 'from scratch'}"
+              + (f", backbone {getattr(self, 'backbone_file', None) or 'random init'}" if a.workload == "maskrcnn"
+                 else ""), flush=True)
         mdir = metrics_dir(a.results_dir)
         lines = JsonLines(mdir / f"rank-{self.rank}.jsonl") if a.harness else None
         events = JsonLines(mdir / "events.jsonl") if a.harness and self.rank == 0 else None
