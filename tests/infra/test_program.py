@@ -298,3 +298,33 @@ def test_bad_config_registers_nothing():
     with pytest.raises(ConfigError):
         evaluate_config("dev", config, monitor=monitor)
     assert monitor.registrations == []
+
+
+def test_existing_vpc_creates_no_network_and_uses_its_private_subnets():
+    config = copy.deepcopy(DEV)
+    private = ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"]
+    config["eksbench:network"] = {"existing": {"vpc_id": "vpc-0123456789abcdef0", "private_subnet_ids": private,
+                                               "public_subnet_ids": ["subnet-0bbbbbbbbbbbbbbb1"]}}
+    plan = evaluate_config("dev", config)
+    assert not [r for r in plan.resources if r["type"].startswith("aws:ec2/") and "securityGroup" not in r["type"]]
+    for g in of_type(plan, "eks:index:ManagedNodeGroup"):
+        assert g["inputs"]["subnetIds"] == private
+    assert {t["inputs"]["subnetId"] for t in of_type(plan, "aws:efs/mountTarget:MountTarget")} == set(private)
+    assert one(plan, "eks:index:Cluster")["inputs"]["vpcId"] == "vpc-0123456789abcdef0"
+
+
+def test_nat_per_az_gives_each_private_subnet_its_own_gateway(fsx, dev):
+    assert len(of_type(fsx, "aws:ec2/natGateway:NatGateway")) == 3
+    assert len(of_type(dev, "aws:ec2/natGateway:NatGateway")) == 1
+    routes = [r["inputs"]["routes"][0]["natGatewayId"] for r in of_type(fsx, "aws:ec2/routeTable:RouteTable")
+              if "private" in r["name"]]
+    assert len(set(routes)) == 3
+
+
+def test_admin_roles_get_cluster_admin_access_entries():
+    config = copy.deepcopy(DEV)
+    config["eksbench:cluster"] = {**config["eksbench:cluster"],
+                                  "admin_role_arns": ["arn:aws:iam::123456789012:role/MLAdmin"]}
+    entries = one(evaluate_config("dev", config), "eks:index:Cluster")["inputs"]["accessEntries"]
+    assert entries["admin-0"]["principalArn"] == "arn:aws:iam::123456789012:role/MLAdmin"
+    assert entries["admin-0"]["accessPolicies"]["admin"]["policyArn"].endswith("AmazonEKSClusterAdminPolicy")
