@@ -5,7 +5,9 @@
 Runs the same single-process loop (``workloads.train.trainer.Run``) alternately with the
 harness (a metrics line per step, checkpoints every N steps) and without it (``--no-harness``),
 after one unmeasured warm-up run, and reports the loop wall times and the ratio of their
-medians (the goal is <= 1.02). Alternating the order cancels slow drifts of a shared machine.
+medians (the goal is <= 1.02). Runs come in triples (bare, harness, bare again as an A/A
+control) in alternating order, so slow drifts of a shared machine cancel and the control
+ratio shows how much of a difference is noise.
 The loop time covers all steps and in-loop checkpoints; the final checkpoint, written once
 after the last step, is reported apart (``final_save_s``) and in ``overhead_ratio_with_final``.
 """
@@ -34,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--width-per-group", type=int, default=16)
     p.add_argument("--precision", default="bf16")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=6)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = p.parse_args(argv)
 
@@ -64,11 +66,16 @@ def main(argv: list[str] | None = None) -> int:
         return run.loop_seconds
 
     once(True, "warmup")
-    times: dict[str, list[float]] = {"bare": [], "harness": []}
+    once(False, "warmup-bare")
+    # Pairs in alternating order (an even count balances first/second position), plus an A/A
+    # control (bare against bare) that shows the noise floor of this machine.
+    times: dict[str, list[float]] = {"bare": [], "harness": [], "control": []}
     for i in range(args.repeats):
-        order = ("bare", "harness") if i % 2 == 0 else ("harness", "bare")
+        order = ("bare", "harness", "control") if i % 2 == 0 else ("control", "harness", "bare")
         for variant in order:
             times[variant].append(once(variant == "harness", f"{variant}-{i}"))
+    pair = [h / b for h, b in zip(times["harness"], times["bare"])]
+    control = [c / b for c, b in zip(times["control"], times["bare"])]
     bare, harness = statistics.median(times["bare"]), statistics.median(times["harness"])
     ckpt = tmp / "harness-0" / "checkpoints" / "latest.pt"
     events = [json.loads(x) for x in (tmp / "harness-0" / "metrics" / "events.jsonl").read_text().splitlines()]
@@ -79,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
               "torch": torch.__version__, "config": vars(args),
               "loop_s_bare": [round(t, 3) for t in times["bare"]],
               "loop_s_harness": [round(t, 3) for t in times["harness"]],
+              "loop_s_control": [round(t, 3) for t in times["control"]],
+              "paired_ratios": [round(r, 4) for r in pair],
+              "overhead_ratio_paired_median": round(statistics.median(pair), 4),
+              "control_ratio_paired_median": round(statistics.median(control), 4),
               "median_bare_s": round(bare, 3), "median_harness_s": round(harness, 3),
               "overhead_ratio": round(harness / bare, 4),
               "final_save_s": round(statistics.median(finals), 3),
@@ -87,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
               "snapshot_s_median": statistics.median(snaps) if snaps else None,
               "write_s_median": statistics.median(writes) if writes else None}
     print(json.dumps(result))
-    print(f"harness overhead: {result['overhead_ratio']:.4f}x (median loop {harness:.3f}s vs bare {bare:.3f}s, "
+    print(f"harness overhead: {result['overhead_ratio_paired_median']:.4f}x paired median "
+          f"(A/A control {result['control_ratio_paired_median']:.4f}x); median loop {harness:.3f}s vs bare {bare:.3f}s, "
           f"{args.steps} steps, checkpoint every {args.checkpoint_every}, {result['checkpoint_mb']} MB each)",
           file=sys.stderr)
     return 0

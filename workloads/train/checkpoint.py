@@ -120,9 +120,21 @@ class BackgroundWriter:
         self._pool.shutdown(wait=True)
 
 
+def _lower_priority() -> None:
+    """Nice this thread (Linux schedules threads as tasks) so that writing yields to the training
+    threads when the CPUs are busy (a CPU run; GPU nodes have cores to spare anyway)."""
+    import threading
+
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+
+
 def _timed_save(results_dir: str | Path, state: dict[str, Any]) -> float:
     import time
 
+    _lower_priority()
     t0 = time.perf_counter()
     save(results_dir, state)
     return round(time.perf_counter() - t0, 4)
