@@ -231,9 +231,8 @@ class ExperimentRun:
         print(f"[{self.exp.name}] {'succeeded' if ok else 'FAILED'} in {self.wall:.1f}s", flush=True)
         if not ok:
             log = Path(self.exp.results_dir) / "logs" / "node-0.log"
-            print(f"[{self.exp.name}] log: {_show(log)}; last lines:", file=sys.stderr)
-            for line in (summary or {}).get("log_tail", [])[-15:]:
-                print(f"    {line}", file=sys.stderr)
+            error = (summary or {}).get("error") or "no exception in the log tail"
+            print(f"[{self.exp.name}] {error}\n[{self.exp.name}] log: {_show(log)}", file=sys.stderr)
         if ok and self.exp.evaluate and self.exp.workload == "cifar10":
             self._evaluate()
 

@@ -153,3 +153,20 @@ def test_without_etcd_on_path_the_local_run_uses_c10d(tmp_path):
     summary = json.loads((tmp_path / "dev" / "c" / "resnet50-synthetic" / "summary.json").read_text())
     assert summary["status"] == "succeeded" and summary["world_sizes"] == [2]
     assert "--rdzv-backend=c10d" in summary["command"]
+
+
+def test_a_failing_experiment_is_reported_failed_with_its_log(tmp_path, capsys):
+    from bench.local_runner import with_rendezvous
+    from bench.run import ExperimentRun, _child_env, _drive
+
+    exp = with_rendezvous(scale_experiment(Experiment(name="bad", workload="cifar10", dataset="cifar10",
+                                                      max_restarts=0), LocalRun(nodes=1, steps=3),
+                                           results_dir=str(tmp_path / "bad"), data_dir=str(tmp_path / "no-data")),
+                          etcd_available=False)
+    run = ExperimentRun(exp, stack="t", run_id="r", etcd=None, env=_child_env(2, 1), timeout_s=120)
+    _drive([run], every=1.0)
+    row = run.row()
+    assert row["status"] == "failed" and row["experiment"] == "bad"
+    assert "no CIFAR-10" in (tmp_path / "bad" / "logs" / "node-0.log").read_text()
+    err = capsys.readouterr().err
+    assert "logs/node-0.log" in err and "FileNotFoundError: no CIFAR-10" in err

@@ -182,3 +182,11 @@ def test_evaluation_without_a_checkpoint_is_a_usage_error(tmp_path, capsys):
     code = evaluate(["--workload", "cifar10", "--checkpoint", str(tmp_path / "none.pt"), "--data-dir", str(tmp_path),
                      "--results-dir", str(tmp_path)])
     assert code == 2 and "no such file" in capsys.readouterr().err
+
+
+def test_root_cause_is_the_last_exception_line():
+    tail = ["[rank0]: Traceback (most recent call last):", "[rank0]:   File \"x.py\", line 1",
+            "[rank0]: FileNotFoundError: no CIFAR-10 data_batch_* files in /d",
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "  time : 2026"]
+    assert launch.root_cause(tail) == "FileNotFoundError: no CIFAR-10 data_batch_* files in /d"
+    assert launch.root_cause(["all fine"]) is None

@@ -24,6 +24,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -81,6 +82,18 @@ def train_config(command: Sequence[str]) -> dict[str, Any] | None:
     return None
 
 
+ERROR_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?\s*((?:[\w.]+\.)?\w*(?:Error|Exception)\b.*)$")
+
+
+def root_cause(lines: Sequence[str]) -> str | None:
+    """The last exception line in the log tail (``FileNotFoundError: ...``), rank prefix removed."""
+    for line in reversed(lines):
+        m = ERROR_LINE.match(line.strip())
+        if m and not m.group(1).startswith(("ChildFailedError", "torch.distributed.elastic")):
+            return m.group(1)
+    return None
+
+
 def child_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The command's environment: ours, plus a torchrun setting elastic restarts need.
 
@@ -113,6 +126,7 @@ def summary_document(*, experiment: str | None, node_id: str, command: Sequence[
            "results_uri": results_uri, "command": list(command), "config": dict(config) if config else None}
     doc.update(metrics)
     if code != 0:
+        doc["error"] = root_cause(log_tail)
         doc["log_tail"] = list(log_tail)
     return doc
 
@@ -133,7 +147,7 @@ class Child:
     def __init__(self, command: Sequence[str], log_path: Path, grace: float):
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log = open(log_path, "ab", buffering=0)
-        self.tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.tail: collections.deque[str] = collections.deque(maxlen=80)
         self.signal_name: str | None = None
         self.grace = grace
         self.proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
