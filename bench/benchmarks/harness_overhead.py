@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -65,6 +66,13 @@ def main(argv: list[str] | None = None) -> int:
             finals.append(run.final_save_seconds)
         return run.loop_seconds
 
+    try:
+        return _measure(args, base, env, tmp, once, finals, torch)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # each run left a checkpoint of the model's size
+
+
+def _measure(args, base, env, tmp, once, finals, torch) -> int:
     once(True, "warmup")
     once(False, "warmup-bare")
     # Pairs in alternating order (an even count balances first/second position), plus an A/A

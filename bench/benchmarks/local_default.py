@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
                                             "processes": tp.get("processes")}
         runs.append({"exit_code": done.returncode, "wall_s": round(wall, 2), "experiments": experiments})
         print(f"run {i}: exit {done.returncode}, {wall:.1f}s", file=sys.stderr)
+    shutil.rmtree(root, ignore_errors=True)
     walls = [r["wall_s"] for r in runs]
     names = sorted({n for r in runs for n in r["experiments"]})
     per_exp = {n: {k: statistics.median([r["experiments"][n][k] for r in runs if n in r["experiments"]
