@@ -132,10 +132,16 @@ def node_command(exp: LocalExperiment, node: int, *, python: str, endpoint: str,
     return cmd + ["--", *torchrun_command(exp, python=python, endpoint=endpoint, rdzv_id=rdzv_id)]
 
 
+def evaluation_dir(exp: LocalExperiment) -> Path:
+    """``<experiment>/eval/``: where the cluster's evaluation Job writes too (contracts.EVAL_SUBDIR)."""
+    from workloads.contracts import EVAL_SUBDIR
+    return Path(exp.results_dir) / EVAL_SUBDIR
+
+
 def evaluate_command(exp: LocalExperiment, *, python: str) -> list[str]:
     return [python, "-m", "workloads.train.evaluate", "--workload", exp.workload,
             "--checkpoint", str(Path(exp.results_dir) / "checkpoints" / "latest.pt"),
-            "--data-dir", exp.train.data_dir, "--results-dir", exp.results_dir]
+            "--data-dir", exp.train.data_dir, "--results-dir", str(evaluation_dir(exp))]
 
 
 def threads_per_process(cpus: int, processes: int) -> int:

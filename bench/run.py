@@ -239,11 +239,11 @@ class ExperimentRun:
     def _evaluate(self) -> None:
         import json
 
-        from bench.local_runner import evaluate_command
+        from bench.local_runner import evaluate_command, evaluation_dir
 
         done = subprocess.run(evaluate_command(self.exp, python=sys.executable), cwd=ROOT, env=self.env,
                               capture_output=True, text=True)
-        path = Path(self.exp.results_dir) / "eval.json"
+        path = evaluation_dir(self.exp) / "eval.json"
         if done.returncode == 0 and path.is_file():
             self.eval = json.loads(path.read_text())
             print(f"[{self.exp.name}] evaluation: test accuracy {self.eval['accuracy']:.3f} "

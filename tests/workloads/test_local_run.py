@@ -138,7 +138,7 @@ def test_bench_run_dev_local_end_to_end(tmp_path):
         assert summary["status"] == "succeeded", name
         assert summary["coverage"]["steps"] == 30
         assert any(line.startswith(name) and "succeeded" in line for line in done.stdout.splitlines())
-    evaluation = json.loads((run / "cifar10-elastic" / "eval.json").read_text())
+    evaluation = json.loads((run / "cifar10-elastic" / "eval" / "eval.json").read_text())
     assert 0 <= evaluation["accuracy"] <= 1 and len(evaluation["per_class"]) == 10
 
 
