@@ -59,7 +59,6 @@ class RecordingMonitor(pmocks.MockMonitor):
         super().__init__(mocks)
         self.registrations: list[Registration] = []
         self.stack_outputs: dict[str, Any] = {}
-        self.stack_urn = ""
 
     def GetDeploymentInfo(self, request):
         info = super().GetDeploymentInfo(request)
@@ -75,7 +74,6 @@ class RecordingMonitor(pmocks.MockMonitor):
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
-            self.stack_urn = response.urn
             return response
         from pulumi.runtime import rpc
         from pulumi.runtime.mocks import _ensure_event_loop

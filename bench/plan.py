@@ -70,7 +70,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     from bench.mocks import run_program
     from bench.stackfile import decode_config, to_pulumi_config
     from infra.config import parse_stack_config
-    from infra.estimate import Node, critical_path, hourly_cost
+    from infra.estimate import DURATIONS, Node, critical_path, hourly_cost, minutes_for
     from infra.fields import ConfigError
 
     pulumi_config = to_pulumi_config(stack_config)
@@ -95,7 +95,6 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     minutes, path = critical_path(nodes)
     nat = sum(1 for r in regs if r.type == "aws:ec2/natGateway:NatGateway")
     items = hourly_cost(cfg, nat_gateways=nat)
-    from infra.estimate import DURATIONS, minutes_for
     estimate = {
         "hourly_cost_usd": round(sum(items.values()), 2),
         "provision_minutes": minutes,

@@ -13,7 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from datasets.staging import DatasetStaging, DatasetStagingArgs
-from infra import offerings
+from infra import catalog, offerings
 from infra.cluster import EksCluster
 from infra.config import StackConfig
 from infra.device_plugin import DevicePlugins
@@ -27,7 +27,6 @@ from infra.network import Network
 from infra.node_group import NodeGroup, gpu_node_group_args, system_node_group_args
 from infra.results_bucket import ResultsBucket
 from infra.trainer_identity import TrainerIdentity
-from infra import catalog
 from workloads import contracts
 from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs, read_code_files
 
