@@ -17,6 +17,7 @@ import pulumi_kubernetes as k8s
 
 from datasets import manifests
 from datasets.catalog import dataset
+from infra import k8s_objects
 from infra.config import StackConfig
 from infra.environment import Environment
 
@@ -57,23 +58,21 @@ class DatasetStaging(pulumi.ComponentResource):
         names = datasets_to_stage(cfg)
         if names:
             script = stage_script_source()
-            self.script = k8s.core.v1.ConfigMap(
-                f"{name}-script", **_fields(manifests.staging_script_config_map_manifest(script, env=env)),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=after))
+            self.script = k8s_objects.register(
+                f"{name}-script", manifests.staging_script_config_map_manifest(script, env=env),
+                pulumi.ResourceOptions(parent=self, depends_on=after))
             mode = manifests.staging_mode(cfg.storage.kind)
             preload = cfg.storage.preload and mode == "fsx"
             for ds_name in names:
                 ds = dataset(ds_name)
                 minutes = manifests.staging_timeout_minutes(ds, mode=mode, preload=preload)
-                spec = pulumi.Output.from_input(args.bucket).apply(
+                job = pulumi.Output.from_input(args.bucket).apply(
                     lambda bucket, ds=ds, minutes=minutes: manifests.staging_job_manifest(
                         ds, env=env, source_uri=f"{env.datasets_uri(bucket)}{ds.name}/", region=cfg.region,
                         storage_kind=cfg.storage.kind, preload=preload, image=args.image,
-                        script_sha256=manifests.script_digest(script), timeout_minutes=minutes)["spec"])
-                self.jobs.append(k8s.batch.v1.Job(
-                    f"{name}-{ds_name}",
-                    metadata=manifests.staging_job_metadata(ds, env=env),
-                    spec=spec,
+                        script_sha256=manifests.script_digest(script), timeout_minutes=minutes))
+                self.jobs.append(k8s_objects.register(
+                    f"{name}-{ds_name}", job, kind="Job", metadata=manifests.staging_job_metadata(ds, env=env),
                     opts=pulumi.ResourceOptions(
                         parent=self, depends_on=[*after, self.script],
                         # pulumi-kubernetes waits for a Job to complete, 10 minutes by default
@@ -81,6 +80,3 @@ class DatasetStaging(pulumi.ComponentResource):
         self.job_names = [manifests.staging_job_name(dataset(n)) for n in names]
         self.register_outputs({"job_names": self.job_names})
 
-
-def _fields(manifest: dict) -> dict:
-    return {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}

@@ -45,11 +45,10 @@ class EfsStorage(pulumi.ComponentResource):
                               opts=pulumi.ResourceOptions(parent=self, depends_on=addon_depends_on))
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[addon, nfs, *mount_targets])
         storage_class = k8s_objects.register(f"{name}-sc", storage_class_manifest("efs"), k8s_opts)
-        template = persistent_volume_manifest("efs", file_system_id="fs-0", env=env)
         pv = k8s_objects.register(
-            f"{name}-pv", template, pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
-                depends_on=[storage_class])),
-            outputs=fs.id, build=lambda fid: persistent_volume_manifest("efs", file_system_id=fid, env=env))
+            f"{name}-pv", fs.id.apply(lambda fid: persistent_volume_manifest("efs", file_system_id=fid, env=env)),
+            pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[storage_class])),
+            kind="PersistentVolume")
         self.claim = k8s_objects.register(f"{name}-pvc", persistent_volume_claim_manifest("efs", env),
                                           pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[pv]))
         self.file_system_id = fs.id

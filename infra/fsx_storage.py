@@ -77,13 +77,12 @@ class FsxStorage(pulumi.ComponentResource):
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[addon, datasets, results, *rules])
         storage_class = k8s_objects.register(f"{name}-sc", storage_class_manifest("fsx"), k8s_opts)
         cap = config.storage_capacity_gib
-        template = persistent_volume_manifest("fsx", file_system_id="fs-0", env=env, capacity_gib=cap)
         pv = k8s_objects.register(
-            f"{name}-pv", template,
+            f"{name}-pv", pulumi.Output.all(fs.id, fs.dns_name, fs.mount_name).apply(
+                lambda a: persistent_volume_manifest("fsx", file_system_id=a[0], dns_name=a[1], mount_name=a[2],
+                                                     env=env, capacity_gib=cap)),
             pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[storage_class])),
-            outputs=pulumi.Output.all(fs.id, fs.dns_name, fs.mount_name),
-            build=lambda a: persistent_volume_manifest("fsx", file_system_id=a[0], dns_name=a[1], mount_name=a[2],
-                                                       env=env, capacity_gib=cap))
+            kind="PersistentVolume")
         self.claim = k8s_objects.register(f"{name}-pvc", persistent_volume_claim_manifest("fsx", env, cap),
                                           pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[pv]))
         self.file_system_id = fs.id

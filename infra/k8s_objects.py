@@ -1,42 +1,59 @@
-"""Registers a plain Kubernetes manifest dict as the matching typed pulumi-kubernetes resource.
+"""Registers a Kubernetes manifest dict, or an Output of one, as the typed pulumi-kubernetes resource.
 
-The pure builders stay the single source of truth: this maps (apiVersion, kind) to the
-resource class and passes the manifest's top-level fields through unchanged.
+The pure builders stay the single source of truth: this maps the kind to its resource
+class and passes each top-level field through unchanged (camelCase inside, as the
+provider expects). Infra, workloads and datasets all register their objects here.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any, Mapping
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-_KINDS = {
-    ("v1", "Namespace"): k8s.core.v1.Namespace,
-    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
-    ("v1", "Service"): k8s.core.v1.Service,
-    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
-    ("v1", "PersistentVolume"): k8s.core.v1.PersistentVolume,
-    ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
-    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
-    ("apps/v1", "DaemonSet"): k8s.apps.v1.DaemonSet,
-    ("batch/v1", "Job"): k8s.batch.v1.Job,
-    ("storage.k8s.io/v1", "StorageClass"): k8s.storage.v1.StorageClass,
+# kind -> (resource class, top-level fields besides apiVersion, kind and metadata)
+KINDS: dict[str, tuple[type, tuple[str, ...]]] = {
+    "Namespace": (k8s.core.v1.Namespace, ("spec",)),
+    "ServiceAccount": (k8s.core.v1.ServiceAccount, ("automountServiceAccountToken", "imagePullSecrets", "secrets")),
+    "Service": (k8s.core.v1.Service, ("spec",)),
+    "ConfigMap": (k8s.core.v1.ConfigMap, ("data", "binaryData", "immutable")),
+    "PersistentVolume": (k8s.core.v1.PersistentVolume, ("spec",)),
+    "PersistentVolumeClaim": (k8s.core.v1.PersistentVolumeClaim, ("spec",)),
+    "Deployment": (k8s.apps.v1.Deployment, ("spec",)),
+    "DaemonSet": (k8s.apps.v1.DaemonSet, ("spec",)),
+    "Job": (k8s.batch.v1.Job, ("spec",)),
+    "StorageClass": (k8s.storage.v1.StorageClass, ("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode",
+                                                   "mountOptions", "allowVolumeExpansion", "allowedTopologies")),
+    "Role": (k8s.rbac.v1.Role, ("rules",)),
+    "RoleBinding": (k8s.rbac.v1.RoleBinding, ("roleRef", "subjects")),
 }
 
 
-def register(name: str, manifest: dict, opts: pulumi.ResourceOptions,
-             outputs: pulumi.Output | None = None, build=None) -> pulumi.CustomResource:
-    """Register ``manifest``; or, where it depends on Outputs, ``build(resolved)`` inside an apply.
+def _argument(field: str) -> str:
+    """Top-level fields are constructor arguments in snake_case (``roleRef`` -> ``role_ref``)."""
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", field).lower()
 
-    ``manifest`` is then a template built from placeholder values: it fixes the kind and the
-    top-level fields, while each field's value comes from ``outputs.apply(build)``.
+
+def register(name: str, manifest: Mapping[str, Any] | pulumi.Output, opts: pulumi.ResourceOptions, *,
+             kind: str | None = None, metadata: Mapping[str, Any] | None = None) -> pulumi.CustomResource:
+    """Register ``manifest`` as ``name``.
+
+    Where the manifest depends on other resources' outputs, pass it as an Output and name
+    its ``kind``; give ``metadata`` too when it is known without them, so the object's name
+    shows in a preview.
     """
-    cls = _KINDS[(manifest["apiVersion"], manifest["kind"])]
-    keys = [k for k in manifest if k not in ("apiVersion", "kind")]
-    # Top-level fields are constructor arguments (snake_case); nested dicts pass through as-is.
-    arg = {k: re.sub(r"(?<!^)([A-Z])", r"_\1", k).lower() for k in keys}
-    if outputs is None:
-        return cls(name, **{arg[k]: manifest[k] for k in keys}, opts=opts)
-    built = outputs.apply(build)
-    return cls(name, **{arg[k]: built.apply(lambda m, k=k: m[k]) for k in keys}, opts=opts)
+    if isinstance(manifest, pulumi.Output):
+        if kind is None:
+            raise TypeError(f"{name}: an Output manifest needs kind=")
+        cls, fields = KINDS[kind]
+        meta = metadata if metadata is not None else manifest.apply(lambda m: m["metadata"])
+        args = {_argument(f): manifest.apply(lambda m, f=f: m.get(f)) for f in fields}
+        return cls(name, metadata=meta, **args, opts=opts)
+    cls, fields = KINDS[manifest["kind"]]
+    unknown = set(manifest) - {"apiVersion", "kind", "metadata", *fields}
+    if unknown:
+        raise ValueError(f"{name}: {manifest['kind']} fields {sorted(unknown)} are not in k8s_objects.KINDS")
+    return cls(name, metadata=metadata or manifest["metadata"],
+               **{_argument(f): manifest[f] for f in fields if f in manifest}, opts=opts)

@@ -20,7 +20,8 @@ from infra.config import StackConfig
 from infra.environment import Environment
 from infra.fields import ConfigError
 from workloads import contracts, manifests
-from workloads.training_job import TrainingJob, TrainingJobArgs, register_manifest
+from infra import k8s_objects
+from workloads.training_job import TrainingJob, TrainingJobArgs
 
 TRAIN_DIR = Path(__file__).resolve().parent / "train"
 
@@ -61,8 +62,7 @@ class ExperimentSuite(pulumi.ComponentResource):
         deps = opts.depends_on if opts else None
         inherited = [deps] if isinstance(deps, pulumi.Resource) else list(deps or [])
         code = manifests.code_config_map_manifest(args.code_files, namespace=env.namespace)
-        code_map = register_manifest(f"{name}-code", "ConfigMap", code,
-                                     pulumi.ResourceOptions(parent=self, depends_on=inherited))
+        code_map = k8s_objects.register(f"{name}-code", code, pulumi.ResourceOptions(parent=self, depends_on=inherited))
         self.jobs = {}
         previous: TrainingJob | None = None
         waited_minutes = 0

@@ -16,35 +16,14 @@ done in the cluster by suspended Jobs and gates; see workloads/README.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pulumi
-import pulumi_kubernetes as k8s
 
+from infra import k8s_objects
 from infra.config import Experiment, GpuNodeGroup
 from infra.environment import Environment
 from workloads import contracts, manifests
-
-# kind -> (resource class, top-level fields besides apiVersion/kind/metadata, as Python keyword names)
-KINDS: dict[str, tuple[Callable[..., pulumi.CustomResource], dict[str, str]]] = {
-    "Job": (k8s.batch.v1.Job, {"spec": "spec"}),
-    "Service": (k8s.core.v1.Service, {"spec": "spec"}),
-    "ConfigMap": (k8s.core.v1.ConfigMap, {"data": "data", "immutable": "immutable"}),
-    "ServiceAccount": (k8s.core.v1.ServiceAccount, {}),
-    "Role": (k8s.rbac.v1.Role, {"rules": "rules"}),
-    "RoleBinding": (k8s.rbac.v1.RoleBinding, {"roleRef": "role_ref", "subjects": "subjects"}),
-}
-
-
-def register_manifest(name: str, kind: str, manifest: pulumi.Input[Mapping[str, Any]],
-                      opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    """The pulumi-kubernetes resource for one manifest dict (plain or Output); camelCase keys pass
-    through unchanged to the provider, so the dict stays the single source of truth."""
-    cls, fields = KINDS[kind]
-    out = pulumi.Output.from_input(manifest)
-    kwargs = {py: out.apply(lambda m, k=key: m.get(k)) for key, py in fields.items()}
-    return cls(name, metadata=out.apply(lambda m: m["metadata"]), **kwargs, opts=opts)
-
 
 @dataclass(frozen=True)
 class TrainingJobArgs:
@@ -108,8 +87,8 @@ class TrainingJob(pulumi.ComponentResource):
                 replace_on_changes=["spec"] if job else None,
                 # Gates flip spec.suspend in the cluster; that is not drift to undo.
                 ignore_changes=["spec.suspend"] if job and shape["spec"].get("suspend") else None)
-            self.resources[role] = register_manifest(f"{name}-{role}", shape["kind"],
-                                                     built.apply(lambda m, r=role: m[r]), child)
+            self.resources[role] = k8s_objects.register(f"{name}-{role}", built.apply(lambda m, r=role: m[r]), child,
+                                                        kind=shape["kind"])
         self.job_name = contracts.base_name(e, args.run_id)
         self.results_uri = bucket.apply(lambda b: args.env.experiment_results_uri(b, e))
         self.register_outputs({"results_uri": self.results_uri, "job_name": self.job_name})
