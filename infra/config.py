@@ -283,12 +283,7 @@ def _gpu_group(r: Reader) -> GpuNodeGroup | None:
     min_size = r.integer("min_size", 0, minimum=0, example="0")
     max_size = r.integer("max_size", 1, minimum=1, example="2")
     desired = r.integer("desired_size", max_size if isinstance(max_size, int) else 1, minimum=0, example="2")
-    if all(isinstance(x, int) for x in (min_size, max_size, desired)):
-        if max_size < min_size:
-            r.fail(r.key("max_size"), max_size, f"must be >= min_size ({min_size})", str(max(min_size, 1)))
-        elif not min_size <= desired <= max_size:
-            r.fail(r.key("desired_size"), desired, f"must be between min_size ({min_size}) and max_size ({max_size})",
-                   str(max_size))
+    _check_sizes(r, min_size, max_size, desired, desired_example=max_size)
     efa_raw = r.raw("efa", "auto")
     if efa_raw == "auto":
         efa = bool(spec and spec.efa)
@@ -315,6 +310,17 @@ def _gpu_group(r: Reader) -> GpuNodeGroup | None:
     return None if len(r.problems) > n0 else GpuNodeGroup(**group)
 
 
+def _check_sizes(r: Reader, min_size, max_size, desired, *, desired_example) -> None:
+    """min <= desired <= max, once each size parsed as a whole number."""
+    if not all(isinstance(x, int) for x in (min_size, max_size, desired)):
+        return
+    if max_size < min_size:
+        r.fail(r.key("max_size"), max_size, f"must be >= min_size ({min_size})", str(max(min_size, 1)))
+    elif not min_size <= desired <= max_size:
+        r.fail(r.key("desired_size"), desired, f"must be between min_size ({min_size}) and max_size ({max_size})",
+               str(desired_example))
+
+
 def _system(r: Reader) -> SystemNodeGroup:
     d = SystemNodeGroup()
     itype = r.string("instance_type", d.instance_type, example='"m6i.large"')
@@ -327,12 +333,7 @@ def _system(r: Reader) -> SystemNodeGroup:
         max_size=r.integer("max_size", d.max_size, minimum=1, example="3"),
         desired_size=r.integer("desired_size", d.desired_size, minimum=1, example="2"),
         disk_size_gib=r.integer("disk_size_gib", d.disk_size_gib, minimum=20, example="50"))
-    if all(isinstance(x, int) for x in (s.min_size, s.max_size, s.desired_size)):
-        if s.max_size < s.min_size:
-            r.fail(r.key("max_size"), s.max_size, f"must be >= min_size ({s.min_size})", str(s.min_size))
-        elif not s.min_size <= s.desired_size <= s.max_size:
-            r.fail(r.key("desired_size"), s.desired_size,
-                   f"must be between min_size ({s.min_size}) and max_size ({s.max_size})", str(s.min_size))
+    _check_sizes(r, s.min_size, s.max_size, s.desired_size, desired_example=s.min_size)
     r.finish()
     return s
 
