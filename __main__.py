@@ -7,10 +7,10 @@ once, before any resource exists), builds the environment, exports its outputs.
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from bench.program import run
-from bench.stackfile import decode_config
-from infra.config import parse_stack_config
-from infra.fields import ConfigError
+from bench.stack_files import decode_config
+from program.stack import run
+from spec.config import parse_stack_config
+from spec.fields import ConfigError
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.stackfile import ROOT, load_stack_config
+from bench.stack_files import ROOT, load_stack_config
 
 CLI_MISSING = ("the Pulumi CLI is not on PATH: install it (https://www.pulumi.com/docs/install/), "
                "log in (`pulumi login` or PULUMI_BACKEND_URL=file://...), then retry; "

@@ -22,7 +22,7 @@ import pulumi
 from pulumi.runtime import mocks as pmocks
 from pulumi.runtime.proto import resource_pb2
 
-from infra import catalog
+from spec import aws_catalog as catalog
 
 DEFAULT_AZS = ("a", "b", "c", "d")
 
@@ -168,7 +168,8 @@ def run_program(program, *, project: str, stack: str, config: dict[str, str],
     import asyncio
 
     from pulumi.runtime import config as runtime_config
-    from pulumi.runtime import settings, stack as runtime_stack  # noqa: F401
+    from pulumi.runtime import settings  # noqa: F401
+    from pulumi.runtime import stack as runtime_stack
 
     mocks = mocks or EksbenchMocks(region=config.get("aws:region", "us-west-2"))
     monitor = monitor or RecordingMonitor(mocks)

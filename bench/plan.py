@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import fail
-from bench.stackfile import PROJECT, ROOT
+from bench.stack_files import PROJECT, ROOT
 
 SKIP_AWAIT = "pulumi.com/skipAwait"
 
@@ -58,7 +58,7 @@ class Plan:
 
 def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None) -> Plan:
     """Run the program for ``stack`` (Pulumi.<stack>.yaml) under the mock engine. Raises ConfigError."""
-    from bench.stackfile import read_stack_yaml
+    from bench.stack_files import read_stack_yaml
 
     return evaluate_config(stack, read_stack_yaml(stack, root), mocks=mocks, monitor=monitor)
 
@@ -68,10 +68,10 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     import pulumi
 
     from bench.mocks import run_program
-    from bench.stackfile import decode_config, to_pulumi_config
-    from infra.config import parse_stack_config
+    from bench.stack_files import decode_config, to_pulumi_config
     from infra.estimate import DURATIONS, Node, critical_path, hourly_cost, minutes_for
-    from infra.fields import ConfigError
+    from spec.config import parse_stack_config
+    from spec.fields import ConfigError
 
     pulumi_config = to_pulumi_config(stack_config)
     raw, region = decode_config(pulumi_config)
@@ -106,7 +106,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
 
 
 def render(plan: Plan) -> str:
-    from infra import catalog
+    from spec import aws_catalog as catalog
 
     lines = [f"eksbench plan for stack {plan.stack!r}: evaluated __main__.py under Pulumi's mock engine "
              f"in {plan.seconds:.1f} s; nothing was created."]
@@ -135,7 +135,7 @@ def render(plan: Plan) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from infra.fields import ConfigError
+    from spec.fields import ConfigError
 
     try:
         plan = evaluate(args.stack)

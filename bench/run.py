@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import USAGE_ERROR, fail
-from bench.stackfile import ROOT
+from bench.stack_files import ROOT
 
 
 def register(subparsers) -> None:
@@ -38,9 +38,9 @@ def register(subparsers) -> None:
 
 
 def cmd_run(args) -> int:
-    from bench import local_runner as lr
-    from bench.stackfile import load_stack_config
-    from infra.fields import ConfigError
+    from bench import local_plan as lr
+    from bench.stack_files import load_stack_config
+    from spec.fields import ConfigError
 
     if not args.local:
         return fail("only --local runs are driven from here: in the cluster the experiments run as Jobs "
@@ -90,7 +90,7 @@ def cmd_run(args) -> int:
     started = time.monotonic()
     etcd = None
     if any(e.rdzv_backend == "etcd-v2" for e in runnable):
-        from workloads.train.etcd import LocalEtcd
+        from bench.local_etcd import LocalEtcd
 
         etcd = LocalEtcd(etcd_bin).start()
         print(f"etcd {etcd.endpoint} (v2 API, loopback, temp data dir) started in {time.monotonic() - started:.1f}s")
@@ -135,7 +135,7 @@ def _show(path: Path) -> str:
 
 
 def _child_env(cpus: int, processes: int) -> dict[str, str]:
-    from bench.local_runner import threads_per_process
+    from bench.local_plan import threads_per_process
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
@@ -181,8 +181,8 @@ class ExperimentRun:
         self.timed_out = False
 
     def start(self) -> None:
-        from bench.local_runner import node_command
-        from workloads.train.etcd import free_port
+        from bench.local_etcd import free_port
+        from bench.local_plan import node_command
 
         endpoint = self.etcd if self.exp.rdzv_backend == "etcd-v2" else f"127.0.0.1:{free_port()}"
         self.t0 = time.monotonic()
@@ -239,7 +239,7 @@ class ExperimentRun:
     def _evaluate(self) -> None:
         import json
 
-        from bench.local_runner import evaluate_command, evaluation_dir
+        from bench.local_plan import evaluate_command, evaluation_dir
 
         done = subprocess.run(evaluate_command(self.exp, python=sys.executable), cwd=ROOT, env=self.env,
                               capture_output=True, text=True)

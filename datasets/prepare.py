@@ -20,7 +20,12 @@ from typing import Callable
 from datasets import layouts, sources, synthetic
 from datasets.catalog import Dataset
 from datasets.errors import DataError
-from datasets.manifest import FileEntry, build_manifest, manifest_bytes, same_contents
+from datasets.file_manifest import (
+    FileEntry,
+    build_manifest,
+    manifest_bytes,
+    same_contents,
+)
 from datasets.progress import Progress
 from datasets.stage import sha256_file
 

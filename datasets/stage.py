@@ -1,7 +1,7 @@
 """Copies a prepared dataset from S3 onto the cluster's shared volume and checks it.
 
 This file is shipped as-is in a ConfigMap and run by the staging Job
-(``datasets.manifests.staging_job_manifest``), so it imports only the standard library
+(``datasets.staging_manifests.staging_job_manifest``), so it imports only the standard library
 at module level and boto3 inside the functions that talk to S3. The CLI's ``verify``
 reuses ``check_tree`` and ``sha256_file`` so the pod and the laptop check alike.
 
@@ -27,6 +27,8 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from spec.s3_uri import parse_s3_uri
+
 MANIFEST_NAME = "manifest.json"
 CHUNK = 4 * 1024 * 1024
 
@@ -38,16 +40,6 @@ def sha256_file(path: str) -> str:
         for block in iter(lambda: f.read(CHUNK), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def split_s3_uri(uri: str) -> tuple[str, str]:
-    """``s3://bucket/some/prefix`` -> ("bucket", "some/prefix/")."""
-    if not uri.startswith("s3://") or len(uri) <= 5:
-        raise ValueError(f"{uri!r} is not an S3 URI; expected s3://bucket/prefix/")
-    bucket, _, prefix = uri[5:].partition("/")
-    if prefix and not prefix.endswith("/"):
-        prefix += "/"
-    return bucket, prefix
 
 
 def check_file(root: str, entry: dict, *, hash_contents: bool = True) -> str:
@@ -117,7 +109,7 @@ def read_manifest_s3(client, bucket: str, prefix: str) -> dict:
 
 def stage_copy(client, source_uri: str, dest: str, *, workers: int = 16, log=print) -> dict:
     """Makes ``dest`` an exact, checked copy of the prepared dataset at ``source_uri``."""
-    bucket, prefix = split_s3_uri(source_uri)
+    bucket, prefix = parse_s3_uri(source_uri)
     manifest = read_manifest_s3(client, bucket, prefix)
     os.makedirs(dest, exist_ok=True)
     local_manifest = os.path.join(dest, MANIFEST_NAME)
@@ -158,7 +150,7 @@ def stage_copy(client, source_uri: str, dest: str, *, workers: int = 16, log=pri
 def stage_fsx(client, source_uri: str, dest: str, *, preload: bool, wait_s: float = 3600,
               poll_s: float = 15, log=print) -> dict:
     """Waits for the FSx data repository association to show every file; optionally preloads them."""
-    bucket, prefix = split_s3_uri(source_uri)
+    bucket, prefix = parse_s3_uri(source_uri)
     manifest = read_manifest_s3(client, bucket, prefix)
     deadline = time.monotonic() + wait_s
     while True:

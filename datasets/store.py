@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Callable
 
 from datasets.errors import DataError
-from datasets.manifest import MANIFEST_NAME, FileEntry, parse_manifest
-from datasets.stage import CHUNK, check_file, check_tree, split_s3_uri
+from datasets.file_manifest import MANIFEST_NAME, FileEntry, parse_manifest
+from datasets.stage import CHUNK, check_file, check_tree
+from spec.s3_uri import parse_s3_uri
 
 META_KEY = "sha256"
 MiB = 1024 * 1024
@@ -34,11 +35,9 @@ def open_store(target: str, *, client=None, workers: int = 16, multipart_mib: in
     """A store for ``target``: ``s3://bucket/prefix/`` or a local directory path."""
     if target.startswith("s3://"):
         try:
-            bucket, prefix = split_s3_uri(target)
+            bucket, prefix = parse_s3_uri(target)
         except ValueError as e:
             raise DataError(str(e)) from None
-        if not bucket:
-            raise DataError(f"{target!r} names no bucket; expected s3://bucket/prefix/")
         return S3Store(bucket, prefix, client=client, workers=workers, multipart_mib=multipart_mib)
     if "://" in target:
         raise DataError(f"{target!r}: only s3:// URIs and local directories are supported, e.g. "

@@ -8,9 +8,13 @@ import pulumi
 import pulumi_aws as aws
 
 from infra import k8s_objects
-from infra.config import Efs
+from infra.cluster_manifests import (
+    persistent_volume_claim_manifest,
+    persistent_volume_manifest,
+    storage_class_manifest,
+)
 from infra.environment import Environment
-from infra.manifests import persistent_volume_claim_manifest, persistent_volume_manifest, storage_class_manifest
+from spec.config import Efs
 
 NFS_PORT = 2049
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.config import Experiment, StackConfig
+from spec.config import Experiment, StackConfig
 
 ETCD_PORT = 2379
 TRAINER_SERVICE_ACCOUNT = "eksbench-trainer"

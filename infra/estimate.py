@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from infra import catalog
-from infra.config import StackConfig
+from spec import aws_catalog as catalog
+from spec.config import StackConfig
 
 # Minutes to create one resource of a type. Sources: FACTS "Provisioning times reported
 # publicly" (midpoints); "assumed" marks our own estimate where none is published.

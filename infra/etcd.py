@@ -5,8 +5,8 @@ from __future__ import annotations
 import pulumi
 
 from infra import k8s_objects
+from infra.cluster_manifests import etcd_manifests
 from infra.environment import Environment
-from infra.manifests import etcd_manifests
 
 
 class Etcd(pulumi.ComponentResource):

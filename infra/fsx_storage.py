@@ -11,9 +11,13 @@ import pulumi
 import pulumi_aws as aws
 
 from infra import k8s_objects
-from infra.config import Fsx
+from infra.cluster_manifests import (
+    persistent_volume_claim_manifest,
+    persistent_volume_manifest,
+    storage_class_manifest,
+)
 from infra.environment import Environment
-from infra.manifests import persistent_volume_claim_manifest, persistent_volume_manifest, storage_class_manifest
+from spec.config import Fsx
 
 # Lustre: TCP 988 and 1018-1023 between clients and file servers (AWS FSx for Lustre
 # docs, "File system access control with Amazon VPC").

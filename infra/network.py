@@ -10,8 +10,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from infra.config import Network as NetworkConfig
 from infra.network_plan import subnet_plan
+from spec.config import Network as NetworkConfig
 
 
 class Network(pulumi.ComponentResource):

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_eks as eks
 
-from infra import catalog
-from infra.config import GpuNodeGroup, SystemNodeGroup
 from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT, SYSTEM_NODE_LABEL
+from spec import aws_catalog as catalog
+from spec.config import GpuNodeGroup, SystemNodeGroup
 
 
 @dataclass(frozen=True)

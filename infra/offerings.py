@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from infra import catalog
-from infra.config import StackConfig
-from infra.fields import show
+from spec import aws_catalog as catalog
+from spec.config import StackConfig
+from spec.fields import show
 
 
 def offering_problems(cfg: StackConfig, offered: Mapping[str, set[str]]) -> list[str]:

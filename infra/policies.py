@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-from infra.fields import S3_URI
-
-
-def split_s3_uri(uri: str) -> tuple[str, str]:
-    """``s3://bucket/a/b/`` -> (``bucket``, ``a/b/``)."""
-    m = S3_URI.match(uri)
-    if not m:
-        raise ValueError(f"not an S3 URI: {uri!r}")
-    return m.group(1), (m.group(2) or "/").lstrip("/")
+from spec.s3_uri import parse_s3_uri
 
 
 def assume_role_policy(service: str, *, tag_session: bool = False) -> dict:
@@ -31,7 +23,7 @@ def trainer_policy(*, results_bucket: str, results_prefix: str, datasets_uri: st
     ``results_prefix`` is the stack's prefix (``<project>/<stack>/``) so that every run of
     the stack can write its own ``<run-id>/`` beneath it.
     """
-    ds_bucket, ds_prefix = split_s3_uri(datasets_uri)
+    ds_bucket, ds_prefix = parse_s3_uri(datasets_uri)
     results_prefix = results_prefix.rstrip("/") + "/"
     statements = [
         {"Sid": "ListDatasets", "Effect": "Allow", "Action": "s3:ListBucket",

@@ -12,8 +12,8 @@ import pulumi
 import pulumi_aws as aws
 
 from infra import k8s_objects
+from infra.cluster_manifests import service_account_manifest
 from infra.environment import Environment
-from infra.manifests import service_account_manifest
 from infra.policies import pod_identity_trust_policy, trainer_policy
 
 

@@ -21,8 +21,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from infra.config import DEFAULT_IMAGE, Experiment
 from infra.environment import Environment
+from spec.config import DEFAULT_IMAGE, Experiment
+from spec.pins import PIP_PINS
 
 C10D_PORT = 29400  # torchrun's default c10d rendezvous port
 TF_PORT = 2222  # conventional MultiWorkerMirroredStrategy worker port
@@ -31,8 +32,6 @@ PADDLE_PORT = 6170  # pserver listen port
 CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the training code is mounted at <root>/workloads/train
 CHECKPOINT_FILE = "checkpoints/latest.pt"  # under the results dir (workloads/train/checkpoint.py)
 EVAL_SUBDIR = "eval"
-# Pinned versions installed at container start when the image lacks them (stock PyTorch image).
-PIP_PINS = {"etcd": "python-etcd==0.4.5", "boto3": "boto3==1.43.11"}  # as requirements-dev.txt
 WORKLOAD_IMAGE_SIZE = {"resnet50": 224, "cifar10": 32, "maskrcnn": 800}
 # Which workloads each framework's training path implements.
 SUPPORTED = {

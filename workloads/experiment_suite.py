@@ -16,11 +16,12 @@ from typing import Mapping
 
 import pulumi
 
-from infra.config import StackConfig
-from infra.environment import Environment
-from infra.fields import ConfigError
-from workloads import contracts, manifests
 from infra import k8s_objects
+from infra.environment import Environment
+from spec.config import StackConfig
+from spec.fields import ConfigError
+from workloads import contracts
+from workloads import job_manifests as manifests
 from workloads.training_job import TrainingJob, TrainingJobArgs
 
 TRAIN_DIR = Path(__file__).resolve().parent / "train"

@@ -1,6 +1,6 @@
 """``TrainingJob``: registers one experiment's Kubernetes objects with Pulumi.
 
-Thin on purpose: ``workloads.manifests.experiment_manifests`` builds every object as a
+Thin on purpose: ``workloads.job_manifests.experiment_manifests`` builds every object as a
 dict, and this component only turns each dict into the matching pulumi-kubernetes
 resource (children ``<name>-svc``, ``<name>-job``, ``<name>-eval``, ...). The bucket
 name is an Output, so the dicts are built inside ``apply``; which objects exist depends
@@ -21,9 +21,11 @@ from typing import Any, Mapping, Sequence
 import pulumi
 
 from infra import k8s_objects
-from infra.config import Experiment, GpuNodeGroup
 from infra.environment import Environment
-from workloads import contracts, manifests
+from spec.config import Experiment, GpuNodeGroup
+from workloads import contracts
+from workloads import job_manifests as manifests
+
 
 @dataclass(frozen=True)
 class TrainingJobArgs:

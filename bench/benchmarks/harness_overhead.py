@@ -22,7 +22,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from workloads.train.args import TrainArgs
+    from spec.train_args import TrainArgs
     from workloads.train.trainer import Run
 
     torch.set_num_threads(args.threads)

@@ -122,7 +122,7 @@ def test_verify_names_corrupt_and_missing_objects(s3, tmp_path):
 
 
 def test_multipart_upload_carries_the_sha256(s3, tmp_path):
-    from datasets.manifest import FileEntry
+    from datasets.file_manifest import FileEntry
     from datasets.stage import sha256_file
 
     big = tmp_path / "big.bin"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from datasets import manifests
+from datasets import staging_manifests as manifests
 from datasets.catalog import CATALOG
-from infra.config import parse_stack_config
 from infra.environment import SYSTEM_NODE_LABEL, environment_for
+from spec.config import parse_stack_config
 from tests.support.k8s_schema import assert_valid
 
 GPU = [{"name": "p3", "instance_type": "p3.16xlarge", "max_size": 2}]
@@ -90,7 +90,7 @@ def run_component(cfg):
 
     m = Mocks()
     pulumi.runtime.set_mocks(m, project="eksbench", stack="test", preview=False, monitor=Monitor(m))
-    from datasets.staging import DatasetStaging, DatasetStagingArgs
+    from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs
 
     env = environment_for(cfg)
 

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from bench import automation
-from bench.stackfile import ROOT
-from infra.fields import ConfigError
+from bench.stack_files import ROOT
+from spec.fields import ConfigError
 
 
 def test_plan_needs_no_cli():

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from bench.stackfile import ROOT, available_stacks
+from bench.stack_files import ROOT, available_stacks
 
 
 def bench(*args, cwd=ROOT):

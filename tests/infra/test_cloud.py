@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from bench.stackfile import ROOT
+from bench.stack_files import ROOT
 
 pytestmark = pytest.mark.cloud
 

@@ -5,9 +5,9 @@ import copy
 import pytest
 import yaml
 
-from bench.stackfile import ROOT, decode_config, load_stack_config, to_pulumi_config
-from infra.config import Cluster, parse_stack_config
-from infra.fields import ConfigError
+from bench.stack_files import ROOT, decode_config, load_stack_config, to_pulumi_config
+from spec.config import Cluster, parse_stack_config
+from spec.fields import ConfigError
 
 GOOD = {
     "gpu_node_groups": [{"name": "gpu", "instance_type": "p3.16xlarge", "max_size": 2}],

@@ -8,10 +8,10 @@ import yaml
 
 from bench.mocks import EksbenchMocks, RecordingMonitor
 from bench.plan import evaluate, evaluate_config
-from bench.stackfile import ROOT
+from bench.stack_files import ROOT
+from infra.cluster_manifests import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE
 from infra.environment import GPU_TAINT
-from infra.fields import ConfigError
-from infra.manifests import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE
+from spec.fields import ConfigError
 from tests.support.k8s_schema import schema_errors
 
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]

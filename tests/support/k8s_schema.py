@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import kubernetes_validate
 
-from infra.config import Cluster
+from spec.config import Cluster
 
 K8S_VERSION = Cluster().kubernetes_version
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def etcd():
     if not shutil.which("etcd"):
         pytest.skip("no etcd binary on PATH (Debian: apt-get install etcd-server)")
-    from workloads.train.etcd import LocalEtcd
+    from bench.local_etcd import LocalEtcd
 
     with LocalEtcd() as server:
         yield server

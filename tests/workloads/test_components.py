@@ -14,12 +14,16 @@ import pytest
 from pulumi.runtime import mocks as pmocks
 from pulumi.runtime import rpc
 
-from infra.config import parse_stack_config
 from infra.environment import GPU_TAINT, environment_for
+from spec.config import parse_stack_config
 from tests.support.k8s_schema import assert_valid
-from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs, read_code_files
+from workloads import job_manifests as manifests
+from workloads.experiment_suite import (
+    ExperimentSuite,
+    ExperimentSuiteArgs,
+    read_code_files,
+)
 from workloads.training_job import TrainingJob, TrainingJobArgs
-from workloads import manifests
 
 RAW = {
     "run_id": "run-001",

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from infra.config import DEFAULT_IMAGE, Experiment
 from infra.environment import Environment
+from spec.config import DEFAULT_IMAGE, Experiment
 from workloads import contracts as c
 
 ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
@@ -193,7 +193,7 @@ def test_gate_treats_a_never_started_evaluation_as_done():
 
 
 def test_train_args_parse_with_the_training_scripts_own_parser():
-    from workloads.train.args import parse_train_args
+    from spec.train_args import parse_train_args
 
     e = replace(E, workload="cifar10", dataset="cifar10", epochs=20, compile=True, precision="bf16")
     parsed = parse_train_args(c.train_argv(e, ENV)[2:])

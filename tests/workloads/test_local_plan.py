@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bench import local_runner as lr
-from bench.stackfile import load_stack_config
-from infra.config import Experiment, LocalRun
+from bench import local_plan as lr
+from bench.stack_files import load_stack_config
+from spec.config import Experiment, LocalRun
+from spec.train_args import parse_train_args
 from tests.workloads.conftest import ROOT, child_env
-from workloads.train.args import parse_train_args
 
 
 def test_run_id_is_the_given_utc_time():

@@ -10,10 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.local_runner import node_command, scale_experiment
-from infra.config import Experiment, LocalRun
+from bench.local_plan import node_command, scale_experiment
+from spec.config import Experiment, LocalRun
 from tests.workloads.conftest import ROOT, child_env, kill_tree, stop_all, wait_for
-from workloads.train.metrics import last_step, metrics_dir, read_jsonl, read_rank_metrics
+from workloads.train.metrics import (
+    last_step,
+    metrics_dir,
+    read_jsonl,
+    read_rank_metrics,
+)
 
 pytestmark = pytest.mark.local_run
 
@@ -156,7 +161,7 @@ def test_without_etcd_on_path_the_local_run_uses_c10d(tmp_path):
 
 
 def test_a_failing_experiment_is_reported_failed_with_its_log(tmp_path, capsys):
-    from bench.local_runner import with_rendezvous
+    from bench.local_plan import with_rendezvous
     from bench.run import ExperimentRun, _child_env, _drive
 
     exp = with_rendezvous(scale_experiment(Experiment(name="bad", workload="cifar10", dataset="cifar10",

@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from infra.config import Experiment, GpuNodeGroup
+from spec.config import Experiment, GpuNodeGroup
 from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT, SYSTEM_NODE_LABEL, Environment
 from tests.support.k8s_schema import assert_valid
 from workloads import contracts as c
-from workloads import manifests as m
+from workloads import job_manifests as m
 
 ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
                   mount_path="/data", datasets_dir="/data/datasets", results_dir="/data/results/run-001",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workloads.train.args import TrainArgs, parse_train_args, train_args_to_argv
+from spec.train_args import TrainArgs, parse_train_args, train_args_to_argv
 from workloads.train.trainer import default_lr, dist_env
 
 

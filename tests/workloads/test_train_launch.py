@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 
 import pytest
 
+from spec.s3_uri import parse_s3_uri
 from tests.workloads.conftest import ROOT, child_env, wait_for
 from workloads.train import launch
-from workloads.train.upload import parse_s3_uri, upload_plan
+from workloads.train.upload import upload_plan
 
 
 def test_node_identity_and_who_writes_the_summary():
@@ -153,8 +153,8 @@ def test_upload_failure_is_reported_but_keeps_the_training_status(tmp_path, aws,
 def test_evaluation_writes_per_class_accuracy_and_uploads_only_eval_json(tmp_path, aws):
     import torch
 
-    from workloads.train.cifar import write_standin
     from workloads.train.checkpoint import save
+    from workloads.train.cifar import write_standin
     from workloads.train.evaluate import main as evaluate
     from workloads.train.models import cifar_resnet
 

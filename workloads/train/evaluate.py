@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    from workloads.train.upload import parse_s3_uri, upload
+    from spec.s3_uri import parse_s3_uri
+    from workloads.train.upload import upload
 
     try:
         target = parse_s3_uri(args.results_uri) if args.results_uri else None

@@ -34,10 +34,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from spec.s3_uri import parse_s3_uri
 from workloads.train import summary as figures
 from workloads.train.checkpoint import atomic_write
 from workloads.train.metrics import metrics_dir, read_jsonl, read_rank_metrics
-from workloads.train.upload import parse_s3_uri, upload, upload_plan
+from workloads.train.upload import upload, upload_plan
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +71,7 @@ def train_config(command: Sequence[str]) -> dict[str, Any] | None:
     """The training arguments inside the command (after ``-m workloads.train``), parsed."""
     from dataclasses import asdict
 
-    from workloads.train.args import parse_train_args
+    from spec.train_args import parse_train_args
 
     cmd = list(command)
     for i in range(len(cmd) - 1):

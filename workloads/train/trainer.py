@@ -17,8 +17,8 @@ from contextlib import nullcontext
 from dataclasses import asdict
 from typing import Any, Callable
 
+from spec.train_args import TrainArgs, parse_train_args
 from workloads.train import checkpoint as ckpt
-from workloads.train.args import TrainArgs, parse_train_args
 from workloads.train.data import Position, epoch_ends, next_slice
 from workloads.train.metrics import JsonLines, metrics_dir, prune_after
 

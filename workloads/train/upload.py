@@ -10,20 +10,8 @@ in the cluster), never from arguments.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
-
-S3_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(?:/(.*))?$")
-
-
-def parse_s3_uri(uri: str) -> tuple[str, str]:
-    """``s3://bucket/a/b`` -> ("bucket", "a/b/"); the prefix is "" or ends in "/"."""
-    m = S3_URI.match(uri)
-    if not m:
-        raise ValueError(f"results uri {uri!r}: must look like s3://bucket/prefix/")
-    prefix = (m.group(2) or "").strip("/")
-    return m.group(1), f"{prefix}/" if prefix else ""
 
 
 def upload_plan(results_dir: str | Path, *, node_id: str, summary_node: bool, prefix: str) -> list[tuple[Path, str]]:

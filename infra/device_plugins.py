@@ -7,7 +7,7 @@ from __future__ import annotations
 import pulumi
 
 from infra import k8s_objects
-from infra.manifests import device_plugin_manifest, efa_device_plugin_manifest
+from infra.cluster_manifests import device_plugin_manifest, efa_device_plugin_manifest
 
 
 class DevicePlugins(pulumi.ComponentResource):

@@ -21,10 +21,8 @@ import math
 
 from datasets.catalog import Dataset
 from infra.environment import SYSTEM_NODE_LABEL, Environment
+from spec.pins import PIP_PINS, STAGING_IMAGE
 
-# Pinned: the staging script needs only the standard library and boto3.
-STAGING_IMAGE = "python:3.11.11-slim-bookworm"
-BOTO3 = "boto3==1.43.11"  # the version requirements-dev.txt pins
 SCRIPT_MOUNT = "/opt/eksbench"
 SCRIPT_KEY = "stage.py"
 SCRIPT_CONFIG_MAP = "eksbench-dataset-stage"
@@ -37,7 +35,7 @@ STAT_FILES_PER_S = 2000
 MIN_TIMEOUT_MINUTES = 30
 # An installer that installs boto3 only when the image lacks it, then hands over to the script.
 ENTRYPOINT = (f'python -c "import boto3" 2>/dev/null || pip install --no-cache-dir --quiet --root-user-action=ignore '
-              f'{BOTO3} && exec python {SCRIPT_MOUNT}/{SCRIPT_KEY} "$@"')
+              f'{PIP_PINS["boto3"]} && exec python {SCRIPT_MOUNT}/{SCRIPT_KEY} "$@"')
 
 
 def staging_mode(storage_kind: str) -> str:

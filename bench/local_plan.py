@@ -14,8 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Sequence
 
-from infra.config import Experiment, LocalRun
-from workloads.train.args import TrainArgs, train_args_to_argv
+from spec.config import Experiment, LocalRun
+from spec.train_args import TrainArgs, train_args_to_argv
 
 STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with a generated stand-in
 CIFAR_STANDIN = {"train": 256, "test": 200}

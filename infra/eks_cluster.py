@@ -18,9 +18,9 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from infra import k8s_objects
-from infra.config import Cluster as ClusterConfig
-from infra.manifests import namespace_manifest
+from infra.cluster_manifests import namespace_manifest
 from infra.policies import NODE_ROLE_POLICIES, assume_role_policy
+from spec.config import Cluster as ClusterConfig
 
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 

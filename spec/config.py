@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from datasets.catalog import DATASET_NAMES
-from infra import catalog
-from infra.fields import ConfigError, Reader, cidr_rule, show
+from spec import aws_catalog as catalog
+from spec.fields import ConfigError, Reader, cidr_rule, show
+from spec.pins import TRAINING_IMAGE
 
 NAME = r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?"
 WORKLOADS = ("resnet50", "cifar10", "maskrcnn")
@@ -22,7 +23,7 @@ FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "paddle")
 RETIRED_FRAMEWORKS = {"mxnet": "Apache MXNet was retired to the Apache Attic in 2023; use pytorch"}
 PRECISIONS = ("fp32", "amp-fp16", "bf16")
 RDZV_BACKENDS = ("etcd-v2", "c10d")
-DEFAULT_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+DEFAULT_IMAGE = TRAINING_IMAGE
 
 
 @dataclass(frozen=True)

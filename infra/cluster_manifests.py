@@ -6,19 +6,15 @@ Kubernetes OpenAPI schema of the pinned version.
 
 from __future__ import annotations
 
-from infra.environment import ETCD_PORT, GPU_NODE_LABEL_KEY, GPU_TOLERATION, SYSTEM_NODE_LABEL, Environment
+from infra.environment import (
+    ETCD_PORT,
+    GPU_NODE_LABEL_KEY,
+    GPU_TOLERATION,
+    SYSTEM_NODE_LABEL,
+    Environment,
+)
+from spec.pins import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE, efa_plugin_image
 
-# Pinned images. etcd stays on 3.5: torch's etcd rendezvous backends speak the v2 API,
-# which etcd 3.6 removed (FACTS: torch.distributed).
-ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.17"
-DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
-# AWS publishes the EFA device plugin in the regional EKS ECR (account 602401143452 in
-# the commercial regions; AWS docs, "Amazon container image registries").
-EFA_PLUGIN_TAG = "v0.5.6"
-
-
-def efa_plugin_image(region: str) -> str:
-    return f"602401143452.dkr.ecr.{region}.amazonaws.com/eks/aws-efa-k8s-device-plugin:{EFA_PLUGIN_TAG}"
 LABELS = {"app.kubernetes.io/part-of": "eksbench", "app.kubernetes.io/managed-by": "pulumi"}
 
 

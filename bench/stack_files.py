@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from infra.config import StackConfig, parse_stack_config
-from infra.fields import ConfigError
+from spec.config import StackConfig, parse_stack_config
+from spec.fields import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "eksbench"

@@ -2,7 +2,7 @@
 
 One staging Job per distinct catalog dataset named by the stack's experiments (none
 for ``synthetic``, which the training script generates in memory), plus the ConfigMap
-carrying the staging script. The manifests come from ``datasets.manifests``; this file
+carrying the staging script. The manifests come from ``datasets.staging_manifests``; this file
 only registers them. Pulumi awaits each Job (no skipAwait) with customTimeouts sized
 to the dataset, so training Jobs given ``depends_on=staging.jobs`` start only once the
 data is in place and checked. The Kubernetes provider comes in through ``opts``.
@@ -15,11 +15,11 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from datasets import manifests
+from datasets import staging_manifests as manifests
 from datasets.catalog import dataset
 from infra import k8s_objects
-from infra.config import StackConfig
 from infra.environment import Environment
+from spec.config import StackConfig
 
 
 def datasets_to_stage(config: StackConfig) -> list[str]:

@@ -14,15 +14,20 @@ import hashlib
 import json
 from typing import Mapping
 
-from infra import catalog
-from infra.config import Experiment, GpuNodeGroup
-from infra.environment import (GPU_NODE_LABEL_KEY, GPU_TOLERATION, SYSTEM_NODE_LABEL, Environment)
+from infra.environment import (
+    GPU_NODE_LABEL_KEY,
+    GPU_TOLERATION,
+    SYSTEM_NODE_LABEL,
+    Environment,
+)
+from spec import aws_catalog as catalog
+from spec.config import Experiment, GpuNodeGroup
+from spec.pins import GATE_IMAGE
 from workloads import contracts
 
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}  # see workloads/README.md, "Await and ordering"
 CODE_MOUNT = f"{contracts.CODE_ROOT}/workloads/train"
 CODE_CONFIG_MAP_LIMIT = 1024 * 1024  # a ConfigMap holds at most 1 MiB (Kubernetes ConfigMap docs)
-GATE_IMAGE = "python:3.12.8-slim-bookworm"
 EVAL_TIMEOUT_MINUTES = 30
 GRACE_SECONDS = 120  # time for the launcher to write summary.json and upload after SIGTERM
 # EFA interfaces per instance (AWS EFA docs, "Supported instance types"); others have 1.

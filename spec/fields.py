@@ -13,8 +13,9 @@ import json
 import re
 from typing import Any, Callable, Iterable, Mapping
 
+from spec.s3_uri import is_s3_uri
+
 _MISSING = object()
-S3_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(/[^\s]*)?$")
 
 
 class ConfigError(ValueError):
@@ -149,7 +150,7 @@ class Reader:
 
     def s3_uri(self, name: str, default: Any = None) -> Any:
         v = self.string(name, default, example='"s3://my-bucket/datasets/"')
-        if isinstance(v, str) and v is not default and not S3_URI.match(v):
+        if isinstance(v, str) and v is not default and not is_s3_uri(v):
             self.fail(self.key(name), v, "must be an S3 URI s3://<bucket>/<prefix>/ with a valid bucket name",
                       '"s3://my-bucket/datasets/"')
             return default

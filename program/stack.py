@@ -12,23 +12,28 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from datasets.staging import DatasetStaging, DatasetStagingArgs
-from infra import catalog, offerings
-from infra.cluster import EksCluster
-from infra.config import StackConfig
-from infra.device_plugin import DevicePlugins
+from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs
+from infra import offerings
+from infra.device_plugins import DevicePlugins
 from infra.efs_storage import EfsStorage
+from infra.eks_cluster import EksCluster
 from infra.environment import environment_for
 from infra.estimate import hourly_cost
 from infra.etcd import Etcd
-from infra.fields import ConfigError
 from infra.fsx_storage import FsxStorage
 from infra.network import Network
 from infra.node_group import NodeGroup, gpu_node_group_args, system_node_group_args
 from infra.results_bucket import ResultsBucket
 from infra.trainer_identity import TrainerIdentity
+from spec import aws_catalog as catalog
+from spec.config import StackConfig
+from spec.fields import ConfigError
 from workloads import contracts
-from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs, read_code_files
+from workloads.experiment_suite import (
+    ExperimentSuite,
+    ExperimentSuiteArgs,
+    read_code_files,
+)
 
 
 def cluster_name_for(cfg: StackConfig) -> str:
