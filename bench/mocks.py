@@ -39,6 +39,9 @@ class Registration:
     custom: bool
     retain_on_delete: bool
     custom_timeouts: dict[str, str]
+    ignore_changes: list[str] = field(default_factory=list)
+    replace_on_changes: list[str] = field(default_factory=list)
+    delete_before_replace: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
@@ -85,7 +88,9 @@ class RecordingMonitor(pmocks.MockMonitor):
             inputs=_plain(rpc.deserialize_properties(request.object)), custom=bool(request.custom),
             retain_on_delete=bool(request.retainOnDelete),
             custom_timeouts={k: v for k, v in (("create", timeouts.create), ("update", timeouts.update),
-                                               ("delete", timeouts.delete)) if v}))
+                                               ("delete", timeouts.delete)) if v},
+            ignore_changes=list(request.ignoreChanges), replace_on_changes=list(request.replaceOnChanges),
+            delete_before_replace=bool(request.deleteBeforeReplace)))
         return response
 
     def SignalAndWaitForShutdown(self, request):

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import fail
+from infra.labels import SKIP_AWAIT_ANNOTATION
 from bench.stack_files import PROJECT, ROOT
 
-SKIP_AWAIT = "pulumi.com/skipAwait"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -90,7 +90,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     seconds = time.perf_counter() - started
     regs = monitor.registrations
     nodes = [Node(urn=r.urn, type=r.type, parent=r.parent, dependencies=tuple(r.dependencies), custom=r.custom,
-                  skip_await=((r.inputs.get("metadata") or {}).get("annotations") or {}).get(SKIP_AWAIT) == "true")
+                  skip_await=((r.inputs.get("metadata") or {}).get("annotations") or {}).get(SKIP_AWAIT_ANNOTATION) == "true")
              for r in regs]
     minutes, path = critical_path(nodes)
     nat = sum(1 for r in regs if r.type == "aws:ec2/natGateway:NatGateway")

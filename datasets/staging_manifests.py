@@ -21,6 +21,7 @@ import math
 
 from datasets.catalog import Dataset
 from infra.environment import SYSTEM_NODE_LABEL, Environment
+from infra.labels import labels, metadata
 from spec.pins import PIP_PINS, STAGING_IMAGE
 
 SCRIPT_MOUNT = "/opt/eksbench"
@@ -59,9 +60,7 @@ def staging_job_name(ds: Dataset) -> str:
 
 
 def staging_labels(ds: Dataset) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "eksbench", "app.kubernetes.io/part-of": "eksbench",
-            "app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/component": "dataset-staging",
-            "eksbench.io/dataset": ds.name}
+    return labels(component="dataset-staging", extra={"eksbench.io/dataset": ds.name})
 
 
 def staging_job_metadata(ds: Dataset, *, env: Environment) -> dict:
@@ -74,9 +73,7 @@ def script_digest(script: str) -> str:
 
 def staging_script_config_map_manifest(script: str, *, env: Environment) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": SCRIPT_CONFIG_MAP, "namespace": env.namespace,
-                         "labels": {"app.kubernetes.io/name": "eksbench", "app.kubernetes.io/managed-by": "pulumi",
-                                    "app.kubernetes.io/component": "dataset-staging"}},
+            "metadata": metadata(SCRIPT_CONFIG_MAP, env.namespace, label_set=labels(component="dataset-staging")),
             "data": {SCRIPT_KEY: script}}
 
 

@@ -13,16 +13,11 @@ from infra.environment import (
     SYSTEM_NODE_LABEL,
     Environment,
 )
+from infra.labels import labels, metadata
 from spec.pins import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE, efa_plugin_image
 
-LABELS = {"app.kubernetes.io/part-of": "eksbench", "app.kubernetes.io/managed-by": "pulumi"}
-
-
-def _meta(name: str, namespace: str | None = None, **labels: str) -> dict:
-    meta = {"name": name, "labels": {**LABELS, **labels}}
-    if namespace:
-        meta["namespace"] = namespace
-    return meta
+def _meta(name: str, namespace: str | None = None, app: str = "eksbench") -> dict:
+    return metadata(name, namespace, label_set=labels(app))
 
 
 def namespace_manifest(name: str) -> dict:
@@ -40,7 +35,7 @@ def etcd_manifests(env: Environment) -> list[dict]:
 
     Rendezvous state is ephemeral (torchrun re-creates it), so an emptyDir suffices.
     """
-    labels = {"app.kubernetes.io/name": "etcd"}
+    selector = {"app.kubernetes.io/name": "etcd"}
     url = f"http://{env.etcd_endpoint}"
     container = {
         "name": "etcd", "image": ETCD_IMAGE,
@@ -55,13 +50,13 @@ def etcd_manifests(env: Environment) -> list[dict]:
         "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
     }
     deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta("etcd", env.namespace, **labels),
-        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "strategy": {"type": "Recreate"},
-                 "template": {"metadata": {"labels": {**LABELS, **labels}},
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta("etcd", env.namespace, "etcd"),
+        "spec": {"replicas": 1, "selector": {"matchLabels": selector}, "strategy": {"type": "Recreate"},
+                 "template": {"metadata": {"labels": labels("etcd")},
                               "spec": {"nodeSelector": dict(SYSTEM_NODE_LABEL), "containers": [container],
                                        "volumes": [{"name": "data", "emptyDir": {}}]}}}}
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": _meta("etcd", env.namespace, **labels),
-               "spec": {"type": "ClusterIP", "selector": labels,
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": _meta("etcd", env.namespace, "etcd"),
+               "spec": {"type": "ClusterIP", "selector": selector,
                         "ports": [{"name": "client", "port": ETCD_PORT, "targetPort": ETCD_PORT}]}}
     return [deployment, service]
 
@@ -93,12 +88,12 @@ def efa_device_plugin_manifest(node_groups: list[str], *, region: str) -> dict:
 
 
 def _device_plugin_daemon_set(name: str, container: dict, node_groups: list[str]) -> dict:
-    labels = {"app.kubernetes.io/name": name}
+    selector = {"app.kubernetes.io/name": name}
     affinity = _on_groups(node_groups)
     return {
-        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": _meta(name, "kube-system", **labels),
-        "spec": {"selector": {"matchLabels": labels}, "updateStrategy": {"type": "RollingUpdate"},
-                 "template": {"metadata": {"labels": {**LABELS, **labels}}, "spec": {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": _meta(name, "kube-system", name),
+        "spec": {"selector": {"matchLabels": selector}, "updateStrategy": {"type": "RollingUpdate"},
+                 "template": {"metadata": {"labels": labels(name)}, "spec": {
                      "priorityClassName": "system-node-critical", "affinity": affinity,
                      "tolerations": [dict(GPU_TOLERATION)], "containers": [container],
                      "volumes": [{"name": "device-plugin",

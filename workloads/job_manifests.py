@@ -22,10 +22,10 @@ from infra.environment import (
 )
 from spec import aws_catalog as catalog
 from spec.config import Experiment, GpuNodeGroup
+from infra.labels import SKIP_AWAIT, labels, metadata
 from spec.pins import GATE_IMAGE
 from workloads import contracts
 
-SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}  # see workloads/README.md, "Await and ordering"
 CODE_MOUNT = f"{contracts.CODE_ROOT}/workloads/train"
 CODE_CONFIG_MAP_LIMIT = 1024 * 1024  # a ConfigMap holds at most 1 MiB (Kubernetes ConfigMap docs)
 EVAL_TIMEOUT_MINUTES = 30
@@ -40,10 +40,9 @@ IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
                                   "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
 
 
-def labels(e: Experiment, *, run_id: str, instance: str, component: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "eksbench", "app.kubernetes.io/part-of": "eksbench",
-            "app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/instance": instance,
-            "app.kubernetes.io/component": component, "eksbench.io/experiment": e.name, "eksbench.io/run-id": run_id}
+def experiment_labels(e: Experiment, *, run_id: str, instance: str, component: str) -> dict[str, str]:
+    return labels(component=component, instance=instance,
+                  extra={"eksbench.io/experiment": e.name, "eksbench.io/run-id": run_id})
 
 
 def code_config_map_manifest(files: Mapping[str, str], *, namespace: str, prefix: str = "eksbench-code") -> dict:
@@ -65,9 +64,7 @@ def code_config_map_manifest(files: Mapping[str, str], *, namespace: str, prefix
                          "Bake the code into an image (workloads/Dockerfile) and set the experiments' image")
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
     return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
-            "metadata": {"name": f"{prefix}-{digest}", "namespace": namespace,
-                         "labels": {"app.kubernetes.io/name": "eksbench", "app.kubernetes.io/component": "code",
-                                    "app.kubernetes.io/managed-by": "pulumi"}},
+            "metadata": metadata(f"{prefix}-{digest}", namespace, label_set=labels(component="code")),
             "data": data}
 
 
@@ -78,7 +75,7 @@ def headless_service_manifest(e: Experiment, *, env: Environment, run_id: str) -
     launch = contracts.launch_for(e, env, job=job, service=svc, gpus=e.gpus_per_node)
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": svc, "namespace": env.namespace, "annotations": dict(SKIP_AWAIT),
-                         "labels": labels(e, run_id=run_id, instance=job, component="rendezvous")},
+                         "labels": experiment_labels(e, run_id=run_id, instance=job, component="rendezvous")},
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"eksbench.io/peers": job},
                      "ports": [{"name": "rendezvous", "port": launch.port or contracts.C10D_PORT,
                                 "protocol": "TCP"}]}}
@@ -171,7 +168,7 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
                                        experiment=e.name, prelude=launch.prelude, modules=launch.modules)
     extra_env = [{"name": k, "value": v} for k, v in sorted(launch.env.items())]
     pods = e.pservers if pserver else e.max_nodes
-    meta = labels(e, run_id=run_id, instance=job, component="pserver" if pserver else "training")
+    meta = experiment_labels(e, run_id=run_id, instance=job, component="pserver" if pserver else "training")
     spec = {
         "completionMode": "Indexed",
         "completions": pods, "parallelism": pods,
@@ -203,7 +200,7 @@ def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuN
     script = contracts.launcher_script(contracts.evaluation_argv(e, env), results_dir=results_dir,
                                        results_uri=f"{env.experiment_results_uri(bucket, e)}{contracts.EVAL_SUBDIR}/",
                                        experiment=f"{e.name}-eval")
-    meta = labels(e, run_id=run_id, instance=contracts.base_name(e, run_id), component="evaluation")
+    meta = experiment_labels(e, run_id=run_id, instance=contracts.base_name(e, run_id), component="evaluation")
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": job, "namespace": env.namespace, "labels": meta, "annotations": dict(SKIP_AWAIT)},
             "spec": {"completions": 1, "parallelism": 1, "backoffLimit": 1, "suspend": True,
@@ -217,9 +214,7 @@ def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuN
 
 def gate_rbac_manifests(name: str, *, namespace: str, jobs: list[str]) -> list[dict]:
     """ServiceAccount, Role and RoleBinding that let a gate read and resume the named Jobs only."""
-    meta = {"name": name, "namespace": namespace,
-            "labels": {"app.kubernetes.io/name": "eksbench", "app.kubernetes.io/component": "gate",
-                       "app.kubernetes.io/managed-by": "pulumi"}}
+    meta = metadata(name, namespace, label_set=labels(component="gate"))
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": dict(meta),
@@ -293,7 +288,7 @@ def experiment_manifests(e: Experiment, *, env: Environment, node_group: GpuNode
     reach = [n for pair in after for n in pair if n] + resumed + ([f"{job}-eval"] if e.evaluate else [])
     rbac = gate_rbac_manifests(gate_sa, namespace=env.namespace, jobs=reach)
     out.update(zip(("gate-sa", "gate-role", "gate-binding"), rbac))
-    meta = labels(e, run_id=run_id, instance=job, component="gate")
+    meta = experiment_labels(e, run_id=run_id, instance=job, component="gate")
     slack = 60  # minutes for scheduling, node scale-up and image pulls
     if e.evaluate:
         out["eval-gate"] = gate_job_manifest(
