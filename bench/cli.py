@@ -19,13 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="eksbench: distributed training benchmarks on AWS EKS, one Pulumi stack per experiment.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:  # a subcommand not built yet
-            if e.name != name:
-                raise
-            continue
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 

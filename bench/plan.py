@@ -1,7 +1,7 @@
 """``python -m bench plan <stack>``: what ``pulumi up -s <stack>`` would build, offline.
 
-Evaluates ``__main__.py`` (the very program ``pulumi up`` runs) under Pulumi's mock
-engine, records every registration with its parent, provider and dependencies, and
+Runs ``program.stack.export_stack`` (what ``__main__.py``, the program ``pulumi up`` runs,
+calls with Pulumi's config) under Pulumi's mock engine, records every registration with its parent, provider and dependencies, and
 reports the resources, the outputs, the warnings, the estimated hourly cost and the
 estimated provisioning time (critical path of the dependency graph).
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import runpy
 import sys
 import time
 from collections import Counter
@@ -20,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import fail
-from infra.labels import SKIP_AWAIT_ANNOTATION
 from bench.stack_files import PROJECT, ROOT
-
+from infra.labels import SKIP_AWAIT_ANNOTATION
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,28 +63,24 @@ def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None) -> Plan:
 
 def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, monitor=None) -> Plan:
     """Like ``evaluate``, for a stack file's ``config:`` mapping given in memory."""
-    import pulumi
-
     from bench.mocks import run_program
-    from bench.stack_files import decode_config, to_pulumi_config
     from infra.estimate import DURATIONS, Node, critical_path, hourly_cost, minutes_for
-    from spec.config import parse_stack_config
-    from spec.fields import ConfigError
+    from program.stack import export_stack
+    from spec.pulumi_config import decode_config, to_pulumi_config
 
     pulumi_config = to_pulumi_config(stack_config)
     raw, region = decode_config(pulumi_config)
-    cfg = parse_stack_config(raw, project=PROJECT, stack=stack, region=region)  # fails before the engine starts
+    built = []
     started = time.perf_counter()
     collect = _Collect()
     logger = logging.getLogger(f"eksbench.plan.{stack}")
     logger.propagate = False
     logger.handlers[:] = [collect]
-    try:
-        monitor = run_program(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__"),
-                              project=PROJECT, stack=stack, config=pulumi_config, mocks=mocks, logger=logger,
-                              monitor=monitor)
-    except pulumi.RunError as e:
-        raise ConfigError(str(e).split("\n")[1:] or [str(e)]) from None
+    # The very function __main__.py runs; a ConfigError comes out of it typed, before any registration.
+    monitor = run_program(lambda: built.append(export_stack(raw, project=PROJECT, stack=stack, region=region)),
+                          project=PROJECT, stack=stack, config=pulumi_config, mocks=mocks, logger=logger,
+                          monitor=monitor)
+    cfg = built[0]
     seconds = time.perf_counter() - started
     regs = monitor.registrations
     nodes = [Node(urn=r.urn, type=r.type, parent=r.parent, dependencies=tuple(r.dependencies), custom=r.custom,

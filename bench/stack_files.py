@@ -1,8 +1,9 @@
-"""Reads ``Pulumi.<stack>.yaml`` the way the Pulumi CLI hands config to the program.
+"""Reads ``Pulumi.<stack>.yaml`` from the project directory, as the Pulumi CLI would.
 
-The CLI passes top-level scalars as strings and objects/arrays as JSON; ``to_pulumi_config``
-reproduces that, so the offline plan and the local runner see exactly what ``pulumi up``
-would. ``load_stack_config`` goes one step further and returns the parsed StackConfig.
+``stack_raw_config`` gives the program's raw config for a stack (through
+``spec.pulumi_config``, the CLI's serialisation, so the offline plan and the local run see
+what ``pulumi up`` would); ``load_stack_config`` validates it (shape and meaning, without
+the region's offerings, which need AWS) into a ``StackConfig``.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from typing import Any
 
 import yaml
 
-from spec.config import StackConfig, parse_stack_config
+from spec.config import StackConfig
 from spec.fields import ConfigError
+from spec.pulumi_config import PROJECT, decode_config, to_pulumi_config
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = "eksbench"
 
 
 def stack_file(stack: str, root: Path = ROOT) -> Path:
@@ -44,41 +45,15 @@ def read_stack_yaml(stack: str, root: Path = ROOT) -> dict[str, Any]:
     return config
 
 
-def to_pulumi_config(config: dict[str, Any]) -> dict[str, str]:
-    """Serialise like the CLI does for PULUMI_CONFIG: scalars as strings, the rest as JSON."""
-    out = {}
-    for key, value in config.items():
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            out[key] = "<secret>"
-        elif isinstance(value, (dict, list)):
-            out[key] = json.dumps(value)
-        elif isinstance(value, bool):
-            out[key] = "true" if value else "false"
-        else:
-            out[key] = str(value)
-    return out
-
-
-def decode_config(pulumi_config: dict[str, str], project: str = PROJECT) -> tuple[dict[str, Any], str | None]:
-    """Split CLI-style config into this project's raw keys (objects decoded) and the AWS region.
-
-    Only values that look like JSON objects or arrays are decoded: a scalar stays a string
-    so that ``"1.30"`` is never turned into the float 1.3.
-    """
-    raw: dict[str, Any] = {}
-    for key, value in pulumi_config.items():
-        ns, _, name = key.partition(":")
-        if ns != project:
-            continue
-        if isinstance(value, str) and value[:1] in "[{":
-            try:
-                value = json.loads(value)
-            except ValueError:
-                pass
-        raw[name] = value
-    return raw, pulumi_config.get("aws:region")
+def stack_raw_config(stack: str, root: Path = ROOT) -> tuple[dict[str, Any], str | None]:
+    """The ``eksbench:*`` keys of a stack file (namespace stripped) and its ``aws:region``, as the program gets them."""
+    return decode_config(to_pulumi_config(read_stack_yaml(stack, root)))
 
 
 def load_stack_config(stack: str, root: Path = ROOT) -> StackConfig:
-    raw, region = decode_config(to_pulumi_config(read_stack_yaml(stack, root)))
-    return parse_stack_config(raw, project=PROJECT, stack=stack, region=region)
+    """The stack's validated config (shape, then meaning; offerings are checked by ``bench plan``). Raises ConfigError."""
+    from program.validation import validated_config
+    from workloads.experiment_suite import read_code_files
+
+    raw, region = stack_raw_config(stack, root)
+    return validated_config(raw, project=PROJECT, stack=stack, region=region, code_files=read_code_files())

@@ -16,6 +16,7 @@ from infra.environment import (
 from infra.labels import labels, metadata
 from spec.pins import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE, efa_plugin_image
 
+
 def _meta(name: str, namespace: str | None = None, app: str = "eksbench") -> dict:
     return metadata(name, namespace, label_set=labels(app))
 

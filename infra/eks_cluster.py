@@ -11,6 +11,8 @@ kubeconfig (FACTS: Kubernetes provider).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -19,10 +21,25 @@ import pulumi_kubernetes as k8s
 
 from infra import k8s_objects
 from infra.cluster_manifests import namespace_manifest
+from infra.component_options import child_options
 from infra.policies import NODE_ROLE_POLICIES, assume_role_policy
 from spec.config import Cluster as ClusterConfig
 
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+
+@dataclass(frozen=True)
+class EksClusterArgs:
+    """config: version, public CIDRs, admins, log types. cluster_name: the EKS cluster's name.
+    namespace: the Kubernetes namespace to create for the stack's workloads. vpc_id and the
+    subnet ids: from the network. tags: on every AWS resource."""
+    config: ClusterConfig
+    cluster_name: str
+    namespace: str
+    vpc_id: pulumi.Input[str]
+    public_subnet_ids: Sequence[pulumi.Input[str]]
+    private_subnet_ids: Sequence[pulumi.Input[str]]
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -34,11 +51,10 @@ class EksCluster(pulumi.ComponentResource):
     cluster_security_group_id: pulumi.Output[str]
     kubeconfig: pulumi.Output[str]
 
-    def __init__(self, name: str, config: ClusterConfig, *, cluster_name: str, namespace: str,
-                 vpc_id: pulumi.Input[str], public_subnet_ids: list, private_subnet_ids: list,
-                 tags: dict[str, str], opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:infra:EksCluster", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        config, cluster_name, tags = args.config, args.cluster_name, dict(args.tags)
+        child = child_options(self, opts)
         self.cluster_name = cluster_name
         self.node_role = aws.iam.Role(f"{name}-node-role", assume_role_policy=json.dumps(
             assume_role_policy("ec2.amazonaws.com")), tags=tags, opts=child)
@@ -49,8 +65,8 @@ class EksCluster(pulumi.ComponentResource):
                 policy_arn=CLUSTER_ADMIN_POLICY, access_scope={"type": "cluster"})})
             for i, arn in enumerate(config.admin_role_arns)}
         self.cluster = eks.Cluster(
-            f"{name}-eks", name=cluster_name, version=config.kubernetes_version, vpc_id=vpc_id,
-            public_subnet_ids=public_subnet_ids, private_subnet_ids=private_subnet_ids,
+            f"{name}-eks", name=cluster_name, version=config.kubernetes_version, vpc_id=args.vpc_id,
+            public_subnet_ids=list(args.public_subnet_ids), private_subnet_ids=list(args.private_subnet_ids),
             node_associate_public_ip_address=False, endpoint_private_access=True, endpoint_public_access=True,
             public_access_cidrs=list(config.public_access_cidrs),
             authentication_mode=eks.AuthenticationMode.API, access_entries=admins,
@@ -58,7 +74,7 @@ class EksCluster(pulumi.ComponentResource):
             # managed node groups' nodes need to join (FACTS: Node access).
             instance_roles=[self.node_role], skip_default_node_group=True, create_oidc_provider=False,
             enabled_cluster_log_types=list(config.log_types), tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_role]))
+            opts=child_options(self, opts, depends_on=[self.node_role]))
         self.cluster_security_group_id = self.cluster.cluster_security_group_id
         self.kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig_json)
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.cluster.kubeconfig_json,
@@ -67,7 +83,7 @@ class EksCluster(pulumi.ComponentResource):
         self.pod_identity_agent = aws.eks.Addon(
             f"{name}-pod-identity-agent", cluster_name=cluster_name, addon_name="eks-pod-identity-agent",
             resolve_conflicts_on_create="OVERWRITE", tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]))
-        self.namespace = k8s_objects.register(f"{name}-namespace", namespace_manifest(namespace),
-                                              pulumi.ResourceOptions(parent=self, provider=self.provider))
+            opts=child_options(self, opts, depends_on=[self.cluster]))
+        self.namespace = k8s_objects.register(f"{name}-namespace", namespace_manifest(args.namespace),
+                                              child_options(self, opts, provider=self.provider))
         self.register_outputs({"cluster_name": cluster_name, "kubeconfig": self.kubeconfig})

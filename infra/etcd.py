@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 
 from infra import k8s_objects
 from infra.cluster_manifests import etcd_manifests
+from infra.component_options import child_options
 from infra.environment import Environment
+
+
+@dataclass(frozen=True)
+class EtcdArgs:
+    """env: the namespace and the endpoint name. The Kubernetes provider and what etcd waits for
+    (namespace, system nodes) come through ``opts``."""
+    env: Environment
 
 
 class Etcd(pulumi.ComponentResource):
     endpoint: str
 
-    def __init__(self, name: str, *, env: Environment, provider, depends_on: list,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: EtcdArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:infra:Etcd", name, None, opts)
-        deployment, service = etcd_manifests(env)
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on)
-        self.deployment = k8s_objects.register(f"{name}-deployment", deployment, k8s_opts)
-        self.service = k8s_objects.register(f"{name}-service", service, k8s_opts)
-        self.endpoint = env.etcd_endpoint
+        deployment, service = etcd_manifests(args.env)
+        self.deployment = k8s_objects.register(f"{name}-deployment", deployment, child_options(self, opts))
+        self.service = k8s_objects.register(f"{name}-service", service, child_options(self, opts))
+        self.endpoint = args.env.etcd_endpoint
         self.register_outputs({"endpoint": self.endpoint})

@@ -7,11 +7,27 @@ ids pass through.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Mapping
+
 import pulumi
 import pulumi_aws as aws
 
+from infra.component_options import child_options
 from infra.network_plan import subnet_plan
 from spec.config import Network as NetworkConfig
+
+
+@dataclass(frozen=True)
+class NetworkArgs:
+    """config: CIDR, NAT and an optional existing VPC. cluster_name: for the subnets' EKS discovery tags.
+    region: for the S3 endpoint's service name. azs: the zones to span (chosen from the region's
+    offerings by the program). tags: on every resource."""
+    config: NetworkConfig
+    cluster_name: str
+    region: str
+    azs: tuple[str, ...]
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 class Network(pulumi.ComponentResource):
@@ -21,11 +37,11 @@ class Network(pulumi.ComponentResource):
     azs: list[str]
     nat_gateway_count: int
 
-    def __init__(self, name: str, config: NetworkConfig, *, cluster_name: str, region: str, azs: list[str],
-                 tags: dict[str, str], opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:infra:Network", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        self.azs = list(azs)
+        config, cluster_name, region, tags = args.config, args.cluster_name, args.region, dict(args.tags)
+        child = child_options(self, opts)
+        self.azs = list(args.azs)
         if config.existing_vpc_id:
             self.vpc_id = pulumi.Output.from_input(config.existing_vpc_id)
             self.public_subnet_ids = [pulumi.Output.from_input(s) for s in config.existing_public_subnet_ids]
@@ -57,7 +73,7 @@ class Network(pulumi.ComponentResource):
             if config.nat == "per_az" or i == 0:
                 eip = aws.ec2.Eip(f"{name}-nat-eip-{i}", domain="vpc", tags=tags, opts=child)
                 nats.append(aws.ec2.NatGateway(f"{name}-nat-{i}", subnet_id=pub.id, allocation_id=eip.id,
-                                               tags=tags, opts=pulumi.ResourceOptions(parent=self, depends_on=[igw])))
+                                               tags=tags, opts=child_options(self, opts, depends_on=[igw])))
         private_rts = []
         for i, priv in enumerate(private):
             nat = nats[i] if config.nat == "per_az" else nats[0]

@@ -7,29 +7,38 @@ and is retained (with its guards) on ``pulumi destroy``: results outlive experim
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import pulumi
 import pulumi_aws as aws
 
+from infra.component_options import child_options
 from infra.policies import tls_only_bucket_policy
+
+
+@dataclass(frozen=True)
+class ResultsBucketArgs:
+    """existing: a bucket to use as it is (None: create one). stack: names the created bucket.
+    tags: on every resource."""
+    existing: str | None
+    stack: str
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 class ResultsBucket(pulumi.ComponentResource):
     bucket_name: pulumi.Output[str]
-    created: bool
 
-    def __init__(self, name: str, *, existing: str | None, stack: str, tags: dict[str, str],
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: ResultsBucketArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:infra:ResultsBucket", name, None, opts)
-        self.created = existing is None
-        if existing:
-            self.bucket_name = pulumi.Output.from_input(existing)
+        if args.existing:
+            self.bucket_name = pulumi.Output.from_input(args.existing)
             self.register_outputs({"bucket_name": self.bucket_name})
             return
-        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
-        bucket = aws.s3.Bucket(f"{name}-bucket", bucket_prefix=f"eksbench-{stack}-results-"[:37],
-                               force_destroy=False, tags=tags, opts=keep)
-        guards = pulumi.ResourceOptions(parent=self, retain_on_delete=True, depends_on=[bucket])
+        tags = dict(args.tags)
+        bucket = aws.s3.Bucket(f"{name}-bucket", bucket_prefix=f"eksbench-{args.stack}-results-"[:37],
+                               force_destroy=False, tags=tags, opts=child_options(self, opts, retain_on_delete=True))
+        guards = child_options(self, opts, retain_on_delete=True, depends_on=[bucket])
         aws.s3.BucketPublicAccessBlock(f"{name}-public-access-block", bucket=bucket.id, block_public_acls=True,
                                        block_public_policy=True, ignore_public_acls=True,
                                        restrict_public_buckets=True, opts=guards)

@@ -7,35 +7,47 @@ more; no access keys exist anywhere in the cluster.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import pulumi
 import pulumi_aws as aws
 
 from infra import k8s_objects
 from infra.cluster_manifests import service_account_manifest
+from infra.component_options import child_options
 from infra.environment import Environment
 from infra.policies import pod_identity_trust_policy, trainer_policy
+
+
+@dataclass(frozen=True)
+class TrainerIdentityArgs:
+    """env: the namespace, service account and datasets URI. cluster_name: for the Pod Identity
+    association. bucket: the results bucket. stack_prefix: ``<project>/<stack>/``, the part of the
+    bucket the role may write. tags: on every AWS resource. The Kubernetes provider and what the
+    service account waits for (namespace, Pod Identity agent) come through ``opts``."""
+    env: Environment
+    cluster_name: str
+    bucket: pulumi.Input[str]
+    stack_prefix: str
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 class TrainerIdentity(pulumi.ComponentResource):
     role_arn: pulumi.Output[str]
     service_account: pulumi.CustomResource
 
-    def __init__(self, name: str, *, env: Environment, cluster_name: str, bucket: pulumi.Input[str],
-                 stack_prefix: str, provider, depends_on: list, tags: dict[str, str],
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: TrainerIdentityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:infra:TrainerIdentity", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        env, tags = args.env, dict(args.tags)
+        child = child_options(self, opts)
         role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps(pod_identity_trust_policy()),
                             tags=tags, opts=child)
-        policy = pulumi.Output.from_input(bucket).apply(lambda b: json.dumps(trainer_policy(
-            results_bucket=b, results_prefix=stack_prefix, datasets_uri=env.datasets_uri(b))))
+        policy = pulumi.Output.from_input(args.bucket).apply(lambda b: json.dumps(trainer_policy(
+            results_bucket=b, results_prefix=args.stack_prefix, datasets_uri=env.datasets_uri(b))))
         aws.iam.RolePolicy(f"{name}-s3", role=role.id, policy=policy, opts=child)
-        self.service_account = k8s_objects.register(
-            f"{name}-sa", service_account_manifest(env),
-            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on))
-        aws.eks.PodIdentityAssociation(f"{name}-association", cluster_name=cluster_name, namespace=env.namespace,
-                                       service_account=env.service_account, role_arn=role.arn, tags=tags,
-                                       opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on))
+        self.service_account = k8s_objects.register(f"{name}-sa", service_account_manifest(env), child)
+        aws.eks.PodIdentityAssociation(f"{name}-association", cluster_name=args.cluster_name, namespace=env.namespace,
+                                       service_account=env.service_account, role_arn=role.arn, tags=tags, opts=child)
         self.role_arn = role.arn
         self.register_outputs({"role_arn": role.arn})

@@ -1,39 +1,38 @@
-"""The eksbench Pulumi program: validate, then register the whole environment.
+"""What one eksbench stack builds, top to bottom: ``build_stack(raw config) -> stack outputs``.
 
-``__main__.py`` (what ``pulumi up`` runs) and ``bench plan`` (the same program under
-the mock engine) both call ``run``. Order matters: every check, including those that
-need AWS lookups (instance offerings), happens before the first resource is registered.
+``__main__.py`` (what ``pulumi up`` runs) calls it with Pulumi's config, and ``bench plan``
+calls it under the mock engine. The order is the contract: the shape of the config is
+checked, the region's instance offerings are looked up, every meaning rule runs once
+(``program.validation``), and only then is the first resource registered. A ConfigError
+raised here carries every problem, typed, to whoever called.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import pulumi
 import pulumi_aws as aws
 
 from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs
 from infra import offerings
-from infra.device_plugins import DevicePlugins
-from infra.efs_storage import EfsStorage
-from infra.eks_cluster import EksCluster
+from infra.device_plugins import DevicePlugins, DevicePluginsArgs
+from infra.efs_storage import EfsStorage, EfsStorageArgs
+from infra.eks_cluster import EksCluster, EksClusterArgs
 from infra.environment import environment_for
 from infra.estimate import hourly_cost
-from infra.etcd import Etcd
-from infra.fsx_storage import FsxStorage
-from infra.network import Network
-from infra.node_group import NodeGroup, gpu_node_group_args, system_node_group_args
-from infra.results_bucket import ResultsBucket
-from infra.trainer_identity import TrainerIdentity
+from infra.etcd import Etcd, EtcdArgs
+from infra.fsx_storage import FsxStorage, FsxStorageArgs
+from infra.network import Network, NetworkArgs
+from infra.node_group import NodeGroup, NodeGroupArgs, gpu_node_group_spec, system_node_group_spec
+from infra.results_bucket import ResultsBucket, ResultsBucketArgs
+from infra.trainer_identity import TrainerIdentity, TrainerIdentityArgs
+from program.validation import meaning_problems
 from spec import aws_catalog as catalog
 from spec.config import StackConfig
 from spec.fields import ConfigError
-from workloads import contracts
-from workloads.experiment_suite import (
-    ExperimentSuite,
-    ExperimentSuiteArgs,
-    read_code_files,
-)
+from spec.shape import parse_stack_config
+from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs, read_code_files
 
 
 def cluster_name_for(cfg: StackConfig) -> str:
@@ -52,37 +51,41 @@ def lookup_offerings(cfg: StackConfig) -> tuple[list[str], dict[str, set[str]]]:
     return list(zones), offered
 
 
-def validate(cfg: StackConfig, offered: dict[str, set[str]], code_files: dict[str, str]) -> None:
-    problems = offerings.offering_problems(cfg, offered)
-    problems += [f"experiments[{i}].{p}" for i, e in enumerate(cfg.experiments) for p in contracts.check_experiment(e)]
-    problems += contracts.missing_entry_points(cfg.experiments, code_files)
-    if problems:
-        raise ConfigError(problems)
-
-
-def run(cfg: StackConfig) -> dict[str, Any]:
-    """Register every resource of the stack; return the stack outputs."""
+def build_stack(raw: Mapping[str, Any], *, project: str, stack: str,
+                region: str | None) -> tuple[StackConfig, dict[str, Any]]:
+    """Validate ``raw`` (the ``eksbench:*`` keys), register every resource; return the config and the outputs."""
+    cfg = parse_stack_config(raw, project=project, stack=stack, region=region)
     region_azs, offered = lookup_offerings(cfg)
     code_files = read_code_files()
-    validate(cfg, offered, code_files)
+    problems = meaning_problems(cfg, offered=offered, code_files=code_files)
+    if problems:
+        raise ConfigError(problems)
     for note in offerings.advisories(cfg):
         pulumi.log.warn(note)
 
     env = environment_for(cfg)
     tags = {"eksbench:project": cfg.project, "eksbench:stack": cfg.stack, **cfg.tags}
     name = cluster_name_for(cfg)
-    gpu_types = [g.instance_type for g in cfg.gpu_node_groups]
-    azs = offerings.choose_azs(region_azs, offered, gpu_types, cfg.network.az_count)
-    network = Network("network", cfg.network, cluster_name=name, region=cfg.region, azs=azs, tags=tags)
-    bucket = ResultsBucket("results", existing=cfg.results.bucket, stack=cfg.stack, tags=tags)
-    cluster = EksCluster("cluster", cfg.cluster, cluster_name=name, namespace=cfg.namespace, vpc_id=network.vpc_id,
-                         public_subnet_ids=network.public_subnet_ids, private_subnet_ids=network.private_subnet_ids,
-                         tags=tags)
-    # Nodes in private subnets reach ECR and the API through the NAT routes: wait for the network.
-    common = dict(cluster=cluster.cluster, cluster_name=name, node_role=cluster.node_role, tags=tags,
-                  opts=pulumi.ResourceOptions(depends_on=[network]))
-    system = NodeGroup("system", system_node_group_args(cfg.system_nodes), subnet_ids=network.private_subnet_ids,
-                       **common)
+    azs = offerings.choose_azs(region_azs, offered, [g.instance_type for g in cfg.gpu_node_groups],
+                               cfg.network.az_count)
+
+    # Network, results bucket and the cluster.
+    network = Network("network", NetworkArgs(config=cfg.network, cluster_name=name, region=cfg.region,
+                                             azs=tuple(azs), tags=tags))
+    bucket = ResultsBucket("results", ResultsBucketArgs(existing=cfg.results.bucket, stack=cfg.stack, tags=tags))
+    cluster = EksCluster("cluster", EksClusterArgs(
+        config=cfg.cluster, cluster_name=name, namespace=cfg.namespace, vpc_id=network.vpc_id,
+        public_subnet_ids=network.public_subnet_ids, private_subnet_ids=network.private_subnet_ids, tags=tags))
+
+    # Node groups. Nodes in private subnets reach ECR and the API through the NAT routes: wait for the network.
+    after_network = pulumi.ResourceOptions(depends_on=[network])
+
+    def node_group(group_name: str, spec, subnets) -> NodeGroup:
+        return NodeGroup(group_name, NodeGroupArgs(spec=spec, cluster=cluster.cluster, cluster_name=name,
+                                                   node_role=cluster.node_role, subnet_ids=subnets, tags=tags),
+                         after_network)
+
+    system = node_group("system", system_node_group_spec(cfg.system_nodes), network.private_subnet_ids)
     subnet_by_az = dict(zip(network.azs, network.private_subnet_ids))
     gpu_groups, first_gpu_subnet = [], None
     for g in cfg.gpu_node_groups:
@@ -91,43 +94,49 @@ def run(cfg: StackConfig) -> dict[str, Any]:
         zones = zones[:1] if g.placement_group else zones
         subnets = [subnet_by_az[z] for z in zones] or network.private_subnet_ids
         first_gpu_subnet = first_gpu_subnet or subnets[0]
-        gpu_groups.append(NodeGroup(f"gpu-{g.name}", gpu_node_group_args(g, placement_az=zones[0] if zones else None),
-                                    subnet_ids=subnets, **common))
+        gpu_groups.append(node_group(f"gpu-{g.name}", gpu_node_group_spec(g, placement_az=zones[0] if zones else None),
+                                     subnets))
 
-    provider = cluster.provider
+    # Shared storage, the trainer's identity, etcd and the device plugins, all on the cluster's provider.
+    k8s = pulumi.ResourceOptions(provider=cluster.provider)
     k8s_ready = [cluster.namespace, system]
     dataset_uri = bucket.bucket_name.apply(env.datasets_uri)
     stack_prefix = f"{cfg.project}/{cfg.stack}/"
     if cfg.storage.kind == "efs":
-        storage = EfsStorage("storage", cfg.storage.efs, env=env, cluster_name=name, vpc_id=network.vpc_id,
-                             private_subnet_ids=network.private_subnet_ids,
-                             node_security_group_id=cluster.cluster_security_group_id, provider=provider,
-                             addon_depends_on=[system], tags=tags, opts=pulumi.ResourceOptions(depends_on=k8s_ready))
+        storage = EfsStorage("storage", EfsStorageArgs(
+            config=cfg.storage.efs, env=env, cluster_name=name, vpc_id=network.vpc_id,
+            subnet_ids=network.private_subnet_ids, node_security_group_id=cluster.cluster_security_group_id,
+            volume_depends_on=[system], tags=tags), k8s)
     else:
-        storage = FsxStorage("storage", cfg.storage.fsx, env=env, cluster_name=name, vpc_id=network.vpc_id,
-                             subnet_id=first_gpu_subnet, node_security_group_id=cluster.cluster_security_group_id,
-                             datasets_uri=dataset_uri,
-                             results_uri=bucket.bucket_name.apply(lambda b: f"s3://{b}/{stack_prefix}"),
-                             provider=provider, addon_depends_on=[system], tags=tags,
-                             opts=pulumi.ResourceOptions(depends_on=k8s_ready))
-    identity = TrainerIdentity("trainer", env=env, cluster_name=name, bucket=bucket.bucket_name,
-                               stack_prefix=stack_prefix, provider=provider,
-                               depends_on=[cluster.namespace, cluster.pod_identity_agent], tags=tags)
-    etcd = Etcd("etcd", env=env, provider=provider, depends_on=k8s_ready)
-    nvidia_groups = [g.name for g in cfg.gpu_node_groups if g.ami_type not in catalog.AMI_TYPES_WITH_DEVICE_PLUGIN]
-    efa_groups = [g.name for g in cfg.gpu_node_groups if g.efa]
+        storage = FsxStorage("storage", FsxStorageArgs(
+            config=cfg.storage.fsx, env=env, cluster_name=name, vpc_id=network.vpc_id, subnet_id=first_gpu_subnet,
+            node_security_group_id=cluster.cluster_security_group_id, datasets_uri=dataset_uri,
+            results_uri=bucket.bucket_name.apply(lambda b: f"s3://{b}/{stack_prefix}"),
+            volume_depends_on=[system], tags=tags), k8s)
+    identity = TrainerIdentity("trainer", TrainerIdentityArgs(
+        env=env, cluster_name=name, bucket=bucket.bucket_name, stack_prefix=stack_prefix, tags=tags),
+        pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(
+            depends_on=[cluster.namespace, cluster.pod_identity_agent])))
+    etcd = Etcd("etcd", EtcdArgs(env=env), pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(
+        depends_on=k8s_ready)))
+    nvidia_groups = tuple(g.name for g in cfg.gpu_node_groups
+                          if g.ami_type not in catalog.AMI_TYPES_WITH_DEVICE_PLUGIN)
+    efa_groups = tuple(g.name for g in cfg.gpu_node_groups if g.efa)
     if nvidia_groups or efa_groups:
-        DevicePlugins("device-plugins", nvidia_groups=nvidia_groups, efa_groups=efa_groups, region=cfg.region,
-                      provider=provider, depends_on=[cluster.namespace])
+        DevicePlugins("device-plugins", DevicePluginsArgs(nvidia_groups=nvidia_groups, efa_groups=efa_groups,
+                                                          region=cfg.region),
+                      pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[cluster.namespace])))
+
+    # Datasets staged onto the shared volume, then the experiments.
     workload_deps = [cluster.namespace, identity, storage, etcd]
     staging = DatasetStaging("staging", DatasetStagingArgs(config=cfg, env=env, bucket=bucket.bucket_name),
-                             pulumi.ResourceOptions(provider=provider, depends_on=workload_deps))
+                             pulumi.ResourceOptions(provider=cluster.provider, depends_on=workload_deps))
     suite = ExperimentSuite("experiments", ExperimentSuiteArgs(config=cfg, env=env, bucket=bucket.bucket_name,
                                                                code_files=code_files),
-                            pulumi.ResourceOptions(provider=provider, depends_on=[*workload_deps, staging]))
+                            pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*workload_deps, staging]))
 
     cost = hourly_cost(cfg, nat_gateways=network.nat_gateway_count)
-    return {
+    return cfg, {
         "cluster_name": name,
         "region": cfg.region,
         "kubeconfig": cluster.kubeconfig,
@@ -141,3 +150,11 @@ def run(cfg: StackConfig) -> dict[str, Any]:
         "node_groups": [system.node_group_name, *[g.node_group_name for g in gpu_groups]],
         "estimated_hourly_cost_usd": round(sum(cost.values()), 2),
     }
+
+
+def export_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None) -> StackConfig:
+    """``build_stack`` and export each output (what both ``__main__.py`` and ``bench plan`` run)."""
+    cfg, outputs = build_stack(raw, project=project, stack=stack, region=region)
+    for key, value in outputs.items():
+        pulumi.export(key, value)
+    return cfg

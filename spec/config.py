@@ -1,27 +1,26 @@
-"""The stack's configuration as frozen, typed objects, parsed once.
+"""The stack's configuration as frozen, typed objects.
 
-``parse_stack_config`` turns the raw ``eksbench:*`` keys of one stack into a
-``StackConfig``, or raises ``ConfigError`` listing every problem at once. Nothing here
-imports Pulumi or talks to AWS: ``__main__.py`` hands in the raw mapping, and all the
-components receive only these objects.
+``spec.shape.parse_stack_config`` turns the raw ``eksbench:*`` keys of one stack into a
+``StackConfig``, or raises ``ConfigError`` listing every shape problem at once: unknown
+keys, wrong types, values out of range or not among the allowed choices (instance types,
+Kubernetes versions and AMI types come from ``spec.aws_catalog``). Rules that relate two
+values, or need the dataset catalog, the region's offerings or the shipped code, are the
+second stage, ``program.validation``, which runs only on a config whose shape is clean, so
+it never judges a default that stood in for a bad value. Nothing here imports Pulumi or
+talks to AWS.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
-from datasets.catalog import DATASET_NAMES
 from spec import aws_catalog as catalog
-from spec.fields import ConfigError, Reader, cidr_rule, show
 from spec.pins import TRAINING_IMAGE
 
 NAME = r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?"
-WORKLOADS = ("resnet50", "cifar10", "maskrcnn")
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "paddle")
 RETIRED_FRAMEWORKS = {"mxnet": "Apache MXNet was retired to the Apache Attic in 2023; use pytorch"}
-PRECISIONS = ("fp32", "amp-fp16", "bf16")
 RDZV_BACKENDS = ("etcd-v2", "c10d")
 DEFAULT_IMAGE = TRAINING_IMAGE
 
@@ -60,7 +59,8 @@ class GpuNodeGroup:
 
     @property
     def gpus_per_node(self) -> int:
-        return catalog.INSTANCE_TYPES[self.instance_type].gpus
+        spec = catalog.INSTANCE_TYPES.get(self.instance_type)
+        return spec.gpus if spec else 0
 
 
 @dataclass(frozen=True)
@@ -160,304 +160,9 @@ class StackConfig:
     local: LocalRun
     tags: Mapping[str, str]
 
+    @property
+    def node_groups(self) -> dict[str, GpuNodeGroup]:
+        return {g.name: g for g in self.gpu_node_groups}
+
     def node_group_for(self, experiment: Experiment) -> GpuNodeGroup:
-        by_name = {g.name: g for g in self.gpu_node_groups}
-        return by_name.get(experiment.node_group) or self.gpu_node_groups[0]
-
-
-TOP_LEVEL_KEYS = ("run_id", "namespace", "network", "cluster", "gpu_node_groups", "system_nodes", "storage",
-                  "results", "datasets_uri", "experiments", "execution", "local", "tags")
-
-
-def parse_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None) -> StackConfig:
-    """Parse the ``eksbench:*`` keys (namespace stripped) of one stack. Raises ConfigError."""
-    problems: list[str] = []
-    top = Reader(raw, "", problems)
-    if not region:
-        problems.append('aws:region: is required, e.g. "us-west-2" (pulumi config set aws:region us-west-2)')
-    run_id = top.string("run_id", "run-001", pattern=NAME, example='"run-002"')
-    namespace = top.string("namespace", "eksbench", pattern=NAME, example='"eksbench"')
-    network = _network(Reader(top.mapping("network"), "network", problems))
-    cluster = _cluster(Reader(top.mapping("cluster"), "cluster", problems))
-    groups = _gpu_groups(top.raw("gpu_node_groups", None), problems)
-    system = _system(Reader(top.mapping("system_nodes"), "system_nodes", problems))
-    storage = _storage(Reader(top.mapping("storage"), "storage", problems))
-    results = _results(Reader(top.mapping("results"), "results", problems))
-    datasets_uri = top.s3_uri("datasets_uri", None)
-    execution = top.string("execution", "parallel", choices=("parallel", "sequential"))
-    local = _local(Reader(top.mapping("local"), "local", problems))
-    tags = top.string_map("tags")
-    experiments = _experiments(top.raw("experiments", None), groups, problems)
-    top.finish()
-    if storage and storage.preload and storage.kind != "fsx":
-        problems.append(f"storage.preload=true: applies to storage.kind \"fsx\" only (kind is {show(storage.kind)}); "
-                        "remove it, e.g. storage.kind: fsx")
-    if problems:
-        raise ConfigError(problems)
-    return StackConfig(project=project, stack=stack, region=region, run_id=run_id, namespace=namespace,
-                       network=network, cluster=cluster, gpu_node_groups=groups, system_nodes=system,
-                       storage=storage, results=results, datasets_uri=datasets_uri, experiments=experiments,
-                       execution=execution, local=local, tags=tags)
-
-
-def _network(r: Reader) -> Network:
-    d = Network()
-    cidr = r.string("vpc_cidr", d.vpc_cidr, example='"10.0.0.0/16"')
-    if isinstance(cidr, str) and cidr_rule(cidr):
-        r.fail(r.key("vpc_cidr"), cidr, cidr_rule(cidr), '"10.0.0.0/16"')
-    existing = Reader(r.mapping("existing"), r.key("existing"), r.problems)
-    vpc_id = existing.string("vpc_id", None, pattern=r"vpc-[0-9a-f]{8,17}", example='"vpc-0123456789abcdef0"')
-    subnet = lambda s: "" if re.fullmatch(r"subnet-[0-9a-f]{8,17}", s) else "must be a subnet id"  # noqa: E731
-    public = existing.strings("public_subnet_ids", (), check=subnet, example='["subnet-0123456789abcdef0"]')
-    private = existing.strings("private_subnet_ids", (), check=subnet, example='["subnet-0123456789abcdef0"]')
-    existing.finish()
-    if vpc_id and len(private) < 2:
-        r.fail(existing.key("private_subnet_ids"), list(private),
-               "an existing VPC needs at least two private subnets in different AZs (EKS requires two AZs)",
-               '["subnet-0a...", "subnet-0b..."]')
-    net = Network(
-        vpc_cidr=cidr,
-        az_count=r.integer("az_count", d.az_count, minimum=2, maximum=6, example="3"),
-        nat=r.string("nat", d.nat, choices=("single", "per_az")),
-        existing_vpc_id=vpc_id, existing_public_subnet_ids=public, existing_private_subnet_ids=private)
-    r.finish()
-    return net
-
-
-def _cluster(r: Reader) -> Cluster:
-    d = Cluster()
-    version = r.string("kubernetes_version", d.kubernetes_version, example='"1.33"')
-    if isinstance(version, str) and version not in catalog.EKS_VERSIONS:
-        r.fail(r.key("kubernetes_version"), version,
-               f"EKS offers {', '.join(catalog.EKS_VERSIONS)} (as of {catalog.PRICES_AS_OF})", '"1.33"')
-    c = Cluster(
-        kubernetes_version=version,
-        public_access_cidrs=r.strings("public_access_cidrs", d.public_access_cidrs, check=cidr_rule,
-                                      example='["203.0.113.0/24"]'),
-        admin_role_arns=r.strings("admin_role_arns", (), example='["arn:aws:iam::123456789012:role/Admin"]',
-                                  check=lambda s: "" if re.fullmatch(r"arn:aws[\w-]*:iam::\d{12}:role/.+", s)
-                                  else "must be an IAM role ARN"),
-        log_types=r.strings("log_types", d.log_types, example='["api", "audit"]',
-                            check=lambda s: "" if s in ("api", "audit", "authenticator", "controllerManager",
-                                                        "scheduler") else
-                            "must be one of api, audit, authenticator, controllerManager, scheduler"))
-    r.finish()
-    return c
-
-
-def _gpu_groups(raw: Any, problems: list[str]) -> tuple[GpuNodeGroup, ...]:
-    if raw is None:
-        problems.append('gpu_node_groups: is required, e.g. [{"name": "gpu", "instance_type": "p3.16xlarge"}]')
-        return ()
-    if not isinstance(raw, list) or not raw:
-        problems.append(f"gpu_node_groups={show(raw)}: must be a non-empty list of node groups, "
-                        'e.g. [{"name": "gpu", "instance_type": "p3.16xlarge"}]')
-        return ()
-    groups, seen = [], set()
-    for i, item in enumerate(raw):
-        r = Reader(item, f"gpu_node_groups[{i}]", problems)
-        g = _gpu_group(r)
-        r.finish()
-        if g is None:
-            continue
-        if g.name in seen:
-            r.fail(r.key("name"), g.name, "must be unique among gpu_node_groups", '"gpu-b"')
-        seen.add(g.name)
-        groups.append(g)
-    return tuple(groups)
-
-
-def _gpu_group(r: Reader) -> GpuNodeGroup | None:
-    n0 = len(r.problems)
-    name = r.string("name", pattern=NAME, example='"gpu"')
-    itype = r.string("instance_type", example='"p3.16xlarge"')
-    spec = catalog.INSTANCE_TYPES.get(itype) if isinstance(itype, str) else None
-    if isinstance(itype, str):
-        if spec is None:
-            gpu_types = ", ".join(n for n, t in catalog.INSTANCE_TYPES.items() if t.gpus)
-            r.fail(r.key("instance_type"), itype, f"not in the instance catalog; GPU types: {gpu_types}",
-                   '"g6e.48xlarge"')
-        elif not spec.gpus:
-            r.fail(r.key("instance_type"), itype, f"is not a GPU instance type; choose one of "
-                   f"{', '.join(catalog.GPU_ALTERNATIVES)}", '"p4d.24xlarge"')
-    ami = r.string("ami_type", "AL2023_x86_64_NVIDIA", choices=catalog.GPU_AMI_TYPES)
-    min_size = r.integer("min_size", 0, minimum=0, example="0")
-    max_size = r.integer("max_size", 1, minimum=1, example="2")
-    desired = r.integer("desired_size", max_size if isinstance(max_size, int) else 1, minimum=0, example="2")
-    _check_sizes(r, min_size, max_size, desired, desired_example=max_size)
-    efa_raw = r.raw("efa", "auto")
-    if efa_raw == "auto":
-        efa = bool(spec and spec.efa)
-    elif isinstance(efa_raw, bool):
-        efa = efa_raw
-        if efa and spec and not spec.efa:
-            r.fail(r.key("efa"), efa_raw, f"{itype} does not support EFA; use \"auto\" or false", '"auto"')
-    else:
-        r.fail(r.key("efa"), efa_raw, 'must be "auto", true or false', '"auto"')
-        efa = False
-    pg_raw = r.raw("placement_group", "auto")
-    if pg_raw == "auto":
-        placement = efa
-    elif isinstance(pg_raw, bool):
-        placement = pg_raw
-    else:
-        r.fail(r.key("placement_group"), pg_raw, 'must be "auto", true or false', '"auto"')
-        placement = False
-    group = dict(
-        name=name, instance_type=itype, ami_type=ami, desired_size=desired, min_size=min_size, max_size=max_size,
-        disk_size_gib=r.integer("disk_size_gib", 200, minimum=100, maximum=16384, example="200"),
-        capacity_type=r.string("capacity_type", "ON_DEMAND", choices=("ON_DEMAND", "SPOT")),
-        efa=efa, placement_group=placement, labels=r.string_map("labels"))
-    return None if len(r.problems) > n0 else GpuNodeGroup(**group)
-
-
-def _check_sizes(r: Reader, min_size, max_size, desired, *, desired_example) -> None:
-    """min <= desired <= max, once each size parsed as a whole number."""
-    if not all(isinstance(x, int) for x in (min_size, max_size, desired)):
-        return
-    if max_size < min_size:
-        r.fail(r.key("max_size"), max_size, f"must be >= min_size ({min_size})", str(max(min_size, 1)))
-    elif not min_size <= desired <= max_size:
-        r.fail(r.key("desired_size"), desired, f"must be between min_size ({min_size}) and max_size ({max_size})",
-               str(desired_example))
-
-
-def _system(r: Reader) -> SystemNodeGroup:
-    d = SystemNodeGroup()
-    itype = r.string("instance_type", d.instance_type, example='"m6i.large"')
-    if isinstance(itype, str) and itype not in catalog.INSTANCE_TYPES:
-        cpu = ", ".join(n for n, t in catalog.INSTANCE_TYPES.items() if not t.gpus)
-        r.fail(r.key("instance_type"), itype, f"not in the instance catalog; CPU types: {cpu}", '"m6i.large"')
-    s = SystemNodeGroup(
-        instance_type=itype,
-        min_size=r.integer("min_size", d.min_size, minimum=1, example="1"),
-        max_size=r.integer("max_size", d.max_size, minimum=1, example="3"),
-        desired_size=r.integer("desired_size", d.desired_size, minimum=1, example="2"),
-        disk_size_gib=r.integer("disk_size_gib", d.disk_size_gib, minimum=20, example="50"))
-    _check_sizes(r, s.min_size, s.max_size, s.desired_size, desired_example=s.min_size)
-    r.finish()
-    return s
-
-
-def _storage(r: Reader) -> Storage:
-    kind = r.string("kind", "efs", choices=("efs", "fsx"))
-    mount = r.string("mount_path", "/data", pattern=r"/[A-Za-z0-9_/.-]*", example='"/data"')
-    preload = r.boolean("preload", False)
-    e = Reader(r.mapping("efs"), r.key("efs"), r.problems)
-    efs = Efs(throughput_mode=e.string("throughput_mode", "elastic", choices=("elastic", "bursting")),
-              performance_mode=e.string("performance_mode", "generalPurpose", choices=("generalPurpose", "maxIO")))
-    e.finish()
-    f = Reader(r.mapping("fsx"), r.key("fsx"), r.problems)
-    deployment = f.string("deployment_type", "PERSISTENT_2", choices=("PERSISTENT_2", "SCRATCH_2"))
-    capacity = f.integer("storage_capacity_gib", 1200, minimum=1200, example="1200")
-    # FSx for Lustre: SSD capacity is 1200 GiB or a multiple of 2400 GiB (PERSISTENT_2, SCRATCH_2).
-    if isinstance(capacity, int) and capacity != 1200 and capacity % 2400:
-        f.fail(f.key("storage_capacity_gib"), capacity, "must be 1200 or a multiple of 2400 (FSx for Lustre SSD)",
-               "2400")
-    throughput = f.integer("per_unit_storage_throughput", 250, example="250")
-    if isinstance(throughput, int) and throughput not in catalog.FSX_PERSISTENT_2_USD_PER_GIB_MONTH:
-        f.fail(f.key("per_unit_storage_throughput"), throughput, "must be one of 125, 250, 500, 1000 (MB/s/TiB)",
-               "250")
-    f.finish()
-    r.finish()
-    return Storage(kind=kind, mount_path=mount, preload=preload, efs=efs,
-                   fsx=Fsx(deployment_type=deployment, storage_capacity_gib=capacity,
-                           per_unit_storage_throughput=throughput))
-
-
-def _results(r: Reader) -> Results:
-    bucket = r.string("bucket", None, pattern=r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]", example='"my-results-bucket"')
-    r.finish()
-    return Results(bucket=bucket)
-
-
-def _local(r: Reader) -> LocalRun:
-    d = LocalRun()
-    local = LocalRun(
-        nodes=r.integer("nodes", d.nodes, minimum=1, maximum=8, example="2"),
-        procs_per_node=r.integer("procs_per_node", d.procs_per_node, minimum=1, maximum=8, example="1"),
-        steps=r.integer("steps", d.steps, minimum=1, example="30"),
-        batch_size=r.integer("batch_size", d.batch_size, minimum=1, example="8"),
-        image_size=r.integer("image_size", d.image_size, minimum=32, maximum=512, example="64"),
-        width_per_group=r.integer("width_per_group", d.width_per_group, minimum=1, maximum=64, example="16"),
-        timeout_minutes=r.integer("timeout_minutes", d.timeout_minutes, minimum=1, example="10"))
-    r.finish()
-    return local
-
-
-def _experiments(raw: Any, groups: tuple[GpuNodeGroup, ...], problems: list[str]) -> tuple[Experiment, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        problems.append(f"experiments={show(raw)}: must be a list of experiments, "
-                        'e.g. [{"name": "resnet50", "workload": "resnet50"}]')
-        return ()
-    out, seen = [], set()
-    for i, item in enumerate(raw):
-        r = Reader(item, f"experiments[{i}]", problems)
-        e = _experiment(r, groups)
-        r.finish()
-        if e is None:
-            continue
-        if e.name in seen:
-            r.fail(r.key("name"), e.name, "must be unique among experiments", f'"{e.name}-2"')
-        seen.add(e.name)
-        out.append(e)
-    return tuple(out)
-
-
-def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...]) -> Experiment | None:
-    n0 = len(r.problems)
-    name = r.string("name", pattern=NAME, example='"resnet50-8gpu"')
-    framework = r.raw("framework", "pytorch")
-    if framework in RETIRED_FRAMEWORKS:
-        r.fail(r.key("framework"), framework, RETIRED_FRAMEWORKS[framework], '"pytorch"')
-    elif framework not in FRAMEWORKS:
-        r.fail(r.key("framework"), framework, f"must be one of {', '.join(FRAMEWORKS)}", '"pytorch"')
-    nodes_raw = r.raw("nodes", 1)
-    min_nodes = max_nodes = None
-    if isinstance(nodes_raw, int) and not isinstance(nodes_raw, bool) and nodes_raw >= 1:
-        min_nodes = max_nodes = nodes_raw
-    elif isinstance(nodes_raw, str) and re.fullmatch(r"\d+:\d+", nodes_raw):
-        min_nodes, max_nodes = (int(x) for x in nodes_raw.split(":"))
-        if not 1 <= min_nodes <= max_nodes:
-            r.fail(r.key("nodes"), nodes_raw, "min:max needs 1 <= min <= max", '"2:4"')
-    elif isinstance(nodes_raw, str) and re.fullmatch(r"\d+", nodes_raw) and int(nodes_raw) >= 1:
-        min_nodes = max_nodes = int(nodes_raw)
-    else:
-        r.fail(r.key("nodes"), nodes_raw, 'must be a node count >= 1 or "min:max" for an elastic run', '"2:4"')
-    group_name = r.string("node_group", groups[0].name if groups else "", example='"gpu"')
-    group = next((g for g in groups if g.name == group_name), None)
-    if groups and group is None:
-        r.fail(r.key("node_group"), group_name, f"must name a GPU node group: {', '.join(g.name for g in groups)}",
-               show(groups[0].name))
-    per_node = group.gpus_per_node if group else 1
-    gpus = r.integer("gpus_per_node", per_node, minimum=1, maximum=per_node, example=str(per_node))
-    if group and isinstance(max_nodes, int) and max_nodes > group.max_size:
-        r.fail(r.key("nodes"), nodes_raw, f"needs {max_nodes} nodes but node group {group.name!r} has "
-               f"max_size {group.max_size}", str(group.max_size))
-    dataset = r.string("dataset", "synthetic", choices=DATASET_NAMES)
-    e = dict(
-        name=name, framework=framework, min_nodes=min_nodes, max_nodes=max_nodes, gpus_per_node=gpus,
-        workload=r.string("workload", "resnet50", choices=WORKLOADS),
-        batch_size=r.integer("batch_size", 64, minimum=1, maximum=4096, example="256"),
-        precision=r.string("precision", "amp-fp16", choices=PRECISIONS),
-        steps=r.integer("steps", 200, minimum=1, example="500"),
-        epochs=r.integer("epochs", 0, minimum=0, example="10"),
-        dataset=dataset,
-        image=r.string("image", DEFAULT_IMAGE, pattern=r"[\w.\-/:]+(:[\w.\-]+|@sha256:[0-9a-f]{64})",
-                       example=f'"{DEFAULT_IMAGE}"'),
-        args=r.strings("args", (), example='["--lr", "0.1"]'),
-        timeout_minutes=r.integer("timeout_minutes", 120, minimum=1, maximum=10080, example="120"),
-        rdzv_backend=r.string("rdzv_backend", "etcd-v2", choices=RDZV_BACKENDS),
-        max_restarts=r.integer("max_restarts", 3, minimum=0, maximum=100, example="3"),
-        checkpoint_every=r.integer("checkpoint_every", 50, minimum=1, example="50"),
-        evaluate=r.boolean("evaluate", False),
-        channels_last=r.boolean("channels_last", True),
-        compile=r.boolean("compile", False),
-        node_group=group_name,
-        pservers=r.integer("pservers", 1, minimum=1, maximum=64, example="2"))
-    image = e["image"]
-    if isinstance(image, str) and (image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]):
-        r.fail(r.key("image"), image, "must pin a version tag or digest (not latest)", f'"{DEFAULT_IMAGE}"')
-    return None if len(r.problems) > n0 else Experiment(**e)
+        return self.node_groups.get(experiment.node_group) or self.gpu_node_groups[0]

@@ -26,6 +26,12 @@ class ConfigError(ValueError):
         super().__init__("\n".join(self.problems))
 
 
+def problem(key: str, value: Any, rule: str, example: str = "") -> str:
+    """One problem line: ``key=<value>: rule, e.g. example``."""
+    tail = f", e.g. {example}" if example else ""
+    return f"{key}={show(value)}: {rule}{tail}"
+
+
 def show(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value)
@@ -53,8 +59,7 @@ class Reader:
         return f"{self.path}.{name}" if self.path else name
 
     def fail(self, key: str, value: Any, rule: str, example: str = "") -> None:
-        tail = f", e.g. {example}" if example else ""
-        self.problems.append(f"{key}={show(value)}: {rule}{tail}")
+        self.problems.append(problem(key, value, rule, example))
 
     def missing(self, name: str, example: str) -> None:
         self.problems.append(f"{self.key(name)}: is required, e.g. {example}")

@@ -20,9 +20,9 @@ from infra.environment import (
     SYSTEM_NODE_LABEL,
     Environment,
 )
+from infra.labels import SKIP_AWAIT, labels, metadata
 from spec import aws_catalog as catalog
 from spec.config import Experiment, GpuNodeGroup
-from infra.labels import SKIP_AWAIT, labels, metadata
 from spec.pins import GATE_IMAGE
 from workloads import contracts
 

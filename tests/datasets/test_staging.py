@@ -7,7 +7,7 @@ import pytest
 from datasets import staging_manifests as manifests
 from datasets.catalog import CATALOG
 from infra.environment import SYSTEM_NODE_LABEL, environment_for
-from spec.config import parse_stack_config
+from spec.shape import parse_stack_config
 from tests.support.k8s_schema import assert_valid
 
 GPU = [{"name": "p3", "instance_type": "p3.16xlarge", "max_size": 2}]

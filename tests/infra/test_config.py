@@ -5,9 +5,12 @@ import copy
 import pytest
 import yaml
 
-from bench.stack_files import ROOT, decode_config, load_stack_config, to_pulumi_config
-from spec.config import Cluster, parse_stack_config
+from bench.stack_files import ROOT, load_stack_config
+from program.validation import validated_config
+from spec.config import Cluster
 from spec.fields import ConfigError
+from spec.pulumi_config import decode_config, to_pulumi_config
+from spec.shape import parse_stack_config
 
 GOOD = {
     "gpu_node_groups": [{"name": "gpu", "instance_type": "p3.16xlarge", "max_size": 2}],
@@ -20,7 +23,7 @@ def parse(raw, region="us-west-2"):
     stack_file = {f"eksbench:{k}": v for k, v in raw.items()} | ({"aws:region": region} if region else {})
     pulumi_config = to_pulumi_config(stack_file)
     decoded, reg = decode_config(pulumi_config)
-    return parse_stack_config(decoded, project="eksbench", stack="t", region=reg)
+    return validated_config(decoded, project="eksbench", stack="t", region=reg)
 
 
 def problems(raw, region="us-west-2"):
@@ -124,3 +127,26 @@ def test_efa_and_placement_follow_the_instance_type():
     assert g.efa and g.placement_group
     assert not parse(GOOD).gpu_node_groups[0].efa
     assert any("does not support EFA" in p for p in problems(with_(["gpu_node_groups", 0, "efa"], True)))
+
+
+def test_meaning_rules_run_only_on_a_clean_shape():
+    """A bad value is reported once, and never judged again through the default standing in for it.
+
+    Before the two stages, max_size=-1 also gave 'desired_size=2: must be between min_size (0) and max_size (1)'."""
+    raw = with_(["gpu_node_groups", 0, "max_size"], -1)
+    raw["gpu_node_groups"][0].update(min_size=0, desired_size=2)
+    raw["experiments"][0]["nodes"] = 1
+    found = problems(raw)
+    assert found == ["gpu_node_groups[0].max_size=-1: must be >= 1, e.g. 2"], found
+
+
+def test_shape_stage_alone_accepts_what_only_meaning_rejects():
+    raw = with_(["gpu_node_groups", 0, "min_size"], 3)  # max_size 2 < min_size 3: a cross-field rule
+    cfg = parse_stack_config(raw, project="eksbench", stack="t", region="us-west-2")
+    assert cfg.gpu_node_groups[0].min_size == 3
+    assert problems(raw) == ["gpu_node_groups[0].max_size=2: must be >= min_size (3), e.g. 3"]
+
+
+def test_unknown_dataset_is_a_meaning_problem_naming_the_catalog():
+    found = problems(with_(["experiments", 0, "dataset"], "mnist"))
+    assert any(p.startswith('experiments[0].dataset="mnist": must be one of synthetic,') for p in found), found

@@ -15,7 +15,7 @@ from pulumi.runtime import mocks as pmocks
 from pulumi.runtime import rpc
 
 from infra.environment import GPU_TAINT, environment_for
-from spec.config import parse_stack_config
+from spec.shape import parse_stack_config
 from tests.support.k8s_schema import assert_valid
 from workloads import job_manifests as manifests
 from workloads.experiment_suite import (

@@ -6,8 +6,13 @@ from dataclasses import replace
 
 import pytest
 
+from infra.environment import (
+    GPU_NODE_LABEL_KEY,
+    GPU_TAINT,
+    SYSTEM_NODE_LABEL,
+    Environment,
+)
 from spec.config import Experiment, GpuNodeGroup
-from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT, SYSTEM_NODE_LABEL, Environment
 from tests.support.k8s_schema import assert_valid
 from workloads import contracts as c
 from workloads import job_manifests as m
