@@ -9,7 +9,7 @@
 Every call validates the stack file first, so a bad config fails here, in one message,
 before the CLI is started. The Automation API drives the ``pulumi`` CLI (it must be on
 PATH). Run concurrent stacks from separate processes, one stack each: inline programs
-in threads have open upstream bugs (FACTS: Automation API).
+in threads have open upstream bugs (pulumi/pulumi issues on concurrent inline programs).
 """
 
 from __future__ import annotations

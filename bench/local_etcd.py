@@ -1,7 +1,7 @@
 """A throwaway etcd on loopback for torchrun's ``etcd-v2`` rendezvous (local runs and tests).
 
 torch's etcd rendezvous backends speak the etcd v2 API, which etcd 3.4/3.5 serve only with
-``--enable-v2=true`` and 3.6 removed (see shared/FACTS.md). A system etcd may already hold
+``--enable-v2=true`` and 3.6 removed (etcd v3.6 release notes). A system etcd may already hold
 2379/2380, so both ports are picked free, the data dir is a temp dir, and the process is
 killed (and the dir removed) on exit.
 """

@@ -5,7 +5,7 @@ dependencies, inputs, retain-on-delete, custom timeouts) and the stack's outputs
 is everything the offline plan and the mock-engine tests need. ``EksbenchMocks``
 answers the outputs and invokes the program reads, the way AWS would shape them.
 
-Two Pulumi quirks shape this module (see the team's facts sheet):
+Two Pulumi quirks shape this module (pulumi/pulumi's mocks.py and multi-language component docs):
 - remote components (``eks.Cluster``, ``eks.ManagedNodeGroup``) register once with no
   children, so their outputs must be returned here;
 - resource references passed into remote components make mock runs flaky, so the

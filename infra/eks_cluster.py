@@ -5,7 +5,8 @@ access on, public access only from the configured CIDRs; no default node group (
 node groups are their own components). The ``k8s.Provider`` is built from the
 cluster's kubeconfig and passed explicitly everywhere: pulumi-eks 4 has no usable
 ``Cluster.provider`` in Python, and a missing provider silently targets the ambient
-kubeconfig (FACTS: Kubernetes provider).
+kubeconfig (pulumi-eks 4 Python SDK: ``Cluster`` exposes ``core`` and ``kubeconfig_json``, no
+provider attribute; pulumi-kubernetes docs, "Provider: kubeconfig").
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class EksCluster(pulumi.ComponentResource):
             public_access_cidrs=list(config.public_access_cidrs),
             authentication_mode=eks.AuthenticationMode.API, access_entries=admins,
             # pulumi-eks gives instance roles an EC2_LINUX access entry in API mode, which the
-            # managed node groups' nodes need to join (FACTS: Node access).
+            # managed node groups' nodes need to join (EKS docs, "Create access entries": type EC2_LINUX).
             instance_roles=[self.node_role], skip_default_node_group=True, create_oidc_provider=False,
             enabled_cluster_log_types=list(config.log_types), tags=tags,
             opts=child_options(self, opts, depends_on=[self.node_role]))

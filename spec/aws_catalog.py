@@ -31,9 +31,10 @@ def _t(name, vcpus, mem, gpus=0, model="", gmem=0, efa=False, usd=0.0, retiring=
     return InstanceType(name, vcpus, mem, gpus, model, gmem, efa, usd, retiring)
 
 
-# Approximate on-demand prices in us-west-2 (PRICES_AS_OF). p3.16xlarge, p4d.24xlarge and
-# p5.48xlarge are the checked anchors in the team's facts sheet (p4d/p5 before the 2025
-# price cuts); the rest are list prices as published by AWS and should be re-checked.
+# Approximate on-demand prices in us-west-2 (PRICES_AS_OF), from the AWS EC2 On-Demand pricing
+# page: p3.16xlarge $24.48/h; p4d.24xlarge about $32.77/h and p5.48xlarge about $98.32/h are
+# the prices before AWS's June 2025 P4/P5 price cuts; the rest are list prices as published
+# by AWS and should be re-checked.
 # EFA support: AWS "Supported instance types" for EFA (p3dn, p4d, p5, g5/g6/g6e >= 8xlarge).
 INSTANCE_TYPES: dict[str, InstanceType] = {
     t.name: t
