@@ -109,18 +109,24 @@ def _gpu_groups(raw: Any, problems: list[str]) -> tuple[GpuNodeGroup, ...]:
     if raw is None:
         problems.append('gpu_node_groups: is required, e.g. [{"name": "gpu", "instance_type": "p3.16xlarge"}]')
         return ()
-    if not isinstance(raw, list) or not raw:
-        problems.append(f"gpu_node_groups={show(raw)}: must be a non-empty list of node groups, "
-                        'e.g. [{"name": "gpu", "instance_type": "p3.16xlarge"}]')
+    return _items(raw, "gpu_node_groups", _gpu_group, problems, non_empty=True, what="node groups",
+                  example='[{"name": "gpu", "instance_type": "p3.16xlarge"}]')
+
+
+def _items(raw: Any, key: str, parse, problems: list[str], *, non_empty: bool, what: str, example: str) -> tuple:
+    """Each item of the list at ``key`` through ``parse(Reader)``; the items whose shape is clean."""
+    if not isinstance(raw, list) or (non_empty and not raw):
+        problems.append(f"{key}={show(raw)}: must be a {'non-empty ' if non_empty else ''}list of {what}, "
+                        f"e.g. {example}")
         return ()
-    groups = []
+    out = []
     for i, item in enumerate(raw):
-        r = Reader(item, f"gpu_node_groups[{i}]", problems)
-        g = _gpu_group(r)
+        r = Reader(item, f"{key}[{i}]", problems)
+        parsed = parse(r)
         r.finish()
-        if g is not None:
-            groups.append(g)
-    return tuple(groups)
+        if parsed is not None:
+            out.append(parsed)
+    return tuple(out)
 
 
 def _gpu_group(r: Reader) -> GpuNodeGroup | None:
@@ -229,18 +235,8 @@ def _local(r: Reader) -> LocalRun:
 def _experiments(raw: Any, groups: tuple[GpuNodeGroup, ...], problems: list[str]) -> tuple[Experiment, ...]:
     if raw is None:
         return ()
-    if not isinstance(raw, list):
-        problems.append(f"experiments={show(raw)}: must be a list of experiments, "
-                        'e.g. [{"name": "resnet50", "workload": "resnet50"}]')
-        return ()
-    out = []
-    for i, item in enumerate(raw):
-        r = Reader(item, f"experiments[{i}]", problems)
-        e = _experiment(r, groups)
-        r.finish()
-        if e is not None:
-            out.append(e)
-    return tuple(out)
+    return _items(raw, "experiments", lambda r: _experiment(r, groups), problems, non_empty=False,
+                  what="experiments", example='[{"name": "resnet50", "workload": "resnet50"}]')
 
 
 def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...]) -> Experiment | None:
