@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.errors import fail
+from bench.errors import config_error
 from bench.stack_files import PROJECT, ROOT
 from infra.labels import SKIP_AWAIT_ANNOTATION
 
@@ -134,7 +134,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         plan = evaluate(args.stack)
     except ConfigError as e:
-        return fail(f"invalid config for stack {args.stack!r}:\n  " + "\n  ".join(e.problems))
+        return config_error(args.stack, e.problems)
     if args.json:
         json.dump(plan.as_json(), sys.stdout, indent=1, sort_keys=False)
         print()

@@ -136,6 +136,9 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str,
                             pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*workload_deps, staging]))
 
     cost = hourly_cost(cfg, nat_gateways=network.nat_gateway_count)
+    if not cfg.experiments:
+        pulumi.log.warn(f"experiments=[]: the stack runs no experiment, yet its nodes and control plane bill about "
+                        f"${sum(cost.values()):.2f}/h; add experiments, or set the GPU groups' desired_size to 0")
     return cfg, {
         "cluster_name": name,
         "region": cfg.region,

@@ -32,13 +32,24 @@ def problem(key: str, value: Any, rule: str, example: str = "") -> str:
     return f"{key}={show(value)}: {rule}{tail}"
 
 
+MAX_SHOWN = 200  # characters of a value quoted in a message
+
+
+def shorten(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text``, cut to about ``limit`` characters with the number left out said."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
 def show(value: Any) -> str:
+    """A value as JSON for a message, cut to about MAX_SHOWN characters (a 5 MB value is not echoed)."""
     if isinstance(value, str):
-        return json.dumps(value)
-    try:
-        return json.dumps(value, sort_keys=True)
-    except (TypeError, ValueError):
-        return repr(value)
+        text = json.dumps(value)
+    else:
+        try:
+            text = json.dumps(value, sort_keys=True)
+        except (TypeError, ValueError):
+            text = repr(value)
+    return shorten(text)
 
 
 class Reader:
@@ -56,6 +67,9 @@ class Reader:
         self.data = data
 
     def key(self, name: str) -> str:
+        """The full path of ``name`` here: ``a.b``, or ``a["odd key"]`` for a key that is not a plain name."""
+        if not re.fullmatch(r"[A-Za-z_][\w-]*", name):
+            return f"{self.path}[{json.dumps(shorten(name, 60))}]"
         return f"{self.path}.{name}" if self.path else name
 
     def fail(self, key: str, value: Any, rule: str, example: str = "") -> None:
@@ -163,7 +177,7 @@ class Reader:
 
     def finish(self) -> None:
         """Report keys nobody read: typos and keys from another version of the schema."""
-        unknown = sorted(set(self.data) - self.used)
+        unknown = sorted(set(self.data) - self.used, key=str)
         allowed = ", ".join(sorted(self.used))
         for k in unknown:
             self.fail(self.key(str(k)), self.data[k], f"unknown key; allowed keys here: {allowed}")

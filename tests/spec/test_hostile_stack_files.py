@@ -1,0 +1,152 @@
+"""Hostile stack files and stack documents: one line naming the key or the file, exit 2, never a traceback.
+
+Each case below broke the CLI before (a traceback, a hang or gigabytes of memory); the
+property-based tests throw generated documents at the same path ``pulumi up`` and
+``bench plan`` take (CLI serialisation, shape, meaning) and accept only two outcomes:
+a StackConfig, or a ConfigError whose every line names a key or the file.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.stack_files import ROOT, read_stack_yaml
+from program.validation import validated_config
+from spec.fields import ConfigError, show
+from spec.pulumi_config import decode_config, to_pulumi_config
+
+GOOD_GROUP = {"name": "gpu", "instance_type": "p3.16xlarge", "max_size": 2}
+GOOD_EXPERIMENT = {"name": "r50", "workload": "resnet50", "nodes": 2}
+# A problem line starts with a key path (``a.b[0].c=`` or ``a.b: is required``) or a file name.
+PROBLEM = re.compile(r'^(aws:region|stack|Pulumi\.[^:]+\.yaml|(?:[A-Za-z_][\w-]*|\[".*?"\])'
+                     r'(?:\.[A-Za-z_][\w-]*|\[\d+\]|\[".*?"\])*)(=|: )')
+
+
+def bench(*args):
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.fixture
+def stack_text(request):
+    """Writes Pulumi.<name>.yaml into the project for one test, removed after."""
+    written = []
+
+    def write(name: str, data: bytes) -> str:
+        path = ROOT / f"Pulumi.{name}.yaml"
+        path.write_bytes(data)
+        written.append(path)
+        return name
+
+    yield write
+    for path in written:
+        path.unlink(missing_ok=True)
+
+
+ALIAS_BOMB = b"""config:
+  a: &a ["x","x","x","x","x","x","x","x","x"]
+  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+  eksbench:tags: [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+"""
+
+
+@pytest.mark.parametrize("name, data, expected", [
+    ("hostile-binary", bytes(range(256)) * 4, "is not UTF-8 text"),
+    ("hostile-list", b"- config\n- 1\n", "must be a mapping with a config: key, not a list"),
+    ("hostile-aliases", ALIAS_BOMB, "YAML aliases (*a) are not allowed"),
+    ("hostile-huge", b"config:\n  eksbench:run_id: " + b"x" * 2_000_000 + b"\n", "a stack file is at most"),
+], ids=["binary", "top-level-list", "alias-bomb", "two-megabytes"])
+def test_unreadable_stack_files_are_one_line_and_exit_2(stack_text, name, data, expected):
+    r = bench("plan", stack_text(name, data))
+    assert r.returncode == 2, r.stderr
+    assert expected in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 2  # "invalid config for stack ...:" and the problem
+
+
+def test_alias_bomb_is_refused_before_it_expands(stack_text):
+    with pytest.raises(ConfigError, match="aliases"):
+        read_stack_yaml(stack_text("hostile-bomb", ALIAS_BOMB))
+
+
+def test_stack_names_are_checked_before_any_file_is_opened():
+    r = bench("plan", "x" * 300)
+    assert r.returncode == 2 and 'must be 1-100 letters, digits, ".", "_" or "-"' in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr) < 600
+    r = bench("plan", "../dev")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_a_huge_value_is_not_echoed_whole():
+    raw = {"gpu_node_groups": [GOOD_GROUP], "experiments": [GOOD_EXPERIMENT], "run_id": "r" * 5_000_000}
+    with pytest.raises(ConfigError) as e:
+        validated_config(raw, project="eksbench", stack="t", region="us-west-2")
+    assert len(str(e.value)) < 1000 and "more characters" in str(e.value)
+    assert show("y" * 10_000).endswith("(9802 more characters)")
+
+
+# Generated documents: every JSON-ish value at every key, including unknown keys and odd key types.
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True),
+                    st.text(max_size=30), st.sampled_from(["p3.16xlarge", "1:2", "efs", "fsx", "auto", "-1", ""]))
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.one_of(st.text(max_size=12), st.integers()), inner, max_size=4)),
+    max_leaves=12)
+KEYS = ["run_id", "namespace", "execution", "datasets_uri", "network", "cluster", "gpu_node_groups", "system_nodes",
+        "storage", "results", "experiments", "local", "tags"]
+documents = st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(max_size=10)), values, max_size=6)
+
+
+def near_good(doc: dict) -> dict:
+    """Start from a valid stack and overwrite keys (so meaning rules get reached too)."""
+    return {"gpu_node_groups": [dict(GOOD_GROUP)], "experiments": [dict(GOOD_EXPERIMENT)], **doc}
+
+
+def outcome(stack_doc: dict) -> None:
+    raw, region = decode_config(to_pulumi_config(stack_doc))
+    try:
+        validated_config(raw, project="eksbench", stack="t", region=region)
+    except ConfigError as e:
+        assert e.problems
+        for line in e.problems:
+            assert "\n" not in line and PROBLEM.match(line), line
+            assert len(line) < 2000, line[:300]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(documents)
+def test_generated_stack_documents_give_a_config_or_named_problems(doc):
+    outcome({"aws:region": "us-west-2", **{f"eksbench:{k}": v for k, v in near_good(doc).items()}})
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["gpu_node_groups", "experiments", "storage", "network", "cluster", "local"]),
+       st.sampled_from(["name", "instance_type", "nodes", "max_size", "min_size", "desired_size", "efa",
+                        "placement_group", "kind", "efs", "fsx", "gpus_per_node", "node_group", "vpc_cidr",
+                        "existing", "kubernetes_version", "public_access_cidrs", "precision", "image"]),
+       values)
+def test_generated_values_inside_sections(section, key, value):
+    doc = near_good({})
+    if section in ("gpu_node_groups", "experiments"):
+        doc[section] = [{**doc[section][0], key: value}]
+    else:
+        doc[section] = {key: value}
+    outcome({"aws:region": "us-west-2", **{f"eksbench:{k}": v for k, v in doc.items()}})
+
+
+def test_a_stack_without_experiments_plans_with_a_warning_showing_the_cost(stack_text):
+    text = (ROOT / "Pulumi.dev.yaml").read_text().split("  eksbench:experiments:")[0]
+    r = bench("plan", stack_text("hostile-idle", (text + "  eksbench:experiments: []\n").encode()))
+    assert r.returncode == 0, r.stderr
+    assert "experiments=[]: the stack runs no experiment, yet its nodes and control plane bill about $49.30/h" \
+        in r.stdout, r.stdout[-2000:]
