@@ -2,7 +2,7 @@
 
 One staging Job per distinct catalog dataset named by the stack's experiments (none
 for ``synthetic``, which the training script generates in memory), plus the ConfigMap
-carrying the staging script. The manifests come from ``datasets.staging_manifests``; this file
+carrying the staging program (``STAGE_FILES``, read from this checkout). The manifests come from ``datasets.staging_manifests``; this file
 only registers them. Pulumi awaits each Job (no skipAwait) with customTimeouts sized
 to the dataset, so training Jobs given ``depends_on=staging.jobs`` start only once the
 data is in place and checked. The Kubernetes provider comes in through ``opts``.
@@ -31,8 +31,12 @@ def datasets_to_stage(config: StackConfig) -> list[str]:
     return names
 
 
-def stage_script_source() -> str:
-    return (Path(__file__).parent / "stage.py").read_text()
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def stage_program_files(root: Path = REPO_ROOT) -> dict[str, str]:
+    """The staging program's files (``manifests.STAGE_FILES``): repository path -> text."""
+    return {path: (root / path).read_text() for path in manifests.STAGE_FILES}
 
 
 class DatasetStagingArgs:
@@ -57,9 +61,9 @@ class DatasetStaging(pulumi.ComponentResource):
         after = list(after) if isinstance(after, (list, tuple)) else [after]
         names = datasets_to_stage(cfg)
         if names:
-            script = stage_script_source()
+            program = manifests.staging_program_config_map_manifest(stage_program_files(), env=env)
             self.script = k8s_objects.register(
-                f"{name}-script", manifests.staging_script_config_map_manifest(script, env=env),
+                f"{name}-script", program,
                 pulumi.ResourceOptions(parent=self, depends_on=after))
             mode = manifests.staging_mode(cfg.storage.kind)
             preload = cfg.storage.preload and mode == "fsx"
@@ -68,9 +72,9 @@ class DatasetStaging(pulumi.ComponentResource):
                 minutes = manifests.staging_timeout_minutes(ds, mode=mode, preload=preload)
                 job = pulumi.Output.from_input(args.bucket).apply(
                     lambda bucket, ds=ds, minutes=minutes: manifests.staging_job_manifest(
-                        ds, env=env, source_uri=f"{env.datasets_uri(bucket)}{ds.name}/", region=cfg.region,
-                        storage_kind=cfg.storage.kind, preload=preload, image=args.image,
-                        script_sha256=manifests.script_digest(script), timeout_minutes=minutes))
+                        ds, env=env, program=program, source_uri=f"{env.datasets_uri(bucket)}{ds.name}/",
+                        region=cfg.region, storage_kind=cfg.storage.kind, preload=preload, image=args.image,
+                        timeout_minutes=minutes))
                 self.jobs.append(k8s_objects.register(
                     f"{name}-{ds_name}", job, kind="Job", metadata=manifests.staging_job_metadata(ds, env=env),
                     opts=pulumi.ResourceOptions(

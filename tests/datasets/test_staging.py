@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from datasets import staging_manifests as manifests
@@ -19,13 +25,17 @@ def stack(datasets: list[str], **storage) -> object:
     return parse_stack_config(raw, project="eksbench", stack="test", region="us-west-2")
 
 
+def program(env) -> dict:
+    from datasets.dataset_staging import stage_program_files
+
+    return manifests.staging_program_config_map_manifest(stage_program_files(), env=env)
+
+
 def test_efs_copy_job_is_valid_and_points_at_the_shared_volume():
     env = environment_for(stack(["cifar10"]))
-    script = (manifests.__file__.rsplit("/", 1)[0]) + "/stage.py"
-    text = open(script).read()
-    cm = manifests.staging_script_config_map_manifest(text, env=env)
-    job = manifests.staging_job_manifest(CATALOG["cifar10"], env=env, source_uri="s3://b/datasets/cifar10/",
-                                         region="us-west-2", script_sha256=manifests.script_digest(text))
+    cm = program(env)
+    job = manifests.staging_job_manifest(CATALOG["cifar10"], env=env, program=cm,
+                                         source_uri="s3://b/datasets/cifar10/", region="us-west-2")
     assert_valid(cm)
     assert_valid(job)
     pod = job["spec"]["template"]["spec"]
@@ -44,8 +54,9 @@ def test_efs_copy_job_is_valid_and_points_at_the_shared_volume():
 
 def test_fsx_preload_job_and_timeouts_grow_with_the_data():
     env = environment_for(stack(["imagenet"], kind="fsx", preload=True))
-    job = manifests.staging_job_manifest(CATALOG["imagenet"], env=env, source_uri="s3://b/datasets/imagenet/",
-                                         region="us-west-2", storage_kind="fsx", preload=True)
+    job = manifests.staging_job_manifest(CATALOG["imagenet"], env=env, program=program(env),
+                                         source_uri="s3://b/datasets/imagenet/", region="us-west-2",
+                                         storage_kind="fsx", preload=True)
     assert_valid(job)
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[4:6] == ["--mode", "fsx"] and args[-1] == "--preload"
@@ -62,10 +73,84 @@ def test_fsx_preload_job_and_timeouts_grow_with_the_data():
 def test_builder_rejects_bad_arguments(kwargs, message):
     env = environment_for(stack(["cifar10"]))
     with pytest.raises(ValueError, match=message):
-        manifests.staging_job_manifest(CATALOG["cifar10"], env=env, region="us-west-2",
+        manifests.staging_job_manifest(CATALOG["cifar10"], env=env, program=program(env), region="us-west-2",
                                        **({"source_uri": "s3://b/d/cifar10/"} | kwargs))
     with pytest.raises(ValueError, match="nothing to stage"):
-        manifests.staging_job_manifest(CATALOG["synthetic"], env=env, source_uri="s3://b/d/", region="us-west-2")
+        manifests.staging_job_manifest(CATALOG["synthetic"], env=env, program=program(env), source_uri="s3://b/d/",
+                                       region="us-west-2")
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def project_imports(path: str) -> set[str]:
+    """The repository files of the project modules ``path`` imports (packages' __init__.py included)."""
+    found = set()
+    for node in ast.walk(ast.parse((REPO / path).read_text())):
+        if isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]  # names may be submodules
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            if not (REPO / parts[0] / "__init__.py").is_file():
+                continue  # the standard library or a third-party package
+            for i in range(1, len(parts) + 1):  # the packages on the way, then the module
+                name = "/".join(parts[:i])
+                found |= {c for c in (f"{name}.py", f"{name}/__init__.py") if (REPO / c).is_file()}
+    return found
+
+
+def test_every_project_module_the_staging_program_imports_is_shipped():
+    shipped = set(manifests.STAGE_FILES)
+    assert "datasets/stage.py" in shipped
+    for path in sorted(shipped):
+        missing = project_imports(path) - shipped
+        assert not missing, f"{path} imports {sorted(missing)}, which the staging ConfigMap does not ship"
+
+
+def test_the_shipped_program_runs_from_the_config_map_alone(tmp_path):
+    env = environment_for(stack(["cifar10"]))
+    cm = program(env)
+    job = manifests.staging_job_manifest(CATALOG["cifar10"], env=env, program=cm, source_uri="s3://b/d/cifar10/",
+                                         region="us-west-2")
+    pod = job["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    volume = {v["name"]: v for v in pod["volumes"]}["code"]["configMap"]
+    mount = {m["name"]: m for m in container["volumeMounts"]}["code"]["mountPath"]
+    assert volume["name"] == cm["metadata"]["name"] and mount == manifests.CODE_ROOT
+    assert {"name": "PYTHONPATH", "value": mount} in container["env"]
+    assert container["command"][2].endswith('exec python -m datasets.stage "$@"')
+    root, elsewhere = tmp_path / "opt-eksbench", tmp_path / "cwd"
+    elsewhere.mkdir()
+    for item in volume["items"]:  # what the kubelet writes into the volume
+        (root / item["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (root / item["path"]).write_text(cm["data"][item["key"]])
+    assert sorted(item["path"] for item in volume["items"]) == sorted(manifests.STAGE_FILES)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"PYTHONPATH": str(root)}
+    run = subprocess.run([sys.executable, "-m", "datasets.stage", "--help"], cwd=elsewhere, env=environ,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "--source" in run.stdout
+
+
+def test_a_change_to_any_shipped_file_changes_the_pod_template():
+    env = environment_for(stack(["cifar10"]))
+    from datasets.dataset_staging import stage_program_files
+
+    files = stage_program_files()
+
+    def annotation(files):
+        job = manifests.staging_job_manifest(
+            CATALOG["cifar10"], env=env, program=manifests.staging_program_config_map_manifest(files, env=env),
+            source_uri="s3://b/d/cifar10/", region="us-west-2")
+        return job["spec"]["template"]["metadata"]["annotations"]["eksbench.io/stage-program-sha256"]
+
+    before = annotation(files)
+    for path in manifests.STAGE_FILES:
+        assert annotation(files | {path: files[path] + "\n"}) != before, path
 
 
 def run_component(cfg):
@@ -128,7 +213,7 @@ def test_component_makes_one_awaited_job_per_dataset():
     args = inputs["data-coco2017"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[:4] == ["--source", "s3://results-bucket/datasets/coco2017/", "--dest", "/data/datasets/coco2017"]
     assert inputs["data-coco2017"]["metadata"]["name"] == "stage-coco2017"
-    assert "stage.py" in inputs["data-script"]["data"]
+    assert "datasets--stage.py" in inputs["data-script"]["data"]
 
 
 def test_component_stages_nothing_for_synthetic_only_stacks():
