@@ -1,10 +1,11 @@
 """Kubernetes manifests that stage a prepared dataset onto the cluster's shared volume.
 
-Pure builders (no Pulumi, no I/O): a ConfigMap carrying the staging program (``datasets/stage.py``
-and the project modules it imports, ``STAGE_FILES``, under their repository paths, the way the
-training code is shipped) and one Job per dataset, which runs ``python -m datasets.stage``. The Job runs on the CPU system node group as the trainer service
-account (EKS Pod Identity grants it S3 read; no keys), and finishes only when
-``<datasets_dir>/<name>/`` matches the dataset's manifest:
+Pure builders (no Pulumi, no I/O): a ConfigMap carrying the staging program
+(``datasets/stage.py`` and the project modules it imports, ``STAGE_FILES``, under their
+repository paths, the way the training code is shipped) and one Job per dataset, which
+runs ``python -m datasets.stage``. The Job runs on the CPU system node group as the
+trainer service account (EKS Pod Identity grants it S3 read; no keys), and finishes only
+when ``<datasets_dir>/<name>/`` matches the dataset's manifest:
 
   EFS  copy from ``<datasets_uri>/<name>/`` and check every file's sha256;
   FSx  the data repository association imports lazily, so the Job waits until every
