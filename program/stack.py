@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs
+from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs, datasets_to_stage
 from infra import offerings
 from infra.device_plugins import DevicePlugins
 from infra.efs_storage import EfsStorage
@@ -120,7 +120,9 @@ def run(cfg: StackConfig) -> dict[str, Any]:
         DevicePlugins("device-plugins", nvidia_groups=nvidia_groups, efa_groups=efa_groups, region=cfg.region,
                       provider=provider, depends_on=[cluster.namespace])
     workload_deps = [cluster.namespace, identity, storage, etcd]
-    staging = DatasetStaging("staging", DatasetStagingArgs(config=cfg, env=env, bucket=bucket.bucket_name),
+    staging = DatasetStaging("staging", DatasetStagingArgs(datasets=datasets_to_stage(cfg.experiments),
+                                                           storage_kind=cfg.storage.kind, preload=cfg.storage.preload,
+                                                           region=cfg.region, env=env, source_uri=dataset_uri),
                              pulumi.ResourceOptions(provider=provider, depends_on=workload_deps))
     suite = ExperimentSuite("experiments", ExperimentSuiteArgs(config=cfg, env=env, bucket=bucket.bucket_name,
                                                                code_files=code_files),

@@ -131,7 +131,7 @@ def test_the_shipped_program_runs_from_the_config_map_alone(tmp_path):
     assert sorted(item["path"] for item in volume["items"]) == sorted(manifests.STAGE_FILES)
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"PYTHONPATH": str(root)}
     run = subprocess.run([sys.executable, "-m", "datasets.stage", "--help"], cwd=elsewhere, env=environ,
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 0, run.stderr
     assert "--source" in run.stdout
 
@@ -175,7 +175,7 @@ def run_component(cfg):
 
     m = Mocks()
     pulumi.runtime.set_mocks(m, project="eksbench", stack="test", preview=False, monitor=Monitor(m))
-    from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs
+    from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs, datasets_to_stage
 
     env = environment_for(cfg)
 
@@ -186,8 +186,10 @@ def run_component(cfg):
         provider = k8s.Provider("k8s", kubeconfig="{}")
         namespace = k8s.core.v1.Namespace("ns", metadata={"name": env.namespace}, opts=pulumi.ResourceOptions(
             provider=provider))
-        staging = DatasetStaging("data", DatasetStagingArgs(config=cfg, env=env, bucket="results-bucket"),
-                                 opts=pulumi.ResourceOptions(provider=provider, depends_on=[namespace]))
+        args = DatasetStagingArgs(datasets=datasets_to_stage(cfg.experiments), storage_kind=cfg.storage.kind,
+                                  preload=cfg.storage.preload, region=cfg.region, env=env,
+                                  source_uri=pulumi.Output.from_input("results-bucket").apply(env.datasets_uri))
+        staging = DatasetStaging("data", args, opts=pulumi.ResourceOptions(provider=provider, depends_on=[namespace]))
         return pulumi.Output.all(*[j.id for j in staging.jobs], *[j.spec for j in staging.jobs]).apply(
             lambda _: staging)
 
@@ -219,3 +221,11 @@ def test_component_makes_one_awaited_job_per_dataset():
 def test_component_stages_nothing_for_synthetic_only_stacks():
     requests, _ = run_component(stack(["synthetic", "synthetic"]))
     assert [r.type for r in requests if r.type.startswith("kubernetes:") and r.name != "ns"] == []
+
+
+def test_datasets_to_stage_keeps_first_use_order_and_skips_in_memory_data():
+    from datasets.dataset_staging import datasets_to_stage
+
+    cfg = stack(["coco2017", "synthetic", "cifar10", "coco2017"])
+    assert datasets_to_stage(cfg.experiments) == ("coco2017", "cifar10")
+    assert datasets_to_stage(stack(["synthetic"]).experiments) == ()
