@@ -1,4 +1,5 @@
-"""Staging manifests (schema-valid, pointed at the right places) and the DatasetStaging component under mocks."""
+"""Staging manifests (schema-valid, pointed at the right places, shipping a program that runs) and the
+DatasetStaging component under the shared mock engine (tests/support/mock_engine)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pulumi
+import pulumi_kubernetes as k8s
 import pytest
 
 from datasets import staging_manifests as manifests
 from datasets.catalog import CATALOG
+from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs, datasets_to_stage, stage_program_files
 from infra.environment import SYSTEM_NODE_LABEL, environment_for
 from spec.config import parse_stack_config
 from tests.support.k8s_schema import assert_valid
+from tests.support.mock_engine import Registration, by_name, register
 
 GPU = [{"name": "p3", "instance_type": "p3.16xlarge", "max_size": 2}]
 
@@ -26,8 +31,6 @@ def stack(datasets: list[str], **storage) -> object:
 
 
 def program(env) -> dict:
-    from datasets.dataset_staging import stage_program_files
-
     return manifests.staging_program_config_map_manifest(stage_program_files(), env=env)
 
 
@@ -138,8 +141,6 @@ def test_the_shipped_program_runs_from_the_config_map_alone(tmp_path):
 
 def test_a_change_to_any_shipped_file_changes_the_pod_template():
     env = environment_for(stack(["cifar10"]))
-    from datasets.dataset_staging import stage_program_files
-
     files = stage_program_files()
 
     def annotation(files):
@@ -153,79 +154,47 @@ def test_a_change_to_any_shipped_file_changes_the_pod_template():
         assert annotation(files | {path: files[path] + "\n"}) != before, path
 
 
-def run_component(cfg):
-    """Builds DatasetStaging under Pulumi's mocks; returns the RegisterResource requests it made."""
-    import pulumi
-    from pulumi.runtime import mocks
-
-    requests, inputs = [], {}
-
-    class Monitor(mocks.MockMonitor):
-        def RegisterResource(self, request):
-            requests.append(request)
-            return super().RegisterResource(request)
-
-    class Mocks(pulumi.runtime.Mocks):
-        def new_resource(self, args):
-            inputs[args.name] = args.inputs
-            return f"{args.name}-id", args.inputs
-
-        def call(self, args):
-            return {}
-
-    m = Mocks()
-    pulumi.runtime.set_mocks(m, project="eksbench", stack="test", preview=False, monitor=Monitor(m))
-    from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs, datasets_to_stage
-
+def run_component(cfg) -> dict[str, Registration]:
+    """Builds DatasetStaging under the shared mock engine; returns what it registered, by name."""
     env = environment_for(cfg)
 
-    @pulumi.runtime.test
     def build():
-        import pulumi_kubernetes as k8s
-
         provider = k8s.Provider("k8s", kubeconfig="{}")
-        namespace = k8s.core.v1.Namespace("ns", metadata={"name": env.namespace}, opts=pulumi.ResourceOptions(
-            provider=provider))
+        namespace = k8s.core.v1.Namespace("ns", metadata={"name": env.namespace},
+                                          opts=pulumi.ResourceOptions(provider=provider))
         args = DatasetStagingArgs(datasets=datasets_to_stage(cfg.experiments), storage_kind=cfg.storage.kind,
                                   preload=cfg.storage.preload, region=cfg.region, env=env,
                                   source_uri=pulumi.Output.from_input("results-bucket").apply(env.datasets_uri))
-        staging = DatasetStaging("data", args, opts=pulumi.ResourceOptions(provider=provider, depends_on=[namespace]))
-        return pulumi.Output.all(*[j.id for j in staging.jobs], *[j.spec for j in staging.jobs]).apply(
-            lambda _: staging)
+        DatasetStaging("data", args, opts=pulumi.ResourceOptions(provider=provider, depends_on=[namespace]))
 
-    build()
-    return requests, inputs
+    return by_name(register(build))
 
 
 def test_component_makes_one_awaited_job_per_dataset():
-    requests, inputs = run_component(stack(["cifar10", "synthetic", "coco2017", "cifar10"]))
-    jobs = [r for r in requests if r.type == "kubernetes:batch/v1:Job"]
+    registered = run_component(stack(["cifar10", "synthetic", "coco2017", "cifar10"]))
+    jobs = [r for r in registered.values() if r.type == "kubernetes:batch/v1:Job"]
     assert sorted(r.name for r in jobs) == ["data-cifar10", "data-coco2017"]
-    component = next(r for r in requests if r.type == "eksbench:datasets:DatasetStaging")
+    component = next(r for r in registered.values() if r.type == "eksbench:datasets:DatasetStaging")
     assert component.name == "data"
     for r in jobs:
         assert r.parent.endswith("eksbench:datasets:DatasetStaging::data")
-        assert r.customTimeouts.create.endswith("m") and int(r.customTimeouts.create[:-1]) >= 30
+        assert r.custom_timeouts["create"].endswith("m") and int(r.custom_timeouts["create"][:-1]) >= 30
         assert any("ConfigMap" in d for d in r.dependencies)
         assert any(d.endswith("kubernetes:core/v1:Namespace::ns") for d in r.dependencies)
         assert "pulumi:providers:kubernetes::k8s" in r.provider
-        annotations = dict(r.object.fields["metadata"].struct_value.fields.get("annotations").struct_value.fields
-                           if "annotations" in r.object.fields["metadata"].struct_value.fields else {})
-        assert "pulumi.com/skipAwait" not in annotations
-    args = inputs["data-coco2017"]["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert "pulumi.com/skipAwait" not in (r.inputs["metadata"].get("annotations") or {})
+    args = registered["data-coco2017"].inputs["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[:4] == ["--source", "s3://results-bucket/datasets/coco2017/", "--dest", "/data/datasets/coco2017"]
-    assert inputs["data-coco2017"]["metadata"]["name"] == "stage-coco2017"
-    assert "datasets--stage.py" in inputs["data-script"]["data"]
+    assert registered["data-coco2017"].inputs["metadata"]["name"] == "stage-coco2017"
+    assert "datasets--stage.py" in registered["data-script"].inputs["data"]
 
 
 def test_component_stages_nothing_for_synthetic_only_stacks():
-    requests, _ = run_component(stack(["synthetic", "synthetic"]))
-    assert [r.type for r in requests if r.type.startswith("kubernetes:") and r.name != "ns"] == []
+    registered = run_component(stack(["synthetic", "synthetic"]))
+    assert [r.type for r in registered.values() if r.type.startswith("kubernetes:") and r.name != "ns"] == []
 
 
 def test_datasets_to_stage_keeps_first_use_order_and_skips_in_memory_data():
-    from datasets.dataset_staging import datasets_to_stage
-
     cfg = stack(["coco2017", "synthetic", "cifar10", "coco2017"])
     assert datasets_to_stage(cfg.experiments) == ("coco2017", "cifar10")
     assert datasets_to_stage(stack(["synthetic"]).experiments) == ()
