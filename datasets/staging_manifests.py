@@ -117,7 +117,7 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source
         args += ["--wait-seconds", str(max(60, (minutes - 5) * 60))]
     if preload:
         args.append("--preload")
-    labels = staging_labels(ds)
+    pod_labels = staging_labels(ds)
     container = {
         "name": "stage",
         "image": image,
@@ -137,7 +137,7 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source
             "backoffLimit": 2,
             "activeDeadlineSeconds": minutes * 60,
             "template": {
-                "metadata": {"labels": labels,
+                "metadata": {"labels": pod_labels,
                              "annotations": {"eksbench.io/stage-program-sha256": program_digest(program),
                                              "eksbench.io/source": source_uri}},
                 "spec": {

@@ -1,4 +1,4 @@
-"""The staging Job's script (datasets/stage.py), run here against moto and a temp directory."""
+"""The staging Job's program (datasets/stage.py), run here in-process against moto and a temp directory."""
 
 from __future__ import annotations
 
