@@ -4,7 +4,7 @@ A manifest lists every file's relative path, size and sha256, plus the dataset's
 layout and how it was made. Uploads, ``verify`` and the staging Job all check against
 it; ``prepare`` writes it only after every file is in place, in one atomic write, so a
 manifest present means the dataset is complete. Pure functions only: hashing and
-writing live in ``datasets.prepare`` and ``datasets.stage``.
+checking files live in ``datasets.file_checks``, writing in ``datasets.store``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from datasets.stage import MANIFEST_NAME
+from datasets.file_checks import MANIFEST_NAME
 
 FORMAT = 1
 

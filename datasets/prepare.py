@@ -20,6 +20,7 @@ from typing import Callable
 from datasets import layouts, sources, synthetic
 from datasets.catalog import Dataset
 from datasets.errors import DataError
+from datasets.file_checks import sha256_file
 from datasets.file_manifest import (
     FileEntry,
     build_manifest,
@@ -27,7 +28,6 @@ from datasets.file_manifest import (
     same_contents,
 )
 from datasets.progress import Progress
-from datasets.stage import sha256_file
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from datasets.catalog import Dataset, SourceFile
 from datasets.errors import DataError
-from datasets.stage import CHUNK
+from datasets.file_checks import CHUNK
 
 URL_SCHEMES = ("http://", "https://")
 

@@ -1,9 +1,10 @@
-"""Copies a prepared dataset from S3 onto the cluster's shared volume and checks it.
+"""The staging Job's program: copies a prepared dataset from S3 onto the cluster's shared volume and checks it.
 
-This file is shipped as-is in a ConfigMap and run by the staging Job
-(``datasets.staging_manifests.staging_job_manifest``), so it imports only the standard library
-at module level and boto3 inside the functions that talk to S3. The CLI's ``verify``
-reuses ``check_tree`` and ``sha256_file`` so the pod and the laptop check alike.
+The staging Job (``datasets.staging_manifests.staging_job_manifest``) runs this file in a
+stock Python image, so it imports only the standard library, the project's stdlib-only
+modules (``datasets.file_checks``, ``spec.s3_uri``) and boto3 inside ``main`` (the Job
+installs it when the image lacks it). The file checks live in ``datasets.file_checks``
+so that the laptop's ``verify`` checks exactly as the pod does.
 
 Modes:
   copy  (EFS)  download every file the manifest lists that is missing or differs,
@@ -27,42 +28,8 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from datasets.file_checks import CHUNK, MANIFEST_NAME, check_file, check_tree
 from spec.s3_uri import parse_s3_uri
-
-MANIFEST_NAME = "manifest.json"
-CHUNK = 4 * 1024 * 1024
-
-
-def sha256_file(path: str) -> str:
-    """The hex sha256 of a file, read in chunks (never the whole file at once)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def check_file(root: str, entry: dict, *, hash_contents: bool = True) -> str:
-    """'' when ``root/entry.path`` matches the manifest entry; otherwise what is wrong."""
-    path = os.path.join(root, entry["path"])
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        return f"{entry['path']}: missing"
-    if size != entry["size"]:
-        return f"{entry['path']}: size {size}, manifest says {entry['size']}"
-    if hash_contents:
-        digest = sha256_file(path)
-        if digest != entry["sha256"]:
-            return f"{entry['path']}: sha256 {digest[:16]}..., manifest says {entry['sha256'][:16]}..."
-    return ""
-
-
-def check_tree(root: str, manifest: dict, *, hash_contents: bool = True, workers: int = 8) -> list[str]:
-    """Every problem found checking ``root`` against ``manifest``, one line per file."""
-    with ThreadPoolExecutor(workers) as pool:
-        results = pool.map(lambda e: check_file(root, e, hash_contents=hash_contents), manifest["files"])
-        return [r for r in results if r]
 
 
 def _download(client, bucket: str, key: str, dest: str, expected: dict) -> int:

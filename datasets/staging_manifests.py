@@ -1,9 +1,11 @@
 """Kubernetes manifests that stage a prepared dataset onto the cluster's shared volume.
 
-Pure builders (no Pulumi, no I/O): a ConfigMap carrying ``datasets/stage.py`` and one
-Job per dataset. The Job runs on the CPU system node group as the trainer service
-account (EKS Pod Identity grants it S3 read; no keys), and finishes only when
-``<datasets_dir>/<name>/`` matches the dataset's manifest:
+Pure builders (no Pulumi, no I/O): a ConfigMap carrying the staging program
+(``datasets/stage.py`` and the project modules it imports, ``STAGE_FILES``, under their
+repository paths, the way the training code is shipped) and one Job per dataset, which
+runs ``python -m datasets.stage``. The Job runs on the CPU system node group as the
+trainer service account (EKS Pod Identity grants it S3 read; no keys), and finishes only
+when ``<datasets_dir>/<name>/`` matches the dataset's manifest:
 
   EFS  copy from ``<datasets_uri>/<name>/`` and check every file's sha256;
   FSx  the data repository association imports lazily, so the Job waits until every
@@ -17,16 +19,22 @@ so training Jobs that depend on them start only on a staged dataset.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+from collections.abc import Mapping
 
 from datasets.catalog import Dataset
 from infra.environment import SYSTEM_NODE_LABEL, Environment
 from infra.labels import labels, metadata
 from spec.pins import PIP_PINS, STAGING_IMAGE
 
-SCRIPT_MOUNT = "/opt/eksbench"
-SCRIPT_KEY = "stage.py"
-SCRIPT_CONFIG_MAP = "eksbench-dataset-stage"
+CODE_ROOT = "/opt/eksbench"  # the pod's PYTHONPATH: the shipped files sit below it at their repository paths
+STAGE_MODULE = "datasets.stage"
+# The staging program and every project module it imports, as repository paths
+# (tests/datasets/test_staging.py parses the imports to keep this list complete).
+STAGE_FILES = ("datasets/__init__.py", "datasets/file_checks.py", "datasets/stage.py",
+               "spec/__init__.py", "spec/s3_uri.py")
+STAGE_CONFIG_MAP = "eksbench-dataset-stage"
 # Rates for sizing timeouts, deliberately pessimistic: one pod writing many small files to
 # EFS is bound by per-file latency more than by throughput.
 COPY_BYTES_PER_S = 50e6
@@ -34,9 +42,9 @@ COPY_FILES_PER_S = 500
 READ_BYTES_PER_S = 100e6  # the read-back check, and FSx preload
 STAT_FILES_PER_S = 2000
 MIN_TIMEOUT_MINUTES = 30
-# An installer that installs boto3 only when the image lacks it, then hands over to the script.
+# An installer that installs boto3 only when the image lacks it, then hands over to the program.
 ENTRYPOINT = (f'python -c "import boto3" 2>/dev/null || pip install --no-cache-dir --quiet --root-user-action=ignore '
-              f'{PIP_PINS["boto3"]} && exec python {SCRIPT_MOUNT}/{SCRIPT_KEY} "$@"')
+              f'{PIP_PINS["boto3"]} && exec python -m {STAGE_MODULE} "$@"')
 
 
 def staging_mode(storage_kind: str) -> str:
@@ -67,23 +75,33 @@ def staging_job_metadata(ds: Dataset, *, env: Environment) -> dict:
     return {"name": staging_job_name(ds), "namespace": env.namespace, "labels": staging_labels(ds)}
 
 
-def script_digest(script: str) -> str:
-    return hashlib.sha256(script.encode()).hexdigest()
+def staging_program_config_map_manifest(files: Mapping[str, str], *, env: Environment) -> dict:
+    """The ConfigMap shipping ``files`` (repository path -> text, e.g. ``STAGE_FILES``) to the staging pod.
 
-
-def staging_script_config_map_manifest(script: str, *, env: Environment) -> dict:
+    ConfigMap keys may not contain "/" ([-._a-zA-Z0-9]+), so "/" is written as "--"; the Job's
+    volume ``items`` map each key back to its path under ``CODE_ROOT``.
+    """
+    bad = [p for p in files if "--" in p or p.startswith("/") or ".." in p.split("/")]
+    if bad:
+        raise ValueError(f"staging program file {bad[0]!r}: must be a relative path without '--' or '..'")
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": metadata(SCRIPT_CONFIG_MAP, env.namespace, label_set=labels(component="dataset-staging")),
-            "data": {SCRIPT_KEY: script}}
+            "metadata": metadata(STAGE_CONFIG_MAP, env.namespace, label_set=labels(component="dataset-staging")),
+            "data": {path.replace("/", "--"): text for path, text in sorted(files.items())}}
 
 
-def staging_job_manifest(ds: Dataset, *, env: Environment, source_uri: str, region: str, storage_kind: str = "efs",
-                         preload: bool = False, image: str = STAGING_IMAGE, script_sha256: str = "",
+def program_digest(program: dict) -> str:
+    """The sha256 of every file the staging ConfigMap ships (paths and contents)."""
+    return hashlib.sha256(json.dumps(program["data"], sort_keys=True).encode()).hexdigest()
+
+
+def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source_uri: str, region: str,
+                         storage_kind: str = "efs", preload: bool = False, image: str = STAGING_IMAGE,
                          timeout_minutes: int | None = None) -> dict:
     """The Job that makes ``<env.datasets_dir>/<ds.name>/`` a checked copy of ``source_uri``.
 
-    ``script_sha256`` (of the ConfigMap's script) goes into the pod template, so a new
-    script replaces the Job and staging reruns with it.
+    ``program`` is the staging ConfigMap (``staging_program_config_map_manifest``). The sha256
+    of every file it ships goes into the pod template, so a change to any of them replaces
+    the Job and staging reruns with it.
     """
     if not ds.needs_staging:
         raise ValueError(f"dataset {ds.name!r} is generated in memory by the training script; nothing to stage")
@@ -99,18 +117,19 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, source_uri: str, regi
         args += ["--wait-seconds", str(max(60, (minutes - 5) * 60))]
     if preload:
         args.append("--preload")
-    labels = staging_labels(ds)
+    pod_labels = staging_labels(ds)
     container = {
         "name": "stage",
         "image": image,
         "command": ["/bin/sh", "-c", ENTRYPOINT, "stage"],  # "stage" is $0; the args are "$@"
         "args": args,
         "env": [{"name": "AWS_REGION", "value": region}, {"name": "AWS_DEFAULT_REGION", "value": region},
-                {"name": "PYTHONUNBUFFERED", "value": "1"}],
+                {"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "PYTHONPATH", "value": CODE_ROOT}],
         "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
         "volumeMounts": [{"name": "shared", "mountPath": env.mount_path},
-                         {"name": "script", "mountPath": SCRIPT_MOUNT, "readOnly": True}],
+                         {"name": "code", "mountPath": CODE_ROOT, "readOnly": True}],
     }
+    items = [{"key": key, "path": key.replace("--", "/")} for key in sorted(program["data"])]
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": staging_job_metadata(ds, env=env),
@@ -118,8 +137,8 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, source_uri: str, regi
             "backoffLimit": 2,
             "activeDeadlineSeconds": minutes * 60,
             "template": {
-                "metadata": {"labels": labels,
-                             "annotations": {"eksbench.io/stage-script-sha256": script_sha256,
+                "metadata": {"labels": pod_labels,
+                             "annotations": {"eksbench.io/stage-program-sha256": program_digest(program),
                                              "eksbench.io/source": source_uri}},
                 "spec": {
                     "restartPolicy": "Never",
@@ -127,7 +146,8 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, source_uri: str, regi
                     "nodeSelector": dict(SYSTEM_NODE_LABEL),
                     "containers": [container],
                     "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": env.claim_name}},
-                                {"name": "script", "configMap": {"name": SCRIPT_CONFIG_MAP}}],
+                                {"name": "code", "configMap": {"name": program["metadata"]["name"],
+                                                               "items": items}}],
                 },
             },
         },

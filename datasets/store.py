@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from datasets.errors import DataError
+from datasets.file_checks import CHUNK, check_file, check_tree
 from datasets.file_manifest import MANIFEST_NAME, FileEntry, parse_manifest
-from datasets.stage import CHUNK, check_file, check_tree
 from spec.s3_uri import parse_s3_uri
 
 META_KEY = "sha256"

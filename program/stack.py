@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import pulumi
 import pulumi_aws as aws
 
-from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs
+from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs, datasets_to_stage
 from infra import offerings
 from infra.device_plugins import DevicePlugins, DevicePluginsArgs
 from infra.efs_storage import EfsStorage, EfsStorageArgs
@@ -129,7 +129,9 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str,
 
     # Datasets staged onto the shared volume, then the experiments.
     workload_deps = [cluster.namespace, identity, storage, etcd]
-    staging = DatasetStaging("staging", DatasetStagingArgs(config=cfg, env=env, bucket=bucket.bucket_name),
+    staging = DatasetStaging("staging", DatasetStagingArgs(datasets=datasets_to_stage(cfg.experiments),
+                                                           storage_kind=cfg.storage.kind, preload=cfg.storage.preload,
+                                                           region=cfg.region, env=env, source_uri=dataset_uri),
                              pulumi.ResourceOptions(provider=cluster.provider, depends_on=workload_deps))
     suite = ExperimentSuite("experiments", ExperimentSuiteArgs(config=cfg, env=env, bucket=bucket.bucket_name,
                                                                code_files=code_files),

@@ -1,0 +1,1 @@
+"""Tests of the datasets package: catalog, layouts, prepare/verify against moto S3, staging."""

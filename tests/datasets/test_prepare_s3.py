@@ -122,8 +122,8 @@ def test_verify_names_corrupt_and_missing_objects(s3, tmp_path):
 
 
 def test_multipart_upload_carries_the_sha256(s3, tmp_path):
+    from datasets.file_checks import sha256_file
     from datasets.file_manifest import FileEntry
-    from datasets.stage import sha256_file
 
     big = tmp_path / "big.bin"
     big.write_bytes(hashlib.sha256(b"x").digest() * (11 * 1024 * 1024 // 32))  # 11 MiB

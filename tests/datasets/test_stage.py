@@ -1,4 +1,4 @@
-"""The staging Job's script (datasets/stage.py), run here against moto and a temp directory."""
+"""The staging Job's program (datasets/stage.py), run here in-process against moto and a temp directory."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 
 from datasets import stage
 from datasets.catalog import CATALOG
+from datasets.file_checks import check_tree
 from datasets.prepare import prepare
 from datasets.store import S3Store
 from datasets.synthetic import SyntheticSpec
@@ -30,7 +31,7 @@ def test_copy_then_recopy_only_what_changed(s3, prepared, tmp_path):
     dest = tmp_path / "data" / "datasets" / "synthetic-imagefolder"
     logs = []
     stage.stage_copy(s3, URI, str(dest), log=logs.append)
-    assert stage.check_tree(str(dest), prepared) == []
+    assert check_tree(str(dest), prepared) == []
     assert json.loads((dest / "manifest.json").read_text())["files"] == prepared["files"]
     (dest / prepared["files"][0]["path"]).write_bytes(b"damaged")
     (dest / "train" / "class_from_an_old_version").mkdir()
@@ -38,7 +39,7 @@ def test_copy_then_recopy_only_what_changed(s3, prepared, tmp_path):
     stage.stage_copy(s3, URI, str(dest), log=logs.append)
     assert f"{len(prepared['files'])} files, 1 to copy" in logs[-3]
     assert "removed 1 files" in logs[-1] and not (dest / "train" / "class_from_an_old_version").exists()
-    assert stage.check_tree(str(dest), prepared) == []
+    assert check_tree(str(dest), prepared) == []
 
 
 def test_copy_refuses_an_object_that_differs_from_the_manifest(s3, prepared, tmp_path):
