@@ -1,0 +1,40 @@
+"""Pinned versions: every image names a version, and the packages pods install match what the tests ran with."""
+
+from __future__ import annotations
+
+import re
+
+from bench.stack_files import ROOT
+from spec import pins
+
+IMAGES = [pins.TRAINING_IMAGE, pins.ETCD_IMAGE, pins.DEVICE_PLUGIN_IMAGE, pins.GATE_IMAGE, pins.STAGING_IMAGE,
+          pins.efa_plugin_image("us-west-2")]
+
+
+def requirement_pins(path) -> dict[str, str]:
+    found = {}
+    for line in path.read_text().splitlines():
+        m = re.fullmatch(r"([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s#]+)\s*(#.*)?", line.strip())
+        if m:
+            found[m.group(1).lower()] = m.group(2)
+    return found
+
+
+def test_every_image_is_pinned_to_a_version():
+    for image in IMAGES:
+        tag = image.rsplit("/", 1)[-1]
+        assert ":" in tag and not tag.endswith(":latest"), image
+
+
+def test_pod_package_pins_match_the_tested_requirements():
+    tested = requirement_pins(ROOT / "requirements-dev.txt")
+    for spec in pins.PIP_PINS.values():
+        name, version = spec.split("==")
+        assert tested.get(name.lower()) == version, (spec, tested.get(name.lower()))
+
+
+def test_the_dockerfile_builds_on_the_pinned_image_with_the_same_packages():
+    dockerfile = (ROOT / "workloads" / "Dockerfile").read_text()
+    assert f"FROM {pins.TRAINING_IMAGE}" in dockerfile
+    for spec in pins.PIP_PINS.values():
+        assert spec in dockerfile, spec
