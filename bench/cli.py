@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("bench.plan", "bench.run", "bench.data", "bench.stack")
+COMMANDS = ("bench.plan", "bench.run", "bench.data", "bench.stack", "bench.report")
 
 
 def build_parser() -> argparse.ArgumentParser:
