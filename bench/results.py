@@ -210,9 +210,9 @@ def _experiments(sources: tuple[str, ...]) -> list[ExperimentFiles]:
     found = []
     for source in sources:
         exps = find_experiments(str(source))
-        if not exps:
+        if exps == []:
             warnings.warn(f"{source}: no experiment results found (no summary.json, metrics/ or logs/)", stacklevel=3)
-        found += exps
+        found += exps or []
     return found
 
 

@@ -68,8 +68,8 @@ class ExperimentFiles:
             return None
 
 
-def find_experiments(source: str) -> list[ExperimentFiles]:
-    """The experiment folders under a local path or an s3:// prefix (empty, with a warning, if unreadable)."""
+def find_experiments(source: str) -> list[ExperimentFiles] | None:
+    """The experiment folders under a local path or an s3:// prefix; None (with a warning) if unreadable."""
     if source.startswith("s3://"):
         return _s3(source)
     return _local(Path(source))
@@ -88,7 +88,7 @@ def _group(root_parts: tuple[str, ...], location: str, keys: list[str],
 def _local(root: Path) -> list[ExperimentFiles]:
     if not root.is_dir():
         warnings.warn(f"{root}: no such directory", stacklevel=3)
-        return []
+        return None
     root = root.resolve()
     keys = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -111,7 +111,7 @@ def _s3(uri: str) -> list[ExperimentFiles]:
             keys += [o["Key"] for o in page.get("Contents", [])]
     except Exception as e:  # noqa: BLE001 -- no credentials, no bucket, no network: one line
         warnings.warn(f"{uri}: could not list objects ({type(e).__name__}: {e})", stacklevel=3)
-        return []
+        return None
     base = f"{prefix}/" if prefix else ""
     rel = [k[len(base):] for k in keys if not any(p in SKIP_DIRS for p in k[len(base):].split("/")[:-1])]
     parts = (bucket, *[p for p in prefix.split("/") if p])
