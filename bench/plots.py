@@ -1,4 +1,4 @@
-"""The report's figures, drawn with matplotlib (Agg) from ``bench.results`` DataFrames.
+"""The report's figures, drawn with matplotlib (object API, PNGs by Agg) from ``bench.results`` DataFrames.
 
 Each ``*_figure`` function returns a matplotlib Figure, or None when the data has nothing
 to show (the report then says so in a sentence); ``png_data_uri`` embeds one in a page.
@@ -16,21 +16,18 @@ GROUP = ("workload", "gpu", "instance_type", "gpus_per_node", "batch_size", "pre
 STRAGGLER = 1.2  # a rank whose median step time is this much above the experiment's median
 
 
-def _plt():
-    import matplotlib
+def _figure(nrows: int = 1, ncols: int = 1, **kw):
+    """A Figure and its axes, without pyplot: no global state, no GUI backend (PNGs render with Agg)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=kw.pop("figsize"))
+    return fig, fig.subplots(nrows, ncols, **kw)
 
 
 def png_data_uri(fig, dpi: int = 96) -> str:
-    """The figure as a ``data:image/png;base64,...`` URI (self-contained page), then closed."""
-    plt = _plt()
+    """The figure as a ``data:image/png;base64,...`` URI (self-contained page)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -48,9 +45,8 @@ def throughput_figure(df):
     ok = df[df["samples_per_s"].notna()]
     if ok.empty:
         return None
-    plt = _plt()
     names = labels(ok)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 0.45 * len(ok) + 1.6))
+    fig, axes = _figure(1, 2, figsize=(11, 0.45 * len(ok) + 1.6))
     word = _per_gpu_word(ok)
     for ax, col, title in ((axes[0], "samples_per_s", "samples/s (all workers)"),
                            (axes[1], "samples_per_s_per_gpu", f"samples/s per {word}")):
@@ -88,9 +84,8 @@ def scaling_table(df):
 def scaling_figure(table):
     if table.empty:
         return None
-    plt = _plt()
     groups = list(dict.fromkeys(table["group"]))
-    fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4), squeeze=False)
+    fig, axes = _figure(1, len(groups), figsize=(5.5 * len(groups), 4), squeeze=False)
     for ax, name in zip(axes[0], groups):
         g = table[table["group"] == name]
         ax.plot(g["nodes"], g["ideal_samples_per_s"], "--", color="gray", label="ideal (linear)")
@@ -118,8 +113,7 @@ def loss_figure(steps, df):
     s = _keyed(steps, df).dropna(subset=["loss"])
     if s.empty:
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(11, 4))
+    fig, ax = _figure(figsize=(11, 4))
     for name, g in s.groupby("label", sort=False):
         curve = g.groupby("step")["loss"].mean()
         ax.plot(curve.index, curve.values, label=f"{name} (mean over ranks)")
@@ -156,9 +150,8 @@ def step_time_figure(steps, df, max_rows: int = 12):
     s = _keyed(steps, df).dropna(subset=["step_time_s"])
     if s.empty:
         return None
-    plt = _plt()
     names = list(dict.fromkeys(s["label"]))[:max_rows]
-    fig, axes = plt.subplots(len(names), 2, figsize=(11, 2.6 * len(names)), squeeze=False,
+    fig, axes = _figure(len(names), 2, figsize=(11, 2.6 * len(names)), squeeze=False,
                              gridspec_kw={"width_ratios": [1, 2]})
     for (box_ax, line_ax), name in zip(axes, names):
         g = s[s["label"] == name]
@@ -190,8 +183,7 @@ def bar_figure(df, column: str, xlabel: str, title: str):
     ok = df[df[column].notna()]
     if ok.empty:
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(11, 0.45 * len(ok) + 1.4))
+    fig, ax = _figure(figsize=(11, 0.45 * len(ok) + 1.4))
     bars = ax.barh(labels(ok), ok[column].astype(float), color="#55A868")
     ax.bar_label(bars, fmt="%.4g", padding=3, fontsize=8)
     ax.invert_yaxis()
