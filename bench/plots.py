@@ -135,7 +135,7 @@ def restart_steps(g) -> list[int]:
 def stragglers(steps) -> list[dict[str, Any]]:
     """Ranks whose median steady step time is STRAGGLER x above their experiment's median rank."""
     out = []
-    steady = steps[steps["warmup"] == False].dropna(subset=["step_time_s"])  # noqa: E712 (a column)
+    steady = steps[steps["warmup"] == False].dropna(subset=["step_time_s"])
     for (stack, run_id, exp), g in steady.groupby(["stack", "run_id", "experiment"]):
         med = g.groupby("rank")["step_time_s"].median()
         typical = med.median()
@@ -155,7 +155,7 @@ def step_time_figure(steps, df, max_rows: int = 12):
                              gridspec_kw={"width_ratios": [1, 2]})
     for (box_ax, line_ax), name in zip(axes, names):
         g = s[s["label"] == name]
-        steady = g[g["warmup"] == False]  # noqa: E712
+        steady = g[g["warmup"] == False]
         ranks = sorted(g["rank"].unique())
         box_ax.boxplot([steady[steady["rank"] == r]["step_time_s"] for r in ranks],
                        tick_labels=[str(r) for r in ranks], showfliers=True)
@@ -164,7 +164,7 @@ def step_time_figure(steps, df, max_rows: int = 12):
             line = g[g["rank"] == r].sort_values("wall_time")
             line_ax.plot(range(len(line)), line["step_time_s"], lw=1, label=f"rank {r}")
         first = g[g["rank"] == ranks[0]].sort_values("wall_time").reset_index(drop=True)
-        warm = first.index[first["warmup"] == True]  # noqa: E712
+        warm = first.index[first["warmup"] == True]
         for i in warm:
             line_ax.axvspan(i - 0.5, i + 0.5, color="#f2e6c9", lw=0)
         for n, i in enumerate(first.index[first["restart"].diff().fillna(0) > 0]):
