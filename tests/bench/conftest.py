@@ -54,10 +54,10 @@ def write_experiment(root: Path, rel: str, doc: dict[str, Any] | str | None, ran
     return d
 
 
-@pytest.fixture
-def scaling_tree(tmp_path) -> Path:
-    """results/<stack>/r1/: resnet50 at 1, 2 and 4 nodes (95% and 85% efficient), one failed run."""
-    root = tmp_path / "results"
+@pytest.fixture(scope="module")
+def scaling_tree(tmp_path_factory) -> Path:
+    """results/<stack>/r1/: resnet50 at 1, 2 and 4 nodes (95% and 85% efficient), one failed run. Read only."""
+    root = tmp_path_factory.mktemp("fake") / "results"
     for n, rate in ((1, 1000.0), (2, 1900.0), (4, 3400.0)):
         write_experiment(root, f"gpu/r1/resnet50-{n}n", summary(f"resnet50-{n}n", nodes=n, rate=rate, restarts=int(n == 4)),
                          restart_at=5 if n == 4 else None)

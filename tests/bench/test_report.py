@@ -22,9 +22,9 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
-@pytest.fixture
-def page(scaling_tree, tmp_path):
-    out = tmp_path / "out" / "report.html"
+@pytest.fixture(scope="module")
+def page(scaling_tree, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out") / "report.html"
     done = run_cli(str(scaling_tree), "--out", str(out), "--baseline", "resnet50-1n")
     assert done.returncode == 0, done.stderr
     return out
