@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("bench.plan", "bench.run", "bench.data", "bench.cloud")
+COMMANDS = ("bench.plan", "bench.run", "bench.data", "bench.cloud", "bench.report")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,119 @@
+"""Where results are read from: a local folder or an ``s3://`` prefix, at any level.
+
+Both are reduced to a list of keys relative to the source; ``experiment_dirs`` (pure)
+groups those keys into experiment folders, recognised by ``summary.json``, by
+``metrics/rank-N.jsonl`` or by ``logs/*.log`` (a run that died before its summary).
+Reading failures warn with the file's name and read as missing. boto3 is imported only
+for ``s3://`` sources; it honours ``AWS_ENDPOINT_URL`` and the usual credentials.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Callable
+
+MARKERS = (re.compile(r"summary\.json"), re.compile(r"metrics/rank-\d+\.jsonl"), re.compile(r"logs/[^/]+\.log"))
+WANTED = re.compile(r"summary\.json|metrics/[^/]+\.jsonl|logs/[^/]+\.log|eval/eval\.json")
+SKIP_DIRS = {"checkpoints", "_data", "__pycache__"}
+
+
+def experiment_dirs(keys: list[str]) -> dict[str, set[str]]:
+    """``{experiment dir: {file relative to it}}`` for the keys (relative, "/"-separated) we read."""
+    dirs: set[str] = set()
+    for key in keys:
+        for marker in MARKERS:
+            m = re.search(rf"(?:^|/)({marker.pattern})$", key)
+            if m:
+                dirs.add(key[:m.start(1)].rstrip("/"))
+    out: dict[str, set[str]] = {d: set() for d in dirs}
+    for key in keys:
+        for d in dirs:
+            rel = key[len(d) + 1:] if d else key
+            if (not d or key.startswith(d + "/")) and WANTED.fullmatch(rel):
+                out[d].add(rel)
+    return out
+
+
+def ids_for(root_parts: tuple[str, ...], rel_dir: str) -> tuple[str | None, str | None, str | None]:
+    """(stack, run_id, experiment): the last three names of root + relative dir, None-padded in front."""
+    parts = tuple(root_parts) + tuple(p for p in rel_dir.split("/") if p)
+    last = parts[-3:]
+    return (None,) * (3 - len(last)) + tuple(last)  # type: ignore[return-value]
+
+
+@dataclass
+class ExperimentFiles:
+    """One experiment folder's files we read, and how to read them."""
+
+    ids: tuple[str | None, str | None, str | None]
+    location: str
+    files: set[str]
+    reader: Callable[[str], bytes] = field(repr=False)
+
+    def name(self, rel: str) -> str:
+        return f"{self.location.rstrip('/')}/{rel}"
+
+    def read_text(self, rel: str) -> str | None:
+        """The file's text, None if absent; an unreadable file warns and reads as absent."""
+        if rel not in self.files:
+            return None
+        try:
+            return self.reader(rel).decode("utf-8", "replace")
+        except Exception as e:  # noqa: BLE001 -- OSError, botocore errors: reported, never raised
+            warnings.warn(f"{self.name(rel)}: could not be read ({type(e).__name__}: {e})", stacklevel=2)
+            return None
+
+
+def find_experiments(source: str) -> list[ExperimentFiles] | None:
+    """The experiment folders under a local path or an s3:// prefix; None (with a warning) if unreadable."""
+    if source.startswith("s3://"):
+        return _s3(source)
+    return _local(Path(source))
+
+
+def _group(root_parts: tuple[str, ...], location: str, keys: list[str],
+           read: Callable[[str], bytes]) -> list[ExperimentFiles]:
+    out = []
+    for d, files in sorted(experiment_dirs(keys).items()):
+        prefix = f"{d}/" if d else ""
+        out.append(ExperimentFiles(ids=ids_for(root_parts, d), location=f"{location.rstrip('/')}/{d}".rstrip("/"),
+                                   files=files, reader=lambda rel, p=prefix: read(p + rel)))
+    return out
+
+
+def _local(root: Path) -> list[ExperimentFiles]:
+    if not root.is_dir():
+        warnings.warn(f"{root}: no such directory", stacklevel=3)
+        return None
+    root = root.resolve()
+    keys = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+        rel = PurePosixPath(Path(dirpath).relative_to(root).as_posix())
+        keys += [str(rel / f) if str(rel) != "." else f for f in filenames]
+    return _group(root.parts[1:], str(root), keys, lambda key: (root / key).read_bytes())
+
+
+def _s3(uri: str) -> list[ExperimentFiles]:
+    import boto3
+
+    bucket, _, prefix = uri[len("s3://"):].partition("/")
+    prefix = prefix.strip("/")
+    client = boto3.client("s3")
+    keys = []
+    try:
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/" if prefix else "")
+        for page in pages:
+            keys += [o["Key"] for o in page.get("Contents", [])]
+    except Exception as e:  # noqa: BLE001 -- no credentials, no bucket, no network: one line
+        warnings.warn(f"{uri}: could not list objects ({type(e).__name__}: {e})", stacklevel=3)
+        return None
+    base = f"{prefix}/" if prefix else ""
+    rel = [k[len(base):] for k in keys if not any(p in SKIP_DIRS for p in k[len(base):].split("/")[:-1])]
+    parts = (bucket, *[p for p in prefix.split("/") if p])
+    return _group(parts, f"s3://{bucket}/{prefix}",
+                  rel, lambda key: client.get_object(Bucket=bucket, Key=base + key)["Body"].read())

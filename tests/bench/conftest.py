@@ -1,0 +1,77 @@
+"""Fixtures for the results/report/notebook tests: fake results trees (pure cases) and one real local run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def rank_lines(rank: int, steps: int = 8, step_time: float = 0.5, batch: int = 32, world: int = 2,
+               restart_at: int | None = None) -> list[dict[str, Any]]:
+    out = []
+    for step in range(1, steps + 1):
+        restart = int(restart_at is not None and step >= restart_at)
+        out.append({"step": step, "epoch": 0, "loss": 2.0 / step, "samples": batch,
+                    "step_time_s": step_time * (1 + 0.1 * (step % 3)), "samples_per_s": batch / step_time,
+                    "wall_time": 1_700_000_000 + step, "world_size": world, "rank": rank, "restart": restart,
+                    "warmup": step <= 2 or step == restart_at})
+    return out
+
+
+def summary(experiment: str, *, nodes: int = 1, gpus: int = 8, rate: float = 1000.0, status: str = "succeeded",
+            **extra: Any) -> dict[str, Any]:
+    doc = {"experiment": experiment, "status": status, "exit_code": 0 if status == "succeeded" else 1,
+           "node_id": "node-0", "started_at": "2026-01-01T00:00:00Z", "wall_time_s": 3600.0,
+           "image": "123.dkr.ecr.us-west-2.amazonaws.com/eksbench:abc", "git_commit": "abc123",
+           "results_uri": None, "command": ["python", "-m", "torch.distributed.run", f"--nnodes={nodes}",
+                                            f"--nproc-per-node={gpus}"],
+           "config": {"workload": "resnet50", "batch_size": 256, "precision": "amp-fp16"},
+           "throughput": {"samples_per_s_total": rate, "samples_per_s_per_process": rate / (nodes * gpus)},
+           "restarts": 0, "world_sizes": [nodes * gpus],
+           "accuracy": {"best_accuracy": None, "target_accuracy": None, "time_to_accuracy_s": None},
+           "instance_type": "p4d.24xlarge", "device": {"name": "NVIDIA A100-SXM4-40GB", "torch": "2.14.1"}}
+    doc.update(extra)
+    return doc
+
+
+def write_experiment(root: Path, rel: str, doc: dict[str, Any] | str | None, ranks: int = 2,
+                     **lines: Any) -> Path:
+    """``root/rel/`` with summary.json (a dict, raw text, or none) and ``ranks`` metrics files."""
+    d = root / rel
+    (d / "metrics").mkdir(parents=True, exist_ok=True)
+    if doc is not None:
+        (d / "summary.json").write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    for r in range(ranks):
+        text = "\n".join(json.dumps(x) for x in rank_lines(r, **lines))
+        (d / "metrics" / f"rank-{r}.jsonl").write_text(text + "\n")
+    return d
+
+
+@pytest.fixture(scope="module")
+def scaling_tree(tmp_path_factory) -> Path:
+    """results/<stack>/r1/: resnet50 at 1, 2 and 4 nodes (95% and 85% efficient), one failed run. Read only."""
+    root = tmp_path_factory.mktemp("fake") / "results"
+    for n, rate in ((1, 1000.0), (2, 1900.0), (4, 3400.0)):
+        write_experiment(root, f"gpu/r1/resnet50-{n}n", summary(f"resnet50-{n}n", nodes=n, rate=rate, restarts=int(n == 4)),
+                         restart_at=5 if n == 4 else None)
+    write_experiment(root, "gpu/r1/broken", summary("broken", status="failed", error="RuntimeError: NCCL timeout",
+                                                    throughput={}), ranks=1, steps=3)
+    return root / "gpu"
+
+
+@pytest.fixture(scope="session")
+def real_run(tmp_path_factory) -> Path:
+    """One real local run of dev's cifar10-elastic (torchrun + etcd, ~30 s); returns the results root."""
+    root = tmp_path_factory.mktemp("real") / "results"
+    done = subprocess.run([sys.executable, "-m", "bench", "run", "dev", "--local", "--experiment", "cifar10-elastic",
+                           "--run-id", "t1", "--results-root", str(root)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return root

@@ -1,0 +1,110 @@
+"""bench report: the HTML page (self-contained, every section), its errors, and how a real browser renders it."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from bench import report, results
+from tests.bench.conftest import ROOT
+
+IMG = re.compile(r'<img class="plot" alt="([^"]*)" src="data:image/png;base64,([^"]+)"')
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench", "report", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def page(scaling_tree, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out") / "report.html"
+    done = run_cli(str(scaling_tree), "--out", str(out), "--baseline", "resnet50-1n")
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_report_is_self_contained_and_has_every_section(page):
+    from PIL import Image
+
+    text = page.read_text()
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", text), "the page must load nothing from the network"
+    for heading in ("Summary", "Throughput", "Scaling efficiency", "Loss curves", "Step time distribution",
+                    "Time to accuracy", "Cost", "What ran"):
+        assert f"<h2>{heading}" in text, heading
+    images = IMG.findall(text)
+    assert {alt for alt, _ in images} >= {"throughput per experiment", "scaling vs nodes", "loss curves",
+                                          "step time per rank", "cost per run"}
+    for alt, data in images:
+        with Image.open(io.BytesIO(base64.b64decode(data))) as im:
+            im.load()
+            assert im.width > 300 and im.height > 100, alt
+
+
+def test_report_numbers_scaling_baseline_cost_and_failures(page, scaling_tree):
+    text = page.read_text()
+    assert "× resnet50-1n" in text and "<td class=\"num\">3.4</td>" in text  # 3400 / 1000 samples/s
+    assert ">0.95<" in text and ">0.85<" in text  # efficiency at 2 and 4 nodes
+    assert "RuntimeError: NCCL timeout" in text and 'class="failed"' in text
+    assert "(estimate)" in text and "p4d.24xlarge" in text
+    assert "Restarts: resnet50-4n (1)." in text
+    from bench.plots import scaling_table
+    t = scaling_table(results.load(scaling_tree))
+    assert t["efficiency"].tolist() == [1.0, 0.95, 0.85]
+
+
+def test_single_size_says_so_and_cpu_cost_is_na(tmp_path, scaling_tree):
+    out = tmp_path / "one.html"
+    page = report.write_report([str(scaling_tree / "r1" / "resnet50-2n")], out)
+    text = page.read_text()
+    assert "Only one size per workload was run" in text
+    from tests.bench.conftest import summary, write_experiment
+    write_experiment(tmp_path, "dev/r1/cpu", summary("cpu", image=results.LOCAL_IMAGE, device=None,
+                                                     instance_type=None))
+    assert "n/a (local CPU run)" in report.write_report([str(tmp_path / "dev")], out).read_text()
+
+
+def test_cli_errors_are_one_line_and_exit_2(tmp_path):
+    missing = run_cli(str(tmp_path / "nothing-here"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no results at" in missing.stderr
+    (tmp_path / "empty").mkdir()
+    empty = run_cli(str(tmp_path / "empty"), "--out", str(tmp_path / "x.html"))
+    assert empty.returncode == 2 and "nothing loadable" in empty.stderr and "Traceback" not in empty.stderr
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_bad_baseline_is_a_usage_error(scaling_tree, tmp_path):
+    done = run_cli(str(scaling_tree), "--out", str(tmp_path / "r.html"), "--baseline", "nope")
+    assert done.returncode == 2 and "--baseline='nope'" in done.stderr and "resnet50-1n" in done.stderr
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/setup installs it: apt-get install chromium)")
+def test_page_renders_in_headless_chromium_with_every_figure_decoded(page, tmp_path):
+    from PIL import Image, ImageStat
+
+    png = tmp_path / "shot.png"
+    shot = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'p1'}", f"--screenshot={png}",
+                           "--window-size=1280,2400", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert png.is_file(), shot.stderr[-2000:]
+    with Image.open(png) as im:
+        assert im.size == (1280, 2400)
+        stddev = ImageStat.Stat(im.convert("L")).stddev[0]
+        dark = sum(im.convert("L").histogram()[:128])
+    assert stddev > 20 and dark > 2000, f"looks blank (stddev {stddev:.1f}, dark pixels {dark})"
+    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'p2'}", "--virtual-time-budget=5000",
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    n = len(IMG.findall(page.read_text()))
+    loaded = re.search(r'data-images-loaded="(\d+)/(\d+)"', dom)
+    assert loaded, "the page's load handler did not run"
+    assert loaded.groups() == (str(n), str(n)), f"images decoded/total in the browser: {loaded.groups()}"
