@@ -55,10 +55,24 @@ class Plan:
 
 
 def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None) -> Plan:
-    """Run the program for ``stack`` (Pulumi.<stack>.yaml) under the mock engine. Raises ConfigError."""
+    """Run the program for ``stack`` (Pulumi.<stack>.yaml) under the mock engine. Raises ConfigError.
+
+    The mock engine drives an asyncio loop of its own; where this thread already runs one (a
+    Jupyter kernel), the plan is evaluated on a worker thread instead.
+    """
+    import asyncio
+
     from bench.stack_files import read_stack_yaml
 
-    return evaluate_config(stack, read_stack_yaml(stack, root), mocks=mocks, monitor=monitor)
+    config = read_stack_yaml(stack, root)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return evaluate_config(stack, config, mocks=mocks, monitor=monitor)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="eksbench-plan") as pool:
+        return pool.submit(evaluate_config, stack, config, mocks=mocks, monitor=monitor).result()
 
 
 def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, monitor=None) -> Plan:
