@@ -8,10 +8,13 @@ or ``Localhost`` seccomp profile; plus ``readOnlyRootFilesystem`` where the imag
 What a read-only root and a non-root user break, and how ``harden_pod_spec`` answers it:
 
 - The stock images (``pytorch/pytorch:*``, ``python:*-slim``) run as root and have no user
-  for UID 1000 in /etc/passwd; the kubelet then sets ``HOME=/``, which is not writable.
+  for our UID in /etc/passwd; the kubelet then sets ``HOME=/``, which is not writable.
   ``HOME`` is set to an emptyDir, so ``pip install`` (which falls back to
   ``--user`` when site-packages is not writable), torch/triton caches and
   ``~/.config`` land there; ``/tmp`` is an emptyDir too (TorchInductor's default cache).
+  ``USER`` and ``LOGNAME`` are set because ``getpass.getuser()`` reads them before the
+  passwd database, where a UID without an entry raises (TorchInductor names its cache dir
+  after the user).
 - ``pip install`` into the image's site-packages (root-owned) is what stops working: the
   launcher's ``ensure_modules`` and the staging ENTRYPOINT still work, through pip's
   user-site fallback into ``$HOME/.local`` (on ``sys.path`` of every later interpreter).
@@ -34,7 +37,11 @@ from __future__ import annotations
 import copy
 from typing import Iterable
 
-RUN_AS_USER = 1000  # no passwd entry in the stock images; any fixed UID works, this one is conventional
+# Any fixed UID works (the stock images have no passwd entry for it); one above 10000 cannot be
+# a user of the node (AL2023's ec2-user is 1000), which is what checkov's CKV_K8S_40 asks.
+# The shared file system's access point (or chown) must use the same UID.
+RUN_AS_USER = 10001
+USER_NAME = "eksbench"
 HOME_DIR = "/home/eksbench"
 SCRATCH_VOLUMES = (("home", HOME_DIR), ("tmp", "/tmp"))
 SECCOMP_RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
@@ -83,24 +90,30 @@ def scratch_volumes() -> tuple[list[dict], list[dict], list[dict]]:
     """(volumes, volumeMounts, env) that give a read-only-root container a writable HOME and /tmp."""
     volumes = [{"name": f"eksbench-{name}", "emptyDir": {"sizeLimit": "2Gi"}} for name, _ in SCRATCH_VOLUMES]
     mounts = [{"name": f"eksbench-{name}", "mountPath": path} for name, path in SCRATCH_VOLUMES]
-    return volumes, mounts, [{"name": "HOME", "value": HOME_DIR}]
+    env = [{"name": "HOME", "value": HOME_DIR}, {"name": "USER", "value": USER_NAME},
+           {"name": "LOGNAME", "value": USER_NAME}]
+    return volumes, mounts, env
 
 
 def harden_pod_spec(spec: dict, *, efa: bool = False, read_only_root: bool = True,
-                    run_as_user: int = RUN_AS_USER) -> dict:
+                    run_as_user: int = RUN_AS_USER, automount_token: bool | None = None) -> dict:
     """A copy of the pod ``spec`` with the restricted profile on the pod and every container,
-    and writable HOME and /tmp emptyDirs where the root filesystem is read-only.
+    and writable HOME and /tmp emptyDirs (a non-root user has no writable HOME in the stock images).
 
     ``efa=True`` gives every container ``efa_container_security_context`` and the pod no UID.
-    Existing securityContext keys of a container win over the defaults (an explicit choice).
+    ``automount_token=False`` keeps the service-account token out of pods that never call the
+    API server (EKS Pod Identity injects its own projected token; the gate needs its token).
+    Existing securityContext keys of the pod or a container win over the defaults (an explicit choice).
     """
     out = copy.deepcopy(spec)
+    if automount_token is not None:
+        out["automountServiceAccountToken"] = automount_token
     if efa:
-        out["securityContext"] = {"seccompProfile": dict(SECCOMP_RUNTIME_DEFAULT)}
+        out["securityContext"] = {"seccompProfile": dict(SECCOMP_RUNTIME_DEFAULT), **out.get("securityContext", {})}
     else:
         out["securityContext"] = {**pod_security_context(run_as_user=run_as_user, fs_group=run_as_user),
                                   **out.get("securityContext", {})}
-    volumes, mounts, env = scratch_volumes() if read_only_root else ([], [], [])
+    volumes, mounts, env = scratch_volumes()  # also without a read-only root: HOME must be writable
     taken = {v["name"] for v in out.get("volumes", [])}
     for c in out.get("initContainers", []) + out["containers"]:
         base = (efa_container_security_context(read_only_root=read_only_root) if efa else

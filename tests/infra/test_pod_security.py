@@ -92,3 +92,13 @@ def test_a_stdlib_pod_without_mounts_gets_only_scratch():
     assert_valid(job(spec))
     assert [v["name"] for v in spec["volumes"]] == ["eksbench-home", "eksbench-tmp"]
     assert "automountServiceAccountToken" not in spec  # the gate needs its token: never touched here
+
+
+def test_token_is_kept_out_only_when_asked():
+    assert harden_pod_spec(gpu_pod(), automount_token=False)["automountServiceAccountToken"] is False
+    assert "automountServiceAccountToken" not in harden_pod_spec(gpu_pod())
+
+
+def test_getpass_finds_a_user_name_without_a_passwd_entry():
+    env = {e["name"]: e["value"] for e in harden_pod_spec(gpu_pod())["containers"][0]["env"]}
+    assert env["USER"] == env["LOGNAME"] == "eksbench" and env["HOME"] == HOME_DIR
