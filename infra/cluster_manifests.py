@@ -166,10 +166,20 @@ def storage_class_manifest(kind: str) -> dict:
 
 
 def persistent_volume_manifest(kind: str, *, file_system_id: str, env: Environment, dns_name: str = "",
-                               mount_name: str = "", capacity_gib: int = 1200) -> dict:
-    """A static PV on the stack's file system. Retain: deleting the claim never deletes data."""
+                               mount_name: str = "", capacity_gib: int = 1200, access_point_id: str = "") -> dict:
+    """A static PV on the stack's file system. Retain: deleting the claim never deletes data.
+
+    ``access_point_id`` (EFS only) mounts through an EFS access point, whose POSIX user lets
+    non-root pods (infra/pod_security.RUN_AS_USER) write: a new file system's root is
+    root-owned 0755. The EFS CSI driver takes it in the volume handle as
+    ``<file system id>::<access point id>`` (kubernetes-sigs/aws-efs-csi-driver,
+    examples/kubernetes/access_points).
+    """
+    if access_point_id and kind != "efs":
+        raise ValueError("access_point_id: EFS only (FSx for Lustre has no access points)")
     if kind == "efs":
-        csi = {"driver": "efs.csi.aws.com", "volumeHandle": file_system_id}
+        handle = f"{file_system_id}::{access_point_id}" if access_point_id else file_system_id
+        csi = {"driver": "efs.csi.aws.com", "volumeHandle": handle}
         mount_options = ["tls"]  # encryption in transit via the EFS mount helper
     else:
         csi = {"driver": "fsx.csi.aws.com", "volumeHandle": file_system_id,

@@ -13,8 +13,8 @@ What a read-only root and a non-root user break, and how ``harden_pod_spec`` ans
   ``--user`` when site-packages is not writable), torch/triton caches and
   ``~/.config`` land there; ``/tmp`` is an emptyDir too (TorchInductor's default cache).
   ``USER`` and ``LOGNAME`` are set because ``getpass.getuser()`` reads them before the
-  passwd database, where a UID without an entry raises (TorchInductor names its cache dir
-  after the user).
+  passwd database, where a UID without an entry raises KeyError (TorchInductor names its
+  cache dir after the user; torch 2.14 catches the error, older releases may not).
 - ``pip install`` into the image's site-packages (root-owned) is what stops working: the
   launcher's ``ensure_modules`` and the staging ENTRYPOINT still work, through pip's
   user-site fallback into ``$HOME/.local`` (on ``sys.path`` of every later interpreter).
@@ -35,6 +35,7 @@ What a read-only root and a non-root user break, and how ``harden_pod_spec`` ans
 from __future__ import annotations
 
 import copy
+import shlex
 from typing import Iterable
 
 # Any fixed UID works (the stock images have no passwd entry for it); one above 10000 cannot be
@@ -131,3 +132,22 @@ def harden_pod_spec(spec: dict, *, efa: bool = False, read_only_root: bool = Tru
     if extra:
         out["volumes"] = out.get("volumes", []) + extra
     return out
+
+
+def volume_owner_init_container(*, image: str, volume: str, mount_path: str, paths: Iterable[str],
+                                run_as_user: int = RUN_AS_USER) -> dict:
+    """An init container that creates ``paths`` (under ``mount_path``) and hands them to
+    ``run_as_user``: for a shared volume without EFS access points (FSx for Lustre), whose
+    directories are root-owned. It runs as root with only CAP_CHOWN (mkdir in a root-owned
+    directory needs no capability for its owner, root) and a read-only root filesystem."""
+    targets = [p if p.startswith("/") else f"{mount_path.rstrip('/')}/{p}" for p in paths]
+    if not targets or any(not t.startswith(mount_path.rstrip("/") + "/") for t in targets):
+        raise ValueError(f"paths must lie below {mount_path}: {targets}")
+    quoted = " ".join(shlex.quote(t) for t in targets)
+    return {"name": "volume-owner", "image": image,
+            "command": ["/bin/sh", "-c", f"mkdir -p {quoted} && chown {run_as_user}:{run_as_user} {quoted}"],
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]},
+                                "readOnlyRootFilesystem": True, "runAsNonRoot": False, "runAsUser": 0,
+                                "seccompProfile": dict(SECCOMP_RUNTIME_DEFAULT)},
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+            "volumeMounts": [{"name": volume, "mountPath": mount_path}]}

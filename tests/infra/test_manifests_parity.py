@@ -181,3 +181,14 @@ def test_etcd_follows_its_release_image():
     assert {"name": mounts[mount], "emptyDir": {"sizeLimit": "1Gi"}} in spec["volumes"]
     assert "--enable-v2=true" in c["command"]
     assert spec["automountServiceAccountToken"] is False
+
+
+def test_efs_volume_through_an_access_point():
+    from infra.cluster_manifests import persistent_volume_manifest
+
+    pv = persistent_volume_manifest("efs", file_system_id="fs-0123", access_point_id="fsap-0456", env=ENV)
+    assert_valid(pv)
+    assert pv["spec"]["csi"]["volumeHandle"] == "fs-0123::fsap-0456"
+    assert persistent_volume_manifest("efs", file_system_id="fs-0123", env=ENV)["spec"]["csi"]["volumeHandle"] == "fs-0123"
+    with pytest.raises(ValueError):
+        persistent_volume_manifest("fsx", file_system_id="fs-0123", access_point_id="fsap-0456", env=ENV)

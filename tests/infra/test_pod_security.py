@@ -102,3 +102,18 @@ def test_token_is_kept_out_only_when_asked():
 def test_getpass_finds_a_user_name_without_a_passwd_entry():
     env = {e["name"]: e["value"] for e in harden_pod_spec(gpu_pod())["containers"][0]["env"]}
     assert env["USER"] == env["LOGNAME"] == "eksbench" and env["HOME"] == HOME_DIR
+
+
+def test_volume_owner_init_container_hands_directories_to_the_pod_user():
+    from infra.pod_security import volume_owner_init_container
+
+    init = volume_owner_init_container(image="python:3.11.11-slim-bookworm", volume="shared", mount_path="/data",
+                                       paths=["datasets", "/data/results/run-001"])
+    assert init["command"][-1] == ("mkdir -p /data/datasets /data/results/run-001 && "
+                                   f"chown {RUN_AS_USER}:{RUN_AS_USER} /data/datasets /data/results/run-001")
+    assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    pod = harden_pod_spec({**gpu_pod(), "initContainers": [init]})
+    assert pod["initContainers"][0]["securityContext"]["runAsUser"] == 0  # its explicit choice wins
+    assert_valid(job(pod))
+    with pytest.raises(ValueError):
+        volume_owner_init_container(image="x:1", volume="shared", mount_path="/data", paths=["/etc"])
