@@ -1,4 +1,5 @@
-"""etcd for torch elastic rendezvous: one pinned 3.5 member with the v2 API, a ClusterIP Service."""
+"""etcd for torch elastic rendezvous: one pinned 3.5 member with the v2 API, a ClusterIP Service,
+and the namespace's NetworkPolicies that keep everything but the experiment pods away from it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from infra import k8s_objects
 from infra.cluster_manifests import etcd_manifests
 from infra.component_options import child_options
 from infra.environment import Environment
+from infra.network_policy_manifests import namespace_network_policies
 
 
 @dataclass(frozen=True)
@@ -24,8 +26,14 @@ class Etcd(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EtcdArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:infra:Etcd", name, None, opts)
+        # The policies first, so etcd never serves a moment without them (where they are enforced:
+        # network_policy_manifests.vpc_cni_configuration_values).
+        self.network_policies = [
+            k8s_objects.register(f"{name}-{p['metadata']['name']}", p, child_options(self, opts))
+            for p in namespace_network_policies(args.env.namespace)]
         deployment, service = etcd_manifests(args.env)
-        self.deployment = k8s_objects.register(f"{name}-deployment", deployment, child_options(self, opts))
+        self.deployment = k8s_objects.register(f"{name}-deployment", deployment,
+                                               child_options(self, opts, depends_on=self.network_policies))
         self.service = k8s_objects.register(f"{name}-service", service, child_options(self, opts))
         self.endpoint = args.env.etcd_endpoint
         self.register_outputs({"endpoint": self.endpoint})

@@ -28,6 +28,7 @@ KINDS: dict[str, tuple[type, tuple[str, ...]]] = {
                                                    "mountOptions", "allowVolumeExpansion", "allowedTopologies")),
     "Role": (k8s.rbac.v1.Role, ("rules",)),
     "RoleBinding": (k8s.rbac.v1.RoleBinding, ("roleRef", "subjects")),
+    "NetworkPolicy": (k8s.networking.v1.NetworkPolicy, ("spec",)),
 }
 
 

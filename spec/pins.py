@@ -13,6 +13,9 @@ TRAINING_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 # removed (etcd 3.6 release notes; torch/distributed/elastic/rendezvous/etcd_rendezvous.py).
 ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.17"
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+# aws/eks-charts stable/aws-efa-k8s-device-plugin chart v0.5.11 ships this tag (its appVersion);
+# infra/cluster_manifests follows that chart and tests/infra/upstream vendors it. Images from
+# v0.5.9 on are deployed privileged with a /opt/aws/neuron mount (chart v0.5.16): bump both together.
 EFA_PLUGIN_TAG = "v0.5.6"
 # Small CPU-only pods: the gate (stdlib only) and dataset staging (stdlib + boto3).
 GATE_IMAGE = "python:3.12.8-slim-bookworm"
