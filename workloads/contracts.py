@@ -29,7 +29,7 @@ C10D_PORT = 29400  # torchrun's default c10d rendezvous port
 TF_PORT = 2222  # conventional MultiWorkerMirroredStrategy worker port
 HOROVOD_PORT = 29500  # our fixed port for the Gloo rendezvous server on pod 0
 PADDLE_PORT = 6170  # pserver listen port
-CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the training code is mounted at <root>/workloads/train
+CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the shipped code (spec/, workloads/train/) is mounted here
 CHECKPOINT_FILE = "checkpoints/latest.pt"  # under the results dir (workloads/train/checkpoint.py)
 EVAL_SUBDIR = "eval"
 WORKLOAD_IMAGE_SIZE = {"resnet50": 224, "cifar10": 32, "maskrcnn": 800}
@@ -117,15 +117,16 @@ def pod_host(job: str, index: int | str, service: str) -> str:
     return f"{job}-{index}.{service}"
 
 
-# The module each framework runs, all with workloads.train's CLI; a path under workloads/train.
+# The module each framework runs, all with workloads.train's CLI; a package or module under workloads/train.
 ENTRY_MODULES = {"pytorch": "workloads.train", "tensorflow": "workloads.train.tf_keras",
                  "horovod": "workloads.train.hvd_torch", "paddle": "workloads.train.paddle_ps"}
 
 
 def entry_file(framework: str) -> str:
-    """The file (relative to workloads/train) that must be shipped for ``framework`` to run."""
+    """The file (relative to the repository root, as shipped) that ``python -m`` runs for ``framework``."""
     module = ENTRY_MODULES[framework]
-    return "__main__.py" if module == "workloads.train" else module.rsplit(".", 1)[1] + ".py"
+    path = module.replace(".", "/")
+    return f"{path}/__main__.py" if module == "workloads.train" else f"{path}.py"
 
 
 def missing_entry_points(experiments: tuple[Experiment, ...], code_files: Mapping[str, str]) -> list[str]:

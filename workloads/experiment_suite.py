@@ -24,13 +24,19 @@ from workloads import contracts
 from workloads import job_manifests as manifests
 from workloads.training_job import TrainingJob, TrainingJobArgs
 
-TRAIN_DIR = Path(__file__).resolve().parent / "train"
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def read_code_files(root: Path = TRAIN_DIR) -> dict[str, str]:
-    """The training sources to ship, ``{path relative to workloads/train: text}`` (*.py only)."""
-    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*.py"))
-            if "__pycache__" not in p.parts}
+def read_code_files(root: Path = REPO_ROOT) -> dict[str, str]:
+    """The sources the pods run, ``{path relative to the repository root: text}``.
+
+    ``workloads/train`` (every ``*.py``, subfolders too) with the package files above it, and
+    ``spec/*.py``, the dependency-free layer the training code imports (``spec.train_args``,
+    ``spec.s3_uri``). They are mounted at ``contracts.CODE_ROOT`` with the same layout.
+    """
+    paths = [root / "workloads" / "__init__.py", *sorted((root / "spec").glob("*.py")),
+             *sorted((root / "workloads" / "train").rglob("*.py"))]
+    return {p.relative_to(root).as_posix(): p.read_text() for p in paths if "__pycache__" not in p.parts}
 
 
 @dataclass(frozen=True)

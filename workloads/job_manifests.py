@@ -26,7 +26,6 @@ from infra.labels import SKIP_AWAIT, labels, metadata
 from spec.pins import GATE_IMAGE
 from workloads import contracts
 
-CODE_MOUNT = f"{contracts.CODE_ROOT}/workloads/train"
 CODE_CONFIG_MAP_LIMIT = 1024 * 1024  # a ConfigMap holds at most 1 MiB (Kubernetes ConfigMap docs)
 EVAL_TIMEOUT_MINUTES = 30
 GRACE_SECONDS = 120  # time for the launcher to write summary.json and upload after SIGTERM
@@ -46,10 +45,10 @@ def experiment_labels(e: Experiment, *, run_id: str, instance: str, component: s
 
 
 def code_config_map_manifest(files: Mapping[str, str], *, namespace: str, prefix: str = "eksbench-code") -> dict:
-    """An immutable ConfigMap of the training sources, named by their content hash.
+    """An immutable ConfigMap of the shipped sources, named by their content hash.
 
-    ``files`` maps paths relative to workloads/train (``"launch.py"``, ``"models/resnet.py"``) to
-    their text. A code change gives a new name, so the Jobs that mount it are replaced (rerun)
+    ``files`` maps paths relative to the repository root (``"spec/train_args.py"``,
+    ``"workloads/train/launch.py"``) to their text (experiment_suite.read_code_files). A code change gives a new name, so the Jobs that mount it are replaced (rerun)
     instead of having their code swapped under running pods. Keys may not contain "/", so
     "/" is written as "--" (ConfigMap keys: [-._a-zA-Z0-9]+).
     """
@@ -66,6 +65,17 @@ def code_config_map_manifest(files: Mapping[str, str], *, namespace: str, prefix
     return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
             "metadata": metadata(f"{prefix}-{digest}", namespace, label_set=labels(component="code")),
             "data": data}
+
+
+def code_volume(code_config_map: dict) -> dict:
+    """The code ConfigMap as a volume whose items put every key back at its path ("--" -> "/")."""
+    items = [{"key": k, "path": k.replace("--", "/")} for k in sorted(code_config_map["data"])]
+    return {"name": "code", "configMap": {"name": code_config_map["metadata"]["name"], "items": items}}
+
+
+def code_mount() -> dict:
+    """Where ``code_volume`` is mounted: ``contracts.CODE_ROOT``, the pods' PYTHONPATH."""
+    return {"name": "code", "mountPath": contracts.CODE_ROOT, "readOnly": True}
 
 
 def headless_service_manifest(e: Experiment, *, env: Environment, run_id: str) -> dict:
@@ -117,7 +127,6 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
                 {"name": "PYTHONUNBUFFERED", "value": "1"}]
     if region:
         base_env += [{"name": "AWS_REGION", "value": region}, {"name": "AWS_DEFAULT_REGION", "value": region}]
-    items = [{"key": k, "path": k.replace("--", "/")} for k in sorted(code_config_map["data"])]
     spec = {
         "restartPolicy": "Never",  # required by podFailurePolicy; retries are new pods (backoffLimit)
         "serviceAccountName": env.service_account,  # EKS Pod Identity: S3 access without keys
@@ -131,12 +140,12 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
             "resources": {"requests": requests, "limits": {**device, **efa_resources}},
             "volumeMounts": [{"name": "shared", "mountPath": env.mount_path},
                              {"name": "dshm", "mountPath": "/dev/shm"},
-                             {"name": "code", "mountPath": CODE_MOUNT, "readOnly": True}]}],
+                             code_mount()]}],
         "volumes": [
             {"name": "shared", "persistentVolumeClaim": {"claimName": env.claim_name}},
             # The container runtime's default /dev/shm is 64 MiB, too small for DataLoader workers and NCCL.
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{_shm_gib(group, max(gpus, 1))}Gi"}},
-            {"name": "code", "configMap": {"name": code_config_map["metadata"]["name"], "items": items}}],
+            code_volume(code_config_map)],
     }
     if not spec["containers"][0]["resources"]["limits"]:
         del spec["containers"][0]["resources"]["limits"]

@@ -7,6 +7,7 @@ inside each test body, after ``set_mocks``.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
 
 import pulumi
@@ -40,7 +41,9 @@ K8S_KINDS = {"kubernetes:batch/v1:Job": "Job", "kubernetes:core/v1:Service": "Se
              "kubernetes:core/v1:ConfigMap": "ConfigMap", "kubernetes:core/v1:ServiceAccount": "ServiceAccount",
              "kubernetes:rbac.authorization.k8s.io/v1:Role": "Role",
              "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": "RoleBinding"}
-CODE_FILES = {"__init__.py": "", "__main__.py": "pass\n", "launch.py": "pass\n"}
+CODE_FILES = {"spec/__init__.py": "", "spec/train_args.py": "pass\n", "workloads/__init__.py": "",
+              "workloads/train/__init__.py": "", "workloads/train/__main__.py": "pass\n",
+              "workloads/train/launch.py": "pass\n"}
 RBAC = "rbac.authorization.k8s.io/v1"
 API_VERSIONS = {"Job": "batch/v1", "Role": RBAC, "RoleBinding": RBAC}
 
@@ -217,8 +220,38 @@ def test_suite_rejects_frameworks_without_a_shipped_entry_point(monitor):
         suite(replace(cfg, experiments=(tf,)))
 
 
+def project_imports(path: str, text: str) -> set[str]:
+    """The eksbench modules (``spec.*``, ``workloads.*``) a shipped file imports, absolute names."""
+    out = set()
+    for node in ast.walk(ast.parse(text, path)):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            # "from workloads.train import summary" may name a module of the package.
+            out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return {m for m in out if m.split(".")[0] in ("spec", "workloads")}
+
+
 def test_read_code_files_ships_the_training_package():
     files = read_code_files()
-    assert "launch.py" in files and "__init__.py" in files
-    assert all(not k.startswith("/") and k.endswith(".py") for k in files)
+    assert {"workloads/__init__.py", "workloads/train/__init__.py", "workloads/train/__main__.py",
+            "workloads/train/launch.py", "spec/train_args.py", "spec/s3_uri.py"} <= set(files)
+    assert all(not k.startswith("/") and k.endswith(".py") and "__pycache__" not in k for k in files)
+    assert {k.split("/")[0] for k in files} == {"spec", "workloads"}
     manifests.code_config_map_manifest(files, namespace="eksbench")  # fits a ConfigMap
+    # Everything the pods import from the project is shipped: follow the imports from workloads/train.
+    shipped = {k[:-len("/__init__.py")].replace("/", ".") if k.endswith("/__init__.py")
+               else k[:-len(".py")].replace("/", "."): k for k in files}
+    todo = [m for m, k in shipped.items() if k.startswith("workloads/train/")]
+    seen: set[str] = set()
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        for name in project_imports(shipped[module], files[shipped[module]]):
+            if name in shipped:
+                todo.append(name)
+            else:  # "from X import f": f is a function of the shipped module X
+                assert name.rsplit(".", 1)[0] in shipped, f"{shipped[module]} imports {name}, which is not shipped"
+    assert {"spec.train_args", "spec.s3_uri"} <= seen
