@@ -24,10 +24,13 @@ from typing import Mapping
 from infra.environment import Environment
 from spec.config import DEFAULT_IMAGE, Experiment
 from spec.pins import PIP_PINS
+from workloads.train.horovod_bootstrap import HOROVOD_PORT, horovod_env  # noqa: F401 - one definition, shipped
+
+HOROVOD_BOOTSTRAP_MODULE = "workloads.train.horovod_bootstrap"
+GATE_MODULE = "workloads.train.gate"  # the gate Job's program; reads gate_spec() from EKSBENCH_GATE
 
 C10D_PORT = 29400  # torchrun's default c10d rendezvous port
 TF_PORT = 2222  # conventional MultiWorkerMirroredStrategy worker port
-HOROVOD_PORT = 29500  # our fixed port for the Gloo rendezvous server on pod 0
 PADDLE_PORT = 6170  # pserver listen port
 CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the shipped code (spec/, workloads/train/) is mounted here
 CHECKPOINT_FILE = "checkpoints/latest.pt"  # under the results dir (workloads/train/checkpoint.py)
@@ -183,44 +186,11 @@ def tensorflow_launch(e: Experiment, env: Environment, *, job: str, service: str
                   env={"EKSBENCH_FRAMEWORK": "tensorflow", "EKSBENCH_TF_WORKERS": workers})
 
 
-def horovod_env(*, hosts: list[str], node: int, local_rank: int, gpus: int) -> dict[str, str]:
-    """The per-process env horovodrun's Gloo launcher would set (horovod/runner/gloo_run.py)."""
-    return {"HOROVOD_HOSTNAME": hosts[node], "HOROVOD_RANK": str(node * gpus + local_rank),
-            "HOROVOD_SIZE": str(len(hosts) * gpus), "HOROVOD_LOCAL_RANK": str(local_rank),
-            "HOROVOD_LOCAL_SIZE": str(gpus), "HOROVOD_CROSS_RANK": str(node), "HOROVOD_CROSS_SIZE": str(len(hosts)),
-            "HOROVOD_GLOO_RENDEZVOUS_ADDR": hosts[0], "HOROVOD_GLOO_RENDEZVOUS_PORT": str(HOROVOD_PORT),
-            "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo"}
-
-
-# Runs on every pod: pod 0 serves Horovod's Gloo rendezvous (the HTTP KV store horovodrun
-# would start on its driver), then each pod spawns one process per GPU with horovod_env().
-HOROVOD_BOOTSTRAP = """\
-import os, subprocess, sys, threading, types
-hosts = os.environ["EKSBENCH_HVD_HOSTS"].split(",")
-gpus, node = int(os.environ["EKSBENCH_HVD_SLOTS"]), int(os.environ["JOB_COMPLETION_INDEX"])
-port = int(os.environ["EKSBENCH_HVD_PORT"])
-def env_for(local_rank):
-    return {"HOROVOD_HOSTNAME": hosts[node], "HOROVOD_RANK": str(node * gpus + local_rank),
-            "HOROVOD_SIZE": str(len(hosts) * gpus), "HOROVOD_LOCAL_RANK": str(local_rank),
-            "HOROVOD_LOCAL_SIZE": str(gpus), "HOROVOD_CROSS_RANK": str(node), "HOROVOD_CROSS_SIZE": str(len(hosts)),
-            "HOROVOD_GLOO_RENDEZVOUS_ADDR": hosts[0], "HOROVOD_GLOO_RENDEZVOUS_PORT": str(port),
-            "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo"}
-if node == 0:
-    from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
-    server = RendezvousHTTPServer(("0.0.0.0", port), RendezvousHandler, 0)
-    server.init([types.SimpleNamespace(hostname=h, size=len(hosts) * gpus, local_size=gpus, local_rank=r,
-                                       cross_size=len(hosts)) for h in hosts for r in range(gpus)])
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-procs = [subprocess.Popen(sys.argv[1:], env={**os.environ, **env_for(r)}) for r in range(gpus)]
-codes = [p.wait() for p in procs]
-sys.exit(next((c for c in codes if c), 0))
-"""
-
-
 def horovod_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
     hosts = ",".join(pod_host(job, i, service) for i in range(e.max_nodes))
-    return Launch(argv=("python3", "-c", HOROVOD_BOOTSTRAP, "python3") + train_argv(e, env), port=HOROVOD_PORT,
-                  env={"EKSBENCH_FRAMEWORK": "horovod", "EKSBENCH_HVD_HOSTS": hosts, "EKSBENCH_HVD_SLOTS": str(gpus),
+    """Every pod runs workloads.train.horovod_bootstrap, which starts one process per GPU with horovod_env()."""
+    return Launch(argv=("python3", "-m", HOROVOD_BOOTSTRAP_MODULE, "python3") + train_argv(e, env),
+                  port=HOROVOD_PORT, env={"EKSBENCH_FRAMEWORK": "horovod", "EKSBENCH_HVD_HOSTS": hosts, "EKSBENCH_HVD_SLOTS": str(gpus),
                        "EKSBENCH_HVD_PORT": str(HOROVOD_PORT)})
 
 
@@ -300,70 +270,9 @@ def evaluation_argv(e: Experiment, env: Environment) -> tuple[str, ...]:
             "--results-dir", f"{results}/{EVAL_SUBDIR}")
 
 
-# The gate: a tiny CPU-only Job that waits for other Jobs to finish (their Complete or Failed
-# condition) and then resumes suspended ones by patching spec.suspend=false. A suspended Job
-# has no pods, so nothing waiting holds a GPU, and its activeDeadlineSeconds only starts on
-# resume ("the Job's .status.startTime is reset when resumed", Kubernetes Job docs).
-# Stdlib only; talks to the API with the pod's service-account token.
-GATE_SCRIPT = """\
-import json, os, ssl, sys, time, urllib.error, urllib.request
-SA = "/var/run/secrets/kubernetes.io/serviceaccount/"
-
-def call(spec, name, body=None):
-    with open(SA + "token") as f:  # re-read each time: projected tokens rotate
-        token = f.read()
-    url = "https://kubernetes.default.svc/apis/batch/v1/namespaces/%s/jobs/%s" % (spec["namespace"], name)
-    req = urllib.request.Request(url, method="PATCH" if body else "GET",
-                                 data=json.dumps(body).encode() if body else None,
-                                 headers={"Authorization": "Bearer " + token,
-                                          "Content-Type": "application/merge-patch+json"})
-    ctx = ssl.create_default_context(cafile=SA + "ca.crt")
-    with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
-        return json.load(r)
-
-def job_state(spec, name):
-    try:
-        job = call(spec, name)
-    except urllib.error.HTTPError as e:
-        if e.code == 404:
-            return "Gone"
-        raise
-    for c in job.get("status", {}).get("conditions") or []:
-        if c.get("status") == "True" and c.get("type") in ("Complete", "Failed"):
-            return c["type"]
-    return "Running"
-
-def run(spec, state, resume, sleep):
-    while True:
-        try:
-            states = {n: state(n) for pair in spec["wait"] for n in pair if n}
-        except (OSError, ValueError) as e:
-            print("gate: API error, retrying:", e, flush=True)
-            sleep(15)
-            continue
-        pending = [n for n, alt in spec["wait"] if states[n] == "Running" and not (alt and states[alt] == "Failed")]
-        if not pending:
-            break
-        print("gate: waiting for", ", ".join(pending), flush=True)
-        sleep(30)
-    failed = [n for n in spec["require_success"] if states.get(n) == "Failed"]
-    if failed:
-        print("gate: %s failed; not starting %s" % (", ".join(failed), ", ".join(spec["resume"])), flush=True)
-        return []
-    for n in spec["resume"]:
-        resume(n)
-        print("gate: started", n, flush=True)
-    return list(spec["resume"])
-
-if __name__ == "__main__":
-    SPEC = json.loads(os.environ["EKSBENCH_GATE"])
-    run(SPEC, lambda n: job_state(SPEC, n), lambda n: call(SPEC, n, {"spec": {"suspend": False}}), time.sleep)
-"""
-
-
 def gate_spec(*, namespace: str, wait: list[tuple[str, str | None]], resume: list[str],
               require_success: list[str] = ()) -> str:
-    """The gate's instructions as JSON.
+    """The gate's instructions as JSON (``EKSBENCH_GATE`` for workloads.train.gate).
 
     ``wait``: (job, alt) pairs; a job counts as done when it is Complete, Failed or gone, or when
     ``alt`` Failed (an evaluation that will never be started because its training failed).

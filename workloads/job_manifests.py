@@ -2,7 +2,7 @@
 
 Pure builders (no Pulumi, no I/O): the training Indexed Job and its headless Service,
 the paddle pserver Job, the evaluation Job, the ConfigMap that ships the training code,
-and the "gate" Job plus its RBAC that orders Jobs (see contracts.GATE_SCRIPT). The
+and the "gate" Job plus its RBAC that orders Jobs (workloads/train/gate.py). The
 Pulumi components register exactly these dicts; tests validate them against the pinned
 Kubernetes schema.
 """
@@ -237,8 +237,9 @@ def gate_rbac_manifests(name: str, *, namespace: str, jobs: list[str]) -> list[d
 
 
 def gate_job_manifest(name: str, *, namespace: str, service_account: str, spec: str, deadline_seconds: int,
-                      labels: Mapping[str, str], fingerprint: str) -> dict:
-    """A CPU-only Job on the system nodes running contracts.GATE_SCRIPT with ``spec`` (contracts.gate_spec).
+                      labels: Mapping[str, str], fingerprint: str, code_config_map: dict) -> dict:
+    """A CPU-only Job on the system nodes running ``python3 -m workloads.train.gate`` with ``spec``
+    (contracts.gate_spec) in EKSBENCH_GATE, from the code ConfigMap mounted at contracts.CODE_ROOT.
 
     ``fingerprint`` (a hash of the Jobs it resumes) sits in the pod template, so replacing a gated
     Job replaces its gate too and the new Job does not stay suspended.
@@ -253,10 +254,13 @@ def gate_job_manifest(name: str, *, namespace: str, service_account: str, spec: 
                          "spec": {"restartPolicy": "OnFailure", "serviceAccountName": service_account,
                                   "nodeSelector": dict(SYSTEM_NODE_LABEL), "enableServiceLinks": False,
                                   "containers": [{"name": "gate", "image": GATE_IMAGE,
-                                                  "command": ["python3", "-c", contracts.GATE_SCRIPT],
-                                                  "env": [{"name": "EKSBENCH_GATE", "value": spec}],
+                                                  "command": ["python3", "-m", contracts.GATE_MODULE],
+                                                  "env": [{"name": "EKSBENCH_GATE", "value": spec},
+                                                          {"name": "PYTHONPATH", "value": contracts.CODE_ROOT}],
+                                                  "volumeMounts": [code_mount()],
                                                   "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
-                                                                "limits": {"memory": "64Mi"}}}]}}}}
+                                                                "limits": {"memory": "64Mi"}}}],
+                                  "volumes": [code_volume(code_config_map)]}}}}
 
 
 def fingerprint(*manifests: dict) -> str:
@@ -302,12 +306,14 @@ def experiment_manifests(e: Experiment, *, env: Environment, node_group: GpuNode
     if e.evaluate:
         out["eval-gate"] = gate_job_manifest(
             f"{job}-eval-gate", namespace=env.namespace, service_account=gate_sa, labels=meta,
+            code_config_map=code_config_map,
             spec=contracts.gate_spec(namespace=env.namespace, wait=[(job, None)], resume=[f"{job}-eval"],
                                      require_success=[job]),
             deadline_seconds=(after_minutes + e.timeout_minutes + slack) * 60, fingerprint=fingerprint(out["eval"]))
     if after:
         out["gate"] = gate_job_manifest(
             f"{job}-gate", namespace=env.namespace, service_account=gate_sa, labels=meta,
+            code_config_map=code_config_map,
             spec=contracts.gate_spec(namespace=env.namespace, wait=list(after), resume=resumed),
             deadline_seconds=(after_minutes + slack) * 60,
             fingerprint=fingerprint(*[out[r] for r in ("job", "pserver") if r in out]))

@@ -12,7 +12,9 @@ import pytest
 
 from infra.environment import Environment
 from spec.config import DEFAULT_IMAGE, Experiment
+from tests.workloads.conftest import ROOT
 from workloads import contracts as c
+from workloads.train import gate
 
 ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
                   mount_path="/data", datasets_dir="/data/datasets", results_dir="/data/results/run-001",
@@ -88,12 +90,13 @@ def test_tf_config_prelude_matches_the_pure_function(index):
 def test_horovod_bootstrap_gives_each_process_the_pure_env(tmp_path):
     e = replace(E, framework="horovod", max_nodes=3, min_nodes=3)
     launch = c.launch_for(e, ENV, job="hv", service="svc", gpus=2)
-    i = launch.argv.index("-c")
-    bootstrap = launch.argv[i + 1]
+    i = launch.argv.index("-m")
+    assert launch.argv[:i + 3] == ("python3", "-m", "workloads.train.horovod_bootstrap", "python3")
+    assert launch.argv[i + 3:i + 5] == ("-m", "workloads.train.hvd_torch")
     dump = f"import json, os; json.dump(dict(os.environ), open('{tmp_path}/' + os.environ['HOROVOD_RANK'], 'w'))"
     # Pod 1 (not 0, which would import horovod to serve the rendezvous) with a command that dumps its env.
-    subprocess.run([sys.executable, "-c", bootstrap, sys.executable, "-c", dump], check=True,
-                   env={**os.environ, **launch.env, "JOB_COMPLETION_INDEX": "1"})
+    subprocess.run([sys.executable, "-m", launch.argv[i + 1], sys.executable, "-c", dump], check=True, cwd=ROOT,
+                   env={**os.environ, **launch.env, "JOB_COMPLETION_INDEX": "1", "PYTHONPATH": str(ROOT)})
     hosts = launch.env["EKSBENCH_HVD_HOSTS"].split(",")
     for local in range(2):
         seen = json.load(open(tmp_path / str(2 + local)))
@@ -157,8 +160,6 @@ def test_check_experiment_accepts_the_dev_experiments():
 
 
 def _gate(spec, states):
-    namespace: dict = {}
-    exec(compile(c.GATE_SCRIPT, "gate", "exec"), namespace)
     resumed, sleeps = [], []
     seq = iter(states)
     current = {}
@@ -171,7 +172,7 @@ def _gate(spec, states):
         current.update(next(seq))
 
     current.update(next(seq))
-    started = namespace["run"](json.loads(spec), state, resumed.append, sleep)
+    started = gate.run(json.loads(spec), state, resumed.append, sleep)
     return started, resumed, len(sleeps)
 
 
@@ -232,12 +233,10 @@ def test_launcher_script_keeps_the_exit_code_and_forwards_sigterm(tmp_path):
     assert (tmp_path / "b" / "summary.json").is_file()
 
 
-def test_gate_reads_job_conditions_and_treats_a_missing_job_as_gone():
+def test_gate_reads_job_conditions_and_treats_a_missing_job_as_gone(monkeypatch):
     import io
     import urllib.error
 
-    namespace: dict = {}
-    exec(compile(c.GATE_SCRIPT, "gate", "exec"), namespace)
     jobs = {"done": {"status": {"conditions": [{"type": "SuccessCriteriaMet", "status": "True"},
                                                {"type": "Complete", "status": "True"}]}},
             "failed": {"status": {"conditions": [{"type": "Failed", "status": "True"}]}},
@@ -249,7 +248,20 @@ def test_gate_reads_job_conditions_and_treats_a_missing_job_as_gone():
             raise urllib.error.HTTPError(name, 404, "not found", {}, io.BytesIO())
         return jobs[name]
 
-    namespace["call"] = call
-    state = namespace["job_state"]
+    monkeypatch.setattr(gate, "call", call)
+    state = gate.job_state
     assert [state({}, n) for n in ("done", "failed", "suspended", "new", "deleted")] == \
         ["Complete", "Failed", "Running", "Running", "Gone"]
+
+
+def test_gate_main_reads_its_spec_from_the_env_and_patches_suspend_off(monkeypatch):
+    calls = []
+
+    def call(spec, name, body=None):
+        calls.append((spec["namespace"], name, body))
+        return {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+
+    monkeypatch.setattr(gate, "call", call)
+    monkeypatch.setenv("EKSBENCH_GATE", c.gate_spec(namespace="ns", wait=[("a", None)], resume=["b"]))
+    gate.main()
+    assert calls == [("ns", "a", None), ("ns", "b", {"spec": {"suspend": False}})]

@@ -158,6 +158,14 @@ def test_evaluation_job_is_suspended_until_its_gate_sees_training_complete():
     assert objs["job"]["spec"]["suspend"] is False  # nothing before it
 
 
+def test_gate_runs_the_shipped_gate_module_from_the_code_config_map():
+    gate = build(CIFAR)["eval-gate"]
+    assert main_container(gate)["command"] == ["python3", "-m", "workloads.train.gate"]
+    assert env_of(gate)["PYTHONPATH"] == c.CODE_ROOT
+    assert main_container(gate)["volumeMounts"] == [{"name": "code", "mountPath": c.CODE_ROOT, "readOnly": True}]
+    assert pod(gate)["volumes"] == [v for v in pod(build(CIFAR)["job"])["volumes"] if v["name"] == "code"]
+
+
 def test_evaluation_is_replaced_when_its_training_is():
     a = build(CIFAR)["eval"]["spec"]["template"]["metadata"]["annotations"]["eksbench.io/training"]
     b = build(replace(CIFAR, batch_size=32))["eval"]["spec"]["template"]["metadata"]["annotations"]
