@@ -19,11 +19,12 @@ import hashlib
 import json
 import shlex
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Protocol
 
 from infra.environment import Environment
 from spec.config import DEFAULT_IMAGE, Experiment
 from spec.pins import PIP_PINS
+from spec.train_args import TrainArgs, train_args_to_argv
 from workloads.train.horovod_bootstrap import HOROVOD_PORT, horovod_env  # noqa: F401 - one definition, shipped
 
 HOROVOD_BOOTSTRAP_MODULE = "workloads.train.horovod_bootstrap"
@@ -139,17 +140,26 @@ def missing_entry_points(experiments: tuple[Experiment, ...], code_files: Mappin
             for i, e in enumerate(experiments) if entry_file(e.framework) not in code_files]
 
 
+class TrainPaths(Protocol):
+    """Where an experiment reads data and writes results: the cluster's ``Environment``, or the local runner's."""
+    datasets_dir: str
+
+    def experiment_results_dir(self, experiment: Experiment) -> str: ...
+
+
+def train_args_for(e: Experiment, env: TrainPaths) -> TrainArgs:
+    """The experiment as the trainer's arguments; what an experiment does not set keeps TrainArgs' default."""
+    return TrainArgs(workload=e.workload, batch_size=e.batch_size, precision=e.precision, steps=e.steps,
+                     epochs=e.epochs, dataset=e.dataset,
+                     data_dir=env.datasets_dir,  # the dataset is a folder under it
+                     results_dir=env.experiment_results_dir(e), checkpoint_every=e.checkpoint_every,
+                     image_size=WORKLOAD_IMAGE_SIZE[e.workload], channels_last=e.channels_last, compile=e.compile)
+
+
 def train_argv(e: Experiment, env: Environment) -> tuple[str, ...]:
-    """The arguments of ``-m <entry module>`` (workloads.train's CLI contract, for every framework)."""
-    argv = ["-m", ENTRY_MODULES[e.framework], "--workload", e.workload, "--batch-size", str(e.batch_size),
-            "--precision", e.precision, "--steps", str(e.steps), "--epochs", str(e.epochs),
-            "--dataset", e.dataset, "--data-dir", env.datasets_dir,  # the dataset is a folder under it
-            "--results-dir", env.experiment_results_dir(e), "--checkpoint-every", str(e.checkpoint_every),
-            "--image-size", str(WORKLOAD_IMAGE_SIZE[e.workload]),
-            "--channels-last" if e.channels_last else "--no-channels-last"]
-    if e.compile:
-        argv.append("--compile")
-    return tuple(argv) + tuple(e.args)
+    """``-m <entry module>`` and its arguments (workloads.train's CLI contract, for every framework);
+    the experiment's own ``args`` come last, so they win."""
+    return ("-m", ENTRY_MODULES[e.framework], *train_args_to_argv(train_args_for(e, env)), *e.args)
 
 
 def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
@@ -187,10 +197,11 @@ def tensorflow_launch(e: Experiment, env: Environment, *, job: str, service: str
 
 
 def horovod_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
-    hosts = ",".join(pod_host(job, i, service) for i in range(e.max_nodes))
     """Every pod runs workloads.train.horovod_bootstrap, which starts one process per GPU with horovod_env()."""
+    hosts = ",".join(pod_host(job, i, service) for i in range(e.max_nodes))
     return Launch(argv=("python3", "-m", HOROVOD_BOOTSTRAP_MODULE, "python3") + train_argv(e, env),
-                  port=HOROVOD_PORT, env={"EKSBENCH_FRAMEWORK": "horovod", "EKSBENCH_HVD_HOSTS": hosts, "EKSBENCH_HVD_SLOTS": str(gpus),
+                  port=HOROVOD_PORT,
+                  env={"EKSBENCH_FRAMEWORK": "horovod", "EKSBENCH_HVD_HOSTS": hosts, "EKSBENCH_HVD_SLOTS": str(gpus),
                        "EKSBENCH_HVD_PORT": str(HOROVOD_PORT)})
 
 
@@ -263,11 +274,11 @@ def launcher_script(argv: tuple[str, ...], *, results_dir: str, results_uri: str
     return "\n".join(line for line in lines if line) + "\n"
 
 
-def evaluation_argv(e: Experiment, env: Environment) -> tuple[str, ...]:
-    results = env.experiment_results_dir(e)
-    return ("python3", "-m", "workloads.train.evaluate", "--workload", e.workload,
-            "--checkpoint", f"{results}/{CHECKPOINT_FILE}", "--data-dir", env.datasets_dir,
-            "--results-dir", f"{results}/{EVAL_SUBDIR}")
+def evaluation_argv(workload: str, *, results_dir: str, data_dir: str) -> tuple[str, ...]:
+    """``-m workloads.train.evaluate`` and its arguments: the checkpoint training left in ``results_dir``
+    (CHECKPOINT_FILE), evaluated into ``<results_dir>/<EVAL_SUBDIR>``."""
+    return ("-m", "workloads.train.evaluate", "--workload", workload, "--checkpoint",
+            f"{results_dir}/{CHECKPOINT_FILE}", "--data-dir", data_dir, "--results-dir", f"{results_dir}/{EVAL_SUBDIR}")
 
 
 def gate_spec(*, namespace: str, wait: list[tuple[str, str | None]], resume: list[str],

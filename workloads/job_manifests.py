@@ -48,8 +48,9 @@ def code_config_map_manifest(files: Mapping[str, str], *, namespace: str, prefix
     """An immutable ConfigMap of the shipped sources, named by their content hash.
 
     ``files`` maps paths relative to the repository root (``"spec/train_args.py"``,
-    ``"workloads/train/launch.py"``) to their text (experiment_suite.read_code_files). A code change gives a new name, so the Jobs that mount it are replaced (rerun)
-    instead of having their code swapped under running pods. Keys may not contain "/", so
+    ``"workloads/train/launch.py"``) to their text (experiment_suite.read_code_files). A code
+    change gives a new name, so the Jobs that mount it are replaced (rerun) instead of having
+    their code swapped under running pods. Keys may not contain "/", so
     "/" is written as "--" (ConfigMap keys: [-._a-zA-Z0-9]+).
     """
     data = {}
@@ -206,7 +207,9 @@ def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuN
     """
     job = f"{contracts.base_name(e, run_id)}-eval"
     results_dir = f"{env.experiment_results_dir(e)}/{contracts.EVAL_SUBDIR}"
-    script = contracts.launcher_script(contracts.evaluation_argv(e, env), results_dir=results_dir,
+    argv = ("python3",) + contracts.evaluation_argv(e.workload, results_dir=env.experiment_results_dir(e),
+                                                    data_dir=env.datasets_dir)
+    script = contracts.launcher_script(argv, results_dir=results_dir,
                                        results_uri=f"{env.experiment_results_uri(bucket, e)}{contracts.EVAL_SUBDIR}/",
                                        experiment=f"{e.name}-eval")
     meta = experiment_labels(e, run_id=run_id, instance=contracts.base_name(e, run_id), component="evaluation")

@@ -69,10 +69,24 @@ def test_long_names_are_shortened_stably_and_services_start_with_a_letter():
 def test_train_args_follow_the_training_cli():
     argv = c.train_argv(replace(E, compile=True, channels_last=False, args=("--lr", "0.1")), ENV)
     assert argv[:2] == ("-m", "workloads.train")
-    assert argv[argv.index("--data-dir") + 1] == "/data/datasets"  # the dataset is a folder under it
-    assert argv[argv.index("--results-dir") + 1] == "/data/results/run-001/resnet50-synthetic"
-    assert argv[argv.index("--image-size") + 1] == "224"
+    assert flag(argv, "--data-dir") == "/data/datasets"  # the dataset is a folder under it
+    assert flag(argv, "--results-dir") == "/data/results/run-001/resnet50-synthetic"
+    assert flag(argv, "--image-size") == "224"
     assert "--no-channels-last" in argv and "--compile" in argv and argv[-2:] == ("--lr", "0.1")
+
+
+@pytest.mark.parametrize("e", [E, replace(E, workload="cifar10", dataset="cifar10", epochs=20, precision="bf16"),
+                               replace(E, workload="maskrcnn", dataset="coco2017", compile=True, channels_last=False)])
+def test_cluster_argv_parses_back_to_the_experiments_train_args(e):
+    from spec.train_args import TrainArgs, parse_train_args
+
+    argv = c.train_argv(e, ENV)
+    assert argv[:2] == ("-m", "workloads.train")
+    parsed = parse_train_args(argv[2:])
+    assert parsed == c.train_args_for(e, ENV)
+    # What the experiment does not set keeps the trainer's defaults, warm-up and log-every included.
+    assert (parsed.warmup_steps, parsed.log_every) == (TrainArgs().warmup_steps, TrainArgs().log_every)
+    assert flag(argv, "--warmup-steps") == str(TrainArgs().warmup_steps)
 
 
 @pytest.mark.parametrize("index", [0, 1, 3])
@@ -203,9 +217,12 @@ def test_train_args_parse_with_the_training_scripts_own_parser():
 
 
 def test_eval_args_parse_with_the_evaluation_scripts_own_parser():
-    evaluate = pytest.importorskip("workloads.train.evaluate", reason="workloads/train/evaluate.py not written yet")
+    from workloads.train import evaluate
+
     e = replace(E, workload="cifar10", dataset="cifar10", evaluate=True)
-    ev = evaluate.build_parser().parse_args(list(c.evaluation_argv(e, ENV)[3:]))
+    argv = c.evaluation_argv(e.workload, results_dir=ENV.experiment_results_dir(e), data_dir=ENV.datasets_dir)
+    assert argv[:2] == ("-m", "workloads.train.evaluate")
+    ev = evaluate.build_parser().parse_args(list(argv[2:]))
     assert ev.checkpoint == f"{ENV.experiment_results_dir(e)}/checkpoints/latest.pt"
     assert ev.results_dir == f"{ENV.experiment_results_dir(e)}/eval"
 
