@@ -122,8 +122,11 @@ def run(cfg: StackConfig) -> dict[str, Any]:
     workload_deps = [cluster.namespace, identity, storage, etcd]
     staging = DatasetStaging("staging", DatasetStagingArgs(config=cfg, env=env, bucket=bucket.bucket_name),
                              pulumi.ResourceOptions(provider=provider, depends_on=workload_deps))
-    suite = ExperimentSuite("experiments", ExperimentSuiteArgs(config=cfg, env=env, bucket=bucket.bucket_name,
-                                                               code_files=code_files),
+    suite = ExperimentSuite("experiments",
+                            ExperimentSuiteArgs(experiments=cfg.experiments,
+                                                node_groups={g.name: g for g in cfg.gpu_node_groups},
+                                                execution=cfg.execution, run_id=cfg.run_id, region=cfg.region,
+                                                env=env, bucket=bucket.bucket_name, code_files=code_files),
                             pulumi.ResourceOptions(provider=provider, depends_on=[*workload_deps, staging]))
 
     cost = hourly_cost(cfg, nat_gateways=network.nat_gateway_count)
