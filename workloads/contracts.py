@@ -1,16 +1,23 @@
-"""How each framework is launched across the pods of one Indexed Job: command and env.
+"""The contract between the cluster side and the code in the pods: what runs, with which arguments.
 
-Pure functions from (experiment, environment, names) to a ``Launch``: the argv the
-results launcher (``workloads.train.launch``) runs, the env every pod shares, and a
-short shell prelude that derives the per-pod part from ``JOB_COMPLETION_INDEX``, which
-only exists at run time. Every per-index value also has a pure function here (e.g.
-``tf_config``), so tests can check the shell and the Python agree. No Pulumi, no I/O.
+Pure functions (no Pulumi, no I/O):
+- which experiments can run at all (``check_experiment``, ``missing_entry_points``; the
+  program calls them once, before registering anything);
+- the trainer's arguments (``train_args_for``, one ``spec.train_args.TrainArgs`` per
+  experiment, also the start of ``bench run --local``) and the evaluation command
+  (``evaluation_argv``);
+- how each framework is launched across the pods of one Indexed Job: a ``Launch`` with the
+  argv the results launcher (``workloads.train.launch``) runs, the env every pod shares, and
+  a short shell prelude that derives the per-pod part from ``JOB_COMPLETION_INDEX``, which
+  only exists at run time. Every per-index value also has a pure function here (e.g.
+  ``tf_config``), so tests can check the shell and the Python agree;
+- names (``base_name``, ``service_name``) and the gate's instructions (``gate_spec``).
 
 Frameworks (see workloads/README.md for the reasoning):
 - pytorch: torchrun, etcd-v2 (default) or c10d rendezvous, elastic ``min:max`` nodes.
 - tensorflow: MultiWorkerMirroredStrategy, ``TF_CONFIG`` from the pod index.
 - horovod: the Gloo controller bootstrapped per pod (no SSH, no MPI operator).
-- paddle: the parameter-server env contract (TRAINING_ROLE, PSERVER_HOSTS, ...).
+- paddle: the parameter-server env contract (TRAINING_ROLE, PSERVER_HOSTS, ...; see ``paddle_env``).
 """
 
 from __future__ import annotations
@@ -211,7 +218,13 @@ def paddle_job_names(job: str) -> tuple[str, str]:
 
 
 def paddle_env(e: Experiment, *, job: str, service: str, role: str, index: int) -> dict[str, str]:
-    """Seed 003's contract for one pod: role PSERVER or TRAINER, with its index."""
+    """The env one paddle pod gets: role PSERVER or TRAINER, with its index.
+
+    The variables PaddlePaddle's AWS benchmarking tool hands every training node
+    (PaddlePaddle/Paddle, tools/aws_benchmarking/README.md): TASK_NAME, TRAINING_ROLE,
+    PSERVER_HOSTS = PSERVERS (comma-separated pserver endpoints), TRAINERS (count),
+    SERVER_ENDPOINT (a pserver's own endpoint) and TRAINER_INDEX (a trainer's index).
+    """
     _, ps_job = paddle_job_names(job)
     pservers = ",".join(f"{pod_host(ps_job, i, service)}:{PADDLE_PORT}" for i in range(e.pservers))
     env = {"TASK_NAME": job, "TRAINING_ROLE": role, "PSERVER_HOSTS": pservers, "PSERVERS": pservers,

@@ -85,8 +85,8 @@ def headless_service_manifest(e: Experiment, *, env: Environment, run_id: str) -
     job, svc = contracts.base_name(e, run_id), contracts.service_name(e, run_id)
     launch = contracts.launch_for(e, env, job=job, service=svc, gpus=e.gpus_per_node)
     return {"apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": svc, "namespace": env.namespace, "annotations": dict(SKIP_AWAIT),
-                         "labels": experiment_labels(e, run_id=run_id, instance=job, component="rendezvous")},
+            "metadata": metadata(svc, env.namespace, annotations=SKIP_AWAIT,
+                                 label_set=experiment_labels(e, run_id=run_id, instance=job, component="rendezvous")),
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"eksbench.io/peers": job},
                      "ports": [{"name": "rendezvous", "port": launch.port or contracts.C10D_PORT,
                                 "protocol": "TCP"}]}}
@@ -195,8 +195,7 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
     if e.elastic and not pserver:
         spec["successPolicy"] = {"rules": [{"succeededCount": e.min_nodes}]}
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": env.namespace, "labels": meta, "annotations": dict(SKIP_AWAIT)},
-            "spec": spec}
+            "metadata": metadata(name, env.namespace, label_set=meta, annotations=SKIP_AWAIT), "spec": spec}
 
 
 def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNodeGroup, bucket: str, run_id: str,
@@ -214,7 +213,7 @@ def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuN
                                        experiment=f"{e.name}-eval")
     meta = experiment_labels(e, run_id=run_id, instance=contracts.base_name(e, run_id), component="evaluation")
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": job, "namespace": env.namespace, "labels": meta, "annotations": dict(SKIP_AWAIT)},
+            "metadata": metadata(job, env.namespace, label_set=meta, annotations=SKIP_AWAIT),
             "spec": {"completions": 1, "parallelism": 1, "backoffLimit": 1, "suspend": True,
                      "activeDeadlineSeconds": EVAL_TIMEOUT_MINUTES * 60,
                      "podFailurePolicy": copy.deepcopy(IGNORE_DISRUPTIONS),
@@ -240,19 +239,19 @@ def gate_rbac_manifests(name: str, *, namespace: str, jobs: list[str]) -> list[d
 
 
 def gate_job_manifest(name: str, *, namespace: str, service_account: str, spec: str, deadline_seconds: int,
-                      labels: Mapping[str, str], fingerprint: str, code_config_map: dict) -> dict:
+                      label_set: Mapping[str, str], fingerprint: str, code_config_map: dict) -> dict:
     """A CPU-only Job on the system nodes running ``python3 -m workloads.train.gate`` with ``spec``
     (contracts.gate_spec) in EKSBENCH_GATE, from the code ConfigMap mounted at contracts.CODE_ROOT.
 
-    ``fingerprint`` (a hash of the Jobs it resumes) sits in the pod template, so replacing a gated
-    Job replaces its gate too and the new Job does not stay suspended.
+    ``label_set``: experiment_labels(..., component="gate"). ``fingerprint`` (a hash of the Jobs it
+    resumes) sits in the pod template, so replacing a gated Job replaces its gate too and the new
+    Job does not stay suspended.
     """
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": namespace, "annotations": dict(SKIP_AWAIT),
-                         "labels": {**labels, "app.kubernetes.io/component": "gate"}},
+            "metadata": metadata(name, namespace, label_set=label_set, annotations=SKIP_AWAIT),
             "spec": {"backoffLimit": 6, "activeDeadlineSeconds": deadline_seconds,
                      "template": {
-                         "metadata": {"labels": {**labels, "app.kubernetes.io/component": "gate"},
+                         "metadata": {"labels": dict(label_set),
                                       "annotations": {"eksbench.io/gated-jobs": fingerprint}},
                          "spec": {"restartPolicy": "OnFailure", "serviceAccountName": service_account,
                                   "nodeSelector": dict(SYSTEM_NODE_LABEL), "enableServiceLinks": False,
@@ -308,14 +307,14 @@ def experiment_manifests(e: Experiment, *, env: Environment, node_group: GpuNode
     slack = 60  # minutes for scheduling, node scale-up and image pulls
     if e.evaluate:
         out["eval-gate"] = gate_job_manifest(
-            f"{job}-eval-gate", namespace=env.namespace, service_account=gate_sa, labels=meta,
+            f"{job}-eval-gate", namespace=env.namespace, service_account=gate_sa, label_set=meta,
             code_config_map=code_config_map,
             spec=contracts.gate_spec(namespace=env.namespace, wait=[(job, None)], resume=[f"{job}-eval"],
                                      require_success=[job]),
             deadline_seconds=(after_minutes + e.timeout_minutes + slack) * 60, fingerprint=fingerprint(out["eval"]))
     if after:
         out["gate"] = gate_job_manifest(
-            f"{job}-gate", namespace=env.namespace, service_account=gate_sa, labels=meta,
+            f"{job}-gate", namespace=env.namespace, service_account=gate_sa, label_set=meta,
             code_config_map=code_config_map,
             spec=contracts.gate_spec(namespace=env.namespace, wait=list(after), resume=resumed),
             deadline_seconds=(after_minutes + slack) * 60,

@@ -120,7 +120,7 @@ def test_horovod_bootstrap_gives_each_process_the_pure_env(tmp_path):
 
 
 @pytest.mark.parametrize("role,index", [("PSERVER", 0), ("PSERVER", 1), ("TRAINER", 0), ("TRAINER", 2)])
-def test_paddle_prelude_matches_the_seed_contract(role, index):
+def test_paddle_prelude_matches_the_pure_env_contract(role, index):
     e = replace(E, framework="paddle", max_nodes=3, min_nodes=3, pservers=2)
     launch = c.launch_for(e, ENV, job="pd", service="svc", gpus=8, role=role)
     keys = ("SERVER_ENDPOINT", "TRAINER_INDEX")
