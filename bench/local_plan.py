@@ -3,7 +3,9 @@
 Pure functions (no processes, no clock, no torch): ``plan_local`` maps each ``Experiment``
 through the stack's ``local`` section to a ``LocalExperiment`` whose node commands are the
 same launcher + torchrun + ``workloads.train`` command lines the cluster Jobs run, only with
-loopback rendezvous and smaller numbers. ``bench.run`` executes the plan.
+loopback rendezvous and smaller numbers: each experiment's ``TrainArgs`` start from the
+cluster's (``workloads.contracts.train_args_for``) and the evaluation command is the
+cluster's (``contracts.evaluation_argv``). ``bench.run`` executes the plan.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Sequence
 
 from spec.config import Experiment, LocalRun
 from spec.train_args import TrainArgs, train_args_to_argv
+from workloads.contracts import EVAL_SUBDIR, evaluation_argv, train_args_for
 
 STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with a generated stand-in
 CIFAR_STANDIN = {"train": 256, "test": 200}
@@ -62,6 +65,16 @@ def local_node_range(min_nodes: int, max_nodes: int, local_nodes: int) -> tuple[
     return lo, hi
 
 
+@dataclass(frozen=True)
+class LocalPaths:
+    """Where one local experiment reads data and writes results (a ``contracts.TrainPaths``)."""
+    datasets_dir: str
+    results_dir: str
+
+    def experiment_results_dir(self, experiment: Experiment) -> str:
+        return self.results_dir
+
+
 def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data_dir: str,
                      gpu: bool = False) -> LocalExperiment:
     lo, hi = local_node_range(exp.min_nodes, exp.max_nodes, local.nodes)
@@ -80,13 +93,13 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
     elif exp.dataset != "synthetic":
         dataset = "synthetic"
         notes.append(f"dataset {exp.dataset}: synthetic tensors locally")
-    train = TrainArgs(
-        workload=exp.workload, batch_size=min(exp.batch_size, local.batch_size), precision=precision,
-        steps=steps, epochs=0, dataset=dataset, data_dir=data_dir, results_dir=results_dir,
-        checkpoint_every=min(exp.checkpoint_every, max(1, steps // 3)), image_size=local.image_size,
-        width_per_group=local.width_per_group, channels_last=exp.channels_last, compile=exp.compile,
-        warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0,
-        collective_timeout=120)
+    # The cluster's arguments for this experiment (contracts.train_args_for), scaled down.
+    train = replace(
+        train_args_for(exp, LocalPaths(datasets_dir=data_dir, results_dir=results_dir)),
+        batch_size=min(exp.batch_size, local.batch_size), precision=precision, steps=steps, epochs=0,
+        dataset=dataset, checkpoint_every=min(exp.checkpoint_every, max(1, steps // 3)),
+        image_size=local.image_size, width_per_group=local.width_per_group,
+        warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0, collective_timeout=120)
     skip = None
     if exp.framework != "pytorch":
         skip = f"framework {exp.framework}: the local runner runs pytorch experiments only"
@@ -134,14 +147,12 @@ def node_command(exp: LocalExperiment, node: int, *, python: str, endpoint: str,
 
 def evaluation_dir(exp: LocalExperiment) -> Path:
     """``<experiment>/eval/``: where the cluster's evaluation Job writes too (contracts.EVAL_SUBDIR)."""
-    from workloads.contracts import EVAL_SUBDIR
     return Path(exp.results_dir) / EVAL_SUBDIR
 
 
 def evaluate_command(exp: LocalExperiment, *, python: str) -> list[str]:
-    return [python, "-m", "workloads.train.evaluate", "--workload", exp.workload,
-            "--checkpoint", str(Path(exp.results_dir) / "checkpoints" / "latest.pt"),
-            "--data-dir", exp.train.data_dir, "--results-dir", str(evaluation_dir(exp))]
+    """The cluster's evaluation command (contracts.evaluation_argv) on this experiment's results."""
+    return [python, *evaluation_argv(exp.workload, results_dir=exp.results_dir, data_dir=exp.train.data_dir)]
 
 
 def threads_per_process(cpus: int, processes: int) -> int:

@@ -133,8 +133,10 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str,
                                                            storage_kind=cfg.storage.kind, preload=cfg.storage.preload,
                                                            region=cfg.region, env=env, source_uri=dataset_uri),
                              pulumi.ResourceOptions(provider=cluster.provider, depends_on=workload_deps))
-    suite = ExperimentSuite("experiments", ExperimentSuiteArgs(config=cfg, env=env, bucket=bucket.bucket_name,
-                                                               code_files=code_files),
+    suite = ExperimentSuite("experiments",
+                            ExperimentSuiteArgs(experiments=cfg.experiments, node_groups=cfg.node_groups,
+                                                execution=cfg.execution, run_id=cfg.run_id, region=cfg.region,
+                                                env=env, bucket=bucket.bucket_name, code_files=code_files),
                             pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*workload_deps, staging]))
 
     cost = hourly_cost(cfg, nat_gateways=network.nat_gateway_count)

@@ -1,16 +1,23 @@
-"""How each framework is launched across the pods of one Indexed Job: command and env.
+"""The contract between the cluster side and the code in the pods: what runs, with which arguments.
 
-Pure functions from (experiment, environment, names) to a ``Launch``: the argv the
-results launcher (``workloads.train.launch``) runs, the env every pod shares, and a
-short shell prelude that derives the per-pod part from ``JOB_COMPLETION_INDEX``, which
-only exists at run time. Every per-index value also has a pure function here (e.g.
-``tf_config``), so tests can check the shell and the Python agree. No Pulumi, no I/O.
+Pure functions (no Pulumi, no I/O):
+- which experiments can run at all (``check_experiment``, ``missing_entry_points``; the
+  program calls them once, before registering anything);
+- the trainer's arguments (``train_args_for``, one ``spec.train_args.TrainArgs`` per
+  experiment, also the start of ``bench run --local``) and the evaluation command
+  (``evaluation_argv``);
+- how each framework is launched across the pods of one Indexed Job: a ``Launch`` with the
+  argv the results launcher (``workloads.train.launch``) runs, the env every pod shares, and
+  a short shell prelude that derives the per-pod part from ``JOB_COMPLETION_INDEX``, which
+  only exists at run time. Every per-index value also has a pure function here (e.g.
+  ``tf_config``), so tests can check the shell and the Python agree;
+- names (``base_name``, ``service_name``) and the gate's instructions (``gate_spec``).
 
 Frameworks (see workloads/README.md for the reasoning):
 - pytorch: torchrun, etcd-v2 (default) or c10d rendezvous, elastic ``min:max`` nodes.
 - tensorflow: MultiWorkerMirroredStrategy, ``TF_CONFIG`` from the pod index.
 - horovod: the Gloo controller bootstrapped per pod (no SSH, no MPI operator).
-- paddle: the parameter-server env contract (TRAINING_ROLE, PSERVER_HOSTS, ...).
+- paddle: the parameter-server env contract (TRAINING_ROLE, PSERVER_HOSTS, ...; see ``paddle_env``).
 """
 
 from __future__ import annotations
@@ -19,17 +26,21 @@ import hashlib
 import json
 import shlex
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Protocol
 
 from infra.environment import Environment
 from spec.config import DEFAULT_IMAGE, Experiment
 from spec.pins import PIP_PINS
+from spec.train_args import TrainArgs, train_args_to_argv
+from workloads.train.horovod_bootstrap import HOROVOD_PORT, horovod_env  # noqa: F401 - one definition, shipped
+
+HOROVOD_BOOTSTRAP_MODULE = "workloads.train.horovod_bootstrap"
+GATE_MODULE = "workloads.train.gate"  # the gate Job's program; reads gate_spec() from EKSBENCH_GATE
 
 C10D_PORT = 29400  # torchrun's default c10d rendezvous port
 TF_PORT = 2222  # conventional MultiWorkerMirroredStrategy worker port
-HOROVOD_PORT = 29500  # our fixed port for the Gloo rendezvous server on pod 0
 PADDLE_PORT = 6170  # pserver listen port
-CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the training code is mounted at <root>/workloads/train
+CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the shipped code (spec/, workloads/train/) is mounted here
 CHECKPOINT_FILE = "checkpoints/latest.pt"  # under the results dir (workloads/train/checkpoint.py)
 EVAL_SUBDIR = "eval"
 WORKLOAD_IMAGE_SIZE = {"resnet50": 224, "cifar10": 32, "maskrcnn": 800}
@@ -117,15 +128,16 @@ def pod_host(job: str, index: int | str, service: str) -> str:
     return f"{job}-{index}.{service}"
 
 
-# The module each framework runs, all with workloads.train's CLI; a path under workloads/train.
+# The module each framework runs, all with workloads.train's CLI; a package or module under workloads/train.
 ENTRY_MODULES = {"pytorch": "workloads.train", "tensorflow": "workloads.train.tf_keras",
                  "horovod": "workloads.train.hvd_torch", "paddle": "workloads.train.paddle_ps"}
 
 
 def entry_file(framework: str) -> str:
-    """The file (relative to workloads/train) that must be shipped for ``framework`` to run."""
+    """The file (relative to the repository root, as shipped) that ``python -m`` runs for ``framework``."""
     module = ENTRY_MODULES[framework]
-    return "__main__.py" if module == "workloads.train" else module.rsplit(".", 1)[1] + ".py"
+    path = module.replace(".", "/")
+    return f"{path}/__main__.py" if module == "workloads.train" else f"{path}.py"
 
 
 def missing_entry_points(experiments: tuple[Experiment, ...], code_files: Mapping[str, str]) -> list[str]:
@@ -135,17 +147,26 @@ def missing_entry_points(experiments: tuple[Experiment, ...], code_files: Mappin
             for i, e in enumerate(experiments) if entry_file(e.framework) not in code_files]
 
 
+class TrainPaths(Protocol):
+    """Where an experiment reads data and writes results: the cluster's ``Environment``, or the local runner's."""
+    datasets_dir: str
+
+    def experiment_results_dir(self, experiment: Experiment) -> str: ...
+
+
+def train_args_for(e: Experiment, env: TrainPaths) -> TrainArgs:
+    """The experiment as the trainer's arguments; what an experiment does not set keeps TrainArgs' default."""
+    return TrainArgs(workload=e.workload, batch_size=e.batch_size, precision=e.precision, steps=e.steps,
+                     epochs=e.epochs, dataset=e.dataset,
+                     data_dir=env.datasets_dir,  # the dataset is a folder under it
+                     results_dir=env.experiment_results_dir(e), checkpoint_every=e.checkpoint_every,
+                     image_size=WORKLOAD_IMAGE_SIZE[e.workload], channels_last=e.channels_last, compile=e.compile)
+
+
 def train_argv(e: Experiment, env: Environment) -> tuple[str, ...]:
-    """The arguments of ``-m <entry module>`` (workloads.train's CLI contract, for every framework)."""
-    argv = ["-m", ENTRY_MODULES[e.framework], "--workload", e.workload, "--batch-size", str(e.batch_size),
-            "--precision", e.precision, "--steps", str(e.steps), "--epochs", str(e.epochs),
-            "--dataset", e.dataset, "--data-dir", env.datasets_dir,  # the dataset is a folder under it
-            "--results-dir", env.experiment_results_dir(e), "--checkpoint-every", str(e.checkpoint_every),
-            "--image-size", str(WORKLOAD_IMAGE_SIZE[e.workload]),
-            "--channels-last" if e.channels_last else "--no-channels-last"]
-    if e.compile:
-        argv.append("--compile")
-    return tuple(argv) + tuple(e.args)
+    """``-m <entry module>`` and its arguments (workloads.train's CLI contract, for every framework);
+    the experiment's own ``args`` come last, so they win."""
+    return ("-m", ENTRY_MODULES[e.framework], *train_args_to_argv(train_args_for(e, env)), *e.args)
 
 
 def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
@@ -182,43 +203,11 @@ def tensorflow_launch(e: Experiment, env: Environment, *, job: str, service: str
                   env={"EKSBENCH_FRAMEWORK": "tensorflow", "EKSBENCH_TF_WORKERS": workers})
 
 
-def horovod_env(*, hosts: list[str], node: int, local_rank: int, gpus: int) -> dict[str, str]:
-    """The per-process env horovodrun's Gloo launcher would set (horovod/runner/gloo_run.py)."""
-    return {"HOROVOD_HOSTNAME": hosts[node], "HOROVOD_RANK": str(node * gpus + local_rank),
-            "HOROVOD_SIZE": str(len(hosts) * gpus), "HOROVOD_LOCAL_RANK": str(local_rank),
-            "HOROVOD_LOCAL_SIZE": str(gpus), "HOROVOD_CROSS_RANK": str(node), "HOROVOD_CROSS_SIZE": str(len(hosts)),
-            "HOROVOD_GLOO_RENDEZVOUS_ADDR": hosts[0], "HOROVOD_GLOO_RENDEZVOUS_PORT": str(HOROVOD_PORT),
-            "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo"}
-
-
-# Runs on every pod: pod 0 serves Horovod's Gloo rendezvous (the HTTP KV store horovodrun
-# would start on its driver), then each pod spawns one process per GPU with horovod_env().
-HOROVOD_BOOTSTRAP = """\
-import os, subprocess, sys, threading, types
-hosts = os.environ["EKSBENCH_HVD_HOSTS"].split(",")
-gpus, node = int(os.environ["EKSBENCH_HVD_SLOTS"]), int(os.environ["JOB_COMPLETION_INDEX"])
-port = int(os.environ["EKSBENCH_HVD_PORT"])
-def env_for(local_rank):
-    return {"HOROVOD_HOSTNAME": hosts[node], "HOROVOD_RANK": str(node * gpus + local_rank),
-            "HOROVOD_SIZE": str(len(hosts) * gpus), "HOROVOD_LOCAL_RANK": str(local_rank),
-            "HOROVOD_LOCAL_SIZE": str(gpus), "HOROVOD_CROSS_RANK": str(node), "HOROVOD_CROSS_SIZE": str(len(hosts)),
-            "HOROVOD_GLOO_RENDEZVOUS_ADDR": hosts[0], "HOROVOD_GLOO_RENDEZVOUS_PORT": str(port),
-            "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo"}
-if node == 0:
-    from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
-    server = RendezvousHTTPServer(("0.0.0.0", port), RendezvousHandler, 0)
-    server.init([types.SimpleNamespace(hostname=h, size=len(hosts) * gpus, local_size=gpus, local_rank=r,
-                                       cross_size=len(hosts)) for h in hosts for r in range(gpus)])
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-procs = [subprocess.Popen(sys.argv[1:], env={**os.environ, **env_for(r)}) for r in range(gpus)]
-codes = [p.wait() for p in procs]
-sys.exit(next((c for c in codes if c), 0))
-"""
-
-
 def horovod_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
+    """Every pod runs workloads.train.horovod_bootstrap, which starts one process per GPU with horovod_env()."""
     hosts = ",".join(pod_host(job, i, service) for i in range(e.max_nodes))
-    return Launch(argv=("python3", "-c", HOROVOD_BOOTSTRAP, "python3") + train_argv(e, env), port=HOROVOD_PORT,
+    return Launch(argv=("python3", "-m", HOROVOD_BOOTSTRAP_MODULE, "python3") + train_argv(e, env),
+                  port=HOROVOD_PORT,
                   env={"EKSBENCH_FRAMEWORK": "horovod", "EKSBENCH_HVD_HOSTS": hosts, "EKSBENCH_HVD_SLOTS": str(gpus),
                        "EKSBENCH_HVD_PORT": str(HOROVOD_PORT)})
 
@@ -229,7 +218,13 @@ def paddle_job_names(job: str) -> tuple[str, str]:
 
 
 def paddle_env(e: Experiment, *, job: str, service: str, role: str, index: int) -> dict[str, str]:
-    """Seed 003's contract for one pod: role PSERVER or TRAINER, with its index."""
+    """The env one paddle pod gets: role PSERVER or TRAINER, with its index.
+
+    The variables PaddlePaddle's AWS benchmarking tool hands every training node
+    (PaddlePaddle/Paddle, tools/aws_benchmarking/README.md): TASK_NAME, TRAINING_ROLE,
+    PSERVER_HOSTS = PSERVERS (comma-separated pserver endpoints), TRAINERS (count),
+    SERVER_ENDPOINT (a pserver's own endpoint) and TRAINER_INDEX (a trainer's index).
+    """
     _, ps_job = paddle_job_names(job)
     pservers = ",".join(f"{pod_host(ps_job, i, service)}:{PADDLE_PORT}" for i in range(e.pservers))
     env = {"TASK_NAME": job, "TRAINING_ROLE": role, "PSERVER_HOSTS": pservers, "PSERVERS": pservers,
@@ -292,77 +287,16 @@ def launcher_script(argv: tuple[str, ...], *, results_dir: str, results_uri: str
     return "\n".join(line for line in lines if line) + "\n"
 
 
-def evaluation_argv(e: Experiment, env: Environment) -> tuple[str, ...]:
-    results = env.experiment_results_dir(e)
-    return ("python3", "-m", "workloads.train.evaluate", "--workload", e.workload,
-            "--checkpoint", f"{results}/{CHECKPOINT_FILE}", "--data-dir", env.datasets_dir,
-            "--results-dir", f"{results}/{EVAL_SUBDIR}")
-
-
-# The gate: a tiny CPU-only Job that waits for other Jobs to finish (their Complete or Failed
-# condition) and then resumes suspended ones by patching spec.suspend=false. A suspended Job
-# has no pods, so nothing waiting holds a GPU, and its activeDeadlineSeconds only starts on
-# resume ("the Job's .status.startTime is reset when resumed", Kubernetes Job docs).
-# Stdlib only; talks to the API with the pod's service-account token.
-GATE_SCRIPT = """\
-import json, os, ssl, sys, time, urllib.error, urllib.request
-SA = "/var/run/secrets/kubernetes.io/serviceaccount/"
-
-def call(spec, name, body=None):
-    with open(SA + "token") as f:  # re-read each time: projected tokens rotate
-        token = f.read()
-    url = "https://kubernetes.default.svc/apis/batch/v1/namespaces/%s/jobs/%s" % (spec["namespace"], name)
-    req = urllib.request.Request(url, method="PATCH" if body else "GET",
-                                 data=json.dumps(body).encode() if body else None,
-                                 headers={"Authorization": "Bearer " + token,
-                                          "Content-Type": "application/merge-patch+json"})
-    ctx = ssl.create_default_context(cafile=SA + "ca.crt")
-    with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
-        return json.load(r)
-
-def job_state(spec, name):
-    try:
-        job = call(spec, name)
-    except urllib.error.HTTPError as e:
-        if e.code == 404:
-            return "Gone"
-        raise
-    for c in job.get("status", {}).get("conditions") or []:
-        if c.get("status") == "True" and c.get("type") in ("Complete", "Failed"):
-            return c["type"]
-    return "Running"
-
-def run(spec, state, resume, sleep):
-    while True:
-        try:
-            states = {n: state(n) for pair in spec["wait"] for n in pair if n}
-        except (OSError, ValueError) as e:
-            print("gate: API error, retrying:", e, flush=True)
-            sleep(15)
-            continue
-        pending = [n for n, alt in spec["wait"] if states[n] == "Running" and not (alt and states[alt] == "Failed")]
-        if not pending:
-            break
-        print("gate: waiting for", ", ".join(pending), flush=True)
-        sleep(30)
-    failed = [n for n in spec["require_success"] if states.get(n) == "Failed"]
-    if failed:
-        print("gate: %s failed; not starting %s" % (", ".join(failed), ", ".join(spec["resume"])), flush=True)
-        return []
-    for n in spec["resume"]:
-        resume(n)
-        print("gate: started", n, flush=True)
-    return list(spec["resume"])
-
-if __name__ == "__main__":
-    SPEC = json.loads(os.environ["EKSBENCH_GATE"])
-    run(SPEC, lambda n: job_state(SPEC, n), lambda n: call(SPEC, n, {"spec": {"suspend": False}}), time.sleep)
-"""
+def evaluation_argv(workload: str, *, results_dir: str, data_dir: str) -> tuple[str, ...]:
+    """``-m workloads.train.evaluate`` and its arguments: the checkpoint training left in ``results_dir``
+    (CHECKPOINT_FILE), evaluated into ``<results_dir>/<EVAL_SUBDIR>``."""
+    return ("-m", "workloads.train.evaluate", "--workload", workload, "--checkpoint",
+            f"{results_dir}/{CHECKPOINT_FILE}", "--data-dir", data_dir, "--results-dir", f"{results_dir}/{EVAL_SUBDIR}")
 
 
 def gate_spec(*, namespace: str, wait: list[tuple[str, str | None]], resume: list[str],
               require_success: list[str] = ()) -> str:
-    """The gate's instructions as JSON.
+    """The gate's instructions as JSON (``EKSBENCH_GATE`` for workloads.train.gate).
 
     ``wait``: (job, alt) pairs; a job counts as done when it is Complete, Failed or gone, or when
     ``alt`` Failed (an evaluation that will never be started because its training failed).

@@ -5,7 +5,9 @@ are created suspended and resumed by a gate once the previous experiment finishe
 training Job, and its evaluation unless that never started), so waiting experiments hold
 no GPUs; with ``parallel`` they all start at once and the scheduler shares the nodes.
 The Kubernetes provider comes in through ``opts`` and reaches every child via ``parent``
-(pulumi-eks gives no usable default provider: it must be explicit).
+(pulumi-eks gives no usable default provider: it must be explicit); the suite's
+``depends_on`` reaches every child through ``infra.component_options.child_options``.
+The experiments arrive validated: the program checks them before registering anything.
 """
 
 from __future__ import annotations
@@ -17,27 +19,49 @@ from typing import Mapping
 import pulumi
 
 from infra import k8s_objects
+from infra.component_options import child_options
 from infra.environment import Environment
-from spec.config import StackConfig
-from spec.fields import ConfigError
-from workloads import contracts
+from spec.config import Experiment, GpuNodeGroup
 from workloads import job_manifests as manifests
 from workloads.training_job import TrainingJob, TrainingJobArgs
 
-TRAIN_DIR = Path(__file__).resolve().parent / "train"
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def read_code_files(root: Path = TRAIN_DIR) -> dict[str, str]:
-    """The training sources to ship, ``{path relative to workloads/train: text}`` (*.py only)."""
-    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*.py"))
-            if "__pycache__" not in p.parts}
+def read_code_files(root: Path = REPO_ROOT) -> dict[str, str]:
+    """The sources the pods run, ``{path relative to the repository root: text}``.
+
+    ``workloads/train`` (every ``*.py``, subfolders too) with the package files above it, and
+    ``spec/*.py``, the dependency-free layer the training code imports (``spec.train_args``,
+    ``spec.s3_uri``). They are mounted at ``contracts.CODE_ROOT`` with the same layout.
+    """
+    paths = [root / "workloads" / "__init__.py", *sorted((root / "spec").glob("*.py")),
+             *sorted((root / "workloads" / "train").rglob("*.py"))]
+    return {p.relative_to(root).as_posix(): p.read_text() for p in paths if "__pycache__" not in p.parts}
 
 
 @dataclass(frozen=True)
 class ExperimentSuiteArgs:
-    """config: the parsed stack config. env: infra.environment.environment_for(config).
-    bucket: the results bucket's name. code_files: read_code_files()."""
-    config: StackConfig
+    """Inputs of the suite: the experiments and just what running them needs from the stack.
+
+    experiments: the parsed experiments, in config order (the order ``sequential`` runs them in).
+    node_groups: the GPU node groups by name; ``Experiment.node_group`` names each experiment's.
+    execution: "parallel" (all at once) or "sequential" (one after another, through gates).
+    run_id: part of every Job name and results path.
+    region: exported to the pods as AWS_REGION for boto3; None leaves it to the pod.
+    env: infra.environment.environment_for(config): namespace, shared storage, results paths.
+    bucket: the results bucket's name.
+    code_files: read_code_files(), shipped in the code ConfigMap.
+
+    Checked before the suite is built (the program calls contracts.check_experiment and
+    contracts.missing_entry_points once, before registering anything). The Kubernetes provider
+    and what the suite waits for come through ``opts``.
+    """
+    experiments: tuple[Experiment, ...]
+    node_groups: Mapping[str, GpuNodeGroup]
+    execution: str
+    run_id: str
+    region: str | None
     env: Environment
     bucket: pulumi.Input[str]
     code_files: Mapping[str, str]
@@ -50,36 +74,26 @@ class ExperimentSuite(pulumi.ComponentResource):
     jobs: dict[str, TrainingJob]
 
     def __init__(self, name: str, args: ExperimentSuiteArgs, opts: pulumi.ResourceOptions | None = None):
-        cfg, env = args.config, args.env
-        problems = [f"experiments[{i}].{p}" for i, e in enumerate(cfg.experiments)
-                    for p in contracts.check_experiment(e)]
-        # The code ConfigMap is mounted over workloads/train, so the entry point must be shipped.
-        problems += contracts.missing_entry_points(cfg.experiments, args.code_files)
-        if problems:
-            raise ConfigError(problems)  # before registering anything
         super().__init__("eksbench:workloads:ExperimentSuite", name, None, opts)
-        # What the suite waits for (namespace, service account, claim, etcd) its children wait for:
-        # depends_on is not inherited through parent.
-        deps = opts.depends_on if opts else None
-        inherited = [deps] if isinstance(deps, pulumi.Resource) else list(deps or [])
+        env, experiments = args.env, args.experiments
         code = manifests.code_config_map_manifest(args.code_files, namespace=env.namespace)
-        code_map = k8s_objects.register(f"{name}-code", code, pulumi.ResourceOptions(parent=self, depends_on=inherited))
+        # What the suite waits for (namespace, service account, claim, etcd) its children wait for.
+        code_map = k8s_objects.register(f"{name}-code", code, child_options(self, opts))
         self.jobs = {}
         previous: TrainingJob | None = None
         waited_minutes = 0
-        for i, e in enumerate(cfg.experiments):
-            sequential = cfg.execution == "sequential" and i > 0
-            prior = cfg.experiments[i - 1] if sequential else None
+        for i, e in enumerate(experiments):
+            sequential = args.execution == "sequential" and i > 0
+            prior = experiments[i - 1] if sequential else None
             if prior is not None:
                 waited_minutes += manifests.suite_budget_minutes(prior)
             job = TrainingJob(
                 f"{name}-{e.name}",
-                TrainingJobArgs(experiment=e, env=env, node_group=cfg.node_group_for(e), bucket=args.bucket,
-                                run_id=cfg.run_id, code_config_map=code, region=cfg.region,
-                                after=manifests.completion_waits(prior, run_id=cfg.run_id) if prior else (),
+                TrainingJobArgs(experiment=e, env=env, node_group=args.node_groups[e.node_group], bucket=args.bucket,
+                                run_id=args.run_id, code_config_map=code, region=args.region,
+                                after=manifests.completion_waits(prior, run_id=args.run_id) if prior else (),
                                 after_minutes=waited_minutes if prior else 0),
-                pulumi.ResourceOptions(parent=self,
-                                       depends_on=inherited + [code_map] + ([previous] if sequential else [])))
+                child_options(self, opts, depends_on=[code_map] + ([previous] if sequential else [])))
             self.jobs[e.name] = job
             previous = job
         self.results_uris = {n: j.results_uri for n, j in self.jobs.items()}

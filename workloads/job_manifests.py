@@ -2,7 +2,7 @@
 
 Pure builders (no Pulumi, no I/O): the training Indexed Job and its headless Service,
 the paddle pserver Job, the evaluation Job, the ConfigMap that ships the training code,
-and the "gate" Job plus its RBAC that orders Jobs (see contracts.GATE_SCRIPT). The
+and the "gate" Job plus its RBAC that orders Jobs (workloads/train/gate.py). The
 Pulumi components register exactly these dicts; tests validate them against the pinned
 Kubernetes schema.
 """
@@ -26,7 +26,6 @@ from spec.config import Experiment, GpuNodeGroup
 from spec.pins import GATE_IMAGE
 from workloads import contracts
 
-CODE_MOUNT = f"{contracts.CODE_ROOT}/workloads/train"
 CODE_CONFIG_MAP_LIMIT = 1024 * 1024  # a ConfigMap holds at most 1 MiB (Kubernetes ConfigMap docs)
 EVAL_TIMEOUT_MINUTES = 30
 GRACE_SECONDS = 120  # time for the launcher to write summary.json and upload after SIGTERM
@@ -46,11 +45,12 @@ def experiment_labels(e: Experiment, *, run_id: str, instance: str, component: s
 
 
 def code_config_map_manifest(files: Mapping[str, str], *, namespace: str, prefix: str = "eksbench-code") -> dict:
-    """An immutable ConfigMap of the training sources, named by their content hash.
+    """An immutable ConfigMap of the shipped sources, named by their content hash.
 
-    ``files`` maps paths relative to workloads/train (``"launch.py"``, ``"models/resnet.py"``) to
-    their text. A code change gives a new name, so the Jobs that mount it are replaced (rerun)
-    instead of having their code swapped under running pods. Keys may not contain "/", so
+    ``files`` maps paths relative to the repository root (``"spec/train_args.py"``,
+    ``"workloads/train/launch.py"``) to their text (experiment_suite.read_code_files). A code
+    change gives a new name, so the Jobs that mount it are replaced (rerun) instead of having
+    their code swapped under running pods. Keys may not contain "/", so
     "/" is written as "--" (ConfigMap keys: [-._a-zA-Z0-9]+).
     """
     data = {}
@@ -68,14 +68,25 @@ def code_config_map_manifest(files: Mapping[str, str], *, namespace: str, prefix
             "data": data}
 
 
+def code_volume(code_config_map: dict) -> dict:
+    """The code ConfigMap as a volume whose items put every key back at its path ("--" -> "/")."""
+    items = [{"key": k, "path": k.replace("--", "/")} for k in sorted(code_config_map["data"])]
+    return {"name": "code", "configMap": {"name": code_config_map["metadata"]["name"], "items": items}}
+
+
+def code_mount() -> dict:
+    """Where ``code_volume`` is mounted: ``contracts.CODE_ROOT``, the pods' PYTHONPATH."""
+    return {"name": "code", "mountPath": contracts.CODE_ROOT, "readOnly": True}
+
+
 def headless_service_manifest(e: Experiment, *, env: Environment, run_id: str) -> dict:
     """clusterIP None + the pods' subdomain = this name gives each pod the DNS name <job>-<i>.<svc>;
     publishNotReadyAddresses lets peers resolve each other before readiness (there is no probe)."""
     job, svc = contracts.base_name(e, run_id), contracts.service_name(e, run_id)
     launch = contracts.launch_for(e, env, job=job, service=svc, gpus=e.gpus_per_node)
     return {"apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": svc, "namespace": env.namespace, "annotations": dict(SKIP_AWAIT),
-                         "labels": experiment_labels(e, run_id=run_id, instance=job, component="rendezvous")},
+            "metadata": metadata(svc, env.namespace, annotations=SKIP_AWAIT,
+                                 label_set=experiment_labels(e, run_id=run_id, instance=job, component="rendezvous")),
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"eksbench.io/peers": job},
                      "ports": [{"name": "rendezvous", "port": launch.port or contracts.C10D_PORT,
                                 "protocol": "TCP"}]}}
@@ -117,7 +128,6 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
                 {"name": "PYTHONUNBUFFERED", "value": "1"}]
     if region:
         base_env += [{"name": "AWS_REGION", "value": region}, {"name": "AWS_DEFAULT_REGION", "value": region}]
-    items = [{"key": k, "path": k.replace("--", "/")} for k in sorted(code_config_map["data"])]
     spec = {
         "restartPolicy": "Never",  # required by podFailurePolicy; retries are new pods (backoffLimit)
         "serviceAccountName": env.service_account,  # EKS Pod Identity: S3 access without keys
@@ -131,12 +141,12 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
             "resources": {"requests": requests, "limits": {**device, **efa_resources}},
             "volumeMounts": [{"name": "shared", "mountPath": env.mount_path},
                              {"name": "dshm", "mountPath": "/dev/shm"},
-                             {"name": "code", "mountPath": CODE_MOUNT, "readOnly": True}]}],
+                             code_mount()]}],
         "volumes": [
             {"name": "shared", "persistentVolumeClaim": {"claimName": env.claim_name}},
             # The container runtime's default /dev/shm is 64 MiB, too small for DataLoader workers and NCCL.
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{_shm_gib(group, max(gpus, 1))}Gi"}},
-            {"name": "code", "configMap": {"name": code_config_map["metadata"]["name"], "items": items}}],
+            code_volume(code_config_map)],
     }
     if not spec["containers"][0]["resources"]["limits"]:
         del spec["containers"][0]["resources"]["limits"]
@@ -185,8 +195,7 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
     if e.elastic and not pserver:
         spec["successPolicy"] = {"rules": [{"succeededCount": e.min_nodes}]}
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": env.namespace, "labels": meta, "annotations": dict(SKIP_AWAIT)},
-            "spec": spec}
+            "metadata": metadata(name, env.namespace, label_set=meta, annotations=SKIP_AWAIT), "spec": spec}
 
 
 def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNodeGroup, bucket: str, run_id: str,
@@ -197,12 +206,14 @@ def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuN
     """
     job = f"{contracts.base_name(e, run_id)}-eval"
     results_dir = f"{env.experiment_results_dir(e)}/{contracts.EVAL_SUBDIR}"
-    script = contracts.launcher_script(contracts.evaluation_argv(e, env), results_dir=results_dir,
+    argv = ("python3",) + contracts.evaluation_argv(e.workload, results_dir=env.experiment_results_dir(e),
+                                                    data_dir=env.datasets_dir)
+    script = contracts.launcher_script(argv, results_dir=results_dir,
                                        results_uri=f"{env.experiment_results_uri(bucket, e)}{contracts.EVAL_SUBDIR}/",
                                        experiment=f"{e.name}-eval")
     meta = experiment_labels(e, run_id=run_id, instance=contracts.base_name(e, run_id), component="evaluation")
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": job, "namespace": env.namespace, "labels": meta, "annotations": dict(SKIP_AWAIT)},
+            "metadata": metadata(job, env.namespace, label_set=meta, annotations=SKIP_AWAIT),
             "spec": {"completions": 1, "parallelism": 1, "backoffLimit": 1, "suspend": True,
                      "activeDeadlineSeconds": EVAL_TIMEOUT_MINUTES * 60,
                      "podFailurePolicy": copy.deepcopy(IGNORE_DISRUPTIONS),
@@ -228,26 +239,30 @@ def gate_rbac_manifests(name: str, *, namespace: str, jobs: list[str]) -> list[d
 
 
 def gate_job_manifest(name: str, *, namespace: str, service_account: str, spec: str, deadline_seconds: int,
-                      labels: Mapping[str, str], fingerprint: str) -> dict:
-    """A CPU-only Job on the system nodes running contracts.GATE_SCRIPT with ``spec`` (contracts.gate_spec).
+                      label_set: Mapping[str, str], fingerprint: str, code_config_map: dict) -> dict:
+    """A CPU-only Job on the system nodes running ``python3 -m workloads.train.gate`` with ``spec``
+    (contracts.gate_spec) in EKSBENCH_GATE, from the code ConfigMap mounted at contracts.CODE_ROOT.
 
-    ``fingerprint`` (a hash of the Jobs it resumes) sits in the pod template, so replacing a gated
-    Job replaces its gate too and the new Job does not stay suspended.
+    ``label_set``: experiment_labels(..., component="gate"). ``fingerprint`` (a hash of the Jobs it
+    resumes) sits in the pod template, so replacing a gated Job replaces its gate too and the new
+    Job does not stay suspended.
     """
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": namespace, "annotations": dict(SKIP_AWAIT),
-                         "labels": {**labels, "app.kubernetes.io/component": "gate"}},
+            "metadata": metadata(name, namespace, label_set=label_set, annotations=SKIP_AWAIT),
             "spec": {"backoffLimit": 6, "activeDeadlineSeconds": deadline_seconds,
                      "template": {
-                         "metadata": {"labels": {**labels, "app.kubernetes.io/component": "gate"},
+                         "metadata": {"labels": dict(label_set),
                                       "annotations": {"eksbench.io/gated-jobs": fingerprint}},
                          "spec": {"restartPolicy": "OnFailure", "serviceAccountName": service_account,
                                   "nodeSelector": dict(SYSTEM_NODE_LABEL), "enableServiceLinks": False,
                                   "containers": [{"name": "gate", "image": GATE_IMAGE,
-                                                  "command": ["python3", "-c", contracts.GATE_SCRIPT],
-                                                  "env": [{"name": "EKSBENCH_GATE", "value": spec}],
+                                                  "command": ["python3", "-m", contracts.GATE_MODULE],
+                                                  "env": [{"name": "EKSBENCH_GATE", "value": spec},
+                                                          {"name": "PYTHONPATH", "value": contracts.CODE_ROOT}],
+                                                  "volumeMounts": [code_mount()],
                                                   "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
-                                                                "limits": {"memory": "64Mi"}}}]}}}}
+                                                                "limits": {"memory": "64Mi"}}}],
+                                  "volumes": [code_volume(code_config_map)]}}}}
 
 
 def fingerprint(*manifests: dict) -> str:
@@ -292,13 +307,15 @@ def experiment_manifests(e: Experiment, *, env: Environment, node_group: GpuNode
     slack = 60  # minutes for scheduling, node scale-up and image pulls
     if e.evaluate:
         out["eval-gate"] = gate_job_manifest(
-            f"{job}-eval-gate", namespace=env.namespace, service_account=gate_sa, labels=meta,
+            f"{job}-eval-gate", namespace=env.namespace, service_account=gate_sa, label_set=meta,
+            code_config_map=code_config_map,
             spec=contracts.gate_spec(namespace=env.namespace, wait=[(job, None)], resume=[f"{job}-eval"],
                                      require_success=[job]),
             deadline_seconds=(after_minutes + e.timeout_minutes + slack) * 60, fingerprint=fingerprint(out["eval"]))
     if after:
         out["gate"] = gate_job_manifest(
-            f"{job}-gate", namespace=env.namespace, service_account=gate_sa, labels=meta,
+            f"{job}-gate", namespace=env.namespace, service_account=gate_sa, label_set=meta,
+            code_config_map=code_config_map,
             spec=contracts.gate_spec(namespace=env.namespace, wait=list(after), resume=resumed),
             deadline_seconds=(after_minutes + slack) * 60,
             fingerprint=fingerprint(*[out[r] for r in ("job", "pserver") if r in out]))

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 import pulumi
 
 from infra import k8s_objects
+from infra.component_options import child_options
 from infra.environment import Environment
 from spec.config import Experiment, GpuNodeGroup
 from workloads import contracts
@@ -31,7 +32,8 @@ from workloads import job_manifests as manifests
 class TrainingJobArgs:
     """Inputs of one experiment's objects.
 
-    experiment, env, node_group, run_id: from the parsed config (StackConfig.node_group_for).
+    experiment, env, node_group, run_id: from the parsed config (node_group: the GpuNodeGroup that
+        experiment.node_group names).
     bucket: the results bucket's name.
     code_config_map: the code ConfigMap manifest (manifests.code_config_map_manifest); the pods
         mount it by name, the suite registers it.
@@ -73,15 +75,12 @@ class TrainingJob(pulumi.ComponentResource):
         built = bucket.apply(build)
         # Children wait for what the component waits for (the previous experiment in a sequential
         # suite): a gate that found its predecessor's Job missing would take it as done.
-        deps = opts.depends_on if opts else None
-        inherited = [deps] if isinstance(deps, pulumi.Resource) else list(deps or [])
         self.resources = {}
         for role, shape in shapes.items():
             job = shape["kind"] == "Job"
             gate = role.endswith("gate")
-            child = pulumi.ResourceOptions(
-                parent=self,
-                depends_on=inherited + (list(self.resources.values()) if gate else []),
+            child = child_options(
+                self, opts, depends_on=list(self.resources.values()) if gate else [],
                 # Names are fixed (pods resolve each other by them), so a replacement must delete first.
                 delete_before_replace=job or None,
                 # Any Job change reruns it: most of a Job's spec is immutable anyway (the pod template),

@@ -12,7 +12,9 @@ import pytest
 
 from infra.environment import Environment
 from spec.config import DEFAULT_IMAGE, Experiment
+from tests.workloads.conftest import ROOT
 from workloads import contracts as c
+from workloads.train import gate
 
 ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
                   mount_path="/data", datasets_dir="/data/datasets", results_dir="/data/results/run-001",
@@ -67,10 +69,24 @@ def test_long_names_are_shortened_stably_and_services_start_with_a_letter():
 def test_train_args_follow_the_training_cli():
     argv = c.train_argv(replace(E, compile=True, channels_last=False, args=("--lr", "0.1")), ENV)
     assert argv[:2] == ("-m", "workloads.train")
-    assert argv[argv.index("--data-dir") + 1] == "/data/datasets"  # the dataset is a folder under it
-    assert argv[argv.index("--results-dir") + 1] == "/data/results/run-001/resnet50-synthetic"
-    assert argv[argv.index("--image-size") + 1] == "224"
+    assert flag(argv, "--data-dir") == "/data/datasets"  # the dataset is a folder under it
+    assert flag(argv, "--results-dir") == "/data/results/run-001/resnet50-synthetic"
+    assert flag(argv, "--image-size") == "224"
     assert "--no-channels-last" in argv and "--compile" in argv and argv[-2:] == ("--lr", "0.1")
+
+
+@pytest.mark.parametrize("e", [E, replace(E, workload="cifar10", dataset="cifar10", epochs=20, precision="bf16"),
+                               replace(E, workload="maskrcnn", dataset="coco2017", compile=True, channels_last=False)])
+def test_cluster_argv_parses_back_to_the_experiments_train_args(e):
+    from spec.train_args import TrainArgs, parse_train_args
+
+    argv = c.train_argv(e, ENV)
+    assert argv[:2] == ("-m", "workloads.train")
+    parsed = parse_train_args(argv[2:])
+    assert parsed == c.train_args_for(e, ENV)
+    # What the experiment does not set keeps the trainer's defaults, warm-up and log-every included.
+    assert (parsed.warmup_steps, parsed.log_every) == (TrainArgs().warmup_steps, TrainArgs().log_every)
+    assert flag(argv, "--warmup-steps") == str(TrainArgs().warmup_steps)
 
 
 @pytest.mark.parametrize("index", [0, 1, 3])
@@ -88,12 +104,13 @@ def test_tf_config_prelude_matches_the_pure_function(index):
 def test_horovod_bootstrap_gives_each_process_the_pure_env(tmp_path):
     e = replace(E, framework="horovod", max_nodes=3, min_nodes=3)
     launch = c.launch_for(e, ENV, job="hv", service="svc", gpus=2)
-    i = launch.argv.index("-c")
-    bootstrap = launch.argv[i + 1]
+    i = launch.argv.index("-m")
+    assert launch.argv[:i + 3] == ("python3", "-m", "workloads.train.horovod_bootstrap", "python3")
+    assert launch.argv[i + 3:i + 5] == ("-m", "workloads.train.hvd_torch")
     dump = f"import json, os; json.dump(dict(os.environ), open('{tmp_path}/' + os.environ['HOROVOD_RANK'], 'w'))"
     # Pod 1 (not 0, which would import horovod to serve the rendezvous) with a command that dumps its env.
-    subprocess.run([sys.executable, "-c", bootstrap, sys.executable, "-c", dump], check=True,
-                   env={**os.environ, **launch.env, "JOB_COMPLETION_INDEX": "1"})
+    subprocess.run([sys.executable, "-m", launch.argv[i + 1], sys.executable, "-c", dump], check=True, cwd=ROOT,
+                   env={**os.environ, **launch.env, "JOB_COMPLETION_INDEX": "1", "PYTHONPATH": str(ROOT)})
     hosts = launch.env["EKSBENCH_HVD_HOSTS"].split(",")
     for local in range(2):
         seen = json.load(open(tmp_path / str(2 + local)))
@@ -103,7 +120,7 @@ def test_horovod_bootstrap_gives_each_process_the_pure_env(tmp_path):
 
 
 @pytest.mark.parametrize("role,index", [("PSERVER", 0), ("PSERVER", 1), ("TRAINER", 0), ("TRAINER", 2)])
-def test_paddle_prelude_matches_the_seed_contract(role, index):
+def test_paddle_prelude_matches_the_pure_env_contract(role, index):
     e = replace(E, framework="paddle", max_nodes=3, min_nodes=3, pservers=2)
     launch = c.launch_for(e, ENV, job="pd", service="svc", gpus=8, role=role)
     keys = ("SERVER_ENDPOINT", "TRAINER_INDEX")
@@ -157,8 +174,6 @@ def test_check_experiment_accepts_the_dev_experiments():
 
 
 def _gate(spec, states):
-    namespace: dict = {}
-    exec(compile(c.GATE_SCRIPT, "gate", "exec"), namespace)
     resumed, sleeps = [], []
     seq = iter(states)
     current = {}
@@ -171,7 +186,7 @@ def _gate(spec, states):
         current.update(next(seq))
 
     current.update(next(seq))
-    started = namespace["run"](json.loads(spec), state, resumed.append, sleep)
+    started = gate.run(json.loads(spec), state, resumed.append, sleep)
     return started, resumed, len(sleeps)
 
 
@@ -202,9 +217,12 @@ def test_train_args_parse_with_the_training_scripts_own_parser():
 
 
 def test_eval_args_parse_with_the_evaluation_scripts_own_parser():
-    evaluate = pytest.importorskip("workloads.train.evaluate", reason="workloads/train/evaluate.py not written yet")
+    from workloads.train import evaluate
+
     e = replace(E, workload="cifar10", dataset="cifar10", evaluate=True)
-    ev = evaluate.build_parser().parse_args(list(c.evaluation_argv(e, ENV)[3:]))
+    argv = c.evaluation_argv(e.workload, results_dir=ENV.experiment_results_dir(e), data_dir=ENV.datasets_dir)
+    assert argv[:2] == ("-m", "workloads.train.evaluate")
+    ev = evaluate.build_parser().parse_args(list(argv[2:]))
     assert ev.checkpoint == f"{ENV.experiment_results_dir(e)}/checkpoints/latest.pt"
     assert ev.results_dir == f"{ENV.experiment_results_dir(e)}/eval"
 
@@ -232,12 +250,10 @@ def test_launcher_script_keeps_the_exit_code_and_forwards_sigterm(tmp_path):
     assert (tmp_path / "b" / "summary.json").is_file()
 
 
-def test_gate_reads_job_conditions_and_treats_a_missing_job_as_gone():
+def test_gate_reads_job_conditions_and_treats_a_missing_job_as_gone(monkeypatch):
     import io
     import urllib.error
 
-    namespace: dict = {}
-    exec(compile(c.GATE_SCRIPT, "gate", "exec"), namespace)
     jobs = {"done": {"status": {"conditions": [{"type": "SuccessCriteriaMet", "status": "True"},
                                                {"type": "Complete", "status": "True"}]}},
             "failed": {"status": {"conditions": [{"type": "Failed", "status": "True"}]}},
@@ -249,7 +265,20 @@ def test_gate_reads_job_conditions_and_treats_a_missing_job_as_gone():
             raise urllib.error.HTTPError(name, 404, "not found", {}, io.BytesIO())
         return jobs[name]
 
-    namespace["call"] = call
-    state = namespace["job_state"]
+    monkeypatch.setattr(gate, "call", call)
+    state = gate.job_state
     assert [state({}, n) for n in ("done", "failed", "suspended", "new", "deleted")] == \
         ["Complete", "Failed", "Running", "Running", "Gone"]
+
+
+def test_gate_main_reads_its_spec_from_the_env_and_patches_suspend_off(monkeypatch):
+    calls = []
+
+    def call(spec, name, body=None):
+        calls.append((spec["namespace"], name, body))
+        return {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+
+    monkeypatch.setattr(gate, "call", call)
+    monkeypatch.setenv("EKSBENCH_GATE", c.gate_spec(namespace="ns", wait=[("a", None)], resume=["b"]))
+    gate.main()
+    assert calls == [("ns", "a", None), ("ns", "b", {"spec": {"suspend": False}})]

@@ -50,6 +50,32 @@ def test_gpu_keeps_fp16_and_other_datasets_become_synthetic(tmp_path):
     assert le.train.checkpoint_every == 1
 
 
+def test_local_train_args_are_the_clusters_scaled_down(tmp_path):
+    from dataclasses import replace
+
+    from workloads.contracts import train_args_for
+
+    exp = Experiment(name="m", workload="maskrcnn", dataset="coco2017", compile=True, channels_last=False, steps=12)
+    le = lr.scale_experiment(exp, LocalRun(), results_dir="/r/m", data_dir="/r/_data")
+    cluster = train_args_for(exp, lr.LocalPaths(datasets_dir="/r/_data", results_dir="/r/m"))
+    scaled = {"batch_size", "precision", "steps", "dataset", "checkpoint_every", "image_size", "width_per_group",
+              "warmup_steps", "workers", "collective_timeout"}
+    assert le.train == replace(cluster, **{k: getattr(le.train, k) for k in scaled})
+    assert (le.train.workers, le.train.collective_timeout, le.train.seed, le.train.warmup_steps) == (0, 120, 0, 2)
+    assert (le.train.compile, le.train.channels_last, le.train.workload) == (True, False, "maskrcnn")
+
+
+def test_evaluate_command_is_the_clusters_on_local_paths(tmp_path):
+    from workloads.contracts import evaluation_argv
+
+    le = lr.scale_experiment(Experiment(name="c", workload="cifar10", dataset="cifar10", evaluate=True), LocalRun(),
+                             results_dir=str(tmp_path / "c"), data_dir=str(tmp_path / "_data"))
+    cmd = lr.evaluate_command(le, python="py")
+    assert cmd == ["py", *evaluation_argv("cifar10", results_dir=str(tmp_path / "c"), data_dir=str(tmp_path / "_data"))]
+    assert cmd[cmd.index("--checkpoint") + 1] == str(tmp_path / "c" / "checkpoints" / "latest.pt")
+    assert cmd[cmd.index("--results-dir") + 1] == str(lr.evaluation_dir(le))
+
+
 def test_other_frameworks_are_skipped_with_a_reason():
     le = lr.scale_experiment(Experiment(name="h", framework="horovod"), LocalRun(), results_dir="r", data_dir="d")
     assert "pytorch" in le.skip

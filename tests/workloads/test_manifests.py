@@ -28,8 +28,8 @@ RESNET = Experiment(name="resnet50-synthetic", max_nodes=2, min_nodes=2, gpus_pe
                     steps=500, timeout_minutes=60)
 CIFAR = Experiment(name="cifar10-elastic", workload="cifar10", dataset="cifar10", min_nodes=1, max_nodes=2,
                    gpus_per_node=1, epochs=20, evaluate=True, timeout_minutes=90)
-CODE = m.code_config_map_manifest({"__init__.py": "", "launch.py": "print('hi')\n", "sub/x.py": "y = 1\n"},
-                                  namespace="eksbench")
+CODE = m.code_config_map_manifest({"workloads/__init__.py": "", "workloads/train/launch.py": "print('hi')\n",
+                                   "spec/x.py": "y = 1\n"}, namespace="eksbench")
 
 
 def build(e=RESNET, group=P3, **kw):
@@ -101,7 +101,7 @@ def test_pod_basics_storage_shm_identity_and_limits():
     assert vols["shared"]["persistentVolumeClaim"]["claimName"] == ENV.claim_name
     assert vols["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "244Gi"}  # half of 488 GiB
     mounts = {v["name"]: v["mountPath"] for v in main_container(job)["volumeMounts"]}
-    assert mounts == {"shared": "/data", "dshm": "/dev/shm", "code": "/opt/eksbench/workloads/train"}
+    assert mounts == {"shared": "/data", "dshm": "/dev/shm", "code": "/opt/eksbench"}
     assert job["spec"]["activeDeadlineSeconds"] == 3600 and job["spec"]["backoffLimit"] == 3
     assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
     assert "ttlSecondsAfterFinished" not in job["spec"]
@@ -135,11 +135,11 @@ def test_elastic_run_succeeds_once_min_nodes_succeeded():
 
 def test_code_config_map_is_immutable_content_named_and_keeps_subfolders():
     assert CODE["immutable"] is True
-    assert CODE["data"]["sub--x.py"] == "y = 1\n"
-    other = m.code_config_map_manifest({"launch.py": "print('bye')\n"}, namespace="eksbench")
+    assert CODE["data"]["spec--x.py"] == "y = 1\n"
+    other = m.code_config_map_manifest({"workloads/train/launch.py": "print('bye')\n"}, namespace="eksbench")
     assert other["metadata"]["name"] != CODE["metadata"]["name"]
     items = {i["key"]: i["path"] for i in pod(build()["job"])["volumes"][2]["configMap"]["items"]}
-    assert items["sub--x.py"] == "sub/x.py" and items["launch.py"] == "launch.py"
+    assert items["spec--x.py"] == "spec/x.py" and items["workloads--train--launch.py"] == "workloads/train/launch.py"
     with pytest.raises(ValueError, match="1 MiB"):
         m.code_config_map_manifest({"big.py": "x" * (1024 * 1024)}, namespace="eksbench")
 
@@ -161,6 +161,14 @@ def test_evaluation_job_is_suspended_until_its_gate_sees_training_complete():
     assert pod(gate)["nodeSelector"] == SYSTEM_NODE_LABEL and "nvidia.com/gpu" not in str(pod(gate))
     assert pod(gate)["serviceAccountName"] == objs["gate-sa"]["metadata"]["name"]
     assert objs["job"]["spec"]["suspend"] is False  # nothing before it
+
+
+def test_gate_runs_the_shipped_gate_module_from_the_code_config_map():
+    gate = build(CIFAR)["eval-gate"]
+    assert main_container(gate)["command"] == ["python3", "-m", "workloads.train.gate"]
+    assert env_of(gate)["PYTHONPATH"] == c.CODE_ROOT
+    assert main_container(gate)["volumeMounts"] == [{"name": "code", "mountPath": c.CODE_ROOT, "readOnly": True}]
+    assert pod(gate)["volumes"] == [v for v in pod(build(CIFAR)["job"])["volumes"] if v["name"] == "code"]
 
 
 def test_evaluation_is_replaced_when_its_training_is():

@@ -25,4 +25,11 @@ The Kubernetes Job side calls exactly these command lines, so they are a stable 
 ``python -m workloads.train.launch --results-dir DIR [--results-uri s3://b/p/] [--experiment NAME] -- CMD...``
   the in-container wrapper: tees logs, forwards signals, always writes ``summary.json`` (node 0
   only) and uploads to S3. See ``workloads.train.launch``.
+
+``python -m workloads.train.horovod_bootstrap CMD...`` starts one Horovod process per GPU on a pod,
+and ``python -m workloads.train.gate`` (standard library only) resumes suspended Jobs once the Jobs
+it waits for have finished; see their module docstrings.
+
+Shipped to the pods with ``spec/`` (``workloads.experiment_suite.read_code_files``): modules
+here import only the standard library, torch, boto3 and ``spec``.
 """
