@@ -100,3 +100,130 @@ def test_a_malformed_staged_manifest_is_ignored_and_everything_rehashed(s3, tmp_
     stage.stage_copy(s3, URI, str(dest), log=logs.append)
     assert any(line.startswith(f"ignoring {dest / 'manifest.json'} is not an eksbench manifest") for line in logs)
     assert json.loads((dest / "manifest.json").read_text())["files"][0]["path"] == "train/a/1.jpg"
+
+
+# --- bench data verify, local directories ------------------------------------------------------------------
+
+@pytest.fixture
+def local(tmp_path):
+    """A prepared local dataset ``root`` and a secret file beside it."""
+    root = tmp_path / "root"
+    (root / "train" / "a").mkdir(parents=True)
+    (root / "train" / "a" / "1.jpg").write_bytes(b"one")
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"s3cr3t-contents")
+    return root, secret
+
+
+def write_manifest(root: Path, entries: list[dict], layout: str = "imagefolder") -> None:
+    (root / "manifest.json").write_bytes(manifest_of(entries, layout))
+
+
+@pytest.mark.parametrize("how", ["absolute", "dotdot"])
+def test_verify_refuses_paths_outside_the_dataset(local, how):
+    root, secret = local
+    path = str(secret) if how == "absolute" else "../secret"
+    write_manifest(root, [entry("train/a/1.jpg", b"one"), {"path": path, "size": 1, "sha256": "0" * 64}])
+    run = cli("data", "verify", str(root))
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.startswith(f"error: {root / 'manifest.json'} is not an eksbench manifest: files[")
+    assert str(len(b"s3cr3t-contents")) not in run.stdout + run.stderr  # the secret's size is not told
+
+
+def test_verify_does_not_follow_a_link_out_of_the_dataset(local):
+    root, secret = local
+    (root / "train" / "b").symlink_to(secret.parent)
+    write_manifest(root, [entry("train/a/1.jpg", b"one"), {"path": "train/b/secret", "size": 1, "sha256": "0" * 64}])
+    run = cli("data", "verify", str(root))
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert "BAD train/b/secret: refused" in run.stdout and "leads outside" in run.stdout
+    assert str(len(b"s3cr3t-contents")) not in run.stdout
+
+
+def test_verify_reports_extra_files_and_fails_on_extra_classes(local):
+    root, _ = local
+    write_manifest(root, [entry("train/a/1.jpg", b"one")])
+    (root / "notes.txt").write_text("x")
+    run = cli("data", "verify", str(root))
+    assert run.returncode == 0 and "EXTRA notes.txt" in run.stdout and "1 files the manifest does not list" in run.stdout
+    strict = cli("data", "verify", "--strict", str(root))
+    assert strict.returncode == 1 and "(--strict)" in strict.stderr
+    (root / "train" / "zzz").mkdir()  # an empty class folder still changes ImageFolder's classes
+    run = cli("data", "verify", str(root))
+    assert run.returncode == 1 and "EXTRA CLASS train/zzz/" in run.stdout, run.stdout
+    assert "1 class folders the manifest does not list" in run.stderr
+
+
+def test_extra_class_folders_count_only_for_imagefolder(local):
+    root, _ = local
+    write_manifest(root, [entry("train/a/1.jpg", b"one")], layout="cifar-batches")
+    (root / "train" / "zzz").mkdir()
+    (root / "train" / "zzz" / "x").write_text("x")
+    run = cli("data", "verify", str(root))
+    assert run.returncode == 0 and "EXTRA train/zzz/x" in run.stdout and "EXTRA CLASS" not in run.stdout
+
+
+@pytest.mark.parametrize("raw, fragment", [
+    (b"{not json", "not JSON in UTF-8"),
+    (b'{"files": [{"size": 1, "sha256": "' + b"0" * 64 + b'"}]}', "files[0] has no 'path'"),
+    (b'{"files": [], "x": "\xff\xfe"}', "not JSON in UTF-8"),
+    (b'{"files": []}', "no 'file_count'"),
+    (b'{"files": {}}', "no 'files' list"),
+    (b"[1, 2]", "expected a JSON object, got list"),
+    (b'{"files": [{"path": 7, "size": "1", "sha256": 3}], "file_count": 1, "total_bytes": 1}', "is not a string"),
+    (b'{"files": [{"path": "a", "size": true, "sha256": "' + b"0" * 64 + b'"}], "file_count": 1, "total_bytes": 1}',
+     "size True is not a byte count"),
+    (b'{"files": [], "file_count": 0, "total_bytes": "0"}', "'total_bytes' is '0'"),
+    pytest.param(b"[" * 100_000, "not JSON in UTF-8", id="nested-100000-deep"),
+])
+def test_malformed_manifests_are_one_line_naming_the_file(tmp_path, raw, fragment):
+    (tmp_path / "manifest.json").write_bytes(raw)
+    run = cli("data", "verify", str(tmp_path))
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.startswith(f"error: {tmp_path / 'manifest.json'} is not an eksbench manifest: ")
+    assert fragment in run.stderr and run.stderr.count("\n") == 1, run.stderr
+
+
+def test_a_manifest_that_is_not_a_regular_file(tmp_path):
+    (tmp_path / "manifest.json").mkdir()
+    run = cli("data", "verify", str(tmp_path))
+    assert run.returncode == 2 and "Traceback" not in run.stderr and "it must be a regular file" in run.stderr
+
+
+def test_unreachable_s3_endpoint_is_one_line_naming_it(tmp_path):
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_MAX_ATTEMPTS": "1", "AWS_RETRY_MODE": "standard",
+        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
+    run = cli("data", "verify", "s3://eksbench-datasets/datasets/ds/", env=env)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.startswith("error: cannot read s3://eksbench-datasets/datasets/ds/: ")
+    assert f"127.0.0.1:{port}" in run.stderr and run.stderr.count("\n") == 1, run.stderr
+
+
+# --- bench data verify, S3 ------------------------------------------------------------------------------------
+
+def test_s3_verify_refuses_keys_escaping_the_prefix(s3, capsys):
+    from bench.cli import main
+
+    s3.put_object(Bucket=BUCKET, Key="datasets/other/x", Body=b"other dataset")
+    publish(s3, {"train/a/1.jpg": b"one", "../other/x": b"other dataset"})
+    assert main(["data", "verify", URI]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {URI}manifest.json is not an eksbench manifest: files[0]: path '../other/x'")
+
+
+def test_s3_verify_reports_extras_and_extra_classes(s3, capsys):
+    from bench.cli import main
+
+    publish(s3, {"train/a/1.jpg": b"one"})
+    s3.put_object(Bucket=BUCKET, Key=PREFIX + "train/a/stray.jpg", Body=b"x")
+    assert main(["data", "verify", URI]) == 0
+    assert "EXTRA train/a/stray.jpg" in capsys.readouterr().out
+    assert main(["data", "verify", "--strict", URI]) == 1
+    s3.put_object(Bucket=BUCKET, Key=PREFIX + "val/new/1.jpg", Body=b"x")
+    assert main(["data", "verify", URI]) == 1
+    assert "EXTRA CLASS val/new/" in capsys.readouterr().out
