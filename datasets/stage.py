@@ -56,7 +56,7 @@ def _download(client, bucket: str, key: str, root: str, expected: dict) -> int:
     h = hashlib.sha256()
     body = client.get_object(Bucket=bucket, Key=key)["Body"]
     # A fresh, uniquely named temp file (O_EXCL | O_NOFOLLOW): never one someone planted, never through a link.
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=f".{os.path.basename(dest)[:200]}.", suffix=".part")
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".eksbench-", suffix=".part")
     os.fchmod(fd, 0o644)
     with os.fdopen(fd, "wb") as f:
         for block in iter(lambda: body.read(CHUNK), b""):
