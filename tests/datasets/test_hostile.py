@@ -227,3 +227,10 @@ def test_s3_verify_reports_extras_and_extra_classes(s3, capsys):
     s3.put_object(Bucket=BUCKET, Key=PREFIX + "val/new/1.jpg", Body=b"x")
     assert main(["data", "verify", URI]) == 1
     assert "EXTRA CLASS val/new/" in capsys.readouterr().out
+
+
+def test_stage_copies_a_long_unicode_name(s3, tmp_path):
+    name = "é" * 127  # 254 bytes: a legal name, whose temp file must still fit NAME_MAX
+    publish(s3, {f"train/a/{name}": b"one"})
+    stage.stage_copy(s3, URI, str(tmp_path / "d"), log=lambda m: None)
+    assert (tmp_path / "d" / "train" / "a" / name).read_bytes() == b"one"
