@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.errors import fail
+from spec.fields import shorten
 
 
 def register(subparsers) -> None:
@@ -46,6 +47,9 @@ def register(subparsers) -> None:
     v = sub.add_parser("verify", help="check every object against the manifest (size and sha256)")
     v.add_argument("dest", metavar="DEST", help="s3://bucket/prefix/ or a local directory")
     v.add_argument("--workers", type=int, default=16)
+    v.add_argument("--strict", action="store_true",
+                   help="fail on any file the manifest does not list (default: report them; fail only on "
+                        "extra class folders of an imagefolder dataset)")
     v.set_defaults(func=cmd_verify)
 
 
@@ -97,6 +101,9 @@ def cmd_prepare(args) -> int:
     return 0
 
 
+SHOWN_EXTRAS = 20  # extra files named one per line; the rest are counted
+
+
 def cmd_verify(args) -> int:
     from datasets.errors import DataError
     from datasets.prepare import verify
@@ -104,15 +111,30 @@ def cmd_verify(args) -> int:
 
     try:
         store = open_store(args.dest, workers=args.workers)
-        manifest, problems = verify(store)
+        result = verify(store)
     except DataError as e:
         return fail(str(e))
+    manifest, problems = result.manifest, result.problems
     for line in problems:
         print(f"BAD {line}")
+    for folder in result.extra_classes:
+        print(f"EXTRA CLASS {shorten(folder)}/ (not in the manifest: ImageFolder would train on it as one more class)")
+    for path in result.extras[:SHOWN_EXTRAS]:
+        print(f"EXTRA {shorten(path)}")
+    if len(result.extras) > SHOWN_EXTRAS:
+        print(f"EXTRA ... and {len(result.extras) - SHOWN_EXTRAS} more")
     n = len(manifest["files"])
+    failed = []
     if problems:
-        print(f"{store}: {len(problems)} of {n} files bad or missing", file=sys.stderr)
+        failed.append(f"{len(problems)} of {n} files bad or missing")
+    if result.extra_classes:
+        failed.append(f"{len(result.extra_classes)} class folders the manifest does not list")
+    if result.extras and args.strict:
+        failed.append(f"{len(result.extras)} files the manifest does not list (--strict)")
+    if failed:
+        print(f"{store}: {'; '.join(failed)}", file=sys.stderr)
         return 1
-    print(f"{store}: all {n} files match the manifest ({manifest['total_bytes']} bytes)")
+    extra = (f"; {len(result.extras)} files the manifest does not list (remove them, or `prepare --delete-extra`)"
+             if result.extras else "")
+    print(f"{store}: all {n} files match the manifest ({manifest['total_bytes']} bytes){extra}")
     return 0
-

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from datasets import file_checks
 from datasets.file_checks import MANIFEST_NAME
 
 FORMAT = 1
@@ -55,15 +56,8 @@ def same_contents(a: dict | None, b: dict | None) -> bool:
 
 
 def parse_manifest(raw: bytes, where: str) -> dict:
-    """The manifest in ``raw``; ValueError naming ``where`` if it is not one."""
-    try:
-        m = json.loads(raw)
-        if not isinstance(m, dict) or not isinstance(m.get("files"), list):
-            raise ValueError("no 'files' list")
-        for e in m["files"]:
-            if not (isinstance(e.get("path"), str) and isinstance(e.get("size"), int)
-                    and isinstance(e.get("sha256"), str)):
-                raise ValueError(f"bad entry {e!r}")
-    except (ValueError, AttributeError) as e:
-        raise ValueError(f"{where} is not an eksbench manifest: {e}") from None
-    return m
+    """The manifest in ``raw``; ValueError naming ``where`` if it is not one.
+
+    The checks are ``datasets.file_checks.parse_manifest``'s, the ones the staging pod applies.
+    """
+    return file_checks.parse_manifest(raw, where)

@@ -15,13 +15,14 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from datasets import layouts, sources, synthetic
-from datasets.catalog import Dataset
+from datasets.catalog import IMAGEFOLDER, Dataset
 from datasets.errors import DataError
 from datasets.file_checks import sha256_file
 from datasets.file_manifest import (
+    MANIFEST_NAME,
     FileEntry,
     build_manifest,
     manifest_bytes,
@@ -121,11 +122,38 @@ def prepare(ds: Dataset, store, *, source: str | None, work: Path, created_by: s
     return PrepareResult(manifest, len(todo), len(present), True)
 
 
-def verify(store) -> tuple[dict, list[str]]:
-    """The store's manifest and every problem with the objects it lists (empty: all good)."""
+class VerifyResult(NamedTuple):
+    manifest: dict
+    problems: list[str]  # files the manifest lists that are missing or differ
+    extras: list[str]  # files (objects, links) at the destination that the manifest does not list
+    extra_classes: list[str]  # imagefolder layouts: folders train/<c> or val/<c> the manifest has no file in
+
+
+def extra_classes(manifest: dict, entries: list[str], folders: list[str]) -> list[str]:
+    """The class folders an ImageFolder reader would find that the manifest does not list (imagefolder only).
+
+    torchvision's ImageFolder takes every folder under train/ (val/) for a class, so one more
+    folder silently adds a class (and shifts every label after it).
+    """
+    if manifest.get("layout") != IMAGEFOLDER:
+        return []
+
+    def classes(paths, min_parts: int) -> set[str]:
+        return {"/".join(p.split("/")[:2]) for p in paths
+                if p.split("/")[0] in ("train", "val") and len(p.split("/")) >= min_parts}
+    listed = classes((e["path"] for e in manifest["files"]), 3)
+    return sorted((classes(folders, 2) | classes(entries, 3)) - listed)
+
+
+def verify(store) -> VerifyResult:
+    """The store's manifest, every problem with the files it lists, and what is there that it does not list."""
     manifest = store.read_manifest()
     if manifest is None:
         raise DataError(f"{store}: no manifest.json; the dataset was never prepared there or its upload "
                         "did not finish (re-run `python -m bench data prepare`)")
-    return manifest, store.verify(manifest)
+    problems = store.verify(manifest)
+    entries, folders = store.listing()
+    keep = {e["path"] for e in manifest["files"]} | {MANIFEST_NAME}
+    return VerifyResult(manifest, problems, [e for e in entries if e not in keep],
+                        extra_classes(manifest, entries, folders))
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import posixpath
 from collections.abc import Mapping
 
 from datasets.catalog import Dataset
@@ -71,6 +72,16 @@ def staging_labels(ds: Dataset) -> dict[str, str]:
     return labels(component="dataset-staging", extra={"eksbench.io/dataset": ds.name})
 
 
+def staging_dest(ds: Dataset, *, env: Environment) -> tuple[str, str]:
+    """(where the staging pod writes ``ds``, the claim's subPath mounted there): ``<datasets_dir>/<name>``
+    and the same folder relative to the claim's root, e.g. ("/data/datasets/cifar10", "datasets/cifar10")."""
+    dest = f"{env.datasets_dir.rstrip('/')}/{ds.name}"
+    sub_path = posixpath.relpath(dest, env.mount_path)
+    if sub_path.startswith("..") or posixpath.isabs(sub_path) or "/" not in sub_path:
+        raise ValueError(f"datasets_dir {env.datasets_dir!r} is not a folder under the mount path {env.mount_path!r}")
+    return dest, sub_path
+
+
 def staging_job_metadata(ds: Dataset, *, env: Environment) -> dict:
     return {"name": staging_job_name(ds), "namespace": env.namespace, "labels": staging_labels(ds)}
 
@@ -99,6 +110,9 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source
                          timeout_minutes: int | None = None) -> dict:
     """The Job that makes ``<env.datasets_dir>/<ds.name>/`` a checked copy of ``source_uri``.
 
+    The pod mounts only that folder of the shared claim (``subPath``, ``staging_dest``), so a
+    staging program misled by a manifest could not reach results or another dataset.
+
     ``program`` is the staging ConfigMap (``staging_program_config_map_manifest``). The sha256
     of every file it ships goes into the pod template, so a change to any of them replaces
     the Job and staging reruns with it.
@@ -112,7 +126,8 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source
     if preload and mode != "fsx":
         raise ValueError(f"preload=True applies to FSx only (storage kind is {storage_kind!r})")
     minutes = timeout_minutes or staging_timeout_minutes(ds, mode=mode, preload=preload)
-    args = ["--source", source_uri, "--dest", f"{env.datasets_dir}/{ds.name}", "--mode", mode]
+    dest, sub_path = staging_dest(ds, env=env)
+    args = ["--source", source_uri, "--dest", dest, "--mode", mode]
     if mode == "fsx":
         args += ["--wait-seconds", str(max(60, (minutes - 5) * 60))]
     if preload:
@@ -126,7 +141,8 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source
         "env": [{"name": "AWS_REGION", "value": region}, {"name": "AWS_DEFAULT_REGION", "value": region},
                 {"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "PYTHONPATH", "value": CODE_ROOT}],
         "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
-        "volumeMounts": [{"name": "shared", "mountPath": env.mount_path},
+        # Only the dataset's own folder of the shared claim: the pod cannot reach results or other datasets.
+        "volumeMounts": [{"name": "shared", "mountPath": dest, "subPath": sub_path},
                          {"name": "code", "mountPath": CODE_ROOT, "readOnly": True}],
     }
     items = [{"key": key, "path": key.replace("--", "/")} for key in sorted(program["data"])]

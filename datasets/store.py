@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from datasets.errors import DataError
-from datasets.file_checks import CHUNK, check_file, check_tree
+from datasets.file_checks import CHUNK, check_file, check_tree, path_problem, read_regular_file
 from datasets.file_manifest import MANIFEST_NAME, FileEntry, parse_manifest
 from spec.s3_uri import parse_s3_uri
 
@@ -73,10 +73,18 @@ class LocalStore:
             return {f.path for f, good in zip(files, ok) if good}
 
     def read_manifest(self) -> dict | None:
+        """The manifest at the root, None when there is none; DataError when it is unreadable or malformed."""
         path = self.root / MANIFEST_NAME
-        if not path.exists():
+        try:
+            raw = read_regular_file(str(path))
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        return parse_manifest(path.read_bytes(), str(path))
+        except OSError as e:
+            raise DataError(f"cannot read {path}: {e.strerror or e}; it must be a regular file") from None
+        try:
+            return parse_manifest(raw, str(path))
+        except ValueError as e:
+            raise DataError(str(e)) from None
 
     def delete_manifest(self) -> None:
         (self.root / MANIFEST_NAME).unlink(missing_ok=True)
@@ -93,11 +101,25 @@ class LocalStore:
             on_bytes(f.size)
             on_file(f)
 
+    def listing(self) -> tuple[list[str], list[str]]:
+        """(every entry under the root that is not a folder, every folder), relative, "/"-separated.
+
+        Symbolic links are listed as entries, never followed; a link to a folder is also listed
+        as a folder (a reader following it would see one).
+        """
+        entries, folders = [], []
+        for folder, dirs, files in os.walk(self.root):  # followlinks=False
+            rel = Path(folder).relative_to(self.root).as_posix()
+            prefix = "" if rel == "." else rel + "/"
+            folders += [prefix + d for d in dirs]
+            entries += [prefix + d for d in dirs if os.path.islink(os.path.join(folder, d))]
+            entries += [prefix + f for f in files]
+        return sorted(entries), sorted(folders)
+
     def extras(self, files: list[FileEntry]) -> list[str]:
         """Files under the root that the new manifest does not list."""
         keep = {f.path for f in files} | {MANIFEST_NAME}
-        return sorted(rel for rel in (p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
-                      if rel not in keep)
+        return [rel for rel in self.listing()[0] if rel not in keep]
 
     def delete(self, paths: list[str]) -> None:
         for rel in paths:
@@ -194,13 +216,27 @@ class S3Store:
     def read_manifest(self) -> dict | None:
         from botocore.exceptions import ClientError
 
+        from botocore.exceptions import BotoCoreError, ClientError
+
         try:
             raw = self.client.get_object(Bucket=self.bucket, Key=self.prefix + MANIFEST_NAME)["Body"].read()
         except ClientError as e:
             if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None
             raise self._error(e, "read") from None
-        return parse_manifest(raw, f"s3://{self.bucket}/{self.prefix}{MANIFEST_NAME}")
+        except BotoCoreError as e:  # an unreachable endpoint, a read timeout: one line naming where
+            raise self._error(e, "read") from None
+        try:
+            return parse_manifest(raw, f"s3://{self.bucket}/{self.prefix}{MANIFEST_NAME}")
+        except ValueError as e:
+            raise DataError(str(e)) from None
+
+    def key(self, path: str) -> str:
+        """The object key of a manifest path; DataError when the path could name anything outside the prefix."""
+        problem = path_problem(path)
+        if problem:
+            raise DataError(f"{self}: refusing {problem}")
+        return self.prefix + path
 
     def delete_manifest(self) -> None:
         self._call("delete from", self.client.delete_object, Bucket=self.bucket, Key=self.prefix + MANIFEST_NAME)
@@ -247,10 +283,16 @@ class S3Store:
                 raise self._error(failed, "upload to")
             raise failed
 
+    def listing(self) -> tuple[list[str], list[str]]:
+        """(every object under the prefix, relative; the folders their keys imply, as an FSx import shows them)."""
+        keys = sorted(self.sizes())
+        folders = {"/".join(k.split("/")[:n]) for k in keys for n in range(1, k.count("/") + 1)}
+        return keys, sorted(folders - {""})
+
     def extras(self, files: list[FileEntry]) -> list[str]:
         """Objects under the prefix that the new manifest does not list (an FSx import would show them)."""
         keep = {f.path for f in files} | {MANIFEST_NAME}
-        return sorted(k for k in self.sizes() if k not in keep)
+        return [k for k in self.listing()[0] if k not in keep]
 
     def delete(self, paths: list[str]) -> None:
         for i in range(0, len(paths), 1000):  # DeleteObjects takes at most 1000 keys
@@ -268,11 +310,12 @@ class S3Store:
         sizes = self.sizes()
 
         def check(e: dict) -> str:
+            key = self.key(e["path"])  # refuses before anything is looked up
             if e["path"] not in sizes:
                 return f"{e['path']}: missing"
             if sizes[e["path"]] != e["size"]:
                 return f"{e['path']}: size {sizes[e['path']]}, manifest says {e['size']}"
-            body = self._call("read", self.client.get_object, Bucket=self.bucket, Key=self.prefix + e["path"])["Body"]
+            body = self._call("read", self.client.get_object, Bucket=self.bucket, Key=key)["Body"]
             h = hashlib.sha256()
             for block in iter(lambda: body.read(CHUNK), b""):
                 h.update(block)

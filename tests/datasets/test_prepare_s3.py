@@ -115,7 +115,7 @@ def test_verify_names_corrupt_and_missing_objects(s3, tmp_path):
     body = s3.get_object(Bucket=BUCKET, Key=prefix + bad["path"])["Body"].read()
     s3.put_object(Bucket=BUCKET, Key=prefix + bad["path"], Body=bytes([body[0] ^ 0xFF]) + body[1:])  # same size
     s3.delete_object(Bucket=BUCKET, Key=prefix + gone["path"])
-    _, problems = verify(S3Store(BUCKET, prefix, client=s3))
+    problems = verify(S3Store(BUCKET, prefix, client=s3)).problems
     assert len(problems) == 2
     assert any(p.startswith(bad["path"] + ": sha256") for p in problems)
     assert f"{gone['path']}: missing" in problems

@@ -37,8 +37,8 @@ def test_copy_then_recopy_only_what_changed(s3, prepared, tmp_path):
     (dest / "train" / "class_from_an_old_version").mkdir()
     (dest / "train" / "class_from_an_old_version" / "x.JPEG").write_bytes(b"stale")
     stage.stage_copy(s3, URI, str(dest), log=logs.append)
-    assert f"{len(prepared['files'])} files, 1 to copy" in logs[-3]
-    assert "removed 1 files" in logs[-1] and not (dest / "train" / "class_from_an_old_version").exists()
+    assert f"{len(prepared['files'])} files, 1 to copy" in logs[-2]
+    assert "removed 1 files" in logs[-3] and not (dest / "train" / "class_from_an_old_version").exists()
     assert check_tree(str(dest), prepared) == []
 
 

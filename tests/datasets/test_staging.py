@@ -49,6 +49,10 @@ def test_efs_copy_job_is_valid_and_points_at_the_shared_volume():
                          "--mode", "copy"]
     assert "boto3==" in c["command"][2] and not any("AWS_SECRET" in e["name"] for e in c["env"])
     assert {v["name"]: v for v in pod["volumes"]}["shared"]["persistentVolumeClaim"]["claimName"] == env.claim_name
+    # only the dataset's folder of the claim is mounted, exactly where --dest points
+    assert {m["name"]: m for m in c["volumeMounts"]}["shared"] == {
+        "name": "shared", "mountPath": f"{env.datasets_dir}/cifar10", "subPath": "datasets/cifar10"}
+    assert not any(m["mountPath"] in (env.mount_path, env.mount_path + "/") for m in c["volumeMounts"])
     assert "pulumi.com/skipAwait" not in job["metadata"].get("annotations", {})
     assert job["metadata"]["name"] == "stage-cifar10" and job["metadata"]["namespace"] == env.namespace
     assert job["spec"]["activeDeadlineSeconds"] == 60 * manifests.staging_timeout_minutes(CATALOG["cifar10"],
@@ -185,6 +189,8 @@ def test_component_makes_one_awaited_job_per_dataset():
         assert "pulumi.com/skipAwait" not in (r.inputs["metadata"].get("annotations") or {})
     args = registered["data-coco2017"].inputs["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[:4] == ["--source", "s3://results-bucket/datasets/coco2017/", "--dest", "/data/datasets/coco2017"]
+    mounts = registered["data-coco2017"].inputs["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "shared", "mountPath": "/data/datasets/coco2017", "subPath": "datasets/coco2017"} in mounts
     assert registered["data-coco2017"].inputs["metadata"]["name"] == "stage-coco2017"
     assert "datasets--stage.py" in registered["data-script"].inputs["data"]
 
