@@ -10,7 +10,7 @@ A source is read at any level: the experiment folders are found by their ``summa
 stack/run_id/experiment are the last three names of ``<source>/<relative path>``. Files
 that are missing or malformed give a ``warnings.warn`` naming them, never a traceback; a
 failed run is a row with its status and root cause. The reading (local or S3) is in
-``bench.sources``; turning documents into rows is pure (``row``, ``step_rows``).
+``bench.result_files``; turning documents into rows is pure (``row``, ``step_rows``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import re
 import warnings
 from typing import Any, Callable, Mapping
 
-from bench.sources import ExperimentFiles, find_experiments
+from bench.result_files import ExperimentFiles, find_experiments
 
 COLUMNS = ("stack", "run_id", "experiment", "workload", "framework", "status", "instance_type", "gpu", "nodes",
            "gpus_per_node", "world_size", "batch_size", "precision", "samples_per_s", "samples_per_s_per_gpu",

@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from bench import results
-from bench.sources import experiment_dirs, ids_for
+from bench.result_files import experiment_dirs, ids_for
 from tests.bench.conftest import rank_lines, summary, write_experiment
 
 

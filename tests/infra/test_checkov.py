@@ -21,12 +21,15 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from tests.infra.plan_manifests import write_manifests
 
-CHECKOV = os.environ.get("CHECKOV") or shutil.which("checkov")
+# .ci/setup installs it into .venv-checkov at the project root.
+VENV_CHECKOV = Path(__file__).resolve().parents[2] / ".venv-checkov" / "bin" / "checkov"
+CHECKOV = os.environ.get("CHECKOV") or shutil.which("checkov") or (str(VENV_CHECKOV) if VENV_CHECKOV.exists() else None)
 pytestmark = pytest.mark.skipif(
     not CHECKOV or not os.access(CHECKOV, os.X_OK),
     reason="checkov is not installed: it conflicts with the project's boto3 pin, so it lives in its own "
