@@ -100,12 +100,59 @@ class RecordingMonitor(pmocks.MockMonitor):
 
 
 
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+def result_shape(result_type: type, values: dict[str, Any]) -> dict[str, Any]:
+    """An invoke answer with exactly the fields of pulumi-aws' result type (its ``__init__`` parameters,
+    in wire spelling); a key the type does not have raises, so a mock cannot drift from the SDK."""
+    import inspect
+
+    fields = {_camel(n) for n in inspect.signature(result_type.__init__).parameters if n != "__self__"}
+    unknown = set(values) - fields
+    if unknown:
+        raise KeyError(f"{result_type.__name__} has no field(s) {sorted(unknown)}")
+    return {f: values.get(f) for f in fields}
+
+
+def zone_id_prefix(region: str) -> str:
+    """us-east-1 -> use1, the way AWS spells zone IDs (use1-az1) for the US regions."""
+    parts = region.split("-")
+    return parts[0] + "".join(w[0] for w in parts[1:-1]) + parts[-1]
+
+
+# What pulumi-eks 4 returns from its remote components, read from its source (pulumi/pulumi-eks
+# nodejs/eks/cluster/cluster.ts, class Cluster: registerOutputs; nodejs/eks/nodes/nodegroup.ts, class
+# ManagedNodeGroup: registerOutputs). Resource-valued outputs arrive as ids here: resource references
+# are off under mocks (RecordingMonitor).
+EKS_CLUSTER_OUTPUTS = ("clusterSecurityGroup", "core", "defaultNodeGroup", "eksCluster", "eksClusterIngressRule",
+                       "instanceRoles", "kubeconfig", "kubeconfigJson", "nodeSecurityGroup",
+                       "clusterSecurityGroupId", "nodeSecurityGroupId", "clusterIngressRuleId",
+                       "defaultNodeGroupAsgName", "fargateProfileId", "fargateProfileStatus", "oidcProviderArn",
+                       "oidcProviderUrl", "oidcIssuer", "autoModeNodeRoleName")
+EKS_MANAGED_NODE_GROUP_OUTPUTS = ("nodeGroup", "placementGroupName")
+# Distinct ids, as on AWS: pulumi-eks' own groups (created unless skipDefaultSecurityGroups) and the
+# group EKS itself creates for the cluster (eksCluster.vpcConfig.clusterSecurityGroupId), which
+# managed nodes carry.
+PULUMI_EKS_CLUSTER_SG = "sg-0c1a55e700000eks1"
+PULUMI_EKS_NODE_SG = "sg-0a0de500000000eks2"
+EKS_CREATED_CLUSTER_SG = "sg-0e4500c0ea7ed0eks3"
+# Network cards per instance type, for the DescribeInstanceTypes answer (test data for the mock:
+# the real program reads the count from EC2).
+MOCK_NETWORK_CARDS = {"p5.48xlarge": 32, "p5e.48xlarge": 32, "p4d.24xlarge": 4, "p4de.24xlarge": 4}
+
+
 @dataclass
 class EksbenchMocks(pmocks.Mocks):
-    """Shapes resource outputs and invokes like AWS would; ``offered`` limits instance offerings."""
+    """Shapes resource outputs and invokes like AWS and pulumi-eks would; ``offered`` limits instance
+    offerings. A remote component type or an invoke this mock does not know raises, naming it, instead
+    of resolving to None."""
     region: str = "us-west-2"
     offered: dict[str, tuple[str, ...]] = field(default_factory=dict)  # type -> AZ suffixes; empty = all
     invokes: list[str] = field(default_factory=list)
+    clusters: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> the eks:index:Cluster inputs
 
     def new_resource(self, args: pmocks.MockResourceArgs):
         name, typ, inputs = args.name, args.typ, dict(args.inputs)
@@ -114,10 +161,22 @@ class EksbenchMocks(pmocks.Mocks):
         arn = f"arn:aws:{typ.split(':')[1].split('/')[0]}:{self.region}:123456789012:{name}"
         if typ == "eks:index:Cluster":
             cluster_name = inputs.get("name", name)
+            self.clusters[cluster_name] = inputs
             kubeconfig = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": cluster_name}]}
+            state = {k: None for k in EKS_CLUSTER_OUTPUTS}
             state.update(kubeconfig=kubeconfig, kubeconfigJson=json.dumps(kubeconfig),
-                         clusterSecurityGroupId="sg-cluster0000000000", nodeSecurityGroupId="sg-nodes00000000000",
-                         oidcProviderArn="")
+                         eksCluster=f"{cluster_name}", core={}, instanceRoles=[],
+                         clusterSecurityGroup=PULUMI_EKS_CLUSTER_SG, nodeSecurityGroup=PULUMI_EKS_NODE_SG,
+                         clusterSecurityGroupId=PULUMI_EKS_CLUSTER_SG, nodeSecurityGroupId=PULUMI_EKS_NODE_SG,
+                         clusterIngressRuleId="sgr-0000000000000001", defaultNodeGroupAsgName="",
+                         fargateProfileId="", fargateProfileStatus="", oidcProviderArn="",
+                         oidcProviderUrl=f"https://oidc.eks.{self.region}.amazonaws.com/id/EXAMPLE",
+                         oidcIssuer=f"oidc.eks.{self.region}.amazonaws.com/id/EXAMPLE", autoModeNodeRoleName="")
+        elif typ == "eks:index:ManagedNodeGroup":
+            state = {"nodeGroup": f"{name}-nodegroup-id", "placementGroupName": ""}
+        elif typ.startswith("eks:"):
+            raise NotImplementedError(f"EksbenchMocks does not know the outputs of {typ} ({name}); add them from "
+                                      "the pulumi-eks source before using it")
         elif typ == "aws:s3/bucket:Bucket":
             bucket = inputs.get("bucket") or f"{inputs.get('bucketPrefix', name)}20261122"
             state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}", id=bucket)
@@ -128,16 +187,27 @@ class EksbenchMocks(pmocks.Mocks):
         elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
             rid = "fs-0fedcba9876543210"
             state.update(arn=arn, dnsName=f"{rid}.fsx.{self.region}.amazonaws.com", mountName="abcdefgh")
+        elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
+            rid = f"lt-{name}"
+            state.update(arn=arn, latestVersion=1, defaultVersion=1, name=inputs.get("name") or f"{name}-lt")
+        elif typ == "aws:eks/nodeGroup:NodeGroup":
+            group = inputs.get("nodeGroupName") or f"{inputs.get('nodeGroupNamePrefix', '')}20261122"
+            state.update(arn=arn, nodeGroupName=group, status="ACTIVE")
+            rid = f"{inputs.get('clusterName')}:{group}"
         elif typ.startswith("aws:"):
             state.setdefault("arn", arn)
             state.setdefault("name", inputs.get("name", name))
         return rid, state
 
     def call(self, args: pmocks.MockCallArgs):
+        import pulumi_aws as aws
+
         self.invokes.append(args.token)
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             names = [f"{self.region}{s}" for s in DEFAULT_AZS]
-            return {"names": names, "zoneIds": [f"usw2-az{i + 1}" for i in range(len(names))], "id": self.region}
+            return result_shape(aws.GetAvailabilityZonesResult, {
+                "names": names, "zoneIds": [f"{zone_id_prefix(self.region)}-az{i + 1}" for i in range(len(names))],
+                "id": self.region, "state": "available", "groupNames": [self.region] * len(names)})
         if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             wanted = []
             for f in args.args.get("filters") or []:
@@ -149,9 +219,36 @@ class EksbenchMocks(pmocks.Mocks):
                 for suffix in (self.offered.get(t, DEFAULT_AZS) if self.offered else DEFAULT_AZS):
                     types.append(t)
                     locations.append(f"{self.region}{suffix}")
-            return {"instanceTypes": types, "locations": locations,
-                    "locationTypes": ["availability-zone"] * len(types), "id": self.region}
-        return {}
+            return result_shape(aws.ec2.GetInstanceTypeOfferingsResult, {
+                "instanceTypes": types, "locations": locations, "locationTypes": ["availability-zone"] * len(types),
+                "id": self.region, "filters": args.args.get("filters"), "locationType": "availability-zone"})
+        if args.token == "aws:eks/getCluster:getCluster":
+            name = args.args.get("name")
+            if name not in self.clusters:
+                raise KeyError(f"getCluster({name!r}): no eks:index:Cluster of that name was registered")
+            c = self.clusters[name]
+            public = c.get("publicAccessCidrs") or []
+            vpc = result_shape(aws.eks.outputs.GetClusterVpcConfigResult, {
+                "clusterSecurityGroupId": EKS_CREATED_CLUSTER_SG, "controlPlaneEgressMode": "AWS_MANAGED",
+                "endpointPrivateAccess": bool(c.get("endpointPrivateAccess")),
+                "endpointPublicAccess": bool(c.get("endpointPublicAccess")),
+                "publicAccessCidrs": public, "securityGroupIds": [PULUMI_EKS_CLUSTER_SG],
+                "subnetIds": list(c.get("privateSubnetIds") or []) + list(c.get("publicSubnetIds") or []),
+                "vpcId": c.get("vpcId")})
+            return result_shape(aws.eks.GetClusterResult, {
+                "name": name, "id": name, "arn": f"arn:aws:eks:{self.region}:123456789012:cluster/{name}",
+                "version": c.get("version"), "status": "ACTIVE", "vpcConfig": vpc, "region": self.region,
+                "endpoint": f"https://{name}.eks.{self.region}.amazonaws.com", "tags": c.get("tags") or {}})
+        if args.token == "aws:ec2/getInstanceType:getInstanceType":
+            t = args.args.get("instanceType")
+            spec = catalog.INSTANCE_TYPES.get(t)
+            if spec is None:
+                raise KeyError(f"getInstanceType({t!r}): not in the instance catalog")
+            return result_shape(aws.ec2.GetInstanceTypeResult, {
+                "instanceType": t, "id": t, "efaSupported": spec.efa, "defaultVcpus": spec.vcpus,
+                "memorySize": spec.memory_gib * 1024, "maximumNetworkCards": MOCK_NETWORK_CARDS.get(t, 1)})
+        raise NotImplementedError(f"EksbenchMocks does not answer the invoke {args.token}; shape its answer "
+                                  "from pulumi-aws' result type (bench.mocks.result_shape) before calling it")
 
 
 async def _resolve(value: Any) -> Any:

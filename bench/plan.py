@@ -54,7 +54,7 @@ class Plan:
                 "warnings": self.warnings, "estimate": self.estimate}
 
 
-def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None) -> Plan:
+def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None, today: str | None = None) -> Plan:
     """Run the program for ``stack`` (Pulumi.<stack>.yaml) under the mock engine. Raises ConfigError.
 
     The mock engine drives an asyncio loop of its own; where this thread already runs one (a
@@ -68,20 +68,25 @@ def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None) -> Plan:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return evaluate_config(stack, config, mocks=mocks, monitor=monitor)
+        return evaluate_config(stack, config, mocks=mocks, monitor=monitor, today=today)
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1, thread_name_prefix="eksbench-plan") as pool:
-        return pool.submit(evaluate_config, stack, config, mocks=mocks, monitor=monitor).result()
+        return pool.submit(evaluate_config, stack, config, mocks=mocks, monitor=monitor, today=today).result()
 
 
-def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, monitor=None) -> Plan:
-    """Like ``evaluate``, for a stack file's ``config:`` mapping given in memory."""
+def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, monitor=None,
+                    today: str | None = None) -> Plan:
+    """Like ``evaluate``, for a stack file's ``config:`` mapping given in memory. ``today`` (ISO date):
+    the clock for the EKS version calendar; None is the system clock, read here."""
+    import datetime
+
     from bench.mocks import run_program
     from infra.estimate import DURATIONS, Node, critical_path, hourly_cost, minutes_for
     from program.stack import export_stack
     from spec.pulumi_config import decode_config, to_pulumi_config
 
+    today = today or datetime.date.today().isoformat()
     pulumi_config = to_pulumi_config(stack_config)
     raw, region = decode_config(pulumi_config)
     built = []
@@ -91,7 +96,8 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     logger.propagate = False
     logger.handlers[:] = [collect]
     # The very function __main__.py runs; a ConfigError comes out of it typed, before any registration.
-    monitor = run_program(lambda: built.append(export_stack(raw, project=PROJECT, stack=stack, region=region)),
+    monitor = run_program(lambda: built.append(export_stack(raw, project=PROJECT, stack=stack, region=region,
+                                                              today=today)),
                           project=PROJECT, stack=stack, config=pulumi_config, mocks=mocks, logger=logger,
                           monitor=monitor)
     cfg = built[0]
@@ -102,7 +108,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
              for r in regs]
     minutes, path = critical_path(nodes)
     nat = sum(1 for r in regs if r.type == "aws:ec2/natGateway:NatGateway")
-    items = hourly_cost(cfg, nat_gateways=nat)
+    items = hourly_cost(cfg, nat_gateways=nat, today=today)
     estimate = {
         "hourly_cost_usd": round(sum(items.values()), 2),
         "provision_minutes": minutes,

@@ -188,12 +188,13 @@ def persistent_volume_manifest(kind: str, *, file_system_id: str, env: Environme
     return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": _meta(f"{env.claim_name}-{env.namespace}"),
             "spec": {"capacity": {"storage": f"{capacity_gib}Gi"}, "volumeMode": "Filesystem",
                      "accessModes": ["ReadWriteMany"], "persistentVolumeReclaimPolicy": "Retain",
-                     "storageClassName": f"eksbench-{kind}", "mountOptions": mount_options, "csi": csi,
+                     # "": no StorageClass, so nothing can provision dynamically (the CSI drivers have no IAM).
+                     "storageClassName": "", "mountOptions": mount_options, "csi": csi,
                      "claimRef": {"namespace": env.namespace, "name": env.claim_name}}}
 
 
 def persistent_volume_claim_manifest(kind: str, env: Environment, capacity_gib: int = 1200) -> dict:
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta(env.claim_name, env.namespace),
-            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": f"eksbench-{kind}",
+            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "",
                      "volumeName": f"{env.claim_name}-{env.namespace}",
                      "resources": {"requests": {"storage": f"{capacity_gib}Gi"}}}}

@@ -43,13 +43,17 @@ class EksClusterArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
+LOG_RETENTION_DAYS = 30
+
+
 class EksCluster(pulumi.ComponentResource):
     cluster: eks.Cluster
     cluster_name: str
     node_role: aws.iam.Role
     provider: k8s.Provider
     namespace: pulumi.CustomResource
-    cluster_security_group_id: pulumi.Output[str]
+    ready_cluster_name: pulumi.Output[str]
+    node_security_group_id: pulumi.Output[str]
     kubeconfig: pulumi.Output[str]
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
@@ -65,18 +69,45 @@ class EksCluster(pulumi.ComponentResource):
             principal_arn=arn, access_policies={"admin": eks.AccessPolicyAssociationArgs(
                 policy_arn=CLUSTER_ADMIN_POLICY, access_scope={"type": "cluster"})})
             for i, arn in enumerate(config.admin_role_arns)}
+        # EKS writes control-plane logs to this group, creating it without retention (and leaving it
+        # behind on delete) when it does not exist yet (EKS user guide, "Send control plane logs to
+        # CloudWatch Logs"). Created first, it has a retention and goes with `pulumi destroy`. The name
+        # is fixed by EKS, so a replacement must delete the old group first.
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-logs", name=f"/aws/eks/{cluster_name}/cluster", retention_in_days=LOG_RETENTION_DAYS,
+            tags=tags, opts=child_options(self, opts, delete_before_replace=True))
+        public_cidrs = list(config.public_access_cidrs or [])
         self.cluster = eks.Cluster(
             f"{name}-eks", name=cluster_name, version=config.kubernetes_version, vpc_id=args.vpc_id,
             public_subnet_ids=list(args.public_subnet_ids), private_subnet_ids=list(args.private_subnet_ids),
-            node_associate_public_ip_address=False, endpoint_private_access=True, endpoint_public_access=True,
-            public_access_cidrs=list(config.public_access_cidrs),
+            node_associate_public_ip_address=False, endpoint_private_access=True,
+            # [] in config: no public endpoint at all (program.validation made the choice explicit).
+            endpoint_public_access=bool(public_cidrs), public_access_cidrs=public_cidrs or None,
             authentication_mode=eks.AuthenticationMode.API, access_entries=admins,
-            # pulumi-eks gives instance roles an EC2_LINUX access entry in API mode, which the
-            # managed node groups' nodes need to join (EKS docs, "Create access entries": type EC2_LINUX).
-            instance_roles=[self.node_role], skip_default_node_group=True, create_oidc_provider=False,
+            # No instance_roles: pulumi-eks creates an EC2_LINUX access entry only for `instanceRole`
+            # (its defaultInstanceRole), never for `instanceRoles` (pulumi-eks cluster.ts,
+            # createCore: "This additionally maps the defaultInstanceRole to a EC2_LINUX access entry").
+            # Managed node groups need none from us: "If you create a managed node group ... Amazon EKS
+            # creates an access entry of type EC2_LINUX for the node IAM role" (EKS user guide,
+            # "Create access entries"), and pulumi-eks does not require instanceRoles in API mode.
+            skip_default_node_group=True, create_oidc_provider=False,
             enabled_cluster_log_types=list(config.log_types), tags=tags,
-            opts=child_options(self, opts, depends_on=[self.node_role]))
-        self.cluster_security_group_id = self.cluster.cluster_security_group_id
+            opts=child_options(self, opts, depends_on=[self.node_role, log_group]))
+        # The security group the nodes carry is the one EKS creates for the cluster
+        # (vpcConfig.clusterSecurityGroupId): managed nodes without security groups in their launch
+        # template get it, and pulumi-eks puts it on EFA interfaces (nodegroup.ts,
+        # getEfaNetworkInterfaces({securityGroupIds: [core.cluster.vpcConfig.clusterSecurityGroupId]})).
+        # `cluster.cluster_security_group_id` is NOT it: that is pulumi-eks' own group on the control-plane
+        # ENIs unless skipDefaultSecurityGroups (cluster.ts: `core.clusterSecurityGroup?.id ??
+        # core.cluster.vpcConfig.clusterSecurityGroupId`).
+        # Read through the getCluster invoke rather than `cluster.eks_cluster.vpc_config`: the invoke is
+        # right on the real engine (it runs once the name resolves, which the kubeconfig does only after
+        # the cluster exists; during preview both stay unknown) and the mock engine answers it with
+        # pulumi-aws' GetClusterResult shape, whereas resource references, which eks_cluster needs, are
+        # off under mocks (bench.mocks). The same name Output orders the node groups after the cluster.
+        self.ready_cluster_name = self.cluster.kubeconfig_json.apply(lambda _: cluster_name)
+        created = aws.eks.get_cluster_output(name=self.ready_cluster_name, opts=pulumi.InvokeOutputOptions(parent=self))
+        self.node_security_group_id = created.vpc_config.cluster_security_group_id
         self.kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig_json)
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.cluster.kubeconfig_json,
                                      enable_server_side_apply=True, opts=child)

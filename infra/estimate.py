@@ -19,7 +19,7 @@ from spec.config import StackConfig
 # where none is published.
 DURATIONS: dict[str, tuple[float, str]] = {
     "eks:index:Cluster": (12.0, "EKS control plane 9-15 min (public reports)"),
-    "eks:index:ManagedNodeGroup": (4.0, "managed node group 3-5 min (public reports)"),
+    "aws:eks/nodeGroup:NodeGroup": (4.0, "managed node group 3-5 min (public reports)"),
     "aws:fsx/lustreFileSystem:LustreFileSystem": (11.0, "FSx for Lustre 10-12 min (public reports)"),
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": (5.0, "assumed"),
     "aws:ec2/natGateway:NatGateway": (1.5, "NAT gateway 1-2 min (public reports)"),
@@ -91,16 +91,19 @@ def critical_path(nodes: Iterable[Node]) -> tuple[float, list[Node]]:
     return round(finish[end.urn][0], 2), list(reversed(path))
 
 
-def hourly_cost(cfg: StackConfig, *, nat_gateways: int) -> dict[str, float]:
-    """USD per hour at desired sizes, by line item (catalog prices as of PRICES_AS_OF)."""
+def hourly_cost(cfg: StackConfig, *, nat_gateways: int, today: str) -> dict[str, float]:
+    """USD per hour at desired sizes, by line item (catalog prices as of PRICES_AS_OF). ``today`` (ISO
+    date, the caller's clock) decides whether the control plane bills at the extended-support rate."""
     items: dict[str, float] = {}
     for g in cfg.gpu_node_groups:
         items[f"gpu nodes {g.name} ({g.desired_size}x {g.instance_type})"] = g.desired_size * catalog.hourly_price(
             g.instance_type)
     s = cfg.system_nodes
     items[f"system nodes ({s.desired_size}x {s.instance_type})"] = s.desired_size * catalog.hourly_price(s.instance_type)
-    extended = cfg.cluster.kubernetes_version in catalog.EKS_EXTENDED_SUPPORT
-    items["EKS control plane"] = 0.60 if extended else catalog.EKS_CONTROL_PLANE_USD_PER_HOUR
+    version = cfg.cluster.kubernetes_version
+    extended = catalog.eks_support(version, today) == "extended"
+    items["EKS control plane" + (f" (extended support for {version})" if extended else "")] = (
+        catalog.control_plane_usd_per_hour(version, today))
     if nat_gateways:
         items[f"NAT gateways ({nat_gateways})"] = nat_gateways * catalog.NAT_GATEWAY_USD_PER_HOUR
     if cfg.storage.kind == "fsx":

@@ -1,9 +1,15 @@
 """Shared storage on FSx for Lustre, linked to S3 by data repository associations.
 
 ``/datasets`` imports the datasets prefix automatically (lazy load on first read);
-``/results`` exports everything written under it to the stack's results prefix, so
+``/results`` exports new and changed files (never deletions) to the stack's results prefix, so
 results outlive the file system: data not exported is lost when the file system is deleted
 (AWS FSx for Lustre docs, "Exporting files using data repository associations").
+
+One writer per key: the in-container launcher owns ``<project>/<stack>/<run-id>/<experiment>/``
+(it uploads there on EFS and FSx alike); the export owns ``<project>/<stack>/fsx-export/``, a
+crash-safe copy of the shared volume's ``/results`` that survives a pod killed before its upload.
+Checkpoints rewritten every few steps export as new object versions; the results bucket expires
+noncurrent versions (infra.results_bucket).
 """
 
 from __future__ import annotations
@@ -20,29 +26,46 @@ from infra.environment import Environment
 from infra.shared_volume import register_shared_volume
 from spec.config import Fsx
 
-# Lustre: TCP 988 and 1018-1023 between clients and file servers (AWS FSx for Lustre
-# docs, "File system access control with Amazon VPC").
+# Lustre: TCP 988 and 1018-1023 between clients and file servers, in both directions (LNet lets
+# servers open connections to clients too), and among the servers (AWS FSx for Lustre docs, "File
+# system access control with Amazon VPC": inbound and outbound rules on the file system's group and
+# on the clients' group).
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
-ALL_EVENTS = ["NEW", "CHANGED", "DELETED"]
+# Results: export what is written or rewritten; never propagate deletions (a cleaned scratch
+# directory must not delete results in S3). Imports keep all three so the dataset view follows S3.
+EXPORT_EVENTS = ["NEW", "CHANGED"]
+FSX_EXPORT_PREFIX = "fsx-export/"
+IMPORT_EVENTS = ["NEW", "CHANGED", "DELETED"]
 
 
 def lustre_rules(sg: aws.ec2.SecurityGroup, node_security_group_id, name: str, opts) -> list:
-    """Lustre from the nodes and between the file servers, as rules of their own.
+    """Lustre between the nodes and the file system (both ways) and among the file servers, as rules of
+    their own.
 
-    Separate rule resources (not inline ingress) let the file system, which takes ~10 min,
-    start at once instead of waiting ~12 min for the cluster's security group to exist.
+    Separate rule resources (not inline ingress) let the file system, which takes ~10 min, start at
+    once instead of waiting ~12 min for the cluster's security group to exist. The rules on the nodes'
+    group (the EKS-created cluster group) open only the Lustre ports, and only to the file system's group.
     """
     rules = []
     for lo, hi in LUSTRE_PORTS:
-        rules.append(aws.vpc.SecurityGroupIngressRule(f"{name}-nodes-{lo}", security_group_id=sg.id, ip_protocol="tcp",
-                                         from_port=lo, to_port=hi, referenced_security_group_id=node_security_group_id,
-                                         description="Lustre from the cluster's nodes", opts=opts))
-        rules.append(aws.vpc.SecurityGroupIngressRule(f"{name}-self-{lo}", security_group_id=sg.id, ip_protocol="tcp",
-                                         from_port=lo, to_port=hi, referenced_security_group_id=sg.id,
-                                         description="Lustre between the file system's servers", opts=opts))
-    rules.append(aws.vpc.SecurityGroupEgressRule(f"{name}-self-egress", security_group_id=sg.id, ip_protocol="-1",
-                                    referenced_security_group_id=sg.id,
-                                    description="Lustre servers to each other", opts=opts))
+        common = dict(ip_protocol="tcp", from_port=lo, to_port=hi, opts=opts)
+        rules += [
+            aws.vpc.SecurityGroupIngressRule(f"{name}-nodes-{lo}", security_group_id=sg.id,
+                                             referenced_security_group_id=node_security_group_id,
+                                             description="Lustre from the cluster's nodes", **common),
+            aws.vpc.SecurityGroupEgressRule(f"{name}-to-nodes-{lo}", security_group_id=sg.id,
+                                            referenced_security_group_id=node_security_group_id,
+                                            description="Lustre to the cluster's nodes", **common),
+            aws.vpc.SecurityGroupIngressRule(f"{name}-self-{lo}", security_group_id=sg.id,
+                                             referenced_security_group_id=sg.id,
+                                             description="Lustre between the file system's servers", **common),
+            aws.vpc.SecurityGroupEgressRule(f"{name}-self-egress-{lo}", security_group_id=sg.id,
+                                            referenced_security_group_id=sg.id,
+                                            description="Lustre between the file system's servers", **common),
+            aws.vpc.SecurityGroupIngressRule(f"{name}-node-in-{lo}", security_group_id=node_security_group_id,
+                                             referenced_security_group_id=sg.id,
+                                             description="Lustre from the FSx file servers to the nodes", **common),
+        ]
     return rules
 
 
@@ -90,10 +113,10 @@ class FsxStorage(pulumi.ComponentResource):
         datasets = aws.fsx.DataRepositoryAssociation(
             f"{name}-datasets", file_system_id=fs.id, file_system_path="/datasets",
             data_repository_path=args.datasets_uri, batch_import_meta_data_on_create=True,
-            s3={"auto_import_policy": {"events": ALL_EVENTS}}, delete_data_in_filesystem=False, tags=tags, opts=child)
+            s3={"auto_import_policy": {"events": IMPORT_EVENTS}}, delete_data_in_filesystem=False, tags=tags, opts=child)
         results = aws.fsx.DataRepositoryAssociation(
             f"{name}-results", file_system_id=fs.id, file_system_path="/results",
-            data_repository_path=args.results_uri, s3={"auto_export_policy": {"events": ALL_EVENTS}},
+            data_repository_path=args.results_uri, s3={"auto_export_policy": {"events": EXPORT_EVENTS}},
             delete_data_in_filesystem=False, tags=tags, opts=child)
         addon = aws.eks.Addon(f"{name}-csi", cluster_name=args.cluster_name, addon_name="aws-fsx-csi-driver",
                               resolve_conflicts_on_create="OVERWRITE", tags=tags,

@@ -1,23 +1,45 @@
 """One EKS managed node group: a GPU group from config, or the small CPU system group.
 
-``gpu_node_group_spec`` and ``system_node_group_spec`` are the pure part (what the group
-is); ``NodeGroup`` registers it with pulumi-eks. GPU nodes carry the taint
-``nvidia.com/gpu=true:NoSchedule`` so only pods that tolerate it (training Jobs, the
-device plugin) land on them; etcd and staging Jobs go to the system group.
+``gpu_node_group_spec`` and ``system_node_group_spec`` are the pure part (what the group is),
+``launch_template_data`` the pure launch template; ``NodeGroup`` registers a launch template, a
+placement group where asked, and an ``aws.eks.NodeGroup``. GPU nodes carry the taint
+``nvidia.com/gpu=true:NoSchedule`` so only pods that tolerate it (training Jobs, the device
+plugin) land on them; etcd and staging Jobs go to the system group.
+
+Why not ``pulumi_eks.ManagedNodeGroup`` (pulumi-eks ``nodejs/eks/nodes/nodegroup.ts``):
+- its own launch template sets ``httpPutResponseHopLimit: 2`` whenever ``enableIMDSv2`` is given
+  (``createMNGCustomLaunchTemplate``), which lets pods reach the node role's credentials; we want 1;
+- it rejects a ``launchTemplate`` together with ``enableEfaSupport`` ("If you provide a custom
+  launch template, you cannot provide any of ... enableEfaSupport", ``createManagedNodeGroup``),
+  and Capacity Blocks need a launch template of our own (EKS user guide, "Create a managed node
+  group with Capacity Blocks for ML": InstanceMarketOptions.MarketType "capacity-block",
+  CapacityReservationSpecification.CapacityReservationTarget, InstanceType in the template).
+So this component builds what pulumi-eks would (EFA interfaces as its ``getEfaNetworkInterfaces``
+in ``nodes/instances.ts``; a ``cluster`` placement group as ``createManagedNodeGroup``) in one
+template that also carries IMDSv2 with hop limit 1 and, where asked, a Capacity Block.
 """
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import pulumi
-import pulumi_eks as eks
+import pulumi_aws as aws
 
 from infra.component_options import child_options
 from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT, SYSTEM_NODE_LABEL
 from spec import aws_catalog as catalog
 from spec.config import GpuNodeGroup, SystemNodeGroup
+
+# Inputs of aws.eks.NodeGroup that force a replacement (pulumi-aws 7 schema / the Terraform
+# provider's resource_aws_eks_node_group: ForceNew on ami_type, capacity_type, cluster_name,
+# disk_size, instance_types, node_group_name, node_group_name_prefix, node_role_arn,
+# remote_access, subnet_ids). Pulumi creates the replacement before deleting the old group, so a
+# fixed node_group_name would collide: the group is named by prefix only.
+NODE_GROUP_REPLACE_INPUTS = ("amiType", "capacityType", "clusterName", "diskSize", "instanceTypes",
+                             "nodeGroupName", "nodeGroupNamePrefix", "nodeRoleArn", "remoteAccess", "subnetIds")
 
 
 @dataclass(frozen=True)
@@ -34,35 +56,105 @@ class NodeGroupSpec:
     labels: dict[str, str]
     taints: list[dict[str, str]] = field(default_factory=list)
     efa: bool = False
-    placement_group_az: str | None = None
+    placement_group: bool = False
+    capacity_reservation_id: str | None = None
+    lustre_client: bool = False  # install the Lustre client at boot (AL2023 nodes mounting FSx)
 
 
-def gpu_node_group_spec(group: GpuNodeGroup, *, placement_az: str | None) -> NodeGroupSpec:
+def gpu_node_group_spec(group: GpuNodeGroup, *, lustre_client: bool = False) -> NodeGroupSpec:
     return NodeGroupSpec(
         role="gpu", name=group.name, instance_type=group.instance_type, ami_type=group.ami_type,
         desired_size=group.desired_size, min_size=group.min_size, max_size=group.max_size,
         disk_size_gib=group.disk_size_gib, capacity_type=group.capacity_type,
         labels={**group.labels, GPU_NODE_LABEL_KEY: group.name},
-        taints=[dict(GPU_TAINT)], efa=group.efa,
-        placement_group_az=placement_az if group.placement_group else None)
+        taints=[dict(GPU_TAINT)], efa=group.efa, placement_group=group.placement_group,
+        capacity_reservation_id=group.capacity_reservation_id,
+        lustre_client=lustre_client and group.ami_type.startswith("AL2023"))
 
 
-def system_node_group_spec(group: SystemNodeGroup) -> NodeGroupSpec:
+def system_node_group_spec(group: SystemNodeGroup, *, lustre_client: bool = False) -> NodeGroupSpec:
     return NodeGroupSpec(
         role="system", name="system", instance_type=group.instance_type, ami_type=catalog.CPU_AMI_TYPE,
         desired_size=group.desired_size, min_size=group.min_size, max_size=group.max_size,
-        disk_size_gib=group.disk_size_gib, capacity_type="ON_DEMAND", labels=dict(SYSTEM_NODE_LABEL))
+        disk_size_gib=group.disk_size_gib, capacity_type="ON_DEMAND", labels=dict(SYSTEM_NODE_LABEL),
+        lustre_client=lustre_client)
+
+
+# AL2023 EKS AMIs do not ship the Lustre client (aws-fsx-csi-driver issues #437 and #460;
+# amazon-eks-ami PR #2696 closed without adding it). The FSx for Lustre user guide, "Installing the
+# Lustre client", installs it on Amazon Linux 2023 with `dnf install -y lustre-client`. Managed node
+# groups on AL2023 without an AMI id take MIME multipart user data and merge it with EKS's own
+# nodeadm NodeConfig (EKS user guide, "Customize managed nodes with launch templates", Amazon EC2
+# user data); the shell part runs before the node joins.
+LUSTRE_CLIENT_SCRIPT = "#!/bin/bash\nset -euo pipefail\ndnf install -y lustre-client\n"
+
+
+def mime_user_data(script: str) -> str:
+    """``script`` as the one part of a MIME multipart document, base64-encoded as launch templates take it."""
+    doc = ('MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n'
+           '--//\nContent-Type: text/x-shellscript; charset="us-ascii"\n\n'
+           f"{script}\n--//--\n")
+    return base64.b64encode(doc.encode()).decode()
+
+
+# IMDSv2 only, one hop: a pod (one hop further, behind the node's network namespace) cannot reach
+# the instance metadata service, so it cannot take the node role's credentials (EKS Best Practices,
+# Security: "Restrict access to the instance profile assigned to the worker node").
+METADATA_OPTIONS = {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 1}
+
+
+def launch_template_data(spec: NodeGroupSpec, *, efa_cards: Any = None, security_group_id: Any = None,
+                         placement_group_name: Any = None) -> dict[str, Any]:
+    """The launch template's arguments (pulumi-aws ``aws.ec2.LaunchTemplate`` names), pure.
+
+    ``efa_cards``: network cards of the instance type (EFA groups); ``security_group_id``: the
+    group EFA interfaces carry, the EKS-created cluster security group (as pulumi-eks passes
+    ``core.cluster.vpcConfig.clusterSecurityGroupId``); ``placement_group_name``: the placement group."""
+    # Root volume: /dev/xvda on AL2023, the data volume /dev/xvdb on Bottlerocket (pulumi-eks
+    # nodegroup.ts, createMNGCustomLaunchTemplate). With a launch template, disk size goes here and
+    # not on the node group (EKS rejects diskSize with a launch template).
+    device = "/dev/xvdb" if spec.ami_type.startswith("BOTTLEROCKET") else "/dev/xvda"
+    data: dict[str, Any] = {
+        "metadata_options": dict(METADATA_OPTIONS),
+        "block_device_mappings": [{"device_name": device, "ebs": {
+            "volume_size": spec.disk_size_gib, "volume_type": "gp3", "encrypted": "true",
+            "delete_on_termination": "true"}}],
+    }
+    if spec.lustre_client:
+        data["user_data"] = mime_user_data(LUSTRE_CLIENT_SCRIPT)
+    if spec.efa:
+        data["network_interfaces"] = pulumi.Output.from_input(efa_cards).apply(
+            lambda cards: efa_network_interfaces(cards or 1, security_group_id))
+    if placement_group_name is not None:
+        data["placement"] = {"group_name": placement_group_name}
+    if spec.capacity_type == "CAPACITY_BLOCK":
+        data["instance_type"] = spec.instance_type
+        data["instance_market_options"] = {"market_type": "capacity-block"}
+        data["capacity_reservation_specification"] = {
+            "capacity_reservation_target": {"capacity_reservation_id": spec.capacity_reservation_id}}
+    return data
+
+
+def efa_network_interfaces(cards: int, security_group_id: Any) -> list[dict[str, Any]]:
+    """One EFA interface per network card, as pulumi-eks ``getEfaNetworkInterfaces`` builds them: the
+    primary "efa" at device index 0, the others "efa-only" at device index 1."""
+    return [{"network_card_index": i, "device_index": 0 if i == 0 else 1,
+             "interface_type": "efa" if i == 0 else "efa-only", "delete_on_termination": "true",
+             "security_groups": [security_group_id]} for i in range(max(int(cards), 1))]
 
 
 @dataclass(frozen=True)
 class NodeGroupArgs:
-    """spec: what the group is (gpu_node_group_spec / system_node_group_spec). cluster, cluster_name,
-    node_role: from EksCluster. subnet_ids: private subnets only. tags: on the group and its nodes."""
+    """spec: what the group is (gpu_node_group_spec / system_node_group_spec). cluster_name: the EKS
+    cluster's name as an Output that resolves once the cluster exists. node_role: from EksCluster
+    (EKS creates the role's EC2_LINUX access entry when the group is created). subnet_ids: private
+    subnets only. cluster_security_group_id: the EKS-created cluster security group, which EFA
+    interfaces must carry. tags: on the group, its template and its nodes."""
     spec: NodeGroupSpec
-    cluster: Any  # pulumi_eks.Cluster
-    cluster_name: str
+    cluster_name: pulumi.Input[str]
     node_role: Any  # aws.iam.Role
     subnet_ids: Sequence[pulumi.Input[str]]
+    cluster_security_group_id: pulumi.Input[str] | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -71,20 +163,41 @@ class NodeGroup(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NodeGroupArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:infra:NodeGroup", name, None, opts)
-        spec, cluster_name = args.spec, args.cluster_name
+        spec = args.spec
+        tags = {**args.tags, "eksbench:node-group": spec.name}
+        child = child_options(self, opts)
         taint_effect = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
-        group_name = f"{cluster_name}-{spec.name}"[:63]
-        ng = eks.ManagedNodeGroup(
-            f"{name}-mng", cluster=args.cluster, node_group_name=group_name, node_role=args.node_role,
-            subnet_ids=list(args.subnet_ids), instance_types=[spec.instance_type], ami_type=spec.ami_type,
-            capacity_type=spec.capacity_type, disk_size=spec.disk_size_gib,
+        placement = None
+        if spec.placement_group:
+            placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", tags=tags, opts=child)
+        efa_cards = None
+        if spec.efa:
+            # As pulumi-eks does: one EFA per network card, the count read from EC2 (DescribeInstanceTypes).
+            efa_cards = aws.ec2.get_instance_type_output(instance_type=spec.instance_type,
+                                                         opts=pulumi.InvokeOutputOptions(parent=self)
+                                                         ).maximum_network_cards
+        data = launch_template_data(spec, efa_cards=efa_cards, security_group_id=args.cluster_security_group_id,
+                                    placement_group_name=placement.name if placement else None)
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-lt", description=f"eksbench node group {spec.name}: IMDSv2 hop limit 1", update_default_version=True,
+            tag_specifications=[{"resource_type": "instance", "tags": tags}, {"resource_type": "volume", "tags": tags}],
+            tags=tags, opts=child, **data)
+        block = spec.capacity_type == "CAPACITY_BLOCK"
+        ng = aws.eks.NodeGroup(
+            f"{name}-ng", cluster_name=args.cluster_name,
+            # A prefix, never a fixed name: see NODE_GROUP_REPLACE_INPUTS.
+            node_group_name_prefix=f"{spec.name}-",
+            node_role_arn=args.node_role.arn, subnet_ids=list(args.subnet_ids),
+            # With a Capacity Block the instance type lives in the launch template (EKS user guide,
+            # "Create a managed node group with Capacity Blocks for ML").
+            instance_types=None if block else [spec.instance_type], ami_type=spec.ami_type,
+            capacity_type=spec.capacity_type,
             scaling_config={"desired_size": spec.desired_size, "min_size": spec.min_size, "max_size": spec.max_size},
             labels=spec.labels,
             taints=[{"key": t["key"], "value": t["value"], "effect": taint_effect[t["effect"]]} for t in spec.taints],
-            enable_efa_support=spec.efa or None,
-            placement_group_availability_zone=spec.placement_group_az,
-            tags={**args.tags, "eksbench:node-group": spec.name},
-            opts=child_options(self, opts))
-        self.node_group_name = pulumi.Output.from_input(group_name)
-        self.managed_node_group = ng
+            launch_template={"id": template.id, "version": template.latest_version.apply(str)},
+            tags=tags, opts=child)
+        self.node_group_name = ng.node_group_name
+        self.node_group = ng
+        self.launch_template = template
         self.register_outputs({"node_group_name": self.node_group_name})

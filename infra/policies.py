@@ -25,9 +25,16 @@ def trainer_policy(*, results_bucket: str, results_prefix: str, datasets_uri: st
     """
     ds_bucket, ds_prefix = parse_s3_uri(datasets_uri)
     results_prefix = results_prefix.rstrip("/") + "/"
+    # GetObject of a missing key answers 404 NoSuchKey only to a caller allowed s3:ListBucket on the
+    # bucket, 403 AccessDenied otherwise (S3 API reference, GetObject: "Permissions"). That check
+    # carries no s3:prefix, so a plain StringLike on s3:prefix never matches it, and a missing
+    # manifest.json read as AccessDenied. StringLikeIfExists keeps ListObjects scoped (a request
+    # naming another prefix is denied) and lets the prefix-less check pass. What it also allows: a
+    # listing with no prefix at all, i.e. the key names (not the contents) of the datasets bucket.
     statements = [
         {"Sid": "ListDatasets", "Effect": "Allow", "Action": "s3:ListBucket",
-         "Resource": f"arn:aws:s3:::{ds_bucket}", "Condition": {"StringLike": {"s3:prefix": [f"{ds_prefix}*"]}}},
+         "Resource": f"arn:aws:s3:::{ds_bucket}",
+         "Condition": {"StringLikeIfExists": {"s3:prefix": [f"{ds_prefix}*"]}}},
         {"Sid": "ReadDatasets", "Effect": "Allow", "Action": "s3:GetObject",
          "Resource": f"arn:aws:s3:::{ds_bucket}/{ds_prefix}*"},
         {"Sid": "ListResults", "Effect": "Allow", "Action": "s3:ListBucket",

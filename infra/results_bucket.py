@@ -1,7 +1,7 @@
 """Where results live: an existing bucket named in config, or one the stack creates.
 
 A created bucket blocks public access, encrypts at rest, enforces TLS, keeps versions,
-and is retained (with its guards) on ``pulumi destroy``: results outlive experiments.
+expires noncurrent versions after a week, and is retained (with its guards) on ``pulumi destroy``: results outlive experiments.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ import pulumi_aws as aws
 
 from infra.component_options import child_options
 from infra.policies import tls_only_bucket_policy
+
+
+NONCURRENT_DAYS = 7
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,12 @@ class ResultsBucket(pulumi.ComponentResource):
             rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}, "bucket_key_enabled": True}])
         aws.s3.BucketVersioning(f"{name}-versioning", bucket=bucket.id,
                                 versioning_configuration={"status": "Enabled"}, opts=guards)
+        # Versioning keeps every overwrite: checkpoints rewritten every few steps and FSx re-exports
+        # would pile up. Noncurrent versions expire; the current one stays.
+        aws.s3.BucketLifecycleConfiguration(f"{name}-lifecycle", bucket=bucket.id, opts=guards, rules=[{
+            "id": "expire-noncurrent-versions", "status": "Enabled", "filter": {},
+            "noncurrent_version_expiration": {"noncurrent_days": NONCURRENT_DAYS},
+            "abort_incomplete_multipart_upload": {"days_after_initiation": NONCURRENT_DAYS}}])
         aws.s3.BucketPolicy(f"{name}-tls-only", bucket=bucket.id,
                             policy=bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn))), opts=guards)
         self.bucket_name = bucket.bucket

@@ -9,6 +9,8 @@ raised here carries every problem, typed, to whoever called.
 
 from __future__ import annotations
 
+import datetime
+import json
 from typing import Any, Mapping
 
 import pulumi
@@ -22,7 +24,7 @@ from infra.eks_cluster import EksCluster, EksClusterArgs
 from infra.environment import environment_for
 from infra.estimate import hourly_cost
 from infra.etcd import Etcd, EtcdArgs
-from infra.fsx_storage import FsxStorage, FsxStorageArgs
+from infra.fsx_storage import FSX_EXPORT_PREFIX, FsxStorage, FsxStorageArgs
 from infra.network import Network, NetworkArgs
 from infra.node_group import NodeGroup, NodeGroupArgs, gpu_node_group_spec, system_node_group_spec
 from infra.results_bucket import ResultsBucket, ResultsBucketArgs
@@ -39,35 +41,49 @@ def cluster_name_for(cfg: StackConfig) -> str:
     return f"{cfg.project}-{cfg.stack}"[:100]
 
 
-def lookup_offerings(cfg: StackConfig) -> tuple[list[str], dict[str, set[str]]]:
-    """The region's zones, and for each GPU type (ours and the alternatives) the zones offering it."""
-    zones = aws.get_availability_zones(state="available").names
+def lookup_offerings(cfg: StackConfig) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """The region's usable zones (name -> zone ID, without those EKS does not support), and for each
+    GPU type (ours and the alternatives) the zones offering it."""
+    found_zones = aws.get_availability_zones(state="available")
+    zones = offerings.usable_zones(list(found_zones.names), list(found_zones.zone_ids))
     types = sorted({g.instance_type for g in cfg.gpu_node_groups} | set(catalog.GPU_ALTERNATIVES))
     found = aws.ec2.get_instance_type_offerings(
         location_type="availability-zone", filters=[{"name": "instance-type", "values": types}])
     offered: dict[str, set[str]] = {}
     for t, zone in zip(found.instance_types, found.locations):
         offered.setdefault(t, set()).add(zone)
-    return list(zones), offered
+    return zones, offered
 
 
-def build_stack(raw: Mapping[str, Any], *, project: str, stack: str,
-                region: str | None) -> tuple[StackConfig, dict[str, Any]]:
-    """Validate ``raw`` (the ``eksbench:*`` keys), register every resource; return the config and the outputs."""
+def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None,
+                today: str | None = None) -> tuple[StackConfig, dict[str, Any]]:
+    """Validate ``raw`` (the ``eksbench:*`` keys), register every resource; return the config and the outputs.
+
+    ``today`` (ISO date) is the clock the EKS version calendar is read with; None reads the system clock here."""
+    today = today or datetime.date.today().isoformat()
     cfg = parse_stack_config(raw, project=project, stack=stack, region=region)
-    region_azs, offered = lookup_offerings(cfg)
+    zones, offered = lookup_offerings(cfg)
     code_files = read_code_files()
-    problems = meaning_problems(cfg, offered=offered, code_files=code_files)
+    problems = meaning_problems(cfg, offered=offered, code_files=code_files, today=today, zones=zones)
     if problems:
         raise ConfigError(problems)
-    for note in offerings.advisories(cfg):
+    for note in offerings.advisories(cfg, today=today):
         pulumi.log.warn(note)
 
     env = environment_for(cfg)
     tags = {"eksbench:project": cfg.project, "eksbench:stack": cfg.stack, **cfg.tags}
     name = cluster_name_for(cfg)
-    azs = offerings.choose_azs(region_azs, offered, [g.instance_type for g in cfg.gpu_node_groups],
-                               cfg.network.az_count)
+    # Zones pinned in the stack file stay put; chosen ones follow live offerings, so an offering change
+    # would re-plan the VPC: say which were chosen and how to pin them.
+    if cfg.network.azs:
+        azs = list(cfg.network.azs)
+    else:
+        azs = offerings.choose_azs(list(zones), offered, [g.instance_type for g in cfg.gpu_node_groups],
+                                   cfg.network.az_count)
+        if not cfg.network.existing_vpc_id:
+            pulumi.log.warn(f"network.azs: not set, so this run chose {', '.join(azs)} from today's offerings; "
+                            f"pin them so a later offering change cannot re-plan the VPC: add "
+                            f"azs: {json.dumps(azs)} under eksbench:network in Pulumi.{stack}.yaml")
 
     # Network, results bucket and the cluster.
     network = Network("network", NetworkArgs(config=cfg.network, cluster_name=name, region=cfg.region,
@@ -78,24 +94,36 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str,
         public_subnet_ids=network.public_subnet_ids, private_subnet_ids=network.private_subnet_ids, tags=tags))
 
     # Node groups. Nodes in private subnets reach ECR and the API through the NAT routes: wait for the network.
+    # The group's own depends_on reaches its children through child_options.
     after_network = pulumi.ResourceOptions(depends_on=[network])
+    lustre = cfg.storage.kind == "fsx"
 
     def node_group(group_name: str, spec, subnets) -> NodeGroup:
-        return NodeGroup(group_name, NodeGroupArgs(spec=spec, cluster=cluster.cluster, cluster_name=name,
-                                                   node_role=cluster.node_role, subnet_ids=subnets, tags=tags),
-                         after_network)
+        return NodeGroup(group_name, NodeGroupArgs(
+            spec=spec, cluster_name=cluster.ready_cluster_name, node_role=cluster.node_role, subnet_ids=subnets,
+            cluster_security_group_id=cluster.node_security_group_id, tags=tags), after_network)
 
-    system = node_group("system", system_node_group_spec(cfg.system_nodes), network.private_subnet_ids)
+    system = node_group("system", system_node_group_spec(cfg.system_nodes, lustre_client=lustre),
+                        network.private_subnet_ids)
     subnet_by_az = dict(zip(network.azs, network.private_subnet_ids))
     gpu_groups, first_gpu_subnet = [], None
-    for g in cfg.gpu_node_groups:
-        zones = offerings.group_azs(g.instance_type, network.azs, offered) if not cfg.network.existing_vpc_id else []
-        # A cluster placement group lives in one AZ, so the group does too.
-        zones = zones[:1] if g.placement_group else zones
-        subnets = [subnet_by_az[z] for z in zones] or network.private_subnet_ids
+    for i, g in enumerate(cfg.gpu_node_groups):
+        single_zone = g.efa or g.placement_group or g.capacity_type == "CAPACITY_BLOCK"
+        if cfg.network.existing_vpc_id:
+            subnets = [g.subnet_id] if g.subnet_id else network.private_subnet_ids
+        else:
+            if g.availability_zone and g.availability_zone not in network.azs:
+                raise ConfigError([f"gpu_node_groups[{i}].availability_zone={json.dumps(g.availability_zone)}: is not "
+                                   f"among the network's zones ({', '.join(network.azs)}); pin network.azs to "
+                                   f"include it"])
+            zones = [g.availability_zone] if g.availability_zone else offerings.group_azs(
+                g.instance_type, network.azs, offered)
+            # EFA traffic stays in one zone, a cluster placement group lives in one, and a Capacity
+            # Block serves one: such a group gets one subnet.
+            zones = zones[:1] if single_zone else zones
+            subnets = [subnet_by_az[z] for z in zones]
         first_gpu_subnet = first_gpu_subnet or subnets[0]
-        gpu_groups.append(node_group(f"gpu-{g.name}", gpu_node_group_spec(g, placement_az=zones[0] if zones else None),
-                                     subnets))
+        gpu_groups.append(node_group(f"gpu-{g.name}", gpu_node_group_spec(g, lustre_client=lustre), subnets))
 
     # Shared storage, the trainer's identity, etcd and the device plugins, all on the cluster's provider.
     k8s = pulumi.ResourceOptions(provider=cluster.provider)
@@ -105,13 +133,14 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str,
     if cfg.storage.kind == "efs":
         storage = EfsStorage("storage", EfsStorageArgs(
             config=cfg.storage.efs, env=env, cluster_name=name, vpc_id=network.vpc_id,
-            subnet_ids=network.private_subnet_ids, node_security_group_id=cluster.cluster_security_group_id,
+            subnet_ids=network.private_subnet_ids, node_security_group_id=cluster.node_security_group_id,
             volume_depends_on=[system], tags=tags), k8s)
     else:
         storage = FsxStorage("storage", FsxStorageArgs(
             config=cfg.storage.fsx, env=env, cluster_name=name, vpc_id=network.vpc_id, subnet_id=first_gpu_subnet,
-            node_security_group_id=cluster.cluster_security_group_id, datasets_uri=dataset_uri,
-            results_uri=bucket.bucket_name.apply(lambda b: f"s3://{b}/{stack_prefix}"),
+            node_security_group_id=cluster.node_security_group_id, datasets_uri=dataset_uri,
+            # Not the launcher's keys: one writer per key (infra.fsx_storage).
+            results_uri=bucket.bucket_name.apply(lambda b: f"s3://{b}/{stack_prefix}{FSX_EXPORT_PREFIX}"),
             volume_depends_on=[system], tags=tags), k8s)
     identity = TrainerIdentity("trainer", TrainerIdentityArgs(
         env=env, cluster_name=name, bucket=bucket.bucket_name, stack_prefix=stack_prefix, tags=tags),
@@ -139,7 +168,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str,
                                                 env=env, bucket=bucket.bucket_name, code_files=code_files),
                             pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*workload_deps, staging]))
 
-    cost = hourly_cost(cfg, nat_gateways=network.nat_gateway_count)
+    cost = hourly_cost(cfg, nat_gateways=network.nat_gateway_count, today=today)
     if not cfg.experiments:
         pulumi.log.warn(f"experiments=[]: the stack runs no experiment, yet its nodes and control plane bill about "
                         f"${sum(cost.values()):.2f}/h; add experiments, or set the GPU groups' desired_size to 0")
@@ -159,9 +188,10 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str,
     }
 
 
-def export_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None) -> StackConfig:
+def export_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None,
+                 today: str | None = None) -> StackConfig:
     """``build_stack`` and export each output (what both ``__main__.py`` and ``bench plan`` run)."""
-    cfg, outputs = build_stack(raw, project=project, stack=stack, region=region)
+    cfg, outputs = build_stack(raw, project=project, stack=stack, region=region, today=today)
     for key, value in outputs.items():
         pulumi.export(key, value)
     return cfg

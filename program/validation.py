@@ -14,20 +14,25 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from datasets.catalog import DATASET_NAMES
+from datasets.catalog import DATASET_NAMES, dataset
 from infra.offerings import offering_problems
 from spec import aws_catalog as catalog
 from spec.config import Experiment, GpuNodeGroup, StackConfig
-from spec.fields import ConfigError, problem, show
+from spec.fields import ConfigError, documentation_cidr, placeholder_bucket, problem, show
+from spec.pins import EKS_ADDON_REGISTRY_ACCOUNTS
+from spec.s3_uri import parse_s3_uri
 from spec.shape import parse_stack_config
 from workloads import contracts
 
 
 def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None = None,
-                     code_files: Mapping[str, str] | None = None) -> list[str]:
-    """Every meaning problem of a shape-clean config. ``offered`` (instance type -> zones) and
-    ``code_files`` (the shipped sources) are checked when given."""
-    problems = _node_groups(cfg) + _network(cfg) + _storage(cfg) + _experiments(cfg)
+                     code_files: Mapping[str, str] | None = None, today: str | None = None,
+                     zones: Mapping[str, str] | None = None) -> list[str]:
+    """Every meaning problem of a shape-clean config. ``offered`` (instance type -> zones),
+    ``code_files`` (the shipped sources), ``today`` (ISO date: the caller's clock, for the EKS
+    version calendar) and ``zones`` (the region's usable zone names -> zone ids) are checked when given."""
+    problems = (_cluster(cfg, today) + _node_groups(cfg) + _network(cfg, zones) + _storage(cfg)
+                + _datasets(cfg) + _experiments(cfg))
     if offered is not None:
         problems += offering_problems(cfg, offered)
     if code_files is not None:
@@ -37,10 +42,10 @@ def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None
 
 def validated_config(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None,
                      offered: Mapping[str, set[str]] | None = None,
-                     code_files: Mapping[str, str] | None = None) -> StackConfig:
+                     code_files: Mapping[str, str] | None = None, today: str | None = None) -> StackConfig:
     """Shape, then (only if the shape is clean) meaning. Raises ConfigError with every problem of the stage."""
     cfg = parse_stack_config(raw, project=project, stack=stack, region=region)
-    problems = meaning_problems(cfg, offered=offered, code_files=code_files)
+    problems = meaning_problems(cfg, offered=offered, code_files=code_files, today=today)
     if problems:
         raise ConfigError(problems)
     return cfg
@@ -55,6 +60,82 @@ def _sizes(key: str, min_size: int, max_size: int, desired: int, *, desired_exam
     return []
 
 
+PRIVATE_ENDPOINT_HINT = ('your own addresses, e.g. ["<your public IP>/32"] (curl https://checkip.amazonaws.com), '
+                         'or [] for a private endpoint only (then run pulumi up from inside the VPC)')
+
+
+def _cluster(cfg: StackConfig, today: str | None) -> list[str]:
+    """The API endpoint's exposure is an explicit choice; the version can still be created on ``today``."""
+    out, c = [], cfg.cluster
+    if c.public_access_cidrs is None:
+        out.append(f"cluster.public_access_cidrs: is required: who may reach the Kubernetes API endpoint; "
+                   f"{PRIVATE_ENDPOINT_HINT}")
+    else:
+        for i, cidr in enumerate(c.public_access_cidrs):
+            if documentation_cidr(cidr):
+                out.append(problem(f"cluster.public_access_cidrs[{i}]", cidr,
+                                   "is a documentation range (RFC 5737) that routes nowhere, so nobody, you included, "
+                                   f"could reach the API; put {PRIVATE_ENDPOINT_HINT}"))
+    if today is not None and catalog.eks_support(c.kubernetes_version, today) == "ended":
+        v = catalog.EKS_CALENDAR[c.kubernetes_version]
+        current = [x for x in catalog.EKS_VERSIONS if catalog.eks_support(x, today) != "ended"]
+        out.append(problem("cluster.kubernetes_version", c.kubernetes_version,
+                           f"extended support ended on {v.end_of_extended}, so EKS no longer creates it; "
+                           f"choose one of {', '.join(current)}", show(catalog.NEWEST_EKS_VERSION)))
+    if any(g.efa for g in cfg.gpu_node_groups) and cfg.region and cfg.region not in EKS_ADDON_REGISTRY_ACCOUNTS:
+        out.append(problem("aws:region", cfg.region,
+                           "the EFA device plugin's registry account for this region is not known to eksbench "
+                           "(spec/pins.py EKS_ADDON_REGISTRY_ACCOUNTS, from the AWS docs' \"Amazon container image "
+                           "registries\" table); add it there, or use one of "
+                           + ", ".join(sorted(EKS_ADDON_REGISTRY_ACCOUNTS)), '"us-east-1"'))
+    return out
+
+
+def _single_zone(cfg: StackConfig, key: str, g: GpuNodeGroup, why: str) -> list[str]:
+    """A group that must sit in one zone has one: chosen from the network, or named for an existing VPC."""
+    n = cfg.network
+    if n.existing_vpc_id and not g.subnet_id:
+        return [f"{key}.subnet_id: is required with {why} in an existing VPC: the one private subnet (one zone) "
+                f"the nodes go in, one of {', '.join(n.existing_private_subnet_ids)}"]
+    return []
+
+
+def _node_group_placement(cfg: StackConfig, i: int, g: GpuNodeGroup) -> list[str]:
+    key, out, n = f"gpu_node_groups[{i}]", [], cfg.network
+    if g.efa and not catalog.INSTANCE_TYPES[g.instance_type].efa:
+        out.append(problem(f"{key}.efa", True, f'{g.instance_type} does not support EFA; use "auto" or false',
+                           '"auto"'))
+    if g.capacity_type == "CAPACITY_BLOCK":
+        if not g.capacity_reservation_id:
+            out.append(f'{key}.capacity_reservation_id: is required with capacity_type "CAPACITY_BLOCK": the '
+                       'Capacity Block\'s reservation id, e.g. "cr-0123456789abcdef0" (EC2 console, Capacity '
+                       'Reservations)')
+        if not g.availability_zone and not g.subnet_id:
+            out.append(f'{key}.availability_zone: is required with capacity_type "CAPACITY_BLOCK": the zone the '
+                       'block was bought in, e.g. "us-east-1a" (a block serves one zone)')
+        if g.placement_group:
+            out.append(problem(f"{key}.placement_group", True,
+                               "a Capacity Block is already placed by AWS; a placement group of our own does not "
+                               "match the reservation and the launch fails; set it to false or \"auto\"", "false"))
+    elif g.capacity_reservation_id:
+        out.append(problem(f"{key}.capacity_reservation_id", g.capacity_reservation_id,
+                           f'applies to capacity_type "CAPACITY_BLOCK" only (here {g.capacity_type})',
+                           'capacity_type: "CAPACITY_BLOCK"'))
+    if g.efa or g.placement_group or g.capacity_type == "CAPACITY_BLOCK":
+        why = "efa" if g.efa else "placement_group" if g.placement_group else "a Capacity Block"
+        out += _single_zone(cfg, key, g, why)
+    if g.subnet_id and not n.existing_vpc_id:
+        out.append(problem(f"{key}.subnet_id", g.subnet_id, "applies to an existing VPC (network.existing) only; "
+                           "with a created VPC set availability_zone instead", '"us-east-1a"'))
+    elif g.subnet_id and g.subnet_id not in n.existing_private_subnet_ids:
+        out.append(problem(f"{key}.subnet_id", g.subnet_id, "must be one of network.existing.private_subnet_ids",
+                           show(n.existing_private_subnet_ids[0] if n.existing_private_subnet_ids else "subnet-...")))
+    if g.availability_zone and n.azs and g.availability_zone not in n.azs:
+        out.append(problem(f"{key}.availability_zone", g.availability_zone,
+                           f"must be one of network.azs ({', '.join(n.azs)})", show(n.azs[0])))
+    return out
+
+
 def _node_groups(cfg: StackConfig) -> list[str]:
     out, seen = [], set()
     for i, g in enumerate(cfg.gpu_node_groups):
@@ -63,27 +144,69 @@ def _node_groups(cfg: StackConfig) -> list[str]:
             out.append(problem(f"{key}.name", g.name, "must be unique among gpu_node_groups", '"gpu-b"'))
         seen.add(g.name)
         out += _sizes(key, g.min_size, g.max_size, g.desired_size, desired_example=g.max_size)
-        if g.efa and not catalog.INSTANCE_TYPES[g.instance_type].efa:
-            out.append(problem(f"{key}.efa", True, f'{g.instance_type} does not support EFA; use "auto" or false',
-                               '"auto"'))
+        out += _node_group_placement(cfg, i, g)
     s = cfg.system_nodes
     return out + _sizes("system_nodes", s.min_size, s.max_size, s.desired_size, desired_example=s.min_size)
 
 
-def _network(cfg: StackConfig) -> list[str]:
-    n = cfg.network
+def _network(cfg: StackConfig, zones: Mapping[str, str] | None) -> list[str]:
+    n, out = cfg.network, []
     if n.existing_vpc_id and len(n.existing_private_subnet_ids) < 2:
-        return [problem("network.existing.private_subnet_ids", list(n.existing_private_subnet_ids),
-                        "an existing VPC needs at least two private subnets in different AZs (EKS requires two AZs)",
-                        '["subnet-0a...", "subnet-0b..."]')]
-    return []
+        out.append(problem("network.existing.private_subnet_ids", list(n.existing_private_subnet_ids),
+                           "an existing VPC needs at least two private subnets in different AZs (EKS requires two AZs)",
+                           '["subnet-0a...", "subnet-0b..."]'))
+    if n.azs:
+        if len(set(n.azs)) < 2:
+            out.append(problem("network.azs", list(n.azs), "needs at least two distinct zones (EKS requires two)",
+                               '["us-west-2a", "us-west-2b"]'))
+        if zones is not None:
+            for i, z in enumerate(n.azs):
+                if z not in zones:
+                    out.append(problem(f"network.azs[{i}]", z, f"is not a zone of {cfg.region} where EKS runs its "
+                                       f"control plane; zones there: {', '.join(zones)}",
+                                       show(next(iter(zones), "us-west-2a"))))
+    return out
 
 
 def _storage(cfg: StackConfig) -> list[str]:
-    if cfg.storage.preload and cfg.storage.kind != "fsx":
-        return [problem("storage.preload", True, f'applies to storage.kind "fsx" only (kind is '
-                        f'{show(cfg.storage.kind)}); remove it', "storage.kind: fsx")]
-    return []
+    out, s = [], cfg.storage
+    if s.preload and s.kind != "fsx":
+        out.append(problem("storage.preload", True, f'applies to storage.kind "fsx" only (kind is '
+                           f'{show(s.kind)}); remove it', "storage.kind: fsx"))
+    # EFS: "Elastic throughput is available only for file systems that use the General Purpose
+    # performance mode" (Amazon EFS user guide, "Throughput modes").
+    if s.kind == "efs" and s.efs.throughput_mode == "elastic" and s.efs.performance_mode == "maxIO":
+        out.append(problem("storage.efs.performance_mode", "maxIO",
+                           'EFS Elastic throughput requires the General Purpose performance mode; use '
+                           '"generalPurpose", or throughput_mode "bursting"', '"generalPurpose"'))
+    return out
+
+
+def _datasets(cfg: StackConfig) -> list[str]:
+    """Prepared datasets need a place to be read from that exists before this stack does.
+
+    Without ``datasets_uri`` the stack reads ``s3://<results bucket>/datasets/``. A results bucket this
+    very ``pulumi up`` creates is empty, so the staging Jobs would fail on the first ``up``; an
+    existing ``results.bucket`` (or a long-lived home stack's bucket given as ``datasets_uri``) is fine.
+    """
+    out = []
+    needs = [(i, e.dataset) for i, e in enumerate(cfg.experiments)
+             if e.dataset in DATASET_NAMES and dataset(e.dataset).needs_staging]
+    if needs and cfg.datasets_uri is None and cfg.results.bucket is None:
+        i, name = needs[0]
+        out.append(f"datasets_uri: is required: experiments[{i}] trains on the prepared dataset {name!r}, and the "
+                   f"results bucket this stack creates is empty on the first pulumi up; prepare it "
+                   f"(python -m bench data prepare {name} --to s3://<your bucket>/datasets/) and set datasets_uri "
+                   f"to that prefix, e.g. \"s3://<your bucket>/datasets/\" (or set results.bucket to an existing "
+                   f"bucket holding datasets/)")
+    for key, bucket in (("datasets_uri", parse_s3_uri(cfg.datasets_uri)[0] if cfg.datasets_uri else None),
+                        ("results.bucket", cfg.results.bucket)):
+        if bucket and placeholder_bucket(bucket):
+            value = cfg.datasets_uri if key == "datasets_uri" else bucket
+            out.append(problem(key, value, "names a placeholder bucket copied from an example; put a bucket you "
+                               "own (for datasets_uri, the prefix you prepared datasets under with "
+                               "python -m bench data prepare)"))
+    return out
 
 
 def _experiments(cfg: StackConfig) -> list[str]:

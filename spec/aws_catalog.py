@@ -83,10 +83,49 @@ FSX_PERSISTENT_2_USD_PER_GIB_MONTH = {125: 0.145, 250: 0.21, 500: 0.34, 1000: 0.
 FSX_SCRATCH_2_USD_PER_GIB_MONTH = 0.14
 HOURS_PER_MONTH = 730
 
-# Kubernetes versions EKS offers (standard plus extended support), as listed by
-# `aws eks describe-cluster-versions` on PRICES_AS_OF. Extended support costs $0.60/h.
-EKS_VERSIONS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
-EKS_EXTENDED_SUPPORT = ("1.30", "1.31", "1.32")
+# Kubernetes versions on EKS: release date, end of standard support, end of extended support.
+# Sources: the EKS user guide, "Understand the Kubernetes version lifecycle on EKS" (14 months of
+# standard support from the EKS release, then 12 months of extended support at $0.60 per
+# cluster-hour instead of $0.10) and its release calendar; dates as listed on
+# endoflife.date/amazon-eks (checked PRICES_AS_OF). A version past its end of extended support
+# can no longer be created. EKS user-guide pages name 1.36 as an example version, but no
+# calendar entry or release date for it was found (checked PRICES_AS_OF): 1.35 is the newest
+# version offered. Add a row here when EKS releases the next one.
+@dataclass(frozen=True)
+class EksVersion:
+    version: str
+    released: str  # ISO dates
+    end_of_standard: str
+    end_of_extended: str
+
+
+EKS_CALENDAR: dict[str, EksVersion] = {v.version: v for v in (
+    EksVersion("1.30", "2024-05-23", "2025-07-23", "2026-07-23"),
+    EksVersion("1.31", "2024-09-26", "2025-11-26", "2026-11-26"),
+    EksVersion("1.32", "2025-01-25", "2026-03-23", "2027-03-23"),
+    EksVersion("1.33", "2025-05-28", "2026-07-29", "2027-07-29"),
+    EksVersion("1.34", "2025-10-06", "2026-12-02", "2027-12-02"),
+    EksVersion("1.35", "2026-01-28", "2027-03-27", "2028-03-27"),
+)}
+EKS_VERSIONS = tuple(EKS_CALENDAR)
+NEWEST_EKS_VERSION = EKS_VERSIONS[-1]
+EKS_EXTENDED_SUPPORT_USD_PER_HOUR = 0.60
+
+
+def eks_support(version: str, today: str) -> str:
+    """``standard``, ``extended`` or ``ended`` for ``version`` on ``today`` (ISO date; the caller's clock)."""
+    v = EKS_CALENDAR[version]
+    if today <= v.end_of_standard:
+        return "standard"
+    if today <= v.end_of_extended:
+        return "extended"
+    return "ended"
+
+
+def control_plane_usd_per_hour(version: str, today: str) -> float:
+    return (EKS_EXTENDED_SUPPORT_USD_PER_HOUR if eks_support(version, today) == "extended"
+            else EKS_CONTROL_PLANE_USD_PER_HOUR)
+
 
 # GPU AMI types for managed node groups. The AL2 GPU AMIs reached end of support on
 # 2025-11-26. AL2023 NVIDIA ships the driver and container toolkit but not the device

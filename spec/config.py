@@ -33,12 +33,17 @@ class Network:
     existing_vpc_id: str | None = None
     existing_public_subnet_ids: tuple[str, ...] = ()
     existing_private_subnet_ids: tuple[str, ...] = ()
+    # The zones to span, pinned in the stack file (names such as "us-west-2a"). Empty: chosen from
+    # the region's offerings on each run; `bench plan` prints the choice and how to pin it.
+    azs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Cluster:
-    kubernetes_version: str = "1.33"
-    public_access_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
+    kubernetes_version: str = catalog.NEWEST_EKS_VERSION
+    # Who may reach the public API endpoint. None: not chosen (the plan rejects it); (): no public
+    # endpoint at all (private only; `pulumi up` must then run from inside the VPC).
+    public_access_cidrs: tuple[str, ...] | None = None
     admin_role_arns: tuple[str, ...] = ()
     log_types: tuple[str, ...] = ("api", "audit", "authenticator")
 
@@ -52,9 +57,12 @@ class GpuNodeGroup:
     min_size: int = 0
     max_size: int = 1
     disk_size_gib: int = 200
-    capacity_type: str = "ON_DEMAND"  # ON_DEMAND | SPOT
+    capacity_type: str = "ON_DEMAND"  # ON_DEMAND | SPOT | CAPACITY_BLOCK
+    capacity_reservation_id: str | None = None  # CAPACITY_BLOCK: the block's reservation id (cr-...)
     efa: bool = False
     placement_group: bool = False
+    availability_zone: str | None = None  # pins the group to one zone (EFA, placement group, capacity block)
+    subnet_id: str | None = None  # existing VPC: the one private subnet for a single-zone group
     labels: Mapping[str, str] = field(default_factory=dict)
 
     @property

@@ -189,3 +189,25 @@ def cidr_rule(value: str) -> str:
     except ValueError:
         return "must be an IPv4 CIDR block such as 203.0.113.0/24 (host bits zero)"
     return ""
+
+
+# Address blocks reserved for documentation (RFC 5737): they route nowhere, so an API endpoint open
+# only to them is open to nobody, and the operator's own kubectl and `pulumi up` time out.
+DOCUMENTATION_NETWORKS = tuple(ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
+
+
+def documentation_cidr(value: str) -> bool:
+    """True when ``value`` (a valid CIDR) lies inside a documentation range."""
+    try:
+        net = ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return False
+    return any(net.version == d.version and net.subnet_of(d) for d in DOCUMENTATION_NETWORKS)
+
+
+# Words that mark a bucket name copied from an example rather than one the user owns.
+PLACEHOLDER_BUCKET_WORDS = ("my-", "example", "placeholder", "changeme", "change-me", "your-", "replace", "todo")
+
+
+def placeholder_bucket(bucket: str) -> bool:
+    return any(w in bucket for w in PLACEHOLDER_BUCKET_WORDS)

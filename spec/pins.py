@@ -26,7 +26,28 @@ STAGING_IMAGE = "python:3.11.11-slim-bookworm"
 PIP_PINS = {"etcd": "python-etcd==0.4.5", "boto3": "boto3==1.43.11"}
 
 
+# The registry account AWS publishes EKS add-on images (the EFA device plugin among them) from, per
+# region: AWS docs, "View Amazon container image registries for Amazon EKS add-ons" (table checked
+# 2026-11-22). Opt-in regions use their own accounts. Only rows read from that table are listed;
+# a region not here is rejected by the plan (program.validation) rather than guessed.
+EKS_ADDON_REGISTRY_ACCOUNTS = {
+    **{r: "602401143452" for r in (
+        "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "sa-east-1",
+        "eu-central-1", "eu-north-1", "eu-west-1", "eu-west-2", "eu-west-3",
+        "ap-south-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-southeast-1", "ap-southeast-2")},
+    "af-south-1": "877085696533",
+    "ap-east-1": "800184023465",
+    "ap-south-2": "900889452093",
+    "ap-southeast-3": "296578399912",
+    "ap-southeast-4": "491585149902",
+    "ap-southeast-5": "151610086707",
+    "ap-southeast-6": "333609536671",
+    "ap-southeast-7": "121268973566",
+}
+
+
 def efa_plugin_image(region: str) -> str:
-    """AWS publishes the EFA device plugin in the regional EKS ECR (account 602401143452 in
-    the commercial regions; AWS docs, "View Amazon container image registries for Amazon EKS add-ons")."""
-    return f"602401143452.dkr.ecr.{region}.amazonaws.com/eks/aws-efa-k8s-device-plugin:{EFA_PLUGIN_TAG}"
+    """The EFA device plugin from the region's EKS add-on registry. KeyError for a region whose
+    registry account is not in ``EKS_ADDON_REGISTRY_ACCOUNTS`` (the plan rejects such regions first)."""
+    account = EKS_ADDON_REGISTRY_ACCOUNTS[region]
+    return f"{account}.dkr.ecr.{region}.amazonaws.com/eks/aws-efa-k8s-device-plugin:{EFA_PLUGIN_TAG}"

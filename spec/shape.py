@@ -33,6 +33,10 @@ from spec.config import (
     SystemNodeGroup,
 )
 from spec.fields import ConfigError, Reader, cidr_rule, show
+
+# Capacity types of an EKS managed node group (EKS API CreateNodegroup capacityType; CAPACITY_BLOCK
+# with a launch template that targets the block: EKS user guide, "Capacity Blocks for ML").
+CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
 from spec.train_args import PRECISIONS, WORKLOADS
 
 
@@ -75,25 +79,29 @@ def _network(r: Reader) -> Network:
     public = existing.strings("public_subnet_ids", (), check=subnet, example='["subnet-0123456789abcdef0"]')
     private = existing.strings("private_subnet_ids", (), check=subnet, example='["subnet-0123456789abcdef0"]')
     existing.finish()
+    azs = r.strings("azs", (), example='["us-west-2a", "us-west-2b", "us-west-2c"]',
+                    check=lambda z: "" if re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d[a-z]", z) else "must be a zone name")
     net = Network(
         vpc_cidr=cidr,
         az_count=r.integer("az_count", d.az_count, minimum=2, maximum=6, example="3"),
         nat=r.string("nat", d.nat, choices=("single", "per_az")),
-        existing_vpc_id=vpc_id, existing_public_subnet_ids=public, existing_private_subnet_ids=private)
+        existing_vpc_id=vpc_id, existing_public_subnet_ids=public, existing_private_subnet_ids=private, azs=azs)
     r.finish()
     return net
 
 
 def _cluster(r: Reader) -> Cluster:
     d = Cluster()
-    version = r.string("kubernetes_version", d.kubernetes_version, example='"1.33"')
+    newest = f'"{catalog.NEWEST_EKS_VERSION}"'
+    version = r.string("kubernetes_version", d.kubernetes_version, example=newest)
     if isinstance(version, str) and version not in catalog.EKS_VERSIONS:
         r.fail(r.key("kubernetes_version"), version,
-               f"EKS offers {', '.join(catalog.EKS_VERSIONS)} (as of {catalog.PRICES_AS_OF})", '"1.33"')
+               f"EKS offers {', '.join(catalog.EKS_VERSIONS)} (as of {catalog.PRICES_AS_OF})", newest)
     c = Cluster(
         kubernetes_version=version,
-        public_access_cidrs=r.strings("public_access_cidrs", d.public_access_cidrs, check=cidr_rule,
-                                      example='["203.0.113.0/24"]'),
+        # None when absent: program.validation asks for an explicit choice.
+        public_access_cidrs=r.strings("public_access_cidrs", None, check=cidr_rule,
+                                      example='["<your address>/32"] or [] (private endpoint only)'),
         admin_role_arns=r.strings("admin_role_arns", (), example='["arn:aws:iam::123456789012:role/Admin"]',
                                   check=lambda s: "" if re.fullmatch(r"arn:aws[\w-]*:iam::\d{12}:role/.+", s)
                                   else "must be an IAM role ARN"),
@@ -154,9 +162,12 @@ def _gpu_group(r: Reader) -> GpuNodeGroup | None:
     else:
         r.fail(r.key("efa"), efa_raw, 'must be "auto", true or false', '"auto"')
         efa = False
+    capacity = r.string("capacity_type", "ON_DEMAND", choices=CAPACITY_TYPES)
     pg_raw = r.raw("placement_group", "auto")
     if pg_raw == "auto":
-        placement = efa
+        # A Capacity Block is already placed by AWS (EC2 UltraClusters); a placement group of our own
+        # would not match the reservation.
+        placement = efa and capacity != "CAPACITY_BLOCK"
     elif isinstance(pg_raw, bool):
         placement = pg_raw
     else:
@@ -165,7 +176,12 @@ def _gpu_group(r: Reader) -> GpuNodeGroup | None:
     group = dict(
         name=name, instance_type=itype, ami_type=ami, desired_size=desired, min_size=min_size, max_size=max_size,
         disk_size_gib=r.integer("disk_size_gib", 200, minimum=100, maximum=16384, example="200"),
-        capacity_type=r.string("capacity_type", "ON_DEMAND", choices=("ON_DEMAND", "SPOT")),
+        capacity_type=capacity,
+        capacity_reservation_id=r.string("capacity_reservation_id", None, pattern=r"cr-[0-9a-f]{8,17}",
+                                         example='"cr-0123456789abcdef0"'),
+        availability_zone=r.string("availability_zone", None, pattern=r"[a-z]{2}(-[a-z]+)+-\d[a-z]",
+                                   example='"us-east-1a"'),
+        subnet_id=r.string("subnet_id", None, pattern=r"subnet-[0-9a-f]{8,17}", example='"subnet-0123456789abcdef0"'),
         efa=efa, placement_group=placement, labels=r.string_map("labels"))
     return None if len(r.problems) > n0 else GpuNodeGroup(**group)
 

@@ -23,9 +23,18 @@ def test_plan_dev_prints_resources_outputs_cost_and_time():
     assert "Traceback" not in r.stderr and "Task was destroyed" not in r.stderr
 
 
+# Example stacks that ship with placeholders: plan stops, exit 2, naming exactly the keys to fill in.
+TO_FILL_IN = {"p5-fsx": ["cluster.public_access_cidrs[0]", "datasets_uri"]}
+
+
 @pytest.mark.parametrize("stack", available_stacks())
 def test_every_stack_plans_cleanly_as_json(stack):
     r = bench("plan", stack, "--json")
+    if stack in TO_FILL_IN:
+        assert r.returncode == 2 and r.stdout == ""
+        problems = r.stderr.strip().splitlines()[1:]
+        assert [p.strip().split("=")[0].split(":")[0] for p in problems] == TO_FILL_IN[stack], r.stderr
+        return
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert set(doc) == {"stack", "resources", "outputs", "warnings", "estimate"}
@@ -53,6 +62,22 @@ def test_bad_config_exits_2_with_one_message_per_problem(tmp_path):
     assert len(lines) == 3 and "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("extra, expected", [
+    ("  eksbench:storage:\n    efs: {performance_mode: maxIO}\n", 'storage.efs.performance_mode="maxIO"'),
+    ("  eksbench:experiments:\n    - {name: c, workload: cifar10, dataset: cifar10}\n", "datasets_uri: is required"),
+])
+def test_new_meaning_rules_exit_2_naming_the_key(extra, expected):
+    target = ROOT / "Pulumi.bad-rule-test.yaml"
+    target.write_text("config:\n  aws:region: us-west-2\n  eksbench:cluster:\n    public_access_cidrs: []\n"
+                      "  eksbench:gpu_node_groups:\n    - {name: gpu, instance_type: p3.16xlarge, max_size: 2}\n" + extra)
+    try:
+        r = bench("plan", "bad-rule-test")
+    finally:
+        target.unlink()
+    assert r.returncode == 2 and r.stdout == "" and expected in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_unknown_stack_names_the_stacks_there():
     r = bench("plan", "nope")
-    assert r.returncode == 2 and "no file Pulumi.nope.yaml; stacks here: dev" in r.stderr
+    assert r.returncode == 2 and "no file Pulumi.nope.yaml; stacks here: dev" in r.stderr, r.stderr

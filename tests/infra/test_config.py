@@ -13,22 +13,26 @@ from spec.pulumi_config import decode_config, to_pulumi_config
 from spec.shape import parse_stack_config
 
 GOOD = {
+    "cluster": {"public_access_cidrs": ["198.18.0.0/32"]},
     "gpu_node_groups": [{"name": "gpu", "instance_type": "p3.16xlarge", "max_size": 2}],
     "experiments": [{"name": "r50", "workload": "resnet50", "nodes": 2}],
 }
 
 
-def parse(raw, region="us-west-2"):
+TODAY = "2026-11-22"
+
+
+def parse(raw, region="us-west-2", today=TODAY):
     # Through the CLI's serialisation, as pulumi up would hand it over.
     stack_file = {f"eksbench:{k}": v for k, v in raw.items()} | ({"aws:region": region} if region else {})
     pulumi_config = to_pulumi_config(stack_file)
     decoded, reg = decode_config(pulumi_config)
-    return validated_config(decoded, project="eksbench", stack="t", region=reg)
+    return validated_config(decoded, project="eksbench", stack="t", region=reg, today=today)
 
 
-def problems(raw, region="us-west-2"):
+def problems(raw, region="us-west-2", today=TODAY):
     with pytest.raises(ConfigError) as e:
-        parse(raw, region)
+        parse(raw, region, today)
     return e.value.problems
 
 
@@ -61,6 +65,21 @@ def test_good_config_parses_with_defaults():
     (with_(["gpu_node_groups", 0, "ami_type"], "AL2_x86_64_GPU"), 'gpu_node_groups[0].ami_type="AL2_x86_64_GPU": must be one of AL2023_x86_64_NVIDIA, BOTTLEROCKET_x86_64_NVIDIA'),
     (with_(["gpu_node_groups"], []), "gpu_node_groups=[]: must be a non-empty list"),
     (with_(["cluster", "kubernetes_version"], "1.20"), 'cluster.kubernetes_version="1.20": EKS offers 1.30'),
+    (with_(["cluster", "kubernetes_version"], "1.30"), 'cluster.kubernetes_version="1.30": extended support ended on 2026-07-23'),
+    (with_(["cluster"], {}), "cluster.public_access_cidrs: is required"),
+    (with_(["cluster", "public_access_cidrs"], ["203.0.113.0/24"]), 'cluster.public_access_cidrs[0]="203.0.113.0/24": is a documentation range'),
+    (with_(["cluster", "public_access_cidrs"], ["198.51.100.7/32"]), 'cluster.public_access_cidrs[0]="198.51.100.7/32": is a documentation range'),
+    (with_(["cluster", "public_access_cidrs"], ["192.0.2.0/24"]), 'cluster.public_access_cidrs[0]="192.0.2.0/24": is a documentation range'),
+    (with_(["datasets_uri"], "s3://my-datasets-bucket/datasets/"), 'datasets_uri="s3://my-datasets-bucket/datasets/": names a placeholder bucket'),
+    (with_(["results"], {"bucket": "example-results"}), 'results.bucket="example-results": names a placeholder bucket'),
+    (with_(["experiments", 0, "dataset"], "tiny-imagenet-200"), "datasets_uri: is required: experiments[0] trains on the prepared dataset 'tiny-imagenet-200'"),
+    (with_(["storage", "efs"], {"throughput_mode": "elastic", "performance_mode": "maxIO"}), 'storage.efs.performance_mode="maxIO": EFS Elastic throughput requires'),
+    (with_(["network", "azs"], ["us-west-2a"]), 'network.azs=["us-west-2a"]: needs at least two distinct zones'),
+    (with_(["gpu_node_groups", 0, "capacity_type"], "CAPACITY_BLOCK"), "gpu_node_groups[0].capacity_reservation_id: is required"),
+    (with_(["gpu_node_groups", 0, "capacity_type"], "CAPACITY_BLOCK"), "gpu_node_groups[0].availability_zone: is required"),
+    (with_(["gpu_node_groups", 0, "capacity_reservation_id"], "cr-0123456789abcdef0"), 'gpu_node_groups[0].capacity_reservation_id="cr-0123456789abcdef0": applies to capacity_type "CAPACITY_BLOCK" only'),
+    (with_(["gpu_node_groups", 0, "subnet_id"], "subnet-0123456789abcdef0"), 'gpu_node_groups[0].subnet_id="subnet-0123456789abcdef0": applies to an existing VPC'),
+    (with_(["gpu_node_groups", 0, "capacity_type"], "RESERVED"), 'gpu_node_groups[0].capacity_type="RESERVED": must be one of ON_DEMAND, SPOT, CAPACITY_BLOCK'),
     (with_(["cluster", "kubernetes_version"], 1.3), 'cluster.kubernetes_version=1.3: must be a string'),
     (with_(["cluster", "public_access_cidrs"], ["10.0.0.1/8"]), 'cluster.public_access_cidrs[0]="10.0.0.1/8": must be an IPv4 CIDR block'),
     (with_(["network", "vpc_cidr"], "10.0.0.0/33"), 'network.vpc_cidr="10.0.0.0/33": must be an IPv4 CIDR block'),
@@ -107,18 +126,115 @@ def test_pulumi_yaml_defaults_match_the_parser():
     for key, spec in declared.items():
         if "default" in spec:
             assert getattr(cfg, key) == spec["default"], key
-    assert Cluster().kubernetes_version in yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())[
-        "config"]["eksbench:cluster"]["kubernetes_version"]
+    for stack_file in ROOT.glob("Pulumi.*.yaml"):
+        assert yaml.safe_load(stack_file.read_text())["config"]["eksbench:cluster"]["kubernetes_version"] == \
+            Cluster().kubernetes_version, stack_file.name
+
+
+def test_every_default_less_project_key_is_set_in_every_stack_file():
+    """The CLI refuses a stack that leaves a declared key without a default unset (pulumi/pulumi#10832);
+    the mock engine does not, so this checks it. Failed on the old Pulumi.yaml (datasets_uri)."""
+    declared = yaml.safe_load((ROOT / "Pulumi.yaml").read_text()).get("config") or {}
+    required = [k for k, spec in declared.items() if not (isinstance(spec, dict) and "default" in spec)]
+    for stack_file in sorted(ROOT.glob("Pulumi.*.yaml")):
+        config = yaml.safe_load(stack_file.read_text()).get("config") or {}
+        for key in required:
+            assert f"eksbench:{key}" in config, f"{stack_file.name} leaves {key} unset; pulumi up would refuse it"
+
+
+def test_the_default_kubernetes_version_is_the_newest_eks_offers_and_has_a_schema():
+    import kubernetes_validate  # noqa: F401
+    from spec import aws_catalog as catalog
+    from tests.support.k8s_schema import schema_errors
+
+    assert Cluster().kubernetes_version == catalog.NEWEST_EKS_VERSION == max(
+        catalog.EKS_VERSIONS, key=lambda v: tuple(map(int, v.split("."))))
+    assert schema_errors({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}) == []
+
+
+def test_eks_calendar_is_fourteen_plus_twelve_months():
+    from datetime import date
+
+    from spec import aws_catalog as catalog
+
+    for v in catalog.EKS_CALENDAR.values():
+        released, std, ext = (date.fromisoformat(d) for d in (v.released, v.end_of_standard, v.end_of_extended))
+        assert 13 <= (std.year - released.year) * 12 + std.month - released.month <= 14, v
+        assert (ext.year - std.year) * 12 + ext.month - std.month == 12, v
+    assert catalog.eks_support("1.33", "2026-07-29") == "standard"
+    assert catalog.eks_support("1.33", "2026-07-30") == "extended"
+    assert catalog.eks_support("1.31", "2026-11-27") == "ended"
+
+
+def test_extended_support_version_is_a_warning_with_its_cost():
+    from infra.estimate import hourly_cost
+    from infra.offerings import advisories
+
+    cfg = parse(with_(["cluster", "kubernetes_version"], "1.33"))
+    notes = advisories(cfg, today=TODAY)
+    assert any(n.startswith('cluster.kubernetes_version="1.33": standard support ended on 2026-07-29') for n in notes)
+    items = hourly_cost(cfg, nat_gateways=0, today=TODAY)
+    assert items["EKS control plane (extended support for 1.33)"] == 0.60
+    assert hourly_cost(parse(GOOD), nat_gateways=0, today=TODAY)["EKS control plane"] == 0.10
+
+
+@pytest.mark.parametrize("group, expected", [
+    ({"instance_type": "p5.48xlarge"}, None),
+    ({"instance_type": "p5.48xlarge", "efa": True, "placement_group": False}, None),
+    ({"instance_type": "p5.48xlarge", "capacity_type": "CAPACITY_BLOCK", "capacity_reservation_id": "cr-0123456789abcdef0",
+      "availability_zone": "us-west-2b", "placement_group": True}, "gpu_node_groups[0].placement_group=true: a Capacity Block"),
+])
+def test_efa_placement_and_capacity_block_combinations(group, expected):
+    raw = with_(["gpu_node_groups", 0], {"name": "gpu", "max_size": 2, **group})
+    if expected is None:
+        parse(raw)
+    else:
+        assert any(p.startswith(expected) for p in problems(raw)), problems(raw)
+
+
+def test_efa_in_an_existing_vpc_needs_the_subnet_named():
+    raw = with_(["gpu_node_groups", 0, "instance_type"], "p5.48xlarge")
+    raw["network"] = {"existing": {"vpc_id": "vpc-0123456789abcdef0",
+                                   "private_subnet_ids": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"]}}
+    assert any(p.startswith("gpu_node_groups[0].subnet_id: is required with efa in an existing VPC")
+               for p in problems(raw))
+    raw["gpu_node_groups"][0]["subnet_id"] = "subnet-0aaaaaaaaaaaaaaa2"
+    assert parse(raw).gpu_node_groups[0].subnet_id == "subnet-0aaaaaaaaaaaaaaa2"
+
+
+def test_efa_region_without_a_known_registry_account_is_rejected():
+    raw = with_(["gpu_node_groups", 0, "instance_type"], "p5.48xlarge")
+    assert any(p.startswith('aws:region="me-central-1": the EFA device plugin') for p in problems(raw, "me-central-1"))
+    from spec.pins import efa_plugin_image
+    assert efa_plugin_image("af-south-1").startswith("877085696533.dkr.ecr.af-south-1.")
+
+
+def test_prepared_dataset_reads_from_an_existing_bucket_or_datasets_uri():
+    raw = with_(["experiments", 0, "dataset"], "tiny-imagenet-200")
+    raw["results"] = {"bucket": "team-results"}
+    parse(raw)
+    raw = with_(["experiments", 0, "dataset"], "tiny-imagenet-200")
+    raw["datasets_uri"] = "s3://team-datasets/datasets/"
+    parse(raw)
 
 
 def test_scalar_strings_are_not_turned_into_numbers():
     raw = with_(["cluster", "kubernetes_version"], "1.30")
-    assert parse(raw).cluster.kubernetes_version == "1.30"
+    assert parse(raw, today="2026-01-01").cluster.kubernetes_version == "1.30"
 
 
 @pytest.mark.parametrize("stack", sorted(p.name[7:-5] for p in ROOT.glob("Pulumi.*.yaml")))
 def test_every_stack_file_parses(stack):
+    if stack in STACKS_TO_FILL_IN:
+        with pytest.raises(ConfigError) as e:
+            load_stack_config(stack)
+        assert [p.split("=")[0].split(":")[0] for p in e.value.problems] == STACKS_TO_FILL_IN[stack]
+        return
     assert load_stack_config(stack).stack == stack
+
+
+# Example stacks shipped with placeholders the user must replace: the keys `bench plan` names.
+STACKS_TO_FILL_IN = {"p5-fsx": ["cluster.public_access_cidrs[0]", "datasets_uri"]}
 
 
 def test_efa_and_placement_follow_the_instance_type():

@@ -4,7 +4,7 @@ import pytest
 
 from infra.estimate import Node, critical_path, hourly_cost
 from infra.network_plan import subnet_plan
-from infra.offerings import choose_azs
+from infra.offerings import choose_azs, usable_zones
 from tests.infra.test_config import GOOD, parse
 
 
@@ -15,7 +15,7 @@ def node(urn, typ="x", deps=(), parent="", custom=True, skip=False):
 def test_critical_path_takes_the_longest_chain():
     nodes = [node("vpc"), node("cluster", "eks:index:Cluster", ["vpc"]),
              node("fsx", "aws:fsx/lustreFileSystem:LustreFileSystem", ["vpc"]),
-             node("mng", "eks:index:ManagedNodeGroup", ["cluster"]),
+             node("mng", "aws:eks/nodeGroup:NodeGroup", ["cluster"]),
              node("job", "kubernetes:batch/v1:Job", ["mng", "fsx"])]
     minutes, path = critical_path(nodes)
     assert minutes == pytest.approx(0.05 + 12 + 4 + 2)
@@ -35,7 +35,7 @@ def test_skipped_await_jobs_cost_an_api_call_only():
 
 
 def test_hourly_cost_adds_nodes_control_plane_and_nat():
-    items = hourly_cost(parse(GOOD), nat_gateways=1)
+    items = hourly_cost(parse(GOOD), nat_gateways=1, today="2026-11-22")
     assert sum(items.values()) == pytest.approx(2 * 24.48 + 2 * 0.096 + 0.10 + 0.045)
 
 
@@ -49,3 +49,9 @@ def test_choose_azs_prefers_zones_offering_the_gpu_type():
     offered = {"p3.16xlarge": {"r-b", "r-d"}}
     assert choose_azs(["r-a", "r-b", "r-c", "r-d"], offered, ["p3.16xlarge"], 2) == ["r-b", "r-d"]
     assert choose_azs(["r-a", "r-b", "r-c"], offered, ["p3.16xlarge"], 3) == ["r-a", "r-b", "r-c"]
+
+
+def test_zones_where_eks_has_no_control_plane_are_dropped_by_zone_id():
+    names = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"]
+    ids = ["use1-az6", "use1-az1", "use1-az3", "use1-az2"]
+    assert usable_zones(names, ids) == {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1", "us-east-1d": "use1-az2"}

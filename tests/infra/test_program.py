@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from bench.mocks import EksbenchMocks, RecordingMonitor
+from bench.mocks import EKS_CREATED_CLUSTER_SG, PULUMI_EKS_CLUSTER_SG, EksbenchMocks, RecordingMonitor
 from bench.plan import evaluate, evaluate_config
 from bench.stack_files import ROOT
 from infra.cluster_manifests import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE
@@ -15,6 +15,11 @@ from spec.fields import ConfigError
 from tests.support.k8s_schema import schema_errors
 
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
+# The p5 example with its two placeholders filled in, as a user would before pulumi up.
+P5 = yaml.safe_load((ROOT / "Pulumi.p5-fsx.yaml").read_text())["config"]
+P5_FILLED = {**P5, "eksbench:datasets_uri": "s3://team-datasets/datasets/",
+             "eksbench:cluster": {**P5["eksbench:cluster"], "public_access_cidrs": ["198.18.7.0/32"]}}
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +29,7 @@ def dev():
 
 @pytest.fixture(scope="module")
 def fsx():
-    return evaluate("p5-fsx")
+    return evaluate_config("p5-fsx", P5_FILLED)
 
 
 def of_type(plan, typ):
@@ -60,7 +65,7 @@ def test_network_spans_three_azs_with_private_and_public_subnets(dev):
 
 def test_nodes_only_in_private_subnets(dev):
     private = private_subnet_ids(dev)
-    groups = of_type(dev, "eks:index:ManagedNodeGroup")
+    groups = of_type(dev, NODE_GROUP)
     assert len(groups) == 2
     for g in groups:
         assert set(g["inputs"]["subnetIds"]) <= private, g["name"]
@@ -77,13 +82,15 @@ def test_cluster_uses_api_auth_private_endpoint_and_no_default_group(dev):
 
 
 def test_gpu_group_ami_taint_and_size(dev):
-    gpu = one(dev, "eks:index:ManagedNodeGroup", "gpu-p3-mng")["inputs"]
+    gpu = one(dev, NODE_GROUP, "gpu-p3-ng")["inputs"]
     assert gpu["amiType"] == "AL2023_x86_64_NVIDIA"
     assert gpu["instanceTypes"] == ["p3.16xlarge"]
     assert gpu["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
     assert gpu["scalingConfig"] == {"desiredSize": 2, "minSize": 0, "maxSize": 2}
-    assert gpu["diskSize"] >= 100
-    system = one(dev, "eks:index:ManagedNodeGroup", "system-mng")["inputs"]
+    assert "diskSize" not in gpu  # with a launch template the disk is in the template
+    template = one(dev, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-p3-lt")["inputs"]
+    assert template["blockDeviceMappings"][0]["ebs"]["volumeSize"] >= 100
+    system = one(dev, NODE_GROUP, "system-ng")["inputs"]
     assert "taints" not in system or not system["taints"]
     assert system["amiType"] == "AL2023_x86_64_STANDARD"
 
@@ -115,7 +122,7 @@ def test_efs_mount_target_per_private_subnet_and_nfs_from_nodes_only(dev):
     assert not sg.get("ingress")
     rules = of_type(dev, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
     assert [(r["inputs"]["fromPort"], r["inputs"]["toPort"], r["inputs"]["referencedSecurityGroupId"])
-            for r in rules] == [(2049, 2049, "sg-cluster0000000000")]
+            for r in rules] == [(2049, 2049, EKS_CREATED_CLUSTER_SG)]
     assert "cidrIpv4" not in rules[0]["inputs"]
 
 
@@ -124,14 +131,12 @@ def test_fsx_associations_and_lustre_ports(fsx):
     assert fs["deploymentType"] == "PERSISTENT_2" and fs["storageCapacity"] == 4800
     dras = {r["inputs"]["fileSystemPath"]: r["inputs"] for r in
             of_type(fsx, "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")}
-    assert dras["/datasets"]["dataRepositoryPath"] == "s3://my-datasets-bucket/datasets/"
+    assert dras["/datasets"]["dataRepositoryPath"] == "s3://team-datasets/datasets/"
     assert dras["/datasets"]["s3"]["autoImportPolicy"]["events"] == ["NEW", "CHANGED", "DELETED"]
-    assert dras["/results"]["dataRepositoryPath"] == "s3://eksbench-p5-fsx-results-20261122/eksbench/p5-fsx/"
-    assert dras["/results"]["s3"]["autoExportPolicy"]["events"] == ["NEW", "CHANGED", "DELETED"]
-    ports = sorted((r["inputs"]["fromPort"], r["inputs"]["toPort"], r["inputs"]["referencedSecurityGroupId"])
-                   for r in of_type(fsx, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"))
-    assert ports == [(988, 988, "sg-cluster0000000000"), (988, 988, "storage-sg-id"),
-                     (1018, 1023, "sg-cluster0000000000"), (1018, 1023, "storage-sg-id")]
+    # One writer per key: the export has its own prefix, never the launcher's <run-id>/ keys.
+    assert dras["/results"]["dataRepositoryPath"] == \
+        "s3://eksbench-p5-fsx-results-20261122/eksbench/p5-fsx/fsx-export/"
+    assert dras["/results"]["s3"]["autoExportPolicy"]["events"] == ["NEW", "CHANGED"]
     assert not of_type(fsx, "aws:efs/fileSystem:FileSystem")
 
 
@@ -142,10 +147,17 @@ def test_fsx_is_off_the_critical_path(fsx):
 
 
 def test_efa_group_sits_in_one_az_placement_group(fsx):
-    gpu = one(fsx, "eks:index:ManagedNodeGroup", "gpu-p5-mng")["inputs"]
-    assert gpu["enableEfaSupport"] is True
-    assert gpu["placementGroupAvailabilityZone"] == "us-east-1a"
+    gpu = one(fsx, NODE_GROUP, "gpu-p5-ng")["inputs"]
     assert len(gpu["subnetIds"]) == 1
+    template = one(fsx, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-p5-lt")["inputs"]
+    cards = template["networkInterfaces"]
+    assert len(cards) == 32  # p5.48xlarge: one EFA per network card (the mock's DescribeInstanceTypes)
+    assert [c["interfaceType"] for c in cards[:2]] == ["efa", "efa-only"]
+    assert {c["deviceIndex"] for c in cards[1:]} == {1} and cards[0]["deviceIndex"] == 0
+    assert all(c["securityGroups"] == [EKS_CREATED_CLUSTER_SG] for c in cards)
+    placement = one(fsx, "aws:ec2/placementGroup:PlacementGroup")
+    assert placement["inputs"]["strategy"] == "cluster"
+    assert template["placement"]["groupName"] == placement["name"]
 
 
 def test_results_bucket_is_retained_encrypted_and_never_public(dev):
@@ -176,12 +188,15 @@ def test_trainer_policy_is_limited_to_datasets_and_results_prefixes(dev):
     policy = json.loads(one(dev, "aws:iam/rolePolicy:RolePolicy")["inputs"]["policy"])
     bucket = "eksbench-dev-results-20261122"
     resources = set()
+    listing = [s for s in policy["Statement"] if s["Sid"] == "ListDatasets"][0]
+    assert listing["Condition"] == {"StringLikeIfExists": {"s3:prefix": ["datasets/*"]}}
     for s in policy["Statement"]:
         assert s["Effect"] == "Allow"
         assert "*" not in json.dumps(s["Action"]).replace("s3:", "")
         resources.update([s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"])
-    assert resources == {f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/datasets/*",
-                         f"arn:aws:s3:::{bucket}/eksbench/dev/*"}
+    datasets = "eksbench-datasets-dev"  # the dev stack's datasets_uri
+    assert resources == {f"arn:aws:s3:::{datasets}", f"arn:aws:s3:::{datasets}/datasets/*",
+                         f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/eksbench/dev/*"}
     writes = [s for s in policy["Statement"] if "s3:PutObject" in s["Action"]]
     assert [s["Resource"] for s in writes] == [f"arn:aws:s3:::{bucket}/eksbench/dev/*"]
     trust = json.loads(one(dev, "aws:iam/role:Role", "trainer-role")["inputs"]["assumeRolePolicy"])
@@ -235,6 +250,7 @@ def test_every_output_is_present(dev):
     assert dev.outputs["kubeconfig"] == "[secret]"
     assert set(dev.outputs["experiment_results"]) == {"resnet50-synthetic", "cifar10-elastic"}
     assert dev.outputs["estimated_hourly_cost_usd"] == pytest.approx(2 * 24.48 + 2 * 0.096 + 0.10 + 0.045, abs=0.01)
+    assert dev.outputs["node_groups"] == ["system-20261122", "p3-20261122"]
 
 
 @pytest.mark.parametrize("stack", ["dev", "p5-fsx"])
@@ -285,8 +301,10 @@ def test_unoffered_gpu_type_fails_before_anything_is_registered():
 
 def test_gpu_group_uses_only_zones_that_offer_its_type():
     mocks = EksbenchMocks(offered={"p3.16xlarge": ("b", "c")})
-    plan = evaluate("dev", mocks=mocks)
-    gpu = one(plan, "eks:index:ManagedNodeGroup", "gpu-p3-mng")["inputs"]
+    config = copy.deepcopy(DEV)
+    del config["eksbench:network"]["azs"]
+    plan = evaluate_config("dev", config, mocks=mocks)
+    gpu = one(plan, NODE_GROUP, "gpu-p3-ng")["inputs"]
     zones = {r["name"] + "-id": r["inputs"]["availabilityZone"] for r in of_type(plan, "aws:ec2/subnet:Subnet")}
     assert sorted(zones[s] for s in gpu["subnetIds"]) == ["us-west-2b", "us-west-2c"]
 
@@ -306,8 +324,9 @@ def test_existing_vpc_creates_no_network_and_uses_its_private_subnets():
     config["eksbench:network"] = {"existing": {"vpc_id": "vpc-0123456789abcdef0", "private_subnet_ids": private,
                                                "public_subnet_ids": ["subnet-0bbbbbbbbbbbbbbb1"]}}
     plan = evaluate_config("dev", config)
-    assert not [r for r in plan.resources if r["type"].startswith("aws:ec2/") and "securityGroup" not in r["type"]]
-    for g in of_type(plan, "eks:index:ManagedNodeGroup"):
+    assert not [r for r in plan.resources if r["type"].startswith("aws:ec2/")
+                and r["type"] not in ("aws:ec2/securityGroup:SecurityGroup", "aws:ec2/launchTemplate:LaunchTemplate")]
+    for g in of_type(plan, NODE_GROUP):
         assert g["inputs"]["subnetIds"] == private
     assert {t["inputs"]["subnetId"] for t in of_type(plan, "aws:efs/mountTarget:MountTarget")} == set(private)
     assert one(plan, "eks:index:Cluster")["inputs"]["vpcId"] == "vpc-0123456789abcdef0"
