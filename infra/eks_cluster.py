@@ -91,6 +91,10 @@ class EksCluster(pulumi.ComponentResource):
             # creates an access entry of type EC2_LINUX for the node IAM role" (EKS user guide,
             # "Create access entries"), and pulumi-eks does not require instanceRoles in API mode.
             skip_default_node_group=True, create_oidc_provider=False,
+            # NetworkPolicies (etcd's, infra/network_policy_manifests.py) are enforced only with the VPC
+            # CNI's network policy agent on (EKS user guide, "Restrict Pod network traffic with Kubernetes
+            # network policies"; VPC CNI >= 1.14); pulumi-eks manages the vpc-cni add-on and exposes it here.
+            vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
             enabled_cluster_log_types=list(config.log_types), tags=tags,
             opts=child_options(self, opts, depends_on=[self.node_role, log_group]))
         # The security group the nodes carry is the one EKS creates for the cluster

@@ -26,8 +26,8 @@ class Etcd(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EtcdArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:infra:Etcd", name, None, opts)
-        # The policies first, so etcd never serves a moment without them (where they are enforced:
-        # network_policy_manifests.vpc_cni_configuration_values).
+        # The policies first, so etcd never serves a moment without them (enforced by the VPC CNI's
+        # network policy agent, which infra.eks_cluster turns on).
         self.network_policies = [
             k8s_objects.register(f"{name}-{p['metadata']['name']}", p, child_options(self, opts))
             for p in namespace_network_policies(args.env.namespace)]

@@ -16,14 +16,13 @@ local node"), and the VPC CNI's network policy agent allows the node IP
 (aws/aws-network-policy-agent PR #65, in VPC CNI v1.15.1).
 
 Policies are enforced on EKS only when the ``vpc-cni`` add-on runs its network policy
-agent: ``vpc_cni_configuration_values`` is that add-on's configuration (EKS user guide,
-"Restrict Pod network traffic with Kubernetes network policies"; VPC CNI 1.14 or later).
+agent (EKS user guide, "Restrict Pod network traffic with Kubernetes network policies"; VPC
+CNI 1.14 or later): ``infra.eks_cluster`` turns it on through pulumi-eks' ``vpc_cni_options``.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 
 from infra.environment import ETCD_PORT
 from infra.labels import labels, metadata
@@ -65,10 +64,3 @@ def namespace_network_policies(namespace: str) -> list[dict]:
 
 
 # The EKS add-on's configuration schema takes strings for these flags ("true", not true).
-VPC_CNI_NETWORK_POLICY = {"enableNetworkPolicy": "true"}
-
-
-def vpc_cni_configuration_values(extra: dict | None = None) -> str:
-    """``configuration_values`` (JSON text) of the ``vpc-cni`` EKS add-on with the network policy
-    agent on; ``extra`` merges other settings of the add-on's schema."""
-    return json.dumps({**(extra or {}), **VPC_CNI_NETWORK_POLICY}, sort_keys=True)

@@ -1,6 +1,5 @@
 """The namespace's NetworkPolicies and the vpc-cni setting that enforces them."""
 
-import json
 
 import pytest
 
@@ -8,7 +7,6 @@ from infra.environment import ETCD_PORT
 from infra.network_policy_manifests import (
     PEERS_LABEL,
     namespace_network_policies,
-    vpc_cni_configuration_values,
 )
 from tests.support.k8s_schema import assert_valid
 
@@ -91,8 +89,9 @@ def test_policies_reach_only_their_own_namespace(policies):
             assert all("namespaceSelector" not in f and "ipBlock" not in f for f in rule["from"])
 
 
-def test_vpc_cni_configuration_enables_the_network_policy_agent():
-    assert json.loads(vpc_cni_configuration_values()) == {"enableNetworkPolicy": "true"}
-    merged = json.loads(vpc_cni_configuration_values({"env": {"ENABLE_PREFIX_DELEGATION": "true"}}))
-    assert merged == {"enableNetworkPolicy": "true", "env": {"ENABLE_PREFIX_DELEGATION": "true"}}
-    assert json.loads(vpc_cni_configuration_values({"enableNetworkPolicy": "false"}))["enableNetworkPolicy"] == "true"
+def test_the_cluster_runs_the_vpc_cni_network_policy_agent():
+    """Without it EKS does not enforce any NetworkPolicy (EKS user guide, "Restrict Pod network traffic")."""
+    from bench.plan import evaluate
+
+    cluster = next(r for r in evaluate("dev").resources if r["type"] == "eks:index:Cluster")
+    assert cluster["inputs"]["vpcCniOptions"]["enableNetworkPolicy"] is True
