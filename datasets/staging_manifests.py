@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from datasets.catalog import Dataset
 from infra.environment import SYSTEM_NODE_LABEL, Environment
 from infra.labels import labels, metadata
+from infra.pod_security import harden_pod_spec
 from spec.pins import PIP_PINS, STAGING_IMAGE
 
 CODE_ROOT = "/opt/eksbench"  # the pod's PYTHONPATH: the shipped files sit below it at their repository paths
@@ -156,7 +157,8 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source
                 "metadata": {"labels": pod_labels,
                              "annotations": {"eksbench.io/stage-program-sha256": program_digest(program),
                                              "eksbench.io/source": source_uri}},
-                "spec": {
+                # Non-root, no capabilities, read-only root (infra/pod_security.py); no API token.
+                "spec": harden_pod_spec({
                     "restartPolicy": "Never",
                     "serviceAccountName": env.service_account,
                     "nodeSelector": dict(SYSTEM_NODE_LABEL),
@@ -164,7 +166,7 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source
                     "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": env.claim_name}},
                                 {"name": "code", "configMap": {"name": program["metadata"]["name"],
                                                                "items": items}}],
-                },
+                }, automount_token=False),
             },
         },
     }

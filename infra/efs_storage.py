@@ -13,6 +13,7 @@ import pulumi_aws as aws
 from infra.cluster_manifests import persistent_volume_manifest
 from infra.component_options import child_options
 from infra.environment import Environment
+from infra.pod_security import RUN_AS_USER
 from infra.shared_volume import register_shared_volume
 from spec.config import Efs
 
@@ -60,6 +61,15 @@ class EfsStorage(pulumi.ComponentResource):
         mount_targets = [aws.efs.MountTarget(f"{name}-mt-{i}", file_system_id=fs.id, subnet_id=subnet,
                                              security_groups=[sg.id], opts=child)
                          for i, subnet in enumerate(args.subnet_ids)]
+        # Pods run as RUN_AS_USER (infra/pod_security.py), and a new file system's root is root:root 0755:
+        # every mount goes through an access point whose POSIX user is that UID, rooted at a directory
+        # EFS creates owned by it (AWS EFS docs, "Working with access points"). Root in a pod (EFA) is
+        # mapped to the same user, so every file on the volume has one owner.
+        access_point = aws.efs.AccessPoint(
+            f"{name}-ap", file_system_id=fs.id, posix_user={"uid": RUN_AS_USER, "gid": RUN_AS_USER},
+            root_directory={"path": "/eksbench", "creation_info": {
+                "owner_uid": RUN_AS_USER, "owner_gid": RUN_AS_USER, "permissions": "0750"}},
+            tags={**tags, "Name": f"{name}-ap"}, opts=child)
         # The add-on's controller needs nodes to run on; created before them it sits DEGRADED.
         addon = aws.eks.Addon(f"{name}-csi", cluster_name=args.cluster_name, addon_name="aws-efs-csi-driver",
                               resolve_conflicts_on_create="OVERWRITE", tags=tags,
@@ -67,6 +77,7 @@ class EfsStorage(pulumi.ComponentResource):
         env = args.env
         self.claim = register_shared_volume(
             self, opts, name, kind="efs", env=env, depends_on=[addon, nfs, *mount_targets],
-            volume=fs.id.apply(lambda fid: persistent_volume_manifest("efs", file_system_id=fid, env=env)))
+            volume=pulumi.Output.all(fs.id, access_point.id).apply(
+                lambda ids: persistent_volume_manifest("efs", file_system_id=ids[0], access_point_id=ids[1], env=env)))
         self.file_system_id = fs.id
         self.register_outputs({"file_system_id": fs.id})

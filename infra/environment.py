@@ -31,6 +31,7 @@ class Environment:
     etcd_endpoint: str  # host:port of the rendezvous etcd
     results_prefix: str  # key prefix in the results bucket: <project>/<stack>/<run_id>/
     datasets_prefix_uri: str | None  # s3://... the datasets come from; None: s3://<results bucket>/datasets/
+    storage_kind: str = "efs"  # efs: an access point owns the volume for the pods' user; fsx: root-owned
 
     def experiment_results_dir(self, experiment: Experiment) -> str:
         return f"{self.results_dir}/{experiment.name}"
@@ -57,4 +58,5 @@ def environment_for(cfg: StackConfig) -> Environment:
         etcd_endpoint=f"etcd.{cfg.namespace}.svc.cluster.local:{ETCD_PORT}",
         results_prefix=f"{cfg.project}/{cfg.stack}/{cfg.run_id}/",
         datasets_prefix_uri=uri,
+        storage_kind=cfg.storage.kind,
     )

@@ -21,6 +21,7 @@ from infra.environment import (
     Environment,
 )
 from infra.labels import SKIP_AWAIT, labels, metadata
+from infra.pod_security import harden_pod_spec, volume_owner_init_container
 from spec import aws_catalog as catalog
 from spec.config import Experiment, GpuNodeGroup
 from spec.pins import GATE_IMAGE
@@ -152,7 +153,14 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
         del spec["containers"][0]["resources"]["limits"]
     if subdomain:
         spec["subdomain"] = subdomain
-    return spec
+    if env.storage_kind == "fsx":
+        # FSx for Lustre has no access points: hand this experiment's results folder to the pods' user.
+        spec["initContainers"] = [volume_owner_init_container(
+            image=e.image, volume="shared", mount_path=env.mount_path, paths=[env.experiment_results_dir(e)])]
+    # Non-root, no capabilities, RuntimeDefault seccomp, read-only root with writable HOME and /tmp;
+    # EFA pods keep root with IPC_LOCK only (infra/pod_security.py says why). No API token: Pod Identity
+    # brings its own.
+    return harden_pod_spec(spec, efa=bool(efa_resources), automount_token=False)
 
 
 def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNodeGroup, bucket: str, run_id: str,
@@ -253,16 +261,18 @@ def gate_job_manifest(name: str, *, namespace: str, service_account: str, spec: 
                      "template": {
                          "metadata": {"labels": dict(label_set),
                                       "annotations": {"eksbench.io/gated-jobs": fingerprint}},
-                         "spec": {"restartPolicy": "OnFailure", "serviceAccountName": service_account,
-                                  "nodeSelector": dict(SYSTEM_NODE_LABEL), "enableServiceLinks": False,
-                                  "containers": [{"name": "gate", "image": GATE_IMAGE,
-                                                  "command": ["python3", "-m", contracts.GATE_MODULE],
-                                                  "env": [{"name": "EKSBENCH_GATE", "value": spec},
-                                                          {"name": "PYTHONPATH", "value": contracts.CODE_ROOT}],
-                                                  "volumeMounts": [code_mount()],
-                                                  "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
-                                                                "limits": {"memory": "64Mi"}}}],
-                                  "volumes": [code_volume(code_config_map)]}}}}
+                         # Restricted like every pod; the gate keeps its API token (it reads and resumes Jobs).
+                         "spec": harden_pod_spec({
+                             "restartPolicy": "OnFailure", "serviceAccountName": service_account,
+                             "nodeSelector": dict(SYSTEM_NODE_LABEL), "enableServiceLinks": False,
+                             "containers": [{"name": "gate", "image": GATE_IMAGE,
+                                             "command": ["python3", "-m", contracts.GATE_MODULE],
+                                             "env": [{"name": "EKSBENCH_GATE", "value": spec},
+                                                     {"name": "PYTHONPATH", "value": contracts.CODE_ROOT}],
+                                             "volumeMounts": [code_mount()],
+                                             "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                                                           "limits": {"cpu": "100m", "memory": "64Mi"}}}],
+                             "volumes": [code_volume(code_config_map)]})}}}
 
 
 def fingerprint(*manifests: dict) -> str:

@@ -347,3 +347,14 @@ def test_admin_roles_get_cluster_admin_access_entries():
     entries = one(evaluate_config("dev", config), "eks:index:Cluster")["inputs"]["accessEntries"]
     assert entries["admin-0"]["principalArn"] == "arn:aws:iam::123456789012:role/MLAdmin"
     assert entries["admin-0"]["accessPolicies"]["admin"]["policyArn"].endswith("AmazonEKSClusterAdminPolicy")
+
+
+def test_efs_is_mounted_through_an_access_point_owned_by_the_pods_user(dev):
+    from infra.pod_security import RUN_AS_USER
+
+    ap = one(dev, "aws:efs/accessPoint:AccessPoint")["inputs"]
+    assert ap["posixUser"] == {"uid": RUN_AS_USER, "gid": RUN_AS_USER}
+    assert ap["rootDirectory"]["creationInfo"]["ownerUid"] == RUN_AS_USER
+    pv = one(dev, "kubernetes:core/v1:PersistentVolume")["inputs"]
+    fs_id, _, ap_id = pv["spec"]["csi"]["volumeHandle"].partition("::")
+    assert fs_id.startswith("fs-") and ap_id, pv["spec"]["csi"]["volumeHandle"]

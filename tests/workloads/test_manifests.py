@@ -101,7 +101,9 @@ def test_pod_basics_storage_shm_identity_and_limits():
     assert vols["shared"]["persistentVolumeClaim"]["claimName"] == ENV.claim_name
     assert vols["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "244Gi"}  # half of 488 GiB
     mounts = {v["name"]: v["mountPath"] for v in main_container(job)["volumeMounts"]}
-    assert mounts == {"shared": "/data", "dshm": "/dev/shm", "code": "/opt/eksbench"}
+    assert mounts == {"shared": "/data", "dshm": "/dev/shm", "code": "/opt/eksbench",
+                      # writable HOME and /tmp for a non-root user on a read-only root (infra/pod_security.py)
+                      "eksbench-home": "/home/eksbench", "eksbench-tmp": "/tmp"}
     assert job["spec"]["activeDeadlineSeconds"] == 3600 and job["spec"]["backoffLimit"] == 3
     assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
     assert "ttlSecondsAfterFinished" not in job["spec"]
@@ -167,8 +169,9 @@ def test_gate_runs_the_shipped_gate_module_from_the_code_config_map():
     gate = build(CIFAR)["eval-gate"]
     assert main_container(gate)["command"] == ["python3", "-m", "workloads.train.gate"]
     assert env_of(gate)["PYTHONPATH"] == c.CODE_ROOT
-    assert main_container(gate)["volumeMounts"] == [{"name": "code", "mountPath": c.CODE_ROOT, "readOnly": True}]
-    assert pod(gate)["volumes"] == [v for v in pod(build(CIFAR)["job"])["volumes"] if v["name"] == "code"]
+    assert main_container(gate)["volumeMounts"][0] == {"name": "code", "mountPath": c.CODE_ROOT, "readOnly": True}
+    assert [m["mountPath"] for m in main_container(gate)["volumeMounts"][1:]] == ["/home/eksbench", "/tmp"]
+    assert pod(gate)["volumes"][0] == next(v for v in pod(build(CIFAR)["job"])["volumes"] if v["name"] == "code")
 
 
 def test_evaluation_is_replaced_when_its_training_is():
@@ -213,3 +216,37 @@ def test_paddle_has_a_gpu_free_pserver_job_on_the_same_service():
 
 def test_manifests_are_deterministic():
     assert build(CIFAR) == build(CIFAR)
+
+
+def test_every_pod_is_restricted_non_root_without_capabilities_or_token():
+    """Training, evaluation and gate pods ran as root with no securityContext (issue: Ready for a real AWS account)."""
+    for role, obj in build(CIFAR).items():
+        if obj["kind"] != "Job":
+            continue
+        spec = pod(obj)
+        assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] == 10001
+        for container in spec["containers"]:
+            ctx = container["securityContext"]
+            assert ctx["capabilities"]["drop"] == ["ALL"] and "add" not in ctx["capabilities"], role
+            assert ctx["allowPrivilegeEscalation"] is False and ctx["readOnlyRootFilesystem"] is True, role
+            assert ctx["seccompProfile"] == {"type": "RuntimeDefault"}, role
+        assert spec.get("automountServiceAccountToken", True) is role.endswith("gate"), role
+        assert_valid(obj)
+
+
+def test_efa_pods_keep_root_with_ipc_lock_only():
+    job = build(RESNET, P4D)["job"]
+    ctx = main_container(job)["securityContext"]
+    assert ctx["runAsUser"] == 0 and ctx["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    assert "runAsUser" not in pod(job)["securityContext"]
+
+
+def test_on_fsx_an_init_container_hands_the_results_folder_to_the_pods_user():
+    fsx = replace(ENV, storage_kind="fsx")
+    job = m.experiment_manifests(RESNET, env=fsx, node_group=P3, bucket="results-bkt", run_id="run-001",
+                                 code_config_map=CODE, region="us-west-2")["job"]
+    init = pod(job)["initContainers"][0]
+    assert init["command"][-1].endswith("chown 10001:10001 /data/results/run-001/resnet50-synthetic")
+    assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    assert "initContainers" not in pod(build(RESNET)["job"])  # EFS: the access point owns the volume
+    assert_valid(job)
