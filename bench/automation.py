@@ -138,8 +138,9 @@ def sync_stack_file(stack: str, root: Path = ROOT) -> None:
         linked.symlink_to(target)
 
 
-def open_stack(stack: str, root: Path = ROOT, *, check_config: bool = True):
-    """``create_or_select_stack`` in the stack's own work dir (``stack select``, else ``stack init``)."""
+def open_stack(stack: str, root: Path = ROOT, *, check_config: bool = True, create: bool = True):
+    """``create_or_select_stack`` in the stack's own work dir (``stack select``, else ``stack init``);
+    ``create=False``: select only (status, logs, destroy must not create a stack)."""
     if check_config:
         load_stack_config(stack, root)  # raises ConfigError before anything runs
     if shutil.which("pulumi") is None:
@@ -147,7 +148,8 @@ def open_stack(stack: str, root: Path = ROOT, *, check_config: bool = True):
     from pulumi import automation as auto
 
     isolate_cli()
-    stk = auto.create_or_select_stack(stack_name=stack, work_dir=str(work_dir(stack, root)))
+    opener = auto.create_or_select_stack if create else auto.select_stack
+    stk = opener(stack_name=stack, work_dir=str(work_dir(stack, root)))
     sync_stack_file(stack, root)
     return stk
 
@@ -169,7 +171,7 @@ def preview(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | Non
 
 
 def outputs(stack: str, root: Path = ROOT) -> dict[str, Any]:
-    return {k: v.value for k, v in open_stack(stack, root).outputs().items()}
+    return {k: v.value for k, v in open_stack(stack, root, create=False).outputs().items()}
 
 
 def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = print) -> None:
@@ -178,7 +180,7 @@ def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | Non
     The results bucket and its objects are retained (retain_on_delete). Never ``remove=True``."""
     from bench.cloud_backend import destroy_with_retry
 
-    ok, left = destroy_with_retry(open_stack(stack, root, check_config=False), stack=stack,
+    ok, left = destroy_with_retry(open_stack(stack, root, check_config=False, create=False), stack=stack,
                                   log=on_output or (lambda _l: None))
     if not ok:
         raise AutomationError(f"destroy of stack {stack} failed; {len(left)} resource(s) left: "

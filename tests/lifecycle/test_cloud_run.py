@@ -213,3 +213,60 @@ def test_a_run_id_with_results_is_refused_unless_resume(project):
     assert not any(c[:1] == ["up"] for c in project.commands())
     done = project.run(stack, "--resume")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_status_and_logs_after_a_run(project):
+    stack = project.write_stack()
+    project.scenario = ok_scenario(project)
+    assert project.run(stack).returncode == 0
+    common = ["--project-dir", str(project.dir), "--results-root", str(project.results)]
+    import subprocess
+    import sys
+
+    from tests.lifecycle.conftest import ROOT
+
+    st = subprocess.run([sys.executable, "-m", "bench", "status", stack, *common], cwd=ROOT, env=project.env(),
+                        capture_output=True, text=True, timeout=120)
+    assert st.returncode == 0, st.stderr
+    assert "pulumi: last destroy succeeded" in st.stdout and "0 resource(s) held" in st.stdout
+    assert "runs in local:" in st.stdout and f"runs in s3://{BUCKET}/eksbench/{stack}/:" in st.stdout
+    assert "alpha: succeeded" in st.stdout
+    logs = subprocess.run([sys.executable, "-m", "bench", "logs", stack, "alpha", *common], cwd=ROOT,
+                          env=project.env(), capture_output=True, text=True, timeout=120)
+    assert logs.returncode == 0, logs.stderr
+    assert "node-0: [workloads.train] rank 0/2" in logs.stdout
+
+
+def test_two_stacks_run_side_by_side_each_with_its_own_teardown(project):
+    project.write_stack("lc")
+    project.write_stack("lc2", experiments=[{"name": "gamma", "workload": "resnet50", "nodes": 1, "steps": 20,
+                                             "dataset": "synthetic", "timeout_minutes": 5}])
+    out1, out2 = project.outputs("lc"), project.outputs("lc2", names=("gamma",))
+    project.scenario = {"outputs": out1, "experiments": {
+        **{n: {"uri": u, "after": 0.3} for n, u in out1["experiment_results"].items()},
+        **{n: {"uri": u, "after": 0.3} for n, u in out2["experiment_results"].items()}}}
+    # one scenario file serves both stacks: the fake keys outputs by stack when given "outputs_by_stack"
+    project.scenario["outputs_by_stack"] = {"lc": out1, "lc2": out2}
+    done = project.run("lc", "lc2", timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[lc] " in done.stdout and "[lc2] " in done.stdout
+    ups = [c for c in project.commands() if c[:1] == ["up"]]
+    destroys = [c for c in project.commands() if c[:1] == ["destroy"]]
+    assert sorted(c[c.index("--stack") + 1] for c in ups) == ["lc", "lc2"]
+    assert sorted(c[c.index("--stack") + 1] for c in destroys) == ["lc", "lc2"]
+    assert (project.results / "lc2" / "r1" / "gamma" / "summary.json").is_file()
+    assert (project.dir / ".eksbench" / "work" / "lc").is_dir() and (project.dir / ".eksbench" / "work" / "lc2").is_dir()
+
+
+def test_automation_run_from_a_notebook_returns_the_rows(project, monkeypatch):
+    from bench import automation
+
+    stack = project.write_stack()
+    project.scenario = ok_scenario(project)
+    for k, v in project.env().items():
+        monkeypatch.setenv(k, v)
+    rows = automation.run(stack, root=project.dir, results_root=project.results, poll=0.1)
+    assert [(r["experiment"], r["status"]) for r in rows] == [("alpha", "succeeded"), ("beta", "succeeded")]
+    assert project.events()[-1] == "destroyed"
+    with pytest.raises(automation.AutomationError, match="above --max-cost"):
+        automation.run(stack, root=project.dir, results_root=project.results, max_cost=0.01, resume=True)

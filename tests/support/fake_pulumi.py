@@ -24,7 +24,8 @@ $FAKE_PULUMI_SCENARIO:
 
     {"up": "ok" | "fail" | "hang", "up_step_s": 0.05, "resources": [[type, name, group], ...],
      "outputs": {...}, "experiments": {name: {"uri": "s3://b/p/", "after": 0.5, "status": "succeeded"}},
-     "destroy": "ok" | "fail" | "fail_once", "whoami": "ok" | "fail"}
+     "destroy": "ok" | "fail" | "fail_once", "whoami": "ok" | "fail",
+     "outputs_by_stack": {stack: {...}}}  (several stacks sharing one scenario)
 
 Like the real CLI: a SIGINT during ``up`` cancels gracefully (the in-flight resource finishes,
 exit 255 "update canceled"); the stack is locked while ``up``/``destroy`` runs, and a
@@ -219,7 +220,7 @@ def cmd_up(argv: list[str], stack: str) -> int:
     st["resources"] = created
     st["lock"] = None
     if outcome == "ok":
-        st["outputs"] = sc.get("outputs") or {}
+        st["outputs"] = (sc.get("outputs_by_stack") or {}).get(stack) or sc.get("outputs") or {}
     st["history"].insert(0, history_entry("update", "succeeded" if outcome == "ok" else "failed", started))
     save(state)
     events.send(summaryEvent={"maybeCorrupt": False, "durationSeconds": int(time.time() - started),
