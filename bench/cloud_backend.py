@@ -435,7 +435,7 @@ class CloudBackend:
     def teardown(self, ctl: Control) -> bool:
         self.teardown_started_at = time.monotonic()
         if self.last_summary_at is not None:
-            progress.line(f"tearing down {self.teardown_started_at - self.last_summary_at:.2f}s after the last "
+            progress.line(f"tearing down {self.teardown_started_at - self.last_summary_at:.3f}s after the last "
                           "result arrived")
         if self.stk is None:
             return True  # nothing was created
