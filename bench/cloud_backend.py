@@ -290,9 +290,11 @@ class CloudBackend:
             self.up_error = e
 
     def interrupt(self, signum: int) -> None:
+        """Cancel a running ``up`` (one SIGINT to its CLI). Never touches a running destroy."""
         from bench import automation
 
-        automation.forward_sigint()
+        if self.up_thread is not None and self.up_thread.is_alive() and self.teardown_started_at is None:
+            automation.forward_sigint()
 
     # -- start
     def start(self, ctl: Control) -> None:

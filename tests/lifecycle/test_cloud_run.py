@@ -270,3 +270,26 @@ def test_automation_run_from_a_notebook_returns_the_rows(project, monkeypatch):
     assert project.events()[-1] == "destroyed"
     with pytest.raises(automation.AutomationError, match="above --max-cost"):
         automation.run(stack, root=project.dir, results_root=project.results, max_cost=0.01, resume=True)
+
+
+def test_ctrl_c_during_destroy_does_not_cut_it_short(project):
+    import os
+
+    stack = project.write_stack()
+    project.scenario = ok_scenario(project, destroy_s=3)
+    proc = project.start(stack)
+    try:
+        deadline = time.monotonic() + 90
+        while not any(c[:1] == ["destroy"] for c in project.commands()):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out
+    assert project.events()[-1] == "destroyed" and "sigint" not in project.events()
+    assert "received again: still stopping" in out

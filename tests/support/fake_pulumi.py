@@ -24,7 +24,7 @@ $FAKE_PULUMI_SCENARIO:
 
     {"up": "ok" | "fail" | "hang", "up_step_s": 0.05, "resources": [[type, name, group], ...],
      "outputs": {...}, "experiments": {name: {"uri": "s3://b/p/", "after": 0.5, "status": "succeeded"}},
-     "destroy": "ok" | "fail" | "fail_once", "whoami": "ok" | "fail",
+     "destroy": "ok" | "fail" | "fail_once", "destroy_s": 0, "whoami": "ok" | "fail",
      "outputs_by_stack": {stack: {...}}}  (several stacks sharing one scenario)
 
 Like the real CLI: a SIGINT during ``up`` cancels gracefully (the in-flight resource finishes,
@@ -299,6 +299,13 @@ def cmd_destroy(argv: list[str], stack: str) -> int:
         record(event="destroy-failed", attempt=attempts)
         return fail("error: deleting aws:ec2/vpc:Vpc (network-vpc): DependencyViolation: the vpc has "
                     "dependencies and cannot be deleted")
+    signal.signal(signal.SIGINT, lambda *_: (record(event="sigint", command="destroy"), sys.exit(255)))
+    st["lock"] = os.getpid()
+    save(state)
+    time.sleep(float(sc.get("destroy_s", 0)))
+    state = load()
+    st = state["stacks"][stack]
+    st["lock"] = None
     for typ, name, parent in reversed(st["resources"]):
         events.send(resourcePreEvent=step("delete", stack, typ, name, parent))
         events.send(resOutputsEvent=step("delete", stack, typ, name, parent))
