@@ -105,7 +105,7 @@ def test_a_failing_experiment_exits_1_and_leaves_no_process(tmp_path):
 def test_a_signal_stops_the_nodes_and_etcd_and_exits_128_plus_signal(tmp_path, sig, code):
     if not shutil.which("etcd"):
         pytest.skip("no etcd binary on PATH")
-    project = write_project(tmp_path, [exp("long")])
+    project = write_project(tmp_path, [exp("long")], steps=5000)
     results = tmp_path / "results"
     run = results / "loc" / "t"
     proc = start(argv(project, results))
@@ -129,7 +129,7 @@ def test_a_signal_stops_the_nodes_and_etcd_and_exits_128_plus_signal(tmp_path, s
 
 
 def test_the_run_deadline_stops_it_exit_1(tmp_path):
-    project = write_project(tmp_path, [exp("long")])
+    project = write_project(tmp_path, [exp("long")], steps=5000)
     results = tmp_path / "results"
     done = subprocess.run(argv(project, results, "--deadline", "0.5"), cwd=ROOT, env=env(), capture_output=True,
                           text=True, timeout=240)
@@ -142,7 +142,7 @@ def test_the_run_deadline_stops_it_exit_1(tmp_path):
 def test_kill_9_of_bench_leaves_no_etcd_nor_launcher(tmp_path):
     if not shutil.which("etcd"):
         pytest.skip("no etcd binary on PATH")
-    project = write_project(tmp_path, [exp("long")])
+    project = write_project(tmp_path, [exp("long")], steps=5000)
     results = tmp_path / "results"
     run = results / "loc" / "t"
     proc = start(argv(project, results))
