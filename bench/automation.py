@@ -2,31 +2,156 @@
 
     from bench import automation
     automation.plan("dev")                 # offline: what it would build, cost, build time
-    outputs = automation.up("dev")         # real: needs the Pulumi CLI and AWS credentials
-    outputs["experiment_results"]          # s3:// URI of each experiment's results
-    automation.destroy("dev")              # everything but the results bucket
+    rows = automation.run("dev", max_cost=150)   # the whole lifecycle: up, wait, collect, destroy
+    automation.status("dev")               # stack state and each run's experiment status
+    print(automation.logs("dev", "resnet50-synthetic"))
+    outputs = automation.up("dev")         # the pieces, by hand: up ...
+    automation.destroy("dev")              # ... and destroy (everything but the results bucket)
 
 Every call validates the stack file first, so a bad config fails here, in one message,
 before the CLI is started. The Automation API drives the ``pulumi`` CLI (it must be on
-PATH). Run concurrent stacks from separate processes, one stack each: inline programs
-in threads have open upstream bugs (pulumi/pulumi issues on concurrent inline programs).
+PATH). Each stack gets its own work dir (``.eksbench/work/<stack>/``: links to the project's
+files), and concurrent stacks run in separate processes (``bench run a b`` does that):
+inline programs in threads have open upstream bugs.
+
+The CLI is started in its own session (``isolate_cli``): a terminal's Ctrl-C then reaches
+``bench`` only, which forwards exactly one SIGINT to the CLI (the CLI's second SIGINT means
+"terminate now", which leaves the stack locked) and waits for it to finish its in-flight
+operations before destroying. The stack is never removed: ``destroy(remove=True)`` would
+delete Pulumi.<stack>.yaml, the experiment's definition.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess as _subprocess
+import threading
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.stack_files import ROOT, load_stack_config
+from bench.stack_files import ROOT, load_stack_config, stack_file
 
 CLI_MISSING = ("the Pulumi CLI is not on PATH: install it (https://www.pulumi.com/docs/install/), "
-               "log in (`pulumi login` or PULUMI_BACKEND_URL=file://...), then retry; "
-               "`python -m bench plan <stack>` works without it")
+               "log in (`pulumi login` or PULUMI_BACKEND_URL=file://... with PULUMI_CONFIG_PASSPHRASE), then retry; "
+               "`python -m bench plan <stack>` and `python -m bench run <stack> --local` work without it")
+WORK_DIR = ".eksbench/work"
 
 
 class AutomationError(RuntimeError):
-    """A real-cloud operation could not start; the message says why and what to do."""
+    """A real-cloud operation could not start or finish; the message says why and what to do."""
+
+
+# --- the CLI child: own session, parent-death signal, tracked for signal forwarding ------------------
+
+_children: "weakref.WeakSet[_subprocess.Popen]" = weakref.WeakSet()
+_forwarded: set[int] = set()
+_isolate_lock = threading.Lock()
+
+
+class _SubprocessShim:
+    """Stands in for the ``subprocess`` module inside ``pulumi.automation._cmd``: same API, but every
+    ``Popen`` (the CLI) starts in its own session, gets SIGINT if bench dies, and is tracked."""
+
+    def __init__(self, real: Any):
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def Popen(self, *args: Any, **kwargs: Any) -> _subprocess.Popen:  # noqa: N802 - mirrors subprocess
+        from bench.proc import die_with_parent
+
+        kwargs.setdefault("start_new_session", True)
+        pre = die_with_parent(signal.SIGINT)
+        if pre is not None and "preexec_fn" not in kwargs:
+            kwargs["preexec_fn"] = pre
+        proc = self._real.Popen(*args, **kwargs)
+        _children.add(proc)
+        return proc
+
+
+def isolate_cli() -> None:
+    """Install the shim (idempotent). Checked against pulumi 3.272: ``PulumiCommand.run`` calls
+    ``subprocess.Popen`` from ``pulumi/automation/_cmd.py``."""
+    from pulumi.automation import _cmd
+
+    with _isolate_lock:
+        if not isinstance(_cmd.subprocess, _SubprocessShim):
+            _cmd.subprocess = _SubprocessShim(_cmd.subprocess)
+
+
+def running_cli() -> list[_subprocess.Popen]:
+    return [p for p in list(_children) if p.poll() is None]
+
+
+def forward_sigint() -> int:
+    """SIGINT, once, to each running CLI child (it then cancels gracefully); returns how many got it."""
+    n = 0
+    for p in running_cli():
+        if p.pid in _forwarded:
+            continue
+        _forwarded.add(p.pid)
+        try:
+            p.send_signal(signal.SIGINT)
+            n += 1
+        except ProcessLookupError:
+            pass
+    return n
+
+
+# --- work dirs and stacks ---------------------------------------------------------------------------
+
+def work_dir(stack: str, root: Path = ROOT) -> Path:
+    """``<root>/.eksbench/work/<stack>/``: links to the project's files, so each stack has its own
+    work dir (Pulumi's per-directory workspace state is not shared between concurrent runs) while
+    the program and Pulumi.<stack>.yaml stay the user's own files."""
+    root = Path(root).resolve()
+    wd = root / WORK_DIR / stack
+    wd.mkdir(parents=True, exist_ok=True)
+    for entry in root.iterdir():
+        if entry.name.startswith(".") or entry.name in ("results",) or (
+                entry.name.startswith("Pulumi.") and entry.name not in ("Pulumi.yaml", f"Pulumi.{stack}.yaml")):
+            continue
+        link = wd / entry.name
+        if link.is_symlink() and os.readlink(link) == str(entry):
+            continue
+        if link.is_symlink() or link.is_file():
+            link.unlink()
+        elif link.exists():
+            shutil.rmtree(link)
+        link.symlink_to(entry)
+    return wd
+
+
+def sync_stack_file(stack: str, root: Path = ROOT) -> None:
+    """If the CLI replaced the linked Pulumi.<stack>.yaml by a file (an atomic rewrite, e.g. adding
+    ``encryptionsalt``), copy it back over the user's file and link it again."""
+    wd = Path(root).resolve() / WORK_DIR / stack
+    linked = wd / f"Pulumi.{stack}.yaml"
+    if linked.is_file() and not linked.is_symlink():
+        target = stack_file(stack, Path(root).resolve())
+        shutil.copyfile(linked, target)
+        linked.unlink()
+        linked.symlink_to(target)
+
+
+def open_stack(stack: str, root: Path = ROOT, *, check_config: bool = True, create: bool = True):
+    """``create_or_select_stack`` in the stack's own work dir (``stack select``, else ``stack init``);
+    ``create=False``: select only (status, logs, destroy must not create a stack)."""
+    if check_config:
+        load_stack_config(stack, root)  # raises ConfigError before anything runs
+    if shutil.which("pulumi") is None:
+        raise AutomationError(CLI_MISSING)
+    from pulumi import automation as auto
+
+    isolate_cli()
+    opener = auto.create_or_select_stack if create else auto.select_stack
+    stk = opener(stack_name=stack, work_dir=str(work_dir(stack, root)))
+    sync_stack_file(stack, root)
+    return stk
 
 
 def plan(stack: str, root: Path = ROOT):
@@ -35,28 +160,61 @@ def plan(stack: str, root: Path = ROOT):
     return evaluate(stack, root)
 
 
-def _stack(stack: str, root: Path):
-    load_stack_config(stack, root)  # raises ConfigError before anything runs
-    if shutil.which("pulumi") is None:
-        raise AutomationError(CLI_MISSING)
-    from pulumi import automation as auto
-    return auto.create_or_select_stack(stack_name=stack, work_dir=str(root))
-
-
 def up(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = print) -> dict[str, Any]:
-    """``pulumi up``; returns the stack outputs as plain values."""
-    result = _stack(stack, root).up(on_output=on_output)
+    """``pulumi up`` only (the Jobs start, nothing waits for them); returns the stack outputs."""
+    result = open_stack(stack, root).up(on_output=on_output)
     return {k: v.value for k, v in result.outputs.items()}
 
 
 def preview(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = print) -> str:
-    return _stack(stack, root).preview(on_output=on_output).stdout
+    return open_stack(stack, root).preview(on_output=on_output).stdout
 
 
 def outputs(stack: str, root: Path = ROOT) -> dict[str, Any]:
-    return {k: v.value for k, v in _stack(stack, root).outputs().items()}
+    return {k: v.value for k, v in open_stack(stack, root, create=False).outputs().items()}
 
 
 def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = print) -> None:
-    """``pulumi destroy``: the results bucket and its objects are retained (retain_on_delete)."""
-    _stack(stack, root).destroy(on_output=on_output)
+    """``pulumi destroy``, retried once (clearing a stale lock left by a process that is gone).
+
+    The results bucket and its objects are retained (retain_on_delete). Never ``remove=True``."""
+    from bench.cloud_backend import destroy_with_retry
+
+    ok, left = destroy_with_retry(open_stack(stack, root, check_config=False, create=False), stack=stack,
+                                  log=on_output or (lambda _l: None))
+    if not ok:
+        raise AutomationError(f"destroy of stack {stack} failed; {len(left)} resource(s) left: "
+                              + ", ".join(left[:10]) + f"; retry: python -m bench destroy {stack}")
+
+
+def run(stack: str, *, max_cost: float | None = None, keep: bool = False, root: Path = ROOT,
+        results_root: str | Path = "results", deadline_minutes: float | None = None, poll: float = 15.0,
+        resume: bool = False) -> list[dict[str, Any]]:
+    """The whole lifecycle (what ``python -m bench run <stack>`` does); returns the results rows.
+
+    Raises AutomationError on a preflight refusal (nothing was created), and KeyboardInterrupt
+    after the teardown when interrupted. Failed experiments are rows with their status."""
+    from bench.cloud_run import CloudRunOptions, run_stack
+
+    outcome = run_stack(stack, CloudRunOptions(root=Path(root), results_root=Path(results_root), max_cost=max_cost,
+                                               keep=keep, deadline_minutes=deadline_minutes, poll=poll,
+                                               resume=resume))
+    if outcome.refusal:
+        raise AutomationError(outcome.refusal)
+    if outcome.code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+        raise KeyboardInterrupt
+    return outcome.rows
+
+
+def status(stack: str, root: Path = ROOT, results_root: str | Path = "results") -> dict[str, Any]:
+    """Stack state (when the CLI answers) and each run's experiments with their status."""
+    from bench.observe import stack_status
+    return stack_status(stack, Path(root), Path(results_root))
+
+
+def logs(stack: str, experiment: str, *, root: Path = ROOT, results_root: str | Path = "results",
+         run_id: str | None = None) -> str:
+    """The experiment's node logs: from the cluster while it runs, S3 afterwards, or a local run's files."""
+    from bench.observe import experiment_logs
+    return "\n".join(experiment_logs(stack, experiment, root=Path(root), results_root=Path(results_root),
+                                     run_id=run_id))

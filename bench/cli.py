@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
-COMMANDS = ("bench.plan", "bench.run", "bench.data", "bench.cloud", "bench.report")
+COMMANDS = ("bench.plan", "bench.run", "bench.data", "bench.cloud", "bench.observe", "bench.report")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM outside a run's lifecycle (which handles its own signals): unwind, exit 143."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,10 +28,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(_signum, _frame) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.func(args) or 0)
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGINT
+    finally:
+        signal.signal(signal.SIGTERM, previous)

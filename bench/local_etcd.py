@@ -3,12 +3,14 @@
 torch's etcd rendezvous backends speak the etcd v2 API, which etcd 3.4/3.5 serve only with
 ``--enable-v2=true`` and 3.6 removed (etcd v3.6 release notes). A system etcd may already hold
 2379/2380, so both ports are picked free, the data dir is a temp dir, and the process is
-killed (and the dir removed) on exit.
+killed (and the dir removed) on exit, or by the kernel when the process that started it dies
+(``bench.proc.die_with_parent``), so even ``kill -9`` of ``bench`` leaves no etcd behind.
 """
 
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -35,22 +37,28 @@ def etcd_command(binary: str, *, data_dir: str, client_port: int, peer_port: int
 class LocalEtcd:
     """``with LocalEtcd() as etcd: etcd.endpoint`` -> "127.0.0.1:<port>"."""
 
-    def __init__(self, binary: str | None = None, startup_timeout: float = 20.0):
+    def __init__(self, binary: str | None = None, startup_timeout: float = 20.0, tmp_root: str | None = None):
         self.binary = binary or shutil.which("etcd")
         if not self.binary:
             raise FileNotFoundError("no etcd binary on PATH")
         self.startup_timeout = startup_timeout
+        self.tmp_root = tmp_root  # where the temp data dir goes (default: the system temp dir)
         self.proc: subprocess.Popen | None = None
         self.endpoint = ""
 
     def start(self) -> "LocalEtcd":
-        self.tmp = tempfile.mkdtemp(prefix="eksbench-etcd-")
+        from bench.proc import die_with_parent
+
+        if self.tmp_root:
+            Path(self.tmp_root).mkdir(parents=True, exist_ok=True)
+        self.tmp = tempfile.mkdtemp(prefix="eksbench-etcd-", dir=self.tmp_root)
         for _ in range(3):  # a port picked free can be taken before etcd binds it: retry
             client, peer = free_port(), free_port()
             log = open(Path(self.tmp) / "etcd.log", "wb")
             self.proc = subprocess.Popen(etcd_command(self.binary, data_dir=str(Path(self.tmp) / "data"),
                                                       client_port=client, peer_port=peer),
-                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=die_with_parent(signal.SIGKILL))  # never outlives bench
             log.close()
             if self._wait_healthy(client):
                 self.endpoint = f"127.0.0.1:{client}"

@@ -1,0 +1,108 @@
+"""The orchestrator's own overhead: from the last experiment summary seen to the start of ``pulumi destroy``.
+
+``python -m bench.benchmarks.lifecycle_overhead [--runs 5 --poll 1]``
+
+Runs ``python -m bench run <stack>`` end to end against the test double of the Pulumi engine
+(``tests/support/fake_pulumi.py`` on PATH, driven by the real Automation API) and a moto server
+on loopback, with two experiments whose summaries land on S3 shortly after ``up``. Reports, per
+run: ``seen_to_destroy_s`` (what bench prints as "tearing down Xs after the last result
+arrived": the orchestrator's own overhead once it knows the run is over), and
+``written_to_destroy_cli_s`` (summary.json written by the fake Job -> the ``pulumi destroy``
+process started, from the fake's timestamped call log: adds the S3 poll interval, --poll, and
+the CLI start). Needs moto (requirements-dev.txt); no AWS account, no Pulumi CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--poll", type=float, default=1.0, help="bench run --poll (seconds between S3 checks)")
+    args = ap.parse_args(argv)
+
+    import logging
+
+    import boto3
+    import yaml
+    from moto.server import ThreadedMotoServer
+
+    sys.path.insert(0, str(ROOT))
+    from tests.lifecycle.conftest import FAKE, stack_config
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    from bench.local_etcd import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x",
+                      AWS_DEFAULT_REGION="us-east-1")
+    results = []
+    try:
+        for i in range(args.runs):
+            tmp = Path(tempfile.mkdtemp(prefix="eksbench-lifecycle-bench-"))
+            try:
+                bucket = f"bench-{i}"
+                boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=bucket)
+                project = tmp / "project"
+                project.mkdir()
+                shutil.copy(ROOT / "Pulumi.yaml", project)
+                cfg = stack_config()
+                cfg["config"]["eksbench:results"] = {"bucket": bucket}
+                (project / "Pulumi.lc.yaml").write_text(yaml.safe_dump(cfg))
+                (tmp / "bin").mkdir()
+                (tmp / "bin" / "pulumi").write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} \"$@\"\n")
+                (tmp / "bin" / "pulumi").chmod(0o755)
+                prefix = f"s3://{bucket}/eksbench/lc/r1/"
+                outputs = {"cluster_name": "eksbench-lc", "results_prefix": prefix, "node_groups": ["s", "g"],
+                           "experiment_results": {n: f"{prefix}{n}/" for n in ("alpha", "beta")}}
+                scenario = {"outputs": outputs, "up_step_s": 0.02,
+                            "experiments": {"alpha": {"uri": f"{prefix}alpha/", "after": 1.0},
+                                            "beta": {"uri": f"{prefix}beta/", "after": 2.0}}}
+                env = dict(os.environ, PATH=f"{tmp / 'bin'}{os.pathsep}{os.environ['PATH']}",
+                           PULUMI_BACKEND_URL=f"file://{tmp / 'state'}", PULUMI_CONFIG_PASSPHRASE="x",
+                           FAKE_PULUMI_STATE=str(tmp / "state"), FAKE_PULUMI_SCENARIO=json.dumps(scenario),
+                           PYTHONPATH=str(ROOT))
+                done = subprocess.run([sys.executable, "-m", "bench", "run", "lc", "--project-dir", str(project),
+                                       "--results-root", str(tmp / "results"), "--poll", str(args.poll)],
+                                      cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                if done.returncode != 0:
+                    print(done.stdout + done.stderr, file=sys.stderr)
+                    return 1
+                seen = float(re.search(r"tearing down ([0-9.]+)s after the last result", done.stdout).group(1))
+                calls = [json.loads(line) for line in (tmp / "state" / "calls.jsonl").read_text().splitlines()]
+                written = max(c["t"] for c in calls if c.get("event") == "summary-written")
+                destroy = min(c["t"] for c in calls if "argv" in c and "destroy" in c["argv"])
+                results.append({"seen_to_destroy_s": seen, "written_to_destroy_cli_s": round(destroy - written, 3)})
+                print(json.dumps(results[-1]), flush=True)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        server.stop()
+    med = {k: statistics.median(r[k] for r in results) for k in results[0]}
+    print(json.dumps({"runs": len(results), "poll_s": args.poll, "median": med,
+                      "max": {k: max(r[k] for r in results) for k in results[0]},
+                      "machine": f"{platform.machine()} {os.cpu_count()} CPUs", "python": platform.python_version(),
+                      "date": datetime.now(timezone.utc).date().isoformat()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""``python -m bench run <stack>`` on AWS: preflight, then the lifecycle with the cloud backend.
+
+Preflight refusals print one line and exit 2 before anything is created (``bench.preflight``).
+Then ``bench.lifecycle.run_lifecycle`` drives ``bench.cloud_backend.CloudBackend``: ``pulumi up``,
+watch, ``pulumi destroy`` (always; ``--keep`` scales the GPU groups to zero instead), collect.
+The run's deadline defaults to twice the estimated provisioning time + the experiments' window
++ 10 min of teardown; ``--max-cost`` both refuses a run estimated above it and stops one that
+has spent it (keeping the teardown's cost in reserve).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import progress
+from bench.errors import USAGE_ERROR, fail
+from bench.stack_files import ROOT
+
+# gRPC (Pulumi's engine events) logs a line on every fork while its threads run; we fork the CLI.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+
+@dataclass
+class CloudRunOptions:
+    root: Path = ROOT
+    results_root: Path = Path("results")
+    max_cost: float | None = None
+    keep: bool = False
+    deadline_minutes: float | None = None
+    poll: float = 15.0
+    progress_every: float = 30.0
+    resume: bool = False
+
+
+@dataclass
+class CloudOutcome:
+    code: int
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    refusal: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    overhead_s: float | None = None  # last summary seen -> destroy started
+
+
+def run_stack(stack: str, opts: CloudRunOptions) -> CloudOutcome:
+    from bench.cloud_backend import CloudBackend
+    from bench.lifecycle import Control, run_lifecycle
+    from bench.preflight import Refusal, preflight
+
+    results_root = Path(opts.results_root).resolve()
+    try:
+        ready = preflight(stack, Path(opts.root), max_cost=opts.max_cost, results_root=results_root,
+                          resume=opts.resume)
+    except Refusal as e:
+        return CloudOutcome(code=USAGE_ERROR, refusal=str(e))
+    deadline = opts.deadline_minutes or ready.default_deadline_minutes
+    progress.line(f"run {ready.cfg.run_id} of stack {stack}: deadline {deadline:.0f} min"
+                  + (f", budget ${opts.max_cost:.2f}" if opts.max_cost is not None else "")
+                  + ("; --keep: the stack stays up, GPU nodes scaled to zero" if opts.keep else ""))
+    ctl = Control(deadline_s=deadline * 60, hourly_usd=ready.hourly_usd, max_cost_usd=opts.max_cost)
+    backend = CloudBackend(stack=stack, ready=ready, root=Path(opts.root), results_root=results_root,
+                           keep=opts.keep, poll=opts.poll, progress_every=opts.progress_every, resume=opts.resume)
+    outcome = run_lifecycle(backend, ctl)
+    overhead = None
+    if backend.last_summary_at is not None and backend.teardown_started_at is not None:
+        overhead = backend.teardown_started_at - backend.last_summary_at
+    return CloudOutcome(code=outcome.code, rows=outcome.rows, timings=outcome.timings, overhead_s=overhead)
+
+
+def run_cloud(args) -> int:
+    if args.experiment:
+        return fail("--experiment is for --local runs: on AWS `pulumi up` creates every experiment's Job; "
+                    "remove the others from the stack file, or use a stack with just that one")
+    if args.dry_run:
+        return fail(f"--dry-run is for --local runs; for AWS see `python -m bench plan {args.stack}`")
+    if args.run_id:
+        from bench.stack_files import load_stack_config
+        from spec.fields import ConfigError
+
+        try:
+            cfg = load_stack_config(args.stack, Path(args.project_dir))
+        except ConfigError as e:
+            return fail(f"invalid config for stack {args.stack!r}: " + "; ".join(e.problems))
+        if args.run_id != cfg.run_id:
+            return fail(f"--run-id={args.run_id}: on AWS the run id is the stack's eksbench:run_id "
+                        f"({cfg.run_id}); set it in Pulumi.{args.stack}.yaml")
+    outcome = run_stack(args.stack, CloudRunOptions(
+        root=Path(args.project_dir), results_root=Path(args.results_root), max_cost=args.max_cost, keep=args.keep,
+        deadline_minutes=args.deadline, poll=args.poll, progress_every=max(args.progress_every, args.poll),
+        resume=args.resume))
+    if outcome.refusal:
+        print(f"error: {outcome.refusal}", file=sys.stderr)
+        return USAGE_ERROR
+    return outcome.code

@@ -1,0 +1,106 @@
+"""Why a pod is not running (pure) and the EKS token the thin client sends."""
+
+from __future__ import annotations
+
+import base64
+import urllib.parse
+
+from bench import kube
+
+
+def pod(name="job-0", phase="Running", containers=(), conditions=(), **status):
+    return {"metadata": {"name": name},
+            "status": {"phase": phase, "containerStatuses": list(containers), "conditions": list(conditions), **status}}
+
+
+def container(state=None, last=None, restarts=0, name="main"):
+    return {"name": name, "state": state or {"running": {}}, "lastState": last or {}, "restartCount": restarts}
+
+
+def test_a_healthy_pod_has_no_reason():
+    assert kube.pod_reasons(pod(containers=[container()])) == []
+    assert kube.summarize([pod(containers=[container()])]) == ("running", [])
+
+
+def test_unschedulable_pending_pod():
+    p = pod(phase="Pending", conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                          "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}])
+    assert kube.pod_reasons(p) == ["Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."]
+    state, reasons = kube.summarize([p])
+    assert state == "pending" and reasons[0].startswith("job-0: Unschedulable")
+
+
+def test_image_pull_backoff_is_fatal():
+    p = pod(phase="Pending", containers=[container(state={"waiting": {
+        "reason": "ImagePullBackOff", "message": 'Back-off pulling image "nope:1"'}})])
+    reasons = kube.pod_reasons(p)
+    assert reasons == ['main: ImagePullBackOff: Back-off pulling image "nope:1"']
+    assert kube.is_fatal(reasons[0]) and not kube.is_fatal("Unschedulable: 0/3 nodes")
+
+
+def test_crash_loop_names_the_last_exit():
+    p = pod(containers=[container(state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                                  last={"terminated": {"reason": "OOMKilled", "exitCode": 137}}, restarts=3)])
+    assert kube.pod_reasons(p) == ["main: CrashLoopBackOff: back-off 40s (last exit: OOMKilled, code 137)"]
+    assert kube.pod_failed(p)
+    assert kube.summarize([p])[0] == "failing"
+
+
+def test_oom_killed_terminated_container():
+    p = pod(phase="Failed", containers=[container(state={"terminated": {"reason": "OOMKilled", "exitCode": 137}})])
+    assert kube.pod_reasons(p) == ["main: OOMKilled (exit code 137)"]
+    assert kube.pod_failed(p)
+
+
+def test_oom_before_a_restart_of_a_running_container_is_reported():
+    p = pod(containers=[container(last={"terminated": {"reason": "OOMKilled", "exitCode": 137}}, restarts=1)])
+    assert kube.pod_reasons(p) == ["main: OOMKilled before its last restart (restarts: 1)"]
+
+
+def test_container_creating_is_not_a_reason_and_evicted_is():
+    creating = pod(phase="Pending", containers=[container(state={"waiting": {"reason": "ContainerCreating"}})])
+    assert kube.pod_reasons(creating) == []
+    evicted = pod(phase="Failed", reason="Evicted", message="The node was low on resource: memory.")
+    assert kube.pod_reasons(evicted) == ["Evicted: The node was low on resource: memory."]
+
+
+def test_succeeded_pods_and_no_pods():
+    done = pod(phase="Succeeded", containers=[container(state={"terminated": {"reason": "Completed", "exitCode": 0}})])
+    assert kube.summarize([done]) == ("succeeded", [])
+    assert kube.summarize([]) == ("", [])
+
+
+def test_access_from_the_kubeconfig_output():
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
+    access = kube.access_from_kubeconfig({"clusters": [{"cluster": {"server": "https://x.eks.amazonaws.com/",
+                                                                    "certificate-authority-data": ca}}]},
+                                         "eksbench-dev", "us-west-2")
+    assert access.server == "https://x.eks.amazonaws.com" and access.ca_pem.startswith(b"-----BEGIN")
+    as_text = kube.access_from_kubeconfig('{"clusters": [{"cluster": {"server": "https://y"}}]}', "c", "r")
+    assert as_text.server == "https://y" and as_text.ca_pem is None
+
+
+def test_eks_token_is_a_presigned_get_caller_identity_with_the_cluster_header(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    token = kube.eks_token("eksbench-dev", "us-west-2")
+    assert token.startswith("k8s-aws-v1.") and "=" not in token
+    raw = token[len("k8s-aws-v1."):]
+    url = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
+    parsed = urllib.parse.urlparse(url)
+    query = urllib.parse.parse_qs(parsed.query)
+    assert parsed.netloc == "sts.us-west-2.amazonaws.com"
+    assert query["Action"] == ["GetCallerIdentity"]
+    assert "x-k8s-aws-id" in query["X-Amz-SignedHeaders"][0].split(";")
+    assert query["X-Amz-Expires"] == ["60"]
+
+
+def test_the_selector_matches_the_job_labels():
+    from spec.config import Experiment
+    from workloads.job_manifests import experiment_labels
+
+    labels = experiment_labels(Experiment(name="e1"), run_id="r9", instance="x", component="training")
+    for pair in kube.experiment_selector("e1", "r9").split(","):
+        key, value = pair.split("=")
+        assert labels[key] == value

@@ -1,0 +1,138 @@
+"""The orchestrator's rules with a scripted backend (no processes): teardown always, exit codes,
+deadline and budget; and the ``pulumi up`` progress grouping."""
+
+from __future__ import annotations
+
+import os
+import signal
+from types import SimpleNamespace
+
+import pytest
+
+from bench.cloud_backend import UpProgress, resource_group
+from bench.lifecycle import BackendError, Control, run_lifecycle
+from bench.preflight import TEARDOWN_MINUTES, estimate_usd, needed_vcpus, run_minutes
+
+
+class Scripted:
+    name = "scripted"
+
+    def __init__(self, fail_in=None, status="succeeded", on_watch=None):
+        self.calls, self.fail_in, self.status, self.on_watch = [], fail_in, status, on_watch
+
+    def _phase(self, name, ctl):
+        self.calls.append(name)
+        if self.fail_in == name:
+            raise BackendError(f"{name} broke") if name != "watch" else RuntimeError("boom")
+
+    def provision(self, ctl):
+        self._phase("provision", ctl)
+
+    def start(self, ctl):
+        self._phase("start", ctl)
+
+    def watch(self, ctl):
+        self._phase("watch", ctl)
+        if self.on_watch:
+            self.on_watch(ctl)
+
+    def interrupt(self, signum):
+        self.calls.append(f"interrupt {signum}")
+
+    def teardown(self, ctl):
+        self.calls.append("teardown")
+        return True
+
+    def collect(self, ctl):
+        self.calls.append("collect")
+        return [{"experiment": "e", "status": self.status}]
+
+
+def test_success_runs_every_phase_then_teardown_then_collect(capsys):
+    b = Scripted()
+    out = run_lifecycle(b, Control())
+    assert out.code == 0 and b.calls == ["provision", "start", "watch", "teardown", "collect"]
+    assert "succeeded" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("phase", ["provision", "start", "watch"])
+def test_a_failing_phase_still_tears_down_and_exits_1(phase, capsys):
+    b = Scripted(fail_in=phase)
+    out = run_lifecycle(b, Control())
+    assert out.code == 1 and b.calls[-2:] == ["teardown", "collect"]
+    err = capsys.readouterr().err
+    assert (f"{phase} broke" in err) if phase != "watch" else ("RuntimeError: boom" in err)
+
+
+def test_a_failed_experiment_exits_1():
+    assert run_lifecycle(Scripted(status="failed"), Control()).code == 1
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_watch_is_recorded_not_raised(sig, code):
+    b = Scripted(status="interrupted", on_watch=lambda ctl: (os.kill(os.getpid(), sig), ctl.wait(5)))
+    out = run_lifecycle(b, Control())
+    assert out.code == code and out.reason == "interrupted"
+    assert f"interrupt {int(sig)}" in b.calls and b.calls[-2:] == ["teardown", "collect"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+
+
+def test_deadline_and_budget():
+    now = [0.0]
+    ctl = Control(deadline_s=60, clock=lambda: now[0])
+    now[0] = 59
+    assert not ctl.check()
+    now[0] = 61
+    assert ctl.check() and ctl.reason == "deadline" and ctl.exit_code(False) == 0
+    now[0] = 0
+    ctl = Control(hourly_usd=60.0, max_cost_usd=20.0, clock=lambda: now[0])  # $1 a minute, 10 min teardown
+    assert not ctl.check()  # nothing billed before provisioning
+    ctl.start_billing()
+    now[0] = 9 * 60
+    assert not ctl.check()  # $9 spent + $10 teardown reserve <= $20
+    now[0] = 11 * 60
+    assert ctl.check() and ctl.reason == "budget"
+    assert run_lifecycle(Scripted(on_watch=lambda c: c.request_stop("budget")), Control()).code == 1
+
+
+def test_cost_window_sums_sequential_and_takes_the_longest_parallel():
+    exps = (SimpleNamespace(timeout_minutes=30), SimpleNamespace(timeout_minutes=90))
+    assert run_minutes(SimpleNamespace(experiments=exps, execution="sequential")) == 120
+    assert run_minutes(SimpleNamespace(experiments=exps, execution="parallel")) == 90
+    assert estimate_usd(60.0, 20, 90) == pytest.approx(20 + 90 + TEARDOWN_MINUTES)
+
+
+def test_quota_need_is_desired_nodes_times_vcpus_per_family():
+    groups = (SimpleNamespace(instance_type="p3.16xlarge", desired_size=2, capacity_type="ON_DEMAND"),
+              SimpleNamespace(instance_type="g5.2xlarge", desired_size=3, capacity_type="ON_DEMAND"),
+              SimpleNamespace(instance_type="g5.2xlarge", desired_size=1, capacity_type="SPOT"))
+    need = needed_vcpus(SimpleNamespace(gpu_node_groups=groups))
+    assert need[("P", "ON_DEMAND")][0] == 128 and need[("G", "ON_DEMAND")][0] == 24 and need[("G", "SPOT")][0] == 8
+
+
+def test_resource_groups_from_urns():
+    assert resource_group("urn:pulumi:dev::eksbench::eksbench:infra:Network$aws:ec2/vpc:Vpc::network-vpc") == "Network"
+    assert resource_group("urn:pulumi:dev::eksbench::pulumi:pulumi:Stack$eksbench:infra:Network::network") == "Network"
+    nested = "urn:pulumi:dev::eksbench::eksbench:workloads:ExperimentSuite$eksbench:workloads:TrainingJob$kubernetes:batch/v1:Job::j"
+    assert resource_group(nested) == "ExperimentSuite"
+    assert resource_group("urn:pulumi:dev::eksbench::pulumi:pulumi:Stack::eksbench-dev") == "stack"
+    assert resource_group("urn:pulumi:dev::eksbench::pulumi:providers:aws::default") == "providers"
+
+
+def test_up_progress_prints_a_line_when_a_group_starts_and_when_it_is_done():
+    from pulumi.automation.events import EngineEvent
+
+    lines, now = [], [0.0]
+    urns = [f"urn:pulumi:dev::eksbench::eksbench:infra:Network$aws:ec2/subnet:Subnet::s{i}" for i in range(2)]
+    progress = UpProgress(urns, clock=lambda: now[0], out=lines.append)
+
+    def ev(kind, urn):
+        return EngineEvent.from_json({kind: {"metadata": {"op": "create", "urn": urn, "type": "t", "provider": ""}}})
+
+    progress(ev("resourcePreEvent", urns[0]))
+    progress(ev("resourcePreEvent", urns[1]))
+    now[0] = 75
+    progress(ev("resOutputsEvent", urns[0]))
+    assert lines == ["[ 0:00] up: Network started (2 planned)"]
+    progress(ev("resOutputsEvent", urns[1]))
+    assert lines[-1] == "[ 1:15] up: Network done (2 resources, 1:15)"
