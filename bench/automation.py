@@ -178,7 +178,7 @@ def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | Non
     """``pulumi destroy``, retried once (clearing a stale lock left by a process that is gone).
 
     The results bucket and its objects are retained (retain_on_delete). Never ``remove=True``."""
-    from bench.cloud_backend import destroy_with_retry
+    from bench.stack_operations import destroy_with_retry
 
     ok, left = destroy_with_retry(open_stack(stack, root, check_config=False, create=False), stack=stack,
                                   log=on_output or (lambda _l: None))

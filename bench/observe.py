@@ -88,7 +88,7 @@ def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
 
         stk = automation.open_stack(stack, root, check_config=False, create=False)
         info = stk.info()
-        from bench.cloud_backend import stack_resources
+        from bench.stack_operations import stack_resources
 
         out["state"] = {"last": info.kind if info else None, "result": info.result if info else None,
                         "ended": str(info.end_time) if info and info.end_time else None,

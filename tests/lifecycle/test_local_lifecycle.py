@@ -24,6 +24,7 @@ def write_project(tmp: Path, experiments: list[dict], *, steps: int = 20, execut
     project.mkdir()
     shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
     config = {"aws:region": "us-east-1", "eksbench:execution": execution,
+              "eksbench:cluster": {"public_access_cidrs": []},
               "eksbench:gpu_node_groups": [{"name": "g5", "instance_type": "g5.2xlarge", "desired_size": 2,
                                             "max_size": 2}],
               "eksbench:experiments": experiments,

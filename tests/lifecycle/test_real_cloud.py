@@ -44,6 +44,8 @@ def test_tiny_stack_up_run_destroy(tmp_path):
     config = {"aws:region": os.environ.get("EKSBENCH_CLOUD_REGION", "us-west-2"),
               "eksbench:run_id": f"ci-{os.getpid()}",
               "eksbench:network": {"az_count": 2, "nat": "single"},
+              # Who may reach the API endpoint: the machine running the test.
+              "eksbench:cluster": {"public_access_cidrs": [os.environ.get("EKSBENCH_CLOUD_CIDR", "0.0.0.0/0")]},
               "eksbench:gpu_node_groups": [{"name": "g4", "instance_type": "g4dn.xlarge", "min_size": 0,
                                             "desired_size": 1, "max_size": 1}],
               "eksbench:system_nodes": {"instance_type": "m6i.large", "desired_size": 1, "min_size": 1},
