@@ -48,19 +48,20 @@ def results_bucket_name(cfg: StackConfig) -> pulumi.Output[str]:
     name = cfg.results.home_stack
     if not name:
         return pulumi.Output.from_input(cfg.results.bucket)
-
-    def bucket(found: list[Any]) -> str:
-        value, home_region = found
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"results.home_stack={name!r}: that stack has no output 'bucket'; create it first "
-                             f"(pulumi up -s {name.rsplit('/', 1)[-1]}, a stack with eksbench:role: home), or fix "
-                             "the name (<organization>/<project>/<stack>)")
-        # FSx links only to a bucket of its own region, and cross-region staging bills per GB.
-        if home_region and home_region != cfg.region:
-            raise ValueError(f"results.home_stack={name!r}: that home stack is in {home_region}, this stack in "
-                             f"{cfg.region}; name a home stack of {cfg.region} (a copy of Pulumi.home.yaml with "
-                             f"aws:region: {cfg.region})")
-        return value
-
     home = pulumi.StackReference("home", stack_name=name)
-    return pulumi.Output.all(home.get_output("bucket"), home.get_output("region")).apply(bucket)
+    return pulumi.Output.all(home.get_output("bucket"), home.get_output("region")).apply(
+        lambda found: home_bucket(name, found[0], found[1], region=cfg.region))
+
+
+def home_bucket(name: str, bucket: Any, home_region: Any, *, region: str) -> str:
+    """The bucket a home stack's outputs name, or ValueError saying what to do (also read by bench.preflight)."""
+    if not isinstance(bucket, str) or not bucket:
+        raise ValueError(f"results.home_stack={name!r}: that stack has no output 'bucket'; create it first "
+                         f"(pulumi up -s {name.rsplit('/', 1)[-1]}, a stack with eksbench:role: home), or fix "
+                         "the name (<organization>/<project>/<stack>)")
+    # FSx links only to a bucket of its own region, and cross-region staging bills per GB.
+    if home_region and home_region != region:
+        raise ValueError(f"results.home_stack={name!r}: that home stack is in {home_region}, this stack in "
+                         f"{region}; name a home stack of {region} (a copy of Pulumi.home.yaml with "
+                         f"aws:region: {region})")
+    return bucket
