@@ -4,7 +4,9 @@
 calls it under the mock engine. The order is the contract: the shape of the config is
 checked, the region's instance offerings are looked up, every meaning rule runs once
 (``program.validation``), and only then is the first resource registered. A ConfigError
-raised here carries every problem, typed, to whoever called.
+raised here carries every problem, typed, to whoever called. The results bucket is not built
+here: it is the home stack's (``program.home``; ``export_stack`` builds that stack for
+``eksbench:role: home``), read through a StackReference, or an existing bucket.
 """
 
 from __future__ import annotations
