@@ -174,6 +174,18 @@ def outputs(stack: str, root: Path = ROOT) -> dict[str, Any]:
     return {k: v.value for k, v in open_stack(stack, root, create=False).outputs().items()}
 
 
+def stack_outputs(name: str, root: Path = ROOT) -> dict[str, Any]:
+    """The outputs of any stack by name, fully qualified (<organization>/<project>/<stack>) or not: how
+    bench reads the home stack an experiment stack names in results.home_stack. Select only."""
+    if shutil.which("pulumi") is None:
+        raise AutomationError(CLI_MISSING)
+    from pulumi import automation as auto
+
+    isolate_cli()
+    stk = auto.select_stack(stack_name=name, work_dir=str(work_dir(name.rsplit("/", 1)[-1], root)))
+    return {k: v.value for k, v in stk.outputs().items()}
+
+
 def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = print) -> None:
     """``pulumi destroy``, retried once (clearing a stale lock left by a process that is gone).
 

@@ -42,11 +42,14 @@ class Registration:
     ignore_changes: list[str] = field(default_factory=list)
     replace_on_changes: list[str] = field(default_factory=list)
     delete_before_replace: bool = False
+    protect: bool = False
+    read: bool = False  # a read resource (StackReference, .get): in the state, never created or deleted
 
     def as_json(self) -> dict[str, Any]:
         return {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
                 "provider": self.provider, "dependencies": self.dependencies, "inputs": self.inputs,
-                "retain_on_delete": self.retain_on_delete, "custom_timeouts": self.custom_timeouts}
+                "retain_on_delete": self.retain_on_delete, "protect": self.protect, "read": self.read,
+                "custom_timeouts": self.custom_timeouts}
 
 
 def _plain(value: Any) -> Any:
@@ -90,7 +93,17 @@ class RecordingMonitor(pmocks.MockMonitor):
             custom_timeouts={k: v for k, v in (("create", timeouts.create), ("update", timeouts.update),
                                                ("delete", timeouts.delete)) if v},
             ignore_changes=list(request.ignoreChanges), replace_on_changes=list(request.replaceOnChanges),
-            delete_before_replace=bool(request.deleteBeforeReplace)))
+            delete_before_replace=bool(request.deleteBeforeReplace), protect=bool(request.protect)))
+        return response
+
+    def ReadResource(self, request):
+        response = super().ReadResource(request)
+        from pulumi.runtime import rpc
+        self.registrations.append(Registration(
+            urn=response.urn, type=request.type, name=request.name, parent=request.parent,
+            provider=request.provider, dependencies=sorted(set(request.dependencies)),
+            inputs=_plain(rpc.deserialize_properties(request.properties)), custom=True, retain_on_delete=False,
+            custom_timeouts={}, read=True))
         return response
 
     def SignalAndWaitForShutdown(self, request):
@@ -153,6 +166,9 @@ class EksbenchMocks(pmocks.Mocks):
     offered: dict[str, tuple[str, ...]] = field(default_factory=dict)  # type -> AZ suffixes; empty = all
     invokes: list[str] = field(default_factory=list)
     clusters: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> the eks:index:Cluster inputs
+    # StackReference name -> that stack's outputs; a name not here answers as a home stack would
+    # (bench.mocks.home_stack_outputs), None answers as a stack that does not exist.
+    stacks: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
     def new_resource(self, args: pmocks.MockResourceArgs):
         name, typ, inputs = args.name, args.typ, dict(args.inputs)
@@ -177,8 +193,21 @@ class EksbenchMocks(pmocks.Mocks):
         elif typ.startswith("eks:"):
             raise NotImplementedError(f"EksbenchMocks does not know the outputs of {typ} ({name}); add them from "
                                       "the pulumi-eks source before using it")
+        elif typ == "pulumi:pulumi:StackReference":
+            # The engine's answer to a StackReference read (pulumi/stack_reference.py: name, outputs,
+            # secretOutputNames); its id is the referenced stack's name.
+            ref = args.resource_id or inputs.get("name") or name
+            if ref in self.stacks and self.stacks[ref] is None:
+                raise KeyError(f"unknown stack {ref!r}")
+            outputs = self.stacks[ref] if ref in self.stacks else home_stack_outputs(ref, self.region)
+            return ref, {"name": ref, "outputs": outputs, "secretOutputNames": []}
+        elif typ == "aws:ecr/repository:Repository":
+            repo = inputs.get("name") or name
+            state.update(arn=f"arn:aws:ecr:{self.region}:123456789012:repository/{repo}", registryId="123456789012",
+                         repositoryUrl=f"123456789012.dkr.ecr.{self.region}.amazonaws.com/{repo}")
+            rid = repo
         elif typ == "aws:s3/bucket:Bucket":
-            bucket = inputs.get("bucket") or f"{inputs.get('bucketPrefix', name)}20261122"
+            bucket = inputs.get("bucket") or f"{inputs.get('bucketPrefix', name)}{MOCK_BUCKET_SUFFIX}"
             state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}", id=bucket)
             rid = bucket
         elif typ == "aws:efs/fileSystem:FileSystem":
@@ -249,6 +278,22 @@ class EksbenchMocks(pmocks.Mocks):
                 "memorySize": spec.memory_gib * 1024, "maximumNetworkCards": MOCK_NETWORK_CARDS.get(t, 1)})
         raise NotImplementedError(f"EksbenchMocks does not answer the invoke {args.token}; shape its answer "
                                   "from pulumi-aws' result type (bench.mocks.result_shape) before calling it")
+
+
+MOCK_BUCKET_SUFFIX = "20261122"
+
+
+def home_stack_outputs(reference: str, region: str) -> dict[str, Any]:
+    """What ``pulumi up`` of a home stack named ``reference`` (<organization>/<project>/<stack>) would have
+    exported under these mocks: the bucket and repository as new_resource names them, through the very
+    function program.home exports with (a test runs build_home to check they agree)."""
+    from infra.image_repository import repository_name
+    from program.home import home_exports
+
+    _, project, stack = reference.split("/", 2) if reference.count("/") >= 2 else ("", "eksbench", reference)
+    bucket = f"eksbench-{stack}-"[:37].lower() + MOCK_BUCKET_SUFFIX
+    url = f"123456789012.dkr.ecr.{region}.amazonaws.com/{repository_name(project, stack)}"
+    return home_exports(bucket, url, project=project, region=region)
 
 
 async def _resolve(value: Any) -> Any:

@@ -84,6 +84,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     from bench.mocks import run_program
     from infra.estimate import DURATIONS, Node, critical_path, hourly_cost, minutes_for
     from program.stack import export_stack
+    from spec.config import StackConfig
     from spec.pulumi_config import decode_config, to_pulumi_config
 
     today = today or datetime.date.today().isoformat()
@@ -108,7 +109,8 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
              for r in regs]
     minutes, path = critical_path(nodes)
     nat = sum(1 for r in regs if r.type == "aws:ec2/natGateway:NatGateway")
-    items = hourly_cost(cfg, nat_gateways=nat, today=today)
+    # A home stack (spec.config.HomeConfig) bills by use only (S3 and ECR storage): nothing per hour.
+    items = hourly_cost(cfg, nat_gateways=nat, today=today) if isinstance(cfg, StackConfig) else {}
     estimate = {
         "hourly_cost_usd": round(sum(items.values()), 2),
         "provision_minutes": minutes,

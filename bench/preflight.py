@@ -3,8 +3,9 @@
 In order, cheapest first: the config (``bench.plan.evaluate``, the same validation as ``bench
 plan``, which also gives the hourly cost and the provisioning minutes), the whole run's
 estimated cost against ``--max-cost``, the Pulumi CLI and a backend, AWS credentials (STS),
-the region's instance offerings (EC2), the GPU vCPU quotas (Service Quotas), each needed
-dataset's manifest, and whether the run id already has results. boto3 honours
+the home stack's outputs (its bucket holds the results and the datasets), the region's instance
+offerings (EC2), the GPU vCPU quotas (Service Quotas), each needed dataset's manifest, and whether
+the run id already has results. boto3 honours
 AWS_ENDPOINT_URL, which is how the tests run all of this against moto.
 """
 
@@ -42,6 +43,7 @@ class Ready:
     run_minutes: float  # the experiments' window: sum of timeouts (sequential) or the longest (parallel)
     estimate_usd: float
     notes: list[str] = field(default_factory=list)
+    home: dict[str, Any] | None = None  # the home stack's outputs (results.home_stack), read by check_home
 
     @property
     def default_deadline_minutes(self) -> float:
@@ -188,16 +190,48 @@ def check_quotas(cfg: Any, warn: Callable[[str], None]) -> str:
     return "; ".join(done) or "no GPU quota to check"
 
 
-def datasets_base(cfg: Any) -> str | None:
-    """Where the datasets are: eksbench:datasets_uri, else the results bucket's datasets/ if it exists already."""
+def check_home(cfg: Any, root: Path, read: Callable[[str, Path], dict[str, Any]] | None = None) -> tuple[str, dict | None]:
+    """The home stack's outputs (bucket, datasets_uri, ...) when the stack names one in results.home_stack."""
+    from program.home import home_bucket
+
+    name = cfg.results.home_stack
+    if not name:
+        return f"results in the existing bucket {cfg.results.bucket}", None
+    if read is None:
+        from bench.automation import stack_outputs as read
+    short = name.rsplit("/", 1)[-1]
+    try:
+        outputs = read(name, root)
+    except Exception as e:  # noqa: BLE001 - the CLI's CommandError: no such stack, or no access
+        last = (str(e).strip().splitlines() or [type(e).__name__])[-1]
+        raise Refusal(f"cannot read the home stack {name} ({last.strip()}): create it first (pulumi up -s {short}, "
+                      f"Pulumi.{short}.yaml with eksbench:role: home), or fix results.home_stack in "
+                      f"Pulumi.{cfg.stack}.yaml") from None
+    try:
+        bucket = home_bucket(name, outputs.get("bucket"), outputs.get("region"), region=cfg.region)
+    except ValueError as e:
+        raise Refusal(str(e)) from None
+    return f"home stack {name}: results and datasets in s3://{bucket}/", outputs
+
+
+def datasets_base(cfg: Any, home: dict[str, Any] | None = None) -> str | None:
+    """Where the datasets are: eksbench:datasets_uri, else the home stack's datasets_uri, else the existing
+    results bucket's datasets/."""
     if cfg.datasets_uri:
         return cfg.datasets_uri if cfg.datasets_uri.endswith("/") else cfg.datasets_uri + "/"
+    if home and home.get("datasets_uri"):
+        uri = home["datasets_uri"]
+        return uri if uri.endswith("/") else uri + "/"
     if cfg.results.bucket:
         return f"s3://{cfg.results.bucket}/datasets/"
     return None
 
 
-def check_datasets(cfg: Any) -> str:
+def results_bucket(cfg: Any, home: dict[str, Any] | None = None) -> str | None:
+    return (home or {}).get("bucket") or cfg.results.bucket
+
+
+def check_datasets(cfg: Any, home: dict[str, Any] | None = None) -> str:
     import boto3
 
     from datasets.catalog import CATALOG
@@ -207,13 +241,12 @@ def check_datasets(cfg: Any) -> str:
     names = sorted({e.dataset for e in cfg.experiments if e.dataset in CATALOG and CATALOG[e.dataset].needs_staging})
     if not names:
         return "no dataset to stage"
-    base = datasets_base(cfg)
+    base = datasets_base(cfg, home)
     if base is None:
-        raise Refusal(f"dataset {names[0]!r} must be prepared before the run, but its default place "
-                      "s3://<results bucket>/datasets/ is in the bucket this stack creates, which does not exist yet: "
-                      f"prepare it in an existing bucket (python -m bench data prepare {names[0]} --to "
-                      f"s3://BUCKET/datasets/{names[0]}/) and set eksbench:datasets_uri: s3://BUCKET/datasets/ "
-                      f"in Pulumi.{cfg.stack}.yaml")
+        raise Refusal(f"dataset {names[0]!r} must be prepared before the run and this stack has nowhere to read it "
+                      f"from: set eksbench:results.home_stack in Pulumi.{cfg.stack}.yaml to the home stack (pulumi "
+                      f"up -s home; then python -m bench data prepare {names[0]} --to "
+                      f"\"$(pulumi stack output -s home datasets_uri){names[0]}/\"), or eksbench:datasets_uri")
     s3 = boto3.client("s3", region_name=cfg.region)
     for name in names:
         uri = f"{base}{name}/"
@@ -234,14 +267,15 @@ def check_datasets(cfg: Any) -> str:
     return f"dataset(s) {', '.join(names)} prepared under {base}"
 
 
-def check_rerun(cfg: Any, results_root: Path, resume: bool) -> str:
+def check_rerun(cfg: Any, results_root: Path, resume: bool, home: dict[str, Any] | None = None) -> str:
     """A run id whose results hold a summary.json already is refused unless --resume."""
     from bench import s3_results
 
     local = sorted((results_root / cfg.stack / cfg.run_id).glob("*/summary.json"))
     remote: list[str] = []
-    if cfg.results.bucket:
-        uri = f"s3://{cfg.results.bucket}/{cfg.project}/{cfg.stack}/{cfg.run_id}/"
+    bucket = results_bucket(cfg, home)
+    if bucket:
+        uri = f"s3://{bucket}/{cfg.project}/{cfg.stack}/{cfg.run_id}/"
         try:
             remote = s3_results.summaries_under(s3_results.client(cfg.region), uri)
         except Exception:  # noqa: BLE001 - the bucket may not exist yet
@@ -261,8 +295,10 @@ def preflight(stack: str, root: Path, *, max_cost: float | None, results_root: P
     log(f"preflight: {check_cost(ready, max_cost)}")
     log(f"preflight: {check_pulumi()}")
     log(f"preflight: {check_credentials(ready.cfg.region)}")
+    home_note, ready.home = check_home(ready.cfg, root)
+    log(f"preflight: {home_note}")
     log(f"preflight: {check_offerings(ready.cfg)}")
     log(f"preflight: {check_quotas(ready.cfg, lambda m: log(m))}")
-    log(f"preflight: {check_datasets(ready.cfg)}")
-    log(f"preflight: {check_rerun(ready.cfg, results_root, resume)}")
+    log(f"preflight: {check_datasets(ready.cfg, ready.home)}")
+    log(f"preflight: {check_rerun(ready.cfg, results_root, resume, ready.home)}")
     return ready

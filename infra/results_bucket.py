@@ -1,7 +1,10 @@
-"""Where results live: an existing bucket named in config, or one the stack creates.
+"""The home stack's bucket: results of every experiment stack, and the prepared datasets.
 
-A created bucket blocks public access, encrypts at rest, enforces TLS, keeps versions,
-expires noncurrent versions after a week, and is retained (with its guards) on ``pulumi destroy``: results outlive experiments.
+Only the home stack (``program.home``) creates it; experiment stacks read its name through a
+StackReference, or use an existing bucket named in config, and never create or delete one.
+It blocks public access, encrypts at rest, enforces TLS, keeps versions, expires noncurrent
+versions after a week, and is protected (``pulumi destroy -s home`` refuses) and retained with its
+guards: results outlive experiments, and the home stack too.
 """
 
 from __future__ import annotations
@@ -22,9 +25,7 @@ NONCURRENT_DAYS = 7
 
 @dataclass(frozen=True)
 class ResultsBucketArgs:
-    """existing: a bucket to use as it is (None: create one). stack: names the created bucket.
-    tags: on every resource."""
-    existing: str | None
+    """stack: names the bucket (``eksbench-<stack>-...``). tags: on every resource."""
     stack: str
     tags: Mapping[str, str] = field(default_factory=dict)
 
@@ -34,14 +35,11 @@ class ResultsBucket(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ResultsBucketArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:infra:ResultsBucket", name, None, opts)
-        if args.existing:
-            self.bucket_name = pulumi.Output.from_input(args.existing)
-            self.register_outputs({"bucket_name": self.bucket_name})
-            return
         tags = dict(args.tags)
-        bucket = aws.s3.Bucket(f"{name}-bucket", bucket_prefix=f"eksbench-{args.stack}-results-"[:37],
-                               force_destroy=False, tags=tags, opts=child_options(self, opts, retain_on_delete=True))
-        guards = child_options(self, opts, retain_on_delete=True, depends_on=[bucket])
+        kept = dict(retain_on_delete=True, protect=True)
+        bucket = aws.s3.Bucket(f"{name}-bucket", bucket_prefix=f"eksbench-{args.stack}-"[:37].lower(),
+                               force_destroy=False, tags=tags, opts=child_options(self, opts, **kept))
+        guards = child_options(self, opts, depends_on=[bucket], **kept)
         aws.s3.BucketPublicAccessBlock(f"{name}-public-access-block", bucket=bucket.id, block_public_acls=True,
                                        block_public_policy=True, ignore_public_acls=True,
                                        restrict_public_buckets=True, opts=guards)

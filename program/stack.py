@@ -4,7 +4,9 @@
 calls it under the mock engine. The order is the contract: the shape of the config is
 checked, the region's instance offerings are looked up, every meaning rule runs once
 (``program.validation``), and only then is the first resource registered. A ConfigError
-raised here carries every problem, typed, to whoever called.
+raised here carries every problem, typed, to whoever called. The results bucket is not built
+here: it is the home stack's (``program.home``; ``export_stack`` builds that stack for
+``eksbench:role: home``), read through a StackReference, or an existing bucket.
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ from infra.etcd import Etcd, EtcdArgs
 from infra.fsx_storage import FSX_EXPORT_PREFIX, FsxStorage, FsxStorageArgs
 from infra.network import Network, NetworkArgs
 from infra.node_group import NodeGroup, NodeGroupArgs, gpu_node_group_spec, system_node_group_spec
-from infra.results_bucket import ResultsBucket, ResultsBucketArgs
 from infra.trainer_identity import TrainerIdentity, TrainerIdentityArgs
+from program.home import build_home, results_bucket_name
 from program.validation import meaning_problems
 from spec import aws_catalog as catalog
-from spec.config import StackConfig
+from spec.config import HomeConfig, StackConfig
 from spec.fields import ConfigError
-from spec.shape import parse_stack_config
+from spec.shape import parse_stack_config, stack_role
 from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs, read_code_files
 
 
@@ -85,10 +87,10 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
                             f"pin them so a later offering change cannot re-plan the VPC: add "
                             f"azs: {json.dumps(azs)} under eksbench:network in Pulumi.{stack}.yaml")
 
-    # Network, results bucket and the cluster.
+    # Network, the results bucket (the home stack's, read; or an existing one: never created here) and the cluster.
     network = Network("network", NetworkArgs(config=cfg.network, cluster_name=name, region=cfg.region,
                                              azs=tuple(azs), tags=tags))
-    bucket = ResultsBucket("results", ResultsBucketArgs(existing=cfg.results.bucket, stack=cfg.stack, tags=tags))
+    results_bucket = results_bucket_name(cfg)
     cluster = EksCluster("cluster", EksClusterArgs(
         config=cfg.cluster, cluster_name=name, namespace=cfg.namespace, vpc_id=network.vpc_id,
         public_subnet_ids=network.public_subnet_ids, private_subnet_ids=network.private_subnet_ids, tags=tags))
@@ -128,7 +130,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
     # Shared storage, the trainer's identity, etcd and the device plugins, all on the cluster's provider.
     k8s = pulumi.ResourceOptions(provider=cluster.provider)
     k8s_ready = [cluster.namespace, system]
-    dataset_uri = bucket.bucket_name.apply(env.datasets_uri)
+    dataset_uri = results_bucket.apply(env.datasets_uri)
     stack_prefix = f"{cfg.project}/{cfg.stack}/"
     if cfg.storage.kind == "efs":
         storage = EfsStorage("storage", EfsStorageArgs(
@@ -140,10 +142,10 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
             config=cfg.storage.fsx, env=env, cluster_name=name, vpc_id=network.vpc_id, subnet_id=first_gpu_subnet,
             node_security_group_id=cluster.node_security_group_id, datasets_uri=dataset_uri,
             # Not the launcher's keys: one writer per key (infra.fsx_storage).
-            results_uri=bucket.bucket_name.apply(lambda b: f"s3://{b}/{stack_prefix}{FSX_EXPORT_PREFIX}"),
+            results_uri=results_bucket.apply(lambda b: f"s3://{b}/{stack_prefix}{FSX_EXPORT_PREFIX}"),
             volume_depends_on=[system], tags=tags), k8s)
     identity = TrainerIdentity("trainer", TrainerIdentityArgs(
-        env=env, cluster_name=name, bucket=bucket.bucket_name, stack_prefix=stack_prefix, tags=tags),
+        env=env, cluster_name=name, bucket=results_bucket, stack_prefix=stack_prefix, tags=tags),
         pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(
             depends_on=[cluster.namespace, cluster.pod_identity_agent])))
     etcd = Etcd("etcd", EtcdArgs(env=env), pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(
@@ -165,7 +167,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
     suite = ExperimentSuite("experiments",
                             ExperimentSuiteArgs(experiments=cfg.experiments, node_groups=cfg.node_groups,
                                                 execution=cfg.execution, run_id=cfg.run_id, region=cfg.region,
-                                                env=env, bucket=bucket.bucket_name, code_files=code_files),
+                                                env=env, bucket=results_bucket, code_files=code_files),
                             pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*workload_deps, staging]))
 
     cost = hourly_cost(cfg, nat_gateways=network.nat_gateway_count, today=today)
@@ -176,8 +178,8 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
         "cluster_name": name,
         "region": cfg.region,
         "kubeconfig": cluster.kubeconfig,
-        "results_bucket": bucket.bucket_name,
-        "results_prefix": bucket.bucket_name.apply(lambda b: f"s3://{b}/{env.results_prefix}"),
+        "results_bucket": results_bucket,
+        "results_prefix": results_bucket.apply(lambda b: f"s3://{b}/{env.results_prefix}"),
         "experiment_results": suite.results_uris,
         "dataset_uri": dataset_uri,
         "storage_kind": cfg.storage.kind,
@@ -189,9 +191,13 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
 
 
 def export_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None,
-                 today: str | None = None) -> StackConfig:
-    """``build_stack`` and export each output (what both ``__main__.py`` and ``bench plan`` run)."""
-    cfg, outputs = build_stack(raw, project=project, stack=stack, region=region, today=today)
+                 today: str | None = None) -> StackConfig | HomeConfig:
+    """``build_stack`` (or, for ``eksbench:role: home``, ``program.home.build_home``) and export each
+    output (what both ``__main__.py`` and ``bench plan`` run)."""
+    if stack_role(raw) == "home":
+        cfg, outputs = build_home(raw, project=project, stack=stack, region=region)
+    else:
+        cfg, outputs = build_stack(raw, project=project, stack=stack, region=region, today=today)
     for key, value in outputs.items():
         pulumi.export(key, value)
     return cfg

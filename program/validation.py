@@ -21,7 +21,7 @@ from spec.config import Experiment, GpuNodeGroup, StackConfig
 from spec.fields import ConfigError, documentation_cidr, placeholder_bucket, problem, show
 from spec.pins import EKS_ADDON_REGISTRY_ACCOUNTS
 from spec.s3_uri import parse_s3_uri
-from spec.shape import parse_stack_config
+from spec.shape import HOME_STACK_EXAMPLE, parse_stack_config
 from workloads import contracts
 
 
@@ -183,22 +183,25 @@ def _storage(cfg: StackConfig) -> list[str]:
 
 
 def _datasets(cfg: StackConfig) -> list[str]:
-    """Prepared datasets need a place to be read from that exists before this stack does.
+    """Results and prepared datasets need a place that outlives this stack and exists before it does.
 
-    Without ``datasets_uri`` the stack reads ``s3://<results bucket>/datasets/``. A results bucket this
-    very ``pulumi up`` creates is empty, so the staging Jobs would fail on the first ``up``; an
-    existing ``results.bucket`` (or a long-lived home stack's bucket given as ``datasets_uri``) is fine.
+    That is the home stack (``results.home_stack``: its bucket holds ``<project>/<stack>/...`` results and
+    ``datasets/``) or an existing ``results.bucket``; an experiment stack never creates or deletes it.
+    ``datasets_uri`` moves the datasets elsewhere but the results still need one of the two.
     """
     out = []
     needs = [(i, e.dataset) for i, e in enumerate(cfg.experiments)
              if e.dataset in DATASET_NAMES and dataset(e.dataset).needs_staging]
-    if needs and cfg.datasets_uri is None and cfg.results.bucket is None:
-        i, name = needs[0]
-        out.append(f"datasets_uri: is required: experiments[{i}] trains on the prepared dataset {name!r}, and the "
-                   f"results bucket this stack creates is empty on the first pulumi up; prepare it "
-                   f"(python -m bench data prepare {name} --to s3://<your bucket>/datasets/) and set datasets_uri "
-                   f"to that prefix, e.g. \"s3://<your bucket>/datasets/\" (or set results.bucket to an existing "
-                   f"bucket holding datasets/)")
+    if cfg.results.home_stack and cfg.results.bucket:
+        out.append(problem("results.bucket", cfg.results.bucket, "and results.home_stack are both set; results go "
+                           "to one place: keep home_stack (the home stack's bucket) or bucket (an existing one)"))
+    elif not cfg.results.home_stack and not cfg.results.bucket:
+        why = (f"experiments[{needs[0][0]}] trains on the prepared dataset {needs[0][1]!r}, read from the home "
+               f"stack's datasets/ prefix, and results" if needs else "results")
+        out.append(f"results.home_stack: is required: {why} go to a bucket this stack never creates or deletes; "
+                   f"create the home stack once (pulumi up -s home) and set results.home_stack to its name, e.g. "
+                   f"{HOME_STACK_EXAMPLE} (file backend) or \"<your org>/eksbench/home\" (Pulumi Cloud), or set "
+                   f"results.bucket to an existing bucket")
     for key, bucket in (("datasets_uri", parse_s3_uri(cfg.datasets_uri)[0] if cfg.datasets_uri else None),
                         ("results.bucket", cfg.results.bucket)):
         if bucket and placeholder_bucket(bucket):

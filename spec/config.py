@@ -104,7 +104,10 @@ class Storage:
 
 @dataclass(frozen=True)
 class Results:
-    bucket: str | None = None  # an existing bucket; None: the stack creates one and retains it
+    """Where results (and, unless datasets_uri says otherwise, prepared datasets) live. An experiment
+    stack never creates or deletes it: one of the two must be set (program.validation)."""
+    home_stack: str | None = None  # the home stack's StackReference name, <organization>/<project>/<stack>
+    bucket: str | None = None  # an existing bucket
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,20 @@ class LocalRun:
     image_size: int = 64
     width_per_group: int = 16
     timeout_minutes: int = 10
+
+
+ROLES = ("experiment", "home")
+HOME_ROLE = "home"
+
+
+@dataclass(frozen=True)
+class HomeConfig:
+    """A home stack (``eksbench:role: home``): the long-lived bucket for results and datasets, and an
+    ECR repository for the training image. No cluster, no experiments."""
+    project: str
+    stack: str
+    region: str
+    tags: Mapping[str, str]
 
 
 @dataclass(frozen=True)

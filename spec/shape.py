@@ -25,8 +25,11 @@ from spec.config import (
     Experiment,
     Fsx,
     GpuNodeGroup,
+    HOME_ROLE,
+    HomeConfig,
     LocalRun,
     Network,
+    ROLES,
     Results,
     StackConfig,
     Storage,
@@ -40,12 +43,62 @@ CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
 from spec.train_args import PRECISIONS, WORKLOADS
 
 
-def parse_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None) -> StackConfig:
-    """Parse the ``eksbench:*`` keys (namespace stripped) of one stack. Raises ConfigError (shape problems)."""
+# A home stack's StackReference name: <organization>/<project>/<stack> (Pulumi's fully qualified form;
+# "organization" itself for a file or cloud-storage backend).
+HOME_STACK = r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+/[A-Za-z0-9._-]{1,100}"
+HOME_STACK_EXAMPLE = '"organization/eksbench/home"'
+# Keys Pulumi.yaml declares with a default: the CLI hands them to every stack, the home stack too.
+PROJECT_DEFAULTS = {"run_id": "run-001", "namespace": "eksbench", "execution": "parallel"}
+
+
+def stack_role(raw: Mapping[str, Any]) -> str:
+    """``eksbench:role``: "home" for the home stack, else "experiment" (also for a malformed value,
+    which the parser then reports)."""
+    return HOME_ROLE if isinstance(raw, Mapping) and raw.get("role") == HOME_ROLE else "experiment"
+
+
+def parse_config(raw: Mapping[str, Any], *, project: str, stack: str,
+                 region: str | None) -> StackConfig | HomeConfig:
+    """Either kind of stack, by its role."""
+    if stack_role(raw) == HOME_ROLE:
+        return parse_home_config(raw, project=project, stack=stack, region=region)
+    return parse_stack_config(raw, project=project, stack=stack, region=region)
+
+
+def parse_home_config(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None) -> HomeConfig:
+    """The home stack: role, tags and nothing an experiment stack has. Raises ConfigError (shape problems)."""
     problems: list[str] = []
     top = Reader(raw, "", problems)
     if not region:
         problems.append('aws:region: is required, e.g. "us-west-2" (pulumi config set aws:region us-west-2)')
+    top.string("role", choices=ROLES)
+    for key, default in PROJECT_DEFAULTS.items():
+        value = top.raw(key, default)
+        if value != default:
+            top.fail(key, value, "is an experiment stack's key; the home stack runs nothing: remove it from "
+                     f"Pulumi.{stack}.yaml")
+    tags = top.string_map("tags")
+    experiment_keys = sorted(set(raw) - top.used) if isinstance(raw, Mapping) else []
+    for key in experiment_keys:
+        top.used.add(key)
+        top.fail(top.key(str(key)), raw[key], "unknown key in a home stack (role: home), which holds only the "
+                 "results/datasets bucket and the image repository; put clusters and experiments in an experiment "
+                 "stack whose results.home_stack names this one; allowed keys here: role, tags")
+    if problems:
+        raise ConfigError(problems)
+    return HomeConfig(project=project, stack=stack, region=region, tags=tags)
+
+
+def parse_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None) -> StackConfig:
+    """Parse the ``eksbench:*`` keys (namespace stripped) of one experiment stack. Raises ConfigError (shape problems)."""
+    problems: list[str] = []
+    top = Reader(raw, "", problems)
+    if not region:
+        problems.append('aws:region: is required, e.g. "us-west-2" (pulumi config set aws:region us-west-2)')
+    if top.string("role", "experiment", choices=ROLES) == HOME_ROLE:
+        raise ConfigError([f'role="home": Pulumi.{stack}.yaml is the home stack (results, datasets, image), not an '
+                           f"experiment stack: create it with pulumi up -s {stack} (python3 -m bench plan {stack} "
+                           f"shows it); run experiments in a stack whose results.home_stack names it"])
     run_id = top.string("run_id", "run-001", pattern=NAME, example='"run-002"')
     namespace = top.string("namespace", "eksbench", pattern=NAME, example='"eksbench"')
     network = _network(Reader(top.mapping("network"), "network", problems))
@@ -229,9 +282,10 @@ def _storage(r: Reader) -> Storage:
 
 
 def _results(r: Reader) -> Results:
+    home = r.string("home_stack", None, pattern=HOME_STACK, example=HOME_STACK_EXAMPLE)
     bucket = r.string("bucket", None, pattern=r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]", example='"my-results-bucket"')
     r.finish()
-    return Results(bucket=bucket)
+    return Results(home_stack=home, bucket=bucket)
 
 
 def _local(r: Reader) -> LocalRun:

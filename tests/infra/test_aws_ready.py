@@ -214,8 +214,10 @@ def test_zones_without_eks_are_skipped_and_pinned_zones_are_kept(fsx, dev):
 
 # --- 9 and 12: results bucket lifecycle; no StorageClass --------------------------------------
 
-def test_created_results_bucket_expires_noncurrent_versions(dev):
-    rule = one(dev[1], "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration").inputs["rules"][0]
+def test_home_results_bucket_expires_noncurrent_versions():
+    home = RecordingMonitor(EksbenchMocks())
+    evaluate_config("home", {"aws:region": "us-west-2", "eksbench:role": "home"}, mocks=home.mocks, monitor=home)
+    rule = one(home.registrations, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration").inputs["rules"][0]
     assert rule["status"] == "Enabled" and rule["noncurrentVersionExpiration"]["noncurrentDays"] > 0
 
 
@@ -230,7 +232,7 @@ def test_no_storage_class_and_the_static_volume_binds_without_one(dev, fsx):
 @pytest.mark.parametrize("key, value", [
     ("eksbench:storage", {"kind": "efs", "efs": {"performance_mode": "maxIO"}}),
     ("eksbench:cluster", {"public_access_cidrs": ["203.0.113.0/24"]}),
-    ("eksbench:datasets_uri", None),
+    ("eksbench:results", None),
 ])
 def test_new_rules_fail_before_anything_is_registered(key, value):
     from spec.fields import ConfigError

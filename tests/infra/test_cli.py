@@ -24,7 +24,7 @@ def test_plan_dev_prints_resources_outputs_cost_and_time():
 
 
 # Example stacks that ship with placeholders: plan stops, exit 2, naming exactly the keys to fill in.
-TO_FILL_IN = {"p5-fsx": ["cluster.public_access_cidrs[0]", "datasets_uri"]}
+TO_FILL_IN = {"p5-fsx": ["cluster.public_access_cidrs[0]"]}
 
 
 @pytest.mark.parametrize("stack", available_stacks())
@@ -40,6 +40,9 @@ def test_every_stack_plans_cleanly_as_json(stack):
     assert set(doc) == {"stack", "resources", "outputs", "warnings", "estimate"}
     assert {"urn", "type", "name", "parent", "provider", "dependencies", "inputs"} <= set(doc["resources"][0])
     assert set(doc["estimate"]) == {"hourly_cost_usd", "provision_minutes", "critical_path"}
+    if stack == "home":  # a bucket and a repository: minutes, no cluster, nothing billed per hour
+        assert doc["estimate"]["hourly_cost_usd"] == 0 and not [r for r in doc["resources"] if r["type"].startswith("eks:")]
+        return
     assert doc["estimate"]["provision_minutes"] > 15
 
 
@@ -63,8 +66,9 @@ def test_bad_config_exits_2_with_one_message_per_problem(tmp_path):
 
 
 @pytest.mark.parametrize("extra, expected", [
-    ("  eksbench:storage:\n    efs: {performance_mode: maxIO}\n", 'storage.efs.performance_mode="maxIO"'),
-    ("  eksbench:experiments:\n    - {name: c, workload: cifar10, dataset: cifar10}\n", "datasets_uri: is required"),
+    ("  eksbench:storage:\n    efs: {performance_mode: maxIO}\n  eksbench:results: {home_stack: organization/eksbench/home}\n",
+     'storage.efs.performance_mode="maxIO"'),
+    ("  eksbench:experiments:\n    - {name: c, workload: cifar10, dataset: cifar10}\n", "results.home_stack: is required"),
 ])
 def test_new_meaning_rules_exit_2_naming_the_key(extra, expected):
     target = ROOT / "Pulumi.bad-rule-test.yaml"

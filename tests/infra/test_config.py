@@ -5,17 +5,18 @@ import copy
 import pytest
 import yaml
 
-from bench.stack_files import ROOT, load_stack_config
+from bench.stack_files import ROOT, load_stack_config, stack_raw_config
 from program.validation import validated_config
 from spec.config import Cluster
 from spec.fields import ConfigError
 from spec.pulumi_config import decode_config, to_pulumi_config
-from spec.shape import parse_stack_config
+from spec.shape import PROJECT_DEFAULTS, parse_config, parse_stack_config, stack_role
 
 GOOD = {
     "cluster": {"public_access_cidrs": ["198.18.0.0/32"]},
     "gpu_node_groups": [{"name": "gpu", "instance_type": "p3.16xlarge", "max_size": 2}],
     "experiments": [{"name": "r50", "workload": "resnet50", "nodes": 2}],
+    "results": {"home_stack": "organization/eksbench/home"},
 }
 
 
@@ -72,7 +73,12 @@ def test_good_config_parses_with_defaults():
     (with_(["cluster", "public_access_cidrs"], ["192.0.2.0/24"]), 'cluster.public_access_cidrs[0]="192.0.2.0/24": is a documentation range'),
     (with_(["datasets_uri"], "s3://my-datasets-bucket/datasets/"), 'datasets_uri="s3://my-datasets-bucket/datasets/": names a placeholder bucket'),
     (with_(["results"], {"bucket": "example-results"}), 'results.bucket="example-results": names a placeholder bucket'),
-    (with_(["experiments", 0, "dataset"], "tiny-imagenet-200"), "datasets_uri: is required: experiments[0] trains on the prepared dataset 'tiny-imagenet-200'"),
+    (with_(["results"], {}) | {"experiments": [{"name": "t", "workload": "resnet50", "dataset": "tiny-imagenet-200"}]},
+     "results.home_stack: is required: experiments[0] trains on the prepared dataset 'tiny-imagenet-200'"),
+    (with_(["results"], {}), "results.home_stack: is required: results go to a bucket this stack never creates"),
+    (with_(["results", "bucket"], "team-results"), 'results.bucket="team-results": and results.home_stack are both set'),
+    (with_(["results", "home_stack"], "home"), 'results.home_stack="home": must match'),
+    (with_(["role"], "homes"), 'role="homes": must be one of experiment, home'),
     (with_(["storage", "efs"], {"throughput_mode": "elastic", "performance_mode": "maxIO"}), 'storage.efs.performance_mode="maxIO": EFS Elastic throughput requires'),
     (with_(["network", "azs"], ["us-west-2a"]), 'network.azs=["us-west-2a"]: needs at least two distinct zones'),
     (with_(["gpu_node_groups", 0, "capacity_type"], "CAPACITY_BLOCK"), "gpu_node_groups[0].capacity_reservation_id: is required"),
@@ -126,7 +132,10 @@ def test_pulumi_yaml_defaults_match_the_parser():
     for key, spec in declared.items():
         if "default" in spec:
             assert getattr(cfg, key) == spec["default"], key
+    assert {k: spec["default"] for k, spec in declared.items() if "default" in spec} == PROJECT_DEFAULTS
     for stack_file in ROOT.glob("Pulumi.*.yaml"):
+        if yaml.safe_load(stack_file.read_text())["config"].get("eksbench:role") == "home":
+            continue
         assert yaml.safe_load(stack_file.read_text())["config"]["eksbench:cluster"]["kubernetes_version"] == \
             Cluster().kubernetes_version, stack_file.name
 
@@ -209,13 +218,16 @@ def test_efa_region_without_a_known_registry_account_is_rejected():
     assert efa_plugin_image("af-south-1").startswith("877085696533.dkr.ecr.af-south-1.")
 
 
-def test_prepared_dataset_reads_from_an_existing_bucket_or_datasets_uri():
+def test_prepared_dataset_reads_from_the_home_stack_an_existing_bucket_or_datasets_uri():
     raw = with_(["experiments", 0, "dataset"], "tiny-imagenet-200")
+    assert parse(raw).results.home_stack == "organization/eksbench/home"
     raw["results"] = {"bucket": "team-results"}
     parse(raw)
-    raw = with_(["experiments", 0, "dataset"], "tiny-imagenet-200")
     raw["datasets_uri"] = "s3://team-datasets/datasets/"
     parse(raw)
+    # datasets_uri alone is not enough: the results need a place this stack does not create.
+    del raw["results"]
+    assert [p.split(":")[0] for p in problems(raw)] == ["results.home_stack"]
 
 
 def test_scalar_strings_are_not_turned_into_numbers():
@@ -225,6 +237,13 @@ def test_scalar_strings_are_not_turned_into_numbers():
 
 @pytest.mark.parametrize("stack", sorted(p.name[7:-5] for p in ROOT.glob("Pulumi.*.yaml")))
 def test_every_stack_file_parses(stack):
+    raw, region = stack_raw_config(stack)
+    if stack_role(raw) == "home":
+        assert parse_config(raw, project="eksbench", stack=stack, region=region).stack == stack
+        with pytest.raises(ConfigError) as e:  # not an experiment stack: bench run refuses it in one line
+            load_stack_config(stack)
+        assert e.value.problems[0].startswith('role="home": Pulumi.home.yaml is the home stack')
+        return
     if stack in STACKS_TO_FILL_IN:
         with pytest.raises(ConfigError) as e:
             load_stack_config(stack)
@@ -234,7 +253,7 @@ def test_every_stack_file_parses(stack):
 
 
 # Example stacks shipped with placeholders the user must replace: the keys `bench plan` names.
-STACKS_TO_FILL_IN = {"p5-fsx": ["cluster.public_access_cidrs[0]", "datasets_uri"]}
+STACKS_TO_FILL_IN = {"p5-fsx": ["cluster.public_access_cidrs[0]"]}
 
 
 def test_efa_and_placement_follow_the_instance_type():

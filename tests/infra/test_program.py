@@ -15,7 +15,8 @@ from spec.fields import ConfigError
 from tests.support.k8s_schema import schema_errors
 
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
-# The p5 example with its two placeholders filled in, as a user would before pulumi up.
+# The p5 example with its placeholder filled in, as a user would before pulumi up, and its datasets
+# read from a prefix of their own (datasets_uri) rather than the home stack's.
 P5 = yaml.safe_load((ROOT / "Pulumi.p5-fsx.yaml").read_text())["config"]
 P5_FILLED = {**P5, "eksbench:datasets_uri": "s3://team-datasets/datasets/",
              "eksbench:cluster": {**P5["eksbench:cluster"], "public_access_cidrs": ["198.18.7.0/32"]}}
@@ -135,7 +136,7 @@ def test_fsx_associations_and_lustre_ports(fsx):
     assert dras["/datasets"]["s3"]["autoImportPolicy"]["events"] == ["NEW", "CHANGED", "DELETED"]
     # One writer per key: the export has its own prefix, never the launcher's <run-id>/ keys.
     assert dras["/results"]["dataRepositoryPath"] == \
-        "s3://eksbench-p5-fsx-results-20261122/eksbench/p5-fsx/fsx-export/"
+        "s3://eksbench-home-us-east-1-20261122/eksbench/p5-fsx/fsx-export/"
     assert dras["/results"]["s3"]["autoExportPolicy"]["events"] == ["NEW", "CHANGED"]
     assert not of_type(fsx, "aws:efs/fileSystem:FileSystem")
 
@@ -160,20 +161,11 @@ def test_efa_group_sits_in_one_az_placement_group(fsx):
     assert template["placement"]["groupName"] == placement["name"]
 
 
-def test_results_bucket_is_retained_encrypted_and_never_public(dev):
-    bucket = one(dev, "aws:s3/bucket:Bucket")
-    assert bucket["retain_on_delete"] and bucket["inputs"].get("forceDestroy") is not True
-    pab = one(dev, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
-    assert all(pab["inputs"][k] for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls",
-                                          "restrictPublicBuckets"))
-    sse = one(dev, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
-    assert sse["inputs"]["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "aws:kms"
-    policy = json.loads(one(dev, "aws:s3/bucketPolicy:BucketPolicy")["inputs"]["policy"])
-    assert policy["Statement"][0]["Effect"] == "Deny"
-    assert policy["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-    for r in dev.resources:
-        if r["type"].startswith("aws:s3/"):
-            assert r["retain_on_delete"], f"{r['name']} would be removed by pulumi destroy"
+def test_dev_reads_the_home_bucket_and_creates_none(dev):
+    """The home stack's bucket (tests/infra/test_home.py) is read through a StackReference, never registered."""
+    ref = one(dev, "pulumi:pulumi:StackReference")
+    assert ref["read"] and ref["inputs"]["name"] == DEV["eksbench:results"]["home_stack"] == "organization/eksbench/home"
+    assert not [r for r in dev.resources if r["type"].startswith(("aws:s3/", "aws:ecr/"))]
 
 
 def test_existing_bucket_creates_no_bucket():
@@ -186,7 +178,7 @@ def test_existing_bucket_creates_no_bucket():
 
 def test_trainer_policy_is_limited_to_datasets_and_results_prefixes(dev):
     policy = json.loads(one(dev, "aws:iam/rolePolicy:RolePolicy")["inputs"]["policy"])
-    bucket = "eksbench-dev-results-20261122"
+    bucket = "eksbench-home-20261122"  # the home stack's, as the mock engine answers the StackReference
     resources = set()
     listing = [s for s in policy["Statement"] if s["Sid"] == "ListDatasets"][0]
     assert listing["Condition"] == {"StringLikeIfExists": {"s3:prefix": ["datasets/*"]}}
@@ -194,9 +186,9 @@ def test_trainer_policy_is_limited_to_datasets_and_results_prefixes(dev):
         assert s["Effect"] == "Allow"
         assert "*" not in json.dumps(s["Action"]).replace("s3:", "")
         resources.update([s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"])
-    datasets = "eksbench-datasets-dev"  # the dev stack's datasets_uri
-    assert resources == {f"arn:aws:s3:::{datasets}", f"arn:aws:s3:::{datasets}/datasets/*",
-                         f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/eksbench/dev/*"}
+    # Datasets from the home bucket's datasets/ (dev sets no datasets_uri).
+    assert resources == {f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/datasets/*",
+                         f"arn:aws:s3:::{bucket}/eksbench/dev/*"}
     writes = [s for s in policy["Statement"] if "s3:PutObject" in s["Action"]]
     assert [s["Resource"] for s in writes] == [f"arn:aws:s3:::{bucket}/eksbench/dev/*"]
     trust = json.loads(one(dev, "aws:iam/role:Role", "trainer-role")["inputs"]["assumeRolePolicy"])

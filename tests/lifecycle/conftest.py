@@ -84,6 +84,8 @@ def stack_config(experiments: list[dict] | None = None, **extra) -> dict:
         "aws:region": REGION,
         "eksbench:run_id": "r1",
         "eksbench:results": {"bucket": BUCKET},
+        # A private endpoint: nothing reaches it in these tests, and the plan requires an explicit choice.
+        "eksbench:cluster": {"public_access_cidrs": []},
         "eksbench:gpu_node_groups": [{"name": "g5", "instance_type": "g5.2xlarge", "min_size": 0,
                                       "desired_size": 2, "max_size": 2}],
         "eksbench:network": {"az_count": 2, "nat": "single"},

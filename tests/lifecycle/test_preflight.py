@@ -9,6 +9,7 @@ import pytest
 
 from bench import preflight
 from bench.stack_files import load_stack_config
+from spec.fields import ConfigError
 from tests.lifecycle.conftest import BUCKET, REGION
 
 pytestmark = pytest.mark.local_run
@@ -21,11 +22,50 @@ def cfg(project, **kw):
     return load_stack_config("lc", project.dir)
 
 
-def test_a_dataset_in_the_bucket_this_stack_creates_cannot_be_there_yet(project):
-    c = cfg(project, experiments=CIFAR, results={})
+HOME = "organization/eksbench/home"
+
+
+def seed_home(project, outputs: dict) -> None:
+    """The fake CLI's state holds a home stack with these outputs (as `pulumi up -s home` would leave it)."""
+    project.state.mkdir(parents=True, exist_ok=True)
+    (project.state / "state.json").write_text(json.dumps(
+        {"stacks": {HOME: {"resources": [], "outputs": outputs, "history": []}}}))
+
+
+def test_a_stack_with_nowhere_to_read_datasets_from_is_refused_before_preflight(project):
+    with pytest.raises(ConfigError) as e:
+        cfg(project, experiments=CIFAR, results={})
+    assert e.value.problems[0].startswith("results.home_stack: is required: experiments[0] trains on the prepared "
+                                          "dataset 'cifar10'")
+
+
+def test_datasets_are_looked_up_at_the_home_stacks_datasets_uri(project, monkeypatch):
+    """check_home reads the home stack's outputs through the Automation API (here the fake CLI)."""
+    for k, v in project.env().items():
+        monkeypatch.setenv(k, v)
+    c = cfg(project, experiments=CIFAR, results={"home_stack": HOME})
     with pytest.raises(preflight.Refusal) as e:
-        preflight.check_datasets(c)
-    assert "in the bucket this stack creates" in str(e.value) and "eksbench:datasets_uri" in str(e.value)
+        preflight.check_home(c, project.dir)
+    assert f"cannot read the home stack {HOME}" in str(e.value) and "pulumi up -s home" in str(e.value)
+    assert "\n" not in str(e.value)
+    seed_home(project, {"bucket": BUCKET, "region": "eu-west-1"})
+    with pytest.raises(preflight.Refusal) as e:
+        preflight.check_home(c, project.dir)
+    assert f"that home stack is in eu-west-1, this stack in {REGION}" in str(e.value)
+    home = {"bucket": BUCKET, "datasets_uri": f"s3://{BUCKET}/datasets/", "results_uri": f"s3://{BUCKET}/eksbench/",
+            "ecr_repository_url": "r", "region": REGION}
+    seed_home(project, home)
+    note, outputs = preflight.check_home(c, project.dir)
+    assert outputs == home and note == f"home stack {HOME}: results and datasets in s3://{BUCKET}/"
+    with pytest.raises(preflight.Refusal) as e:
+        preflight.check_datasets(c, outputs)
+    assert f"no readable s3://{BUCKET}/datasets/cifar10/manifest.json" in str(e.value)
+    assert str(e.value).endswith(f"python -m bench data prepare cifar10 --to s3://{BUCKET}/datasets/cifar10/")
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.put_object(Bucket=BUCKET, Key="eksbench/lc/r1/c/summary.json", Body=b"{}")
+    with pytest.raises(preflight.Refusal) as e:  # the home bucket's results are where a rerun is looked for
+        preflight.check_rerun(c, project.results, False, outputs)
+    assert "already has results (1 on S3 summary.json)" in str(e.value)
 
 
 def test_a_dataset_without_its_manifest_is_refused(project):
@@ -37,7 +77,7 @@ def test_a_dataset_without_its_manifest_is_refused(project):
     assert f"s3://{BUCKET}/datasets/cifar10/manifest.json" in str(e.value)
     assert "python -m bench data prepare cifar10 --to" in str(e.value)
     manifest = {"format": 1, "dataset": "cifar10", "layout": "cifar-batches", "files": [
-        {"path": "cifar-10-batches-py/data_batch_1", "size": 1, "sha256": "0" * 64}]}
+        {"path": "cifar-10-batches-py/data_batch_1", "size": 1, "sha256": "0" * 64}], "file_count": 1, "total_bytes": 1}
     s3.put_object(Bucket=BUCKET, Key="datasets/cifar10/manifest.json", Body=json.dumps(manifest).encode())
     assert "cifar10 prepared under" in preflight.check_datasets(c)
 

@@ -103,7 +103,7 @@ values = st.recursive(scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.dictionaries(st.one_of(st.text(max_size=12), st.integers()), inner, max_size=4)),
     max_leaves=12)
 KEYS = ["run_id", "namespace", "execution", "datasets_uri", "network", "cluster", "gpu_node_groups", "system_nodes",
-        "storage", "results", "experiments", "local", "tags"]
+        "storage", "results", "experiments", "local", "tags", "role"]
 documents = st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(max_size=10)), values, max_size=6)
 
 
@@ -150,3 +150,22 @@ def test_a_stack_without_experiments_plans_with_a_warning_showing_the_cost(stack
     assert r.returncode == 0, r.stderr
     assert "experiments=[]: the stack runs no experiment, yet its nodes and control plane bill about $49.30/h" \
         in r.stdout, r.stdout[-2000:]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(documents)
+def test_generated_home_stack_documents_give_a_home_or_named_problems(doc):
+    """The home stack (role: home) through the same reader: a HomeConfig, or one-line named problems."""
+    from spec.config import HomeConfig
+    from spec.shape import parse_config
+
+    raw, region = decode_config(to_pulumi_config({"aws:region": "us-west-2",
+                                                  **{f"eksbench:{k}": v for k, v in doc.items()},
+                                                  "eksbench:role": "home"}))
+    try:
+        assert isinstance(parse_config(raw, project="eksbench", stack="home", region=region), HomeConfig)
+    except ConfigError as e:
+        assert e.problems
+        for line in e.problems:
+            assert "\n" not in line and PROBLEM.match(line), line
+            assert len(line) < 2000, line[:300]

@@ -1,0 +1,67 @@
+"""The home stack (``eksbench:role: home``): what outlives every experiment stack.
+
+One bucket holds every run's results under ``<project>/<stack>/<run-id>/<experiment>/`` and the
+prepared datasets under ``datasets/<name>/``; an ECR repository holds images built from
+``workloads/Dockerfile``. Both are protected and retained. Experiment stacks read the bucket
+through a StackReference (``results.home_stack``), or use an existing bucket (``results.bucket``):
+they never create or delete it, so ``pulumi destroy`` of an experiment cannot touch results,
+and datasets can be prepared (``bench data prepare NAME --to <datasets_uri>NAME/``) before the
+first experiment ``up``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pulumi
+
+from infra.image_repository import ImageRepository, ImageRepositoryArgs
+from infra.results_bucket import ResultsBucket, ResultsBucketArgs
+from spec.config import HomeConfig, StackConfig
+from spec.shape import parse_home_config
+
+DATASETS_PREFIX = "datasets/"
+# What the home stack exports, and so what an experiment stack and bench may read from it.
+HOME_OUTPUTS = ("bucket", "datasets_uri", "results_uri", "ecr_repository_url", "region")
+
+
+def home_exports(bucket: str, repository_url: str, *, project: str, region: str) -> dict[str, str]:
+    """The home stack's outputs from its bucket name and repository URL (also the mock engine's answer)."""
+    return {"bucket": bucket, "datasets_uri": f"s3://{bucket}/{DATASETS_PREFIX}",
+            "results_uri": f"s3://{bucket}/{project}/", "ecr_repository_url": repository_url, "region": region}
+
+
+def build_home(raw: Mapping[str, Any], *, project: str, stack: str,
+               region: str | None) -> tuple[HomeConfig, dict[str, Any]]:
+    """Validate a home stack's config and register its bucket and repository; return the config and outputs."""
+    cfg = parse_home_config(raw, project=project, stack=stack, region=region)
+    tags = {"eksbench:project": cfg.project, "eksbench:stack": cfg.stack, "eksbench:role": "home", **cfg.tags}
+    bucket = ResultsBucket("home", ResultsBucketArgs(stack=cfg.stack, tags=tags))
+    repo = ImageRepository("image", ImageRepositoryArgs(project=cfg.project, stack=cfg.stack, tags=tags))
+    exports = pulumi.Output.all(bucket.bucket_name, repo.repository_url).apply(
+        lambda v: home_exports(v[0], v[1], project=cfg.project, region=cfg.region))
+    return cfg, {key: exports.apply(lambda e, k=key: e[k]) for key in HOME_OUTPUTS}
+
+
+def results_bucket_name(cfg: StackConfig) -> pulumi.Output[str]:
+    """An experiment stack's results bucket: the home stack's (read, never created) or the existing one named."""
+    name = cfg.results.home_stack
+    if not name:
+        return pulumi.Output.from_input(cfg.results.bucket)
+    home = pulumi.StackReference("home", stack_name=name)
+    return pulumi.Output.all(home.get_output("bucket"), home.get_output("region")).apply(
+        lambda found: home_bucket(name, found[0], found[1], region=cfg.region))
+
+
+def home_bucket(name: str, bucket: Any, home_region: Any, *, region: str) -> str:
+    """The bucket a home stack's outputs name, or ValueError saying what to do (also read by bench.preflight)."""
+    if not isinstance(bucket, str) or not bucket:
+        raise ValueError(f"results.home_stack={name!r}: that stack has no output 'bucket'; create it first "
+                         f"(pulumi up -s {name.rsplit('/', 1)[-1]}, a stack with eksbench:role: home), or fix "
+                         "the name (<organization>/<project>/<stack>)")
+    # FSx links only to a bucket of its own region, and cross-region staging bills per GB.
+    if home_region and home_region != region:
+        raise ValueError(f"results.home_stack={name!r}: that home stack is in {home_region}, this stack in "
+                         f"{region}; name a home stack of {region} (a copy of Pulumi.home.yaml with "
+                         f"aws:region: {region})")
+    return bucket
