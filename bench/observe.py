@@ -3,7 +3,7 @@
 status: the stack's state when the Pulumi CLI answers (last operation, result, resources
     held), then each run with each experiment's status, from the local results
     (``./results/<stack>/<run-id>/``) and from S3 (the stack's results prefix: the
-    ``results_prefix`` output while the stack exists, else ``eksbench:results.bucket``).
+    ``results_prefix`` output while the stack exists, else ``results.bucket`` or the home stack's bucket).
 logs: the experiment's node logs, from where they are: the cluster while its pods run
     (``--follow`` streams), S3 once the launcher uploaded them, or a local run's files
     (``--follow`` tails them until summary.json appears).
@@ -77,6 +77,21 @@ def _s3_runs(prefix_uri: str, region: str | None) -> dict[str, dict[str, str]]:
     return runs
 
 
+def results_bucket(cfg: Any, root: Path) -> str | None:
+    """Where the stack's results are once the stack itself is gone: ``results.bucket``, or the bucket
+    the home stack (``results.home_stack``) exports; None when neither can be read."""
+    if cfg.results.bucket:
+        return cfg.results.bucket
+    if not cfg.results.home_stack:
+        return None
+    try:
+        from bench import automation
+
+        return automation.stack_outputs(cfg.results.home_stack, root).get("bucket")
+    except Exception:  # noqa: BLE001 - no CLI, no backend, no home: local results still work
+        return None
+
+
 def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
     from bench.stack_files import load_stack_config
 
@@ -98,8 +113,9 @@ def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
         out["notes"].append(f"stack state unknown: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     out["local_runs"] = _local_runs(results_root.resolve(), stack)
     prefix = out["outputs"].get("results_prefix")
+    bucket = None if prefix else results_bucket(cfg, root)
     stack_prefix = (prefix.rsplit("/", 2)[0] + "/" if prefix else
-                    f"s3://{cfg.results.bucket}/{cfg.project}/{stack}/" if cfg.results.bucket else None)
+                    f"s3://{bucket}/{cfg.project}/{stack}/" if bucket else None)
     if stack_prefix:
         try:
             out["s3_runs"] = _s3_runs(stack_prefix, cfg.region)
@@ -107,7 +123,8 @@ def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001
             out["notes"].append(f"S3 results not readable at {stack_prefix}: {type(e).__name__}")
     else:
-        out["notes"].append("no S3 results location known (the stack's bucket is created by `pulumi up`)")
+        out["notes"].append("no S3 results location known (results.bucket is unset and the home stack's "
+                            "outputs could not be read)")
     return out
 
 
@@ -212,8 +229,9 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
         if cluster is not None:
             return cluster
     uri = (outputs.get("experiment_results") or {}).get(experiment)
-    if not uri and cfg.results.bucket:
-        uri = f"s3://{cfg.results.bucket}/{cfg.project}/{stack}/{run_id or cfg.run_id}/{experiment}/"
+    bucket = None if uri else results_bucket(cfg, root)
+    if bucket:
+        uri = f"s3://{bucket}/{cfg.project}/{stack}/{run_id or cfg.run_id}/{experiment}/"
     if uri:
         try:
             s3 = s3_results.client(cfg.region)
