@@ -32,7 +32,7 @@ def rank_figures(lines: list[dict[str, Any]]) -> dict[str, Any]:
             "steady_steps": sum(int(r.get("steps", 1)) for r in steady),
             "last_step": max((r["step"] for r in lines), default=0),
             "samples_per_s": _rate(samples, seconds),
-            "final_loss": lines[-1]["loss"] if lines else None}
+            "final_loss": lines[-1].get("loss") if lines else None}
 
 
 def quantile(values: list[float], q: float) -> float | None:
@@ -115,7 +115,7 @@ def efficiency(tp: Mapping[str, Any], info: Mapping[str, Any], precision: str | 
     elif per_gpu is None:
         out["mfu_note"] = "no steady-state throughput"
     else:
-        out.update(peak_tflops_per_gpu=peak, mfu=round(per_gpu / peak, 4),
+        out.update(peak_tflops_per_gpu=peak, mfu=round(per_gpu / peak, 6),
                    mfu_note=f"achieved model TFLOP/s per GPU / {peak} ({device}, {precision}; {PEAK_SOURCES})")
     return out
 
