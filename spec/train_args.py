@@ -120,7 +120,8 @@ def train_args_to_argv(args: TrainArgs) -> list[str]:
            f"--checkpoint-every={args.checkpoint_every}", f"--image-size={args.image_size}",
            f"--width-per-group={args.width_per_group}",
            "--channels-last" if args.channels_last else "--no-channels-last",
-           f"--warmup-steps={args.warmup_steps}", f"--seed={args.seed}"]
+           f"--warmup-steps={args.warmup_steps}", f"--seed={args.seed}",
+           f"--collective-timeout={args.collective_timeout}"]
     if args.compile:
         out.append("--compile")
     if args.gpu_decode:
@@ -129,7 +130,7 @@ def train_args_to_argv(args: TrainArgs) -> list[str]:
         out.append(f"--target-accuracy={args.target_accuracy}")
     if args.lr is not None:
         out.append(f"--lr={args.lr}")
-    for name in ("checkpoint_minutes", "compile_mode", "log_every", "workers", "collective_timeout"):
+    for name in ("checkpoint_minutes", "compile_mode", "log_every", "workers"):
         if getattr(args, name) != getattr(d, name):
             out.append(f"--{name.replace('_', '-')}={getattr(args, name)}")
     if not args.harness:
