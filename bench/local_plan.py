@@ -18,7 +18,7 @@ from typing import Sequence
 
 from spec.config import Experiment, LocalRun
 from spec.train_args import TrainArgs, train_args_to_argv
-from workloads.contracts import EVAL_SUBDIR, evaluation_argv, train_args_for
+from workloads.contracts import EVAL_SUBDIR, evaluation_argv, rdzv_conf, train_args_for
 
 STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with a generated stand-in
 CIFAR_STANDIN = {"train": 256, "test": 200}
@@ -94,12 +94,18 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         dataset = "synthetic"
         notes.append(f"dataset {exp.dataset}: synthetic tensors locally")
     # The cluster's arguments for this experiment (contracts.train_args_for), scaled down.
+    cluster = train_args_for(exp, LocalPaths(datasets_dir=data_dir, results_dir=results_dir))
+    # Minutes-apart checkpoints never come in a short local run: checkpoint a third of the way
+    # instead, so elastic restarts have something to resume from. A run the cluster does not
+    # checkpoint (fixed-size synthetic) is not checkpointed here either (only the final save).
+    checkpointed = cluster.checkpoint_every > 0 or cluster.checkpoint_minutes > 0
+    every = min(cluster.checkpoint_every or steps, max(1, steps // 3)) if checkpointed else 0
     train = replace(
-        train_args_for(exp, LocalPaths(datasets_dir=data_dir, results_dir=results_dir)),
-        batch_size=min(exp.batch_size, local.batch_size), precision=precision, steps=steps, epochs=0,
-        dataset=dataset, checkpoint_every=min(exp.checkpoint_every, max(1, steps // 3)),
+        cluster, batch_size=min(exp.batch_size, local.batch_size), precision=precision, steps=steps, epochs=0,
+        dataset=dataset, checkpoint_every=every, checkpoint_minutes=0.0,
         image_size=local.image_size, width_per_group=local.width_per_group,
-        warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0, collective_timeout=120)
+        warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0, collective_timeout=120,
+        log_every=max(1, min(cluster.log_every, steps // 10)))
     skip = None
     if exp.framework != "pytorch":
         skip = f"framework {exp.framework}: the local runner runs pytorch experiments only"
@@ -129,8 +135,7 @@ def torchrun_command(exp: LocalExperiment, *, python: str, endpoint: str, rdzv_i
     return [python, "-m", "torch.distributed.run", f"--nnodes={exp.min_nodes}:{exp.max_nodes}",
             f"--nproc-per-node={exp.procs_per_node}", f"--rdzv-backend={exp.rdzv_backend}",
             f"--rdzv-endpoint={endpoint}", f"--rdzv-id={rdzv_id}", f"--max-restarts={exp.max_restarts}",
-            f"--rdzv-conf=join_timeout={join_timeout},last_call_timeout={last_call_timeout},"
-            "keep_alive_interval=2,keep_alive_max_attempt=3",
+            f"--rdzv-conf={rdzv_conf(join_timeout=join_timeout, last_call_timeout=last_call_timeout)}",
             "--local-addr=127.0.0.1", "--monitor-interval=0.5",
             "-m", "workloads.train", *train_args_to_argv(exp.train), *exp.extra_args]
 

@@ -23,6 +23,7 @@ from spec.pins import EKS_ADDON_REGISTRY_ACCOUNTS
 from spec.s3_uri import parse_s3_uri
 from spec.shape import HOME_STACK_EXAMPLE, parse_stack_config
 from workloads import contracts
+from workloads.train.peaks import NO_BF16
 
 
 def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None = None,
@@ -235,8 +236,14 @@ def _experiments(cfg: StackConfig) -> list[str]:
 
 
 def _fits(key: str, e: Experiment, group: GpuNodeGroup) -> list[str]:
-    """The experiment's pods fit its node group: GPUs per node, and nodes within max_size."""
+    """The experiment's pods fit its node group: GPUs per node, nodes within max_size, and a
+    precision its GPUs have (bf16 needs Ampere or later: not V100 or T4)."""
     out = []
+    model = catalog.INSTANCE_TYPES[group.instance_type].gpu_model
+    if e.precision == "bf16" and model in NO_BF16:
+        out.append(problem(f"{key}.precision", e.precision, f"{model} GPUs ({group.instance_type}, node group "
+                           f"{group.name!r}) have no bf16 support; use amp-fp16 there, or bf16 on A10G, L4, L40S, "
+                           f"A100, H100 or H200", '"amp-fp16"'))
     if e.gpus_per_node > group.gpus_per_node:
         out.append(problem(f"{key}.gpus_per_node", e.gpus_per_node, f"must be <= {group.gpus_per_node}",
                            str(group.gpus_per_node)))

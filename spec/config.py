@@ -128,10 +128,14 @@ class Experiment:
     timeout_minutes: int = 120
     rdzv_backend: str = "etcd-v2"
     max_restarts: int = 3
-    checkpoint_every: int = 50
+    checkpoint_every: int = 0  # steps; 0 = time-based only (checkpoint_minutes)
+    checkpoint_minutes: float = 10.0  # wall-clock minutes between checkpoints (not for synthetic fixed-size runs)
     evaluate: bool = False
     channels_last: bool = True
     compile: bool = False
+    compile_mode: str = "default"  # torch.compile mode (spec.train_args.COMPILE_MODES)
+    target_accuracy: float | None = None  # report time to this test accuracy (cifar10)
+    gpu_decode: bool = False  # ImageFolder data: decode JPEGs on the GPU (nvJPEG)
     node_group: str = ""  # the GPU node group it runs on; "" = the first one
     pservers: int = 1  # paddle only
 

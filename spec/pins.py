@@ -7,8 +7,46 @@ together). Changing a pin here changes it everywhere it is used.
 
 from __future__ import annotations
 
-# The training image: the stock PyTorch runtime image (workloads/Dockerfile builds on it too).
-TRAINING_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+# The training image: an AWS Deep Learning Container (DLC) for PyTorch training on EC2. Unlike the
+# stock pytorch/pytorch runtime image it has a C compiler (torch.compile needs one), EFA with
+# aws-ofi-nccl (NCCL over EFA instead of TCP sockets) and boto3. The newest tag in this naming
+# scheme, from aws/deep-learning-containers docs/src/data/pytorch-training/2.10-gpu-ec2.yml
+# (commit e0ecede, 2026-08-21): PyTorch 2.10.0, Python 3.13, CUDA 13.0, Ubuntu 22.04, GA
+# 2026-01-21, end of patches 2027-01-21. Pinned by its full version tag: the digest could not be
+# verified offline (no registry access here); AWS re-points this tag on patch releases, so pin
+# `@sha256:...` in an experiment's `image` for byte-identical reruns. PyTorch 2.11+ DLCs moved to
+# a new repository naming (`pytorch:2.13.0-cu133-amzn2023`, Amazon Linux 2023), not adopted here.
+DLC_REPOSITORY = "pytorch-training"
+DLC_TAG = "2.10.0-gpu-py313-cu130-ubuntu22.04-ec2"
+DLC_TORCH_VERSION = "2.10.0"
+DLC_ACCOUNT = "763104351884"  # most commercial regions
+# Regions whose DLC registry is another account (aws/deep-learning-containers
+# docs/reference/region_availability.md, same commit); China uses amazonaws.com.cn.
+DLC_REGION_ACCOUNTS = {
+    "af-south-1": "626614931356", "ap-east-1": "871362719292", "ap-east-2": "975050140332",
+    "ap-south-2": "772153158452", "ap-southeast-3": "907027046896", "ap-southeast-4": "457447274322",
+    "ap-southeast-5": "550225433462", "ap-southeast-6": "633930458069", "ap-southeast-7": "590183813437",
+    "ap-northeast-3": "364406365360", "ca-west-1": "204538143572", "eu-south-1": "692866216735",
+    "eu-south-2": "503227376785", "eu-central-2": "380420809688", "il-central-1": "780543022126",
+    "mx-central-1": "637423239942", "me-south-1": "217643126080", "me-central-1": "914824155844",
+    "cn-north-1": "727897471807", "cn-northwest-1": "727897471807",
+}
+
+
+def training_image(region: str) -> str:
+    """The DLC training image in ``region``'s ECR (the nodes pull it from their own region)."""
+    account = DLC_REGION_ACCOUNTS.get(region, DLC_ACCOUNT)
+    domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    return f"{account}.dkr.ecr.{region}.{domain}/{DLC_REPOSITORY}:{DLC_TAG}"
+
+
+def is_training_image(image: str) -> bool:
+    """Whether ``image`` is the pinned DLC, in any region (the default an experiment did not override)."""
+    return image.endswith(f"/{DLC_REPOSITORY}:{DLC_TAG}") and ".dkr.ecr." in image
+
+
+# The default where no region is known, and the base of workloads/Dockerfile: us-west-2's copy.
+TRAINING_IMAGE = training_image("us-west-2")
 # etcd stays on 3.5: torch's etcd rendezvous backends speak the v2 API, which etcd 3.6
 # removed (etcd 3.6 release notes; torch/distributed/elastic/rendezvous/etcd_rendezvous.py).
 ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.17"
@@ -21,8 +59,8 @@ EFA_PLUGIN_TAG = "v0.5.6"
 GATE_IMAGE = "python:3.12.8-slim-bookworm"
 STAGING_IMAGE = "python:3.11.11-slim-bookworm"
 
-# Python packages installed at container start when the image lacks them (the stock image
-# has neither): python-etcd for torch's etcd-v2 rendezvous, boto3 for S3.
+# Python packages installed at container start when the image lacks them (the DLC has boto3
+# but not python-etcd): python-etcd for torch's etcd-v2 rendezvous, boto3 for S3.
 PIP_PINS = {"etcd": "python-etcd==0.4.5", "boto3": "boto3==1.43.11"}
 
 

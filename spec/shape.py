@@ -36,11 +36,12 @@ from spec.config import (
     SystemNodeGroup,
 )
 from spec.fields import ConfigError, Reader, cidr_rule, show
+from spec.pins import training_image
+from spec.train_args import COMPILE_MODES, PRECISIONS, WORKLOADS
 
 # Capacity types of an EKS managed node group (EKS API CreateNodegroup capacityType; CAPACITY_BLOCK
 # with a launch template that targets the block: EKS user guide, "Capacity Blocks for ML").
 CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
-from spec.train_args import PRECISIONS, WORKLOADS
 
 
 # A home stack's StackReference name: <organization>/<project>/<stack> (Pulumi's fully qualified form;
@@ -111,7 +112,8 @@ def parse_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, regi
     execution = top.string("execution", "parallel", choices=("parallel", "sequential"))
     local = _local(Reader(top.mapping("local"), "local", problems))
     tags = top.string_map("tags")
-    experiments = _experiments(top.raw("experiments", None), groups, problems)
+    experiments = _experiments(top.raw("experiments", None), groups, problems,
+                               default_image=training_image(region) if region else DEFAULT_IMAGE)
     top.finish()
     if problems:
         raise ConfigError(problems)
@@ -302,14 +304,30 @@ def _local(r: Reader) -> LocalRun:
     return local
 
 
-def _experiments(raw: Any, groups: tuple[GpuNodeGroup, ...], problems: list[str]) -> tuple[Experiment, ...]:
+def _experiments(raw: Any, groups: tuple[GpuNodeGroup, ...], problems: list[str], *,
+                 default_image: str = DEFAULT_IMAGE) -> tuple[Experiment, ...]:
     if raw is None:
         return ()
-    return _items(raw, "experiments", lambda r: _experiment(r, groups), problems, non_empty=False,
+    return _items(raw, "experiments", lambda r: _experiment(r, groups, default_image), problems, non_empty=False,
                   what="experiments", example='[{"name": "resnet50", "workload": "resnet50"}]')
 
 
-def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...]) -> Experiment | None:
+def _number(r: Reader, name: str, default: float | None, *, minimum: float, maximum: float,
+            example: str) -> float | None:
+    """A number (integer or decimal) between ``minimum`` and ``maximum``; ``default`` when absent."""
+    value = r.raw(name, default)
+    if value is None or value is default:
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        r.fail(r.key(name), value, "must be a number", example)
+        return default
+    if not minimum <= value <= maximum:
+        r.fail(r.key(name), value, f"must be between {minimum:g} and {maximum:g}", example)
+        return default
+    return float(value)
+
+
+def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str = DEFAULT_IMAGE) -> Experiment | None:
     n0 = len(r.problems)
     name = r.string("name", pattern=NAME, example='"resnet50-8gpu"')
     framework = r.raw("framework", "pytorch")
@@ -343,19 +361,23 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...]) -> Experiment | Non
         steps=r.integer("steps", 200, minimum=1, example="500"),
         epochs=r.integer("epochs", 0, minimum=0, example="10"),
         dataset=dataset,
-        image=r.string("image", DEFAULT_IMAGE, pattern=r"[\w.\-/:]+(:[\w.\-]+|@sha256:[0-9a-f]{64})",
-                       example=f'"{DEFAULT_IMAGE}"'),
+        image=r.string("image", default_image, pattern=r"[\w.\-/:]+(:[\w.\-]+|@sha256:[0-9a-f]{64})",
+                       example=f'"{default_image}"'),
         args=r.strings("args", (), example='["--lr", "0.1"]'),
         timeout_minutes=r.integer("timeout_minutes", 120, minimum=1, maximum=10080, example="120"),
         rdzv_backend=r.string("rdzv_backend", "etcd-v2", choices=RDZV_BACKENDS),
         max_restarts=r.integer("max_restarts", 3, minimum=0, maximum=100, example="3"),
-        checkpoint_every=r.integer("checkpoint_every", 50, minimum=1, example="50"),
+        checkpoint_every=r.integer("checkpoint_every", 0, minimum=0, example="500"),
+        checkpoint_minutes=_number(r, "checkpoint_minutes", 10.0, minimum=0, maximum=1440, example="10"),
         evaluate=r.boolean("evaluate", False),
         channels_last=r.boolean("channels_last", True),
         compile=r.boolean("compile", False),
+        compile_mode=r.string("compile_mode", "default", choices=COMPILE_MODES),
+        target_accuracy=_number(r, "target_accuracy", None, minimum=0, maximum=1, example="0.9"),
+        gpu_decode=r.boolean("gpu_decode", False),
         node_group=group_name,
         pservers=r.integer("pservers", 1, minimum=1, maximum=64, example="2"))
     image = e["image"]
     if isinstance(image, str) and (image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]):
-        r.fail(r.key("image"), image, "must pin a version tag or digest (not latest)", f'"{DEFAULT_IMAGE}"')
+        r.fail(r.key("image"), image, "must pin a version tag or digest (not latest)", f'"{default_image}"')
     return None if len(r.problems) > n0 else Experiment(**e)

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from infra.environment import Environment
-from spec.config import DEFAULT_IMAGE, Experiment
-from spec.pins import PIP_PINS
+from spec import aws_catalog as catalog
+from spec.config import Experiment
+from spec.pins import PIP_PINS, is_training_image
 from spec.train_args import TrainArgs, train_args_to_argv
 from workloads.train.horovod_bootstrap import HOROVOD_PORT, horovod_env  # noqa: F401 - one definition, shipped
 
@@ -93,7 +94,7 @@ def check_experiment(e: Experiment) -> list[str]:
     if e.framework != "pytorch" and e.elastic:
         out.append(f'nodes="{e.min_nodes}:{e.max_nodes}": elastic runs need framework "pytorch" (torchrun); '
                    f'{e.framework} needs a fixed node count, e.g. {e.max_nodes}')
-    if e.framework != "pytorch" and e.image == DEFAULT_IMAGE:
+    if e.framework != "pytorch" and is_training_image(e.image):
         out.append(f'image="{e.image}": framework "{e.framework}" needs an image that has it installed, '
                    f'e.g. "{IMAGE_EXAMPLES[e.framework]}"')
     if e.evaluate and (e.framework != "pytorch" or e.workload != "cifar10"):
@@ -154,22 +155,66 @@ class TrainPaths(Protocol):
     def experiment_results_dir(self, experiment: Experiment) -> str: ...
 
 
-def train_args_for(e: Experiment, env: TrainPaths) -> TrainArgs:
-    """The experiment as the trainer's arguments; what an experiment does not set keeps TrainArgs' default."""
+# A collective that waits longer than this fails the step (NCCL watchdog), so survivors of a lost
+# node stop within minutes instead of NCCL's 10 and torchrun can restart the group. It must stay
+# above the longest legitimate wait: rank 0's checkpoint snapshot, an epoch's evaluation, and the
+# first step's torch.compile on the slowest rank (max-autotune can take minutes).
+CLUSTER_COLLECTIVE_TIMEOUT_S = 300
+# torchrun's rendezvous settings, the same on the cluster as in the local run
+# (bench.local_plan.torchrun_command): a new round closes 5 s after min nodes joined, an agent
+# waits up to 300 s to join, and agents that miss 3 heartbeats 2 s apart are dropped.
+RDZV_CONF = {"join_timeout": 300, "last_call_timeout": 5, "keep_alive_interval": 2, "keep_alive_max_attempt": 3}
+
+
+def rdzv_conf(**overrides: int) -> str:
+    """``--rdzv-conf``'s value: ``join_timeout=300,last_call_timeout=5,...``."""
+    return ",".join(f"{k}={v}" for k, v in {**RDZV_CONF, **overrides}.items())
+
+
+def loader_workers(instance_type: str | None, gpus_per_node: int) -> int:
+    """DataLoader workers per process from the instance's vCPUs per GPU: the 75% share the pod
+    requests (job_manifests._requests), less one core for the training process itself."""
+    spec = catalog.INSTANCE_TYPES.get(instance_type or "")
+    if spec is None or not spec.gpus:
+        return TrainArgs().workers
+    per_gpu = spec.vcpus / spec.gpus
+    return max(1, int(per_gpu * 0.75) - 1)
+
+
+def checkpoint_policy(e: Experiment) -> tuple[int, float]:
+    """(checkpoint_every, checkpoint_minutes). A fixed-size synthetic run is a throughput
+    measurement: no checkpoints inside the timed loop (only the final one). Elastic runs and
+    real data checkpoint every ``checkpoint_minutes`` and/or ``checkpoint_every`` steps."""
+    if e.dataset == "synthetic" and not e.elastic:
+        return 0, 0.0
+    return e.checkpoint_every, e.checkpoint_minutes
+
+
+def train_args_for(e: Experiment, env: TrainPaths, *, instance_type: str | None = None) -> TrainArgs:
+    """The experiment as the trainer's arguments; what an experiment does not set keeps TrainArgs' default.
+
+    ``instance_type``: the experiment's node group's, for the loader workers per process.
+    """
+    every, minutes = checkpoint_policy(e)
     return TrainArgs(workload=e.workload, batch_size=e.batch_size, precision=e.precision, steps=e.steps,
                      epochs=e.epochs, dataset=e.dataset,
                      data_dir=env.datasets_dir,  # the dataset is a folder under it
-                     results_dir=env.experiment_results_dir(e), checkpoint_every=e.checkpoint_every,
-                     image_size=WORKLOAD_IMAGE_SIZE[e.workload], channels_last=e.channels_last, compile=e.compile)
+                     results_dir=env.experiment_results_dir(e), checkpoint_every=every, checkpoint_minutes=minutes,
+                     image_size=WORKLOAD_IMAGE_SIZE[e.workload], channels_last=e.channels_last, compile=e.compile,
+                     compile_mode=e.compile_mode, target_accuracy=e.target_accuracy, gpu_decode=e.gpu_decode,
+                     workers=loader_workers(instance_type, e.gpus_per_node),
+                     collective_timeout=CLUSTER_COLLECTIVE_TIMEOUT_S)
 
 
-def train_argv(e: Experiment, env: Environment) -> tuple[str, ...]:
+def train_argv(e: Experiment, env: Environment, *, instance_type: str | None = None) -> tuple[str, ...]:
     """``-m <entry module>`` and its arguments (workloads.train's CLI contract, for every framework);
     the experiment's own ``args`` come last, so they win."""
-    return ("-m", ENTRY_MODULES[e.framework], *train_args_to_argv(train_args_for(e, env)), *e.args)
+    return ("-m", ENTRY_MODULES[e.framework],
+            *train_args_to_argv(train_args_for(e, env, instance_type=instance_type)), *e.args)
 
 
-def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
+def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int,
+                   instance_type: str | None = None) -> Launch:
     """torchrun on every pod; the rendezvous id is the Job name, stable for one experiment and run."""
     if e.rdzv_backend == "c10d":
         # The c10d store is hosted by the agent whose host matches the endpoint: pod index 0.
@@ -178,9 +223,10 @@ def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, g
         endpoint, port = env.etcd_endpoint, None
     nnodes = f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)
     argv = ("torchrun", f"--nnodes={nnodes}", f"--nproc_per_node={gpus}", f"--max_restarts={e.max_restarts}",
-            f"--rdzv_backend={e.rdzv_backend}", f"--rdzv_endpoint={endpoint}", f"--rdzv_id={job}")
+            f"--rdzv_backend={e.rdzv_backend}", f"--rdzv_endpoint={endpoint}", f"--rdzv_id={job}",
+            f"--rdzv_conf={rdzv_conf()}")
     modules = ("etcd", "boto3") if e.rdzv_backend == "etcd-v2" else ("boto3",)
-    return Launch(argv=argv + train_argv(e, env), port=port, modules=modules,
+    return Launch(argv=argv + train_argv(e, env, instance_type=instance_type), port=port, modules=modules,
                   env={"EKSBENCH_FRAMEWORK": "pytorch"})
 
 
@@ -217,39 +263,59 @@ def paddle_job_names(job: str) -> tuple[str, str]:
     return job, f"{job}-ps"
 
 
-def paddle_env(e: Experiment, *, job: str, service: str, role: str, index: int) -> dict[str, str]:
-    """The env one paddle pod gets: role PSERVER or TRAINER, with its index.
+# Per-pod paddle variables, set by the prelude from JOB_COMPLETION_INDEX (the rest is the same in every pod).
+PADDLE_PER_POD = ("SERVER_ENDPOINT", "TRAINER_INDEX", "PADDLE_TRAINER_ID", "POD_IP")
 
-    The variables PaddlePaddle's AWS benchmarking tool hands every training node
-    (PaddlePaddle/Paddle, tools/aws_benchmarking/README.md): TASK_NAME, TRAINING_ROLE,
-    PSERVER_HOSTS = PSERVERS (comma-separated pserver endpoints), TRAINERS (count),
-    SERVER_ENDPOINT (a pserver's own endpoint) and TRAINER_INDEX (a trainer's index).
+
+def paddle_env(e: Experiment, *, job: str, service: str, role: str, index: int) -> dict[str, str]:
+    """The env one paddle pod gets: role PSERVER or TRAINER, with its index. Both naming sets:
+
+    - Fluid-era names, from PaddlePaddle's AWS benchmarking tool (PaddlePaddle/Paddle,
+      tools/aws_benchmarking/README.md, the Fluid 0.x/1.x days): TASK_NAME, TRAINING_ROLE,
+      PSERVER_HOSTS = PSERVERS (comma-separated pserver endpoints), TRAINERS (count),
+      SERVER_ENDPOINT (a pserver's own endpoint) and TRAINER_INDEX (a trainer's index).
+    - What Paddle 2.x fleet reads: ``PaddleCloudRoleMaker._ps_env`` in
+      python/paddle/distributed/fleet/base/role_maker.py (checked at PaddlePaddle/Paddle
+      d4038ff; the 1.x ``paddle.fluid.incubate.fleet`` role maker reads the same names):
+      PADDLE_PSERVERS_IP_PORT_LIST, PADDLE_TRAINER_ENDPOINTS, PADDLE_TRAINERS_NUM,
+      TRAINING_ROLE, PADDLE_TRAINER_ID (trainers), and for a pserver PADDLE_PORT and POD_IP,
+      which it joins as ``POD_IP:PADDLE_PORT`` and looks up in PADDLE_PSERVERS_IP_PORT_LIST.
+
+    Since the pserver list holds the pods' DNS names (fixed before any pod has an IP), a
+    pserver's POD_IP is its own DNS name, so that lookup finds it. Trainers get POD_IP from
+    the downward API (status.podIP, job_manifests); every paddle pod also has that IP as
+    EKSBENCH_POD_IP.
     """
     _, ps_job = paddle_job_names(job)
     pservers = ",".join(f"{pod_host(ps_job, i, service)}:{PADDLE_PORT}" for i in range(e.pservers))
+    trainers = ",".join(f"{pod_host(job, i, service)}:{PADDLE_PORT}" for i in range(e.max_nodes))
     env = {"TASK_NAME": job, "TRAINING_ROLE": role, "PSERVER_HOSTS": pservers, "PSERVERS": pservers,
-           "TRAINERS": str(e.max_nodes), "EKSBENCH_FRAMEWORK": "paddle"}
+           "TRAINERS": str(e.max_nodes), "EKSBENCH_FRAMEWORK": "paddle",
+           "PADDLE_PSERVERS_IP_PORT_LIST": pservers, "PADDLE_TRAINER_ENDPOINTS": trainers,
+           "PADDLE_TRAINERS_NUM": str(e.max_nodes), "PADDLE_PORT": str(PADDLE_PORT)}
     if role == "PSERVER":
         env["SERVER_ENDPOINT"] = f"{pod_host(ps_job, index, service)}:{PADDLE_PORT}"
+        env["POD_IP"] = pod_host(ps_job, index, service)
     else:
-        env["TRAINER_INDEX"] = str(index)
+        env["TRAINER_INDEX"] = env["PADDLE_TRAINER_ID"] = str(index)
     return env
 
 
 def paddle_launch(e: Experiment, env: Environment, *, job: str, service: str, role: str) -> Launch:
     static = {k: v for k, v in paddle_env(e, job=job, service=service, role=role, index=0).items()
-              if k not in ("SERVER_ENDPOINT", "TRAINER_INDEX")}
+              if k not in PADDLE_PER_POD}
     _, ps_job = paddle_job_names(job)
-    prelude = (f'export SERVER_ENDPOINT="{ps_job}-${{JOB_COMPLETION_INDEX}}.{service}:{PADDLE_PORT}"'
-               if role == "PSERVER" else 'export TRAINER_INDEX="${JOB_COMPLETION_INDEX}"')
+    host = f"{ps_job}-${{JOB_COMPLETION_INDEX}}.{service}"
+    prelude = (f'export POD_IP="{host}" SERVER_ENDPOINT="{host}:{PADDLE_PORT}"' if role == "PSERVER" else
+               'export TRAINER_INDEX="${JOB_COMPLETION_INDEX}" PADDLE_TRAINER_ID="${JOB_COMPLETION_INDEX}"')
     return Launch(argv=("python3",) + train_argv(e, env), env=static, prelude=prelude, port=PADDLE_PORT)
 
 
 def launch_for(e: Experiment, env: Environment, *, job: str, service: str, gpus: int,
-               role: str = "TRAINER") -> Launch:
+               role: str = "TRAINER", instance_type: str | None = None) -> Launch:
     """The framework's launch contract; ``role`` matters for paddle only (PSERVER|TRAINER)."""
     if e.framework == "pytorch":
-        return pytorch_launch(e, env, job=job, service=service, gpus=gpus)
+        return pytorch_launch(e, env, job=job, service=service, gpus=gpus, instance_type=instance_type)
     if e.framework == "tensorflow":
         return tensorflow_launch(e, env, job=job, service=service, gpus=gpus)
     if e.framework == "horovod":

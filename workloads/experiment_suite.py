@@ -40,6 +40,31 @@ def read_code_files(root: Path = REPO_ROOT) -> dict[str, str]:
     return {p.relative_to(root).as_posix(): p.read_text() for p in paths if "__pycache__" not in p.parts}
 
 
+SHIPPED_PATHS = ("workloads/__init__.py", "spec", "workloads/train")
+
+
+def read_git_commit(root: Path = REPO_ROOT) -> str | None:
+    """The last commit that changed the shipped code (read_code_files' paths), ``-dirty`` when
+    those files differ from it; None outside a git checkout.
+
+    The commit of the shipped code rather than HEAD: the pods' env is part of the Job, and a
+    commit that changes nothing the pods run (docs, infra) must not replace (rerun) the Jobs.
+    """
+    import subprocess
+
+    try:
+        log = subprocess.run(["git", "log", "-1", "--format=%H", "--", *SHIPPED_PATHS], cwd=root,
+                             capture_output=True, text=True, timeout=10)
+        status = subprocess.run(["git", "status", "--porcelain", "--", *SHIPPED_PATHS], cwd=root,
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = log.stdout.strip()
+    if log.returncode != 0 or not commit:
+        return None
+    return commit + ("-dirty" if status.returncode == 0 and status.stdout.strip() else "")
+
+
 @dataclass(frozen=True)
 class ExperimentSuiteArgs:
     """Inputs of the suite: the experiments and just what running them needs from the stack.
@@ -52,6 +77,7 @@ class ExperimentSuiteArgs:
     env: infra.environment.environment_for(config): namespace, shared storage, results paths.
     bucket: the results bucket's name.
     code_files: read_code_files(), shipped in the code ConfigMap.
+    git_commit: read_git_commit() of the shipped code; None: the suite reads it itself.
 
     Checked before the suite is built (the program calls contracts.check_experiment and
     contracts.missing_entry_points once, before registering anything). The Kubernetes provider
@@ -65,6 +91,7 @@ class ExperimentSuiteArgs:
     env: Environment
     bucket: pulumi.Input[str]
     code_files: Mapping[str, str]
+    git_commit: str | None = None
 
 
 class ExperimentSuite(pulumi.ComponentResource):
@@ -82,6 +109,7 @@ class ExperimentSuite(pulumi.ComponentResource):
         self.jobs = {}
         previous: TrainingJob | None = None
         waited_minutes = 0
+        git_commit = args.git_commit if args.git_commit is not None else read_git_commit()
         for i, e in enumerate(experiments):
             sequential = args.execution == "sequential" and i > 0
             prior = experiments[i - 1] if sequential else None
@@ -92,7 +120,7 @@ class ExperimentSuite(pulumi.ComponentResource):
                 TrainingJobArgs(experiment=e, env=env, node_group=args.node_groups[e.node_group], bucket=args.bucket,
                                 run_id=args.run_id, code_config_map=code, region=args.region,
                                 after=manifests.completion_waits(prior, run_id=args.run_id) if prior else (),
-                                after_minutes=waited_minutes if prior else 0),
+                                after_minutes=waited_minutes if prior else 0, git_commit=git_commit),
                 child_options(self, opts, depends_on=[code_map] + ([previous] if sequential else [])))
             self.jobs[e.name] = job
             previous = job

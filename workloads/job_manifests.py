@@ -119,14 +119,26 @@ def _efa(group: GpuNodeGroup, gpus: int) -> tuple[dict[str, str], list[dict]]:
     return {"vpc.amazonaws.com/efa": str(count)}, env
 
 
+def pod_ip_env(name: str) -> dict:
+    """The pod's IP through the downward API (status.podIP)."""
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+
+
 def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_config_map: dict, script: str, run_id: str,
-              extra_env: list[dict], gpus: int, subdomain: str | None, region: str | None, efa: bool) -> dict:
+              extra_env: list[dict], gpus: int, subdomain: str | None, region: str | None, efa: bool,
+              git_commit: str | None = None) -> dict:
     efa_resources, efa_env = _efa(group, gpus) if efa else ({}, [])
     device = {"nvidia.com/gpu": str(gpus)} if gpus else {}
     requests = {**_requests(group, gpus), **device, **efa_resources}
     base_env = [{"name": "EKSBENCH_IMAGE", "value": e.image}, {"name": "EKSBENCH_RUN_ID", "value": run_id},
                 {"name": "EKSBENCH_EXPERIMENT", "value": e.name}, {"name": "PYTHONPATH", "value": contracts.CODE_ROOT},
-                {"name": "PYTHONUNBUFFERED", "value": "1"}]
+                {"name": "PYTHONUNBUFFERED", "value": "1"},
+                # the summary's instance_type, and the transport NCCL picked (its INIT lines name
+                # NET/OFI or NET/Socket; workloads.train.launch.nccl_transport reads them from the logs)
+                {"name": "EKSBENCH_INSTANCE_TYPE", "value": group.instance_type},
+                {"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_DEBUG_SUBSYS", "value": "INIT,NET"}]
+    if git_commit:
+        base_env.append({"name": "EKSBENCH_GIT_COMMIT", "value": git_commit})
     if region:
         base_env += [{"name": "AWS_REGION", "value": region}, {"name": "AWS_DEFAULT_REGION", "value": region}]
     spec = {
@@ -165,7 +177,7 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
 
 def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNodeGroup, bucket: str, run_id: str,
                           code_config_map: dict, region: str | None = None, suspend: bool = False,
-                          role: str = "TRAINER") -> dict:
+                          role: str = "TRAINER", git_commit: str | None = None) -> dict:
     """The Indexed Job that runs the experiment on max_nodes pods, one per node.
 
     completions = parallelism = max_nodes. For an elastic run (min < max) a successPolicy marks the
@@ -177,7 +189,8 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
     job, svc = contracts.base_name(e, run_id), contracts.service_name(e, run_id)
     pserver = role == "PSERVER"
     name = contracts.paddle_job_names(job)[1] if pserver else job
-    launch = contracts.launch_for(e, env, job=job, service=svc, gpus=e.gpus_per_node, role=role)
+    launch = contracts.launch_for(e, env, job=job, service=svc, gpus=e.gpus_per_node, role=role,
+                                  instance_type=node_group.instance_type)
     # pservers keep their logs and summary apart: the launcher on index 0 writes summary.json.
     sub = "pserver/" if pserver else ""
     results_dir = env.experiment_results_dir(e) + ("/pserver" if pserver else "")
@@ -185,6 +198,8 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
                                        results_uri=env.experiment_results_uri(bucket, e) + sub,
                                        experiment=e.name, prelude=launch.prelude, modules=launch.modules)
     extra_env = [{"name": k, "value": v} for k, v in sorted(launch.env.items())]
+    if e.framework == "paddle":  # a pserver's prelude overrides POD_IP with its DNS name (contracts.paddle_env)
+        extra_env += [pod_ip_env("POD_IP"), pod_ip_env("EKSBENCH_POD_IP")]
     pods = e.pservers if pserver else e.max_nodes
     meta = experiment_labels(e, run_id=run_id, instance=job, component="pserver" if pserver else "training")
     spec = {
@@ -198,7 +213,7 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
             "metadata": {"labels": {**meta, "eksbench.io/peers": job}},
             "spec": _pod_spec(e, env=env, group=node_group, code_config_map=code_config_map, script=script,
                               run_id=run_id, extra_env=extra_env, gpus=0 if pserver else e.gpus_per_node, subdomain=svc,
-                              region=region, efa=not pserver)},
+                              region=region, efa=not pserver, git_commit=git_commit)},
     }
     if e.elastic and not pserver:
         spec["successPolicy"] = {"rules": [{"succeededCount": e.min_nodes}]}
@@ -207,7 +222,7 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
 
 
 def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNodeGroup, bucket: str, run_id: str,
-                            code_config_map: dict, region: str | None = None) -> dict:
+                            code_config_map: dict, region: str | None = None, git_commit: str | None = None) -> dict:
     """One pod on one GPU that evaluates the training checkpoint from shared storage.
 
     Created suspended; the eval gate resumes it once the training Job is Complete.
@@ -228,7 +243,7 @@ def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuN
                      "template": {"metadata": {"labels": dict(meta)},
                                   "spec": _pod_spec(e, env=env, group=node_group, code_config_map=code_config_map,
                                                     script=script, run_id=run_id, extra_env=[], gpus=1, subdomain=None,
-                                                    region=region, efa=False)}}}
+                                                    region=region, efa=False, git_commit=git_commit)}}}
 
 
 def gate_rbac_manifests(name: str, *, namespace: str, jobs: list[str]) -> list[dict]:
@@ -288,16 +303,19 @@ def completion_waits(e: Experiment, *, run_id: str) -> list[tuple[str, str | Non
 
 def experiment_manifests(e: Experiment, *, env: Environment, node_group: GpuNodeGroup, bucket: str, run_id: str,
                          code_config_map: dict, region: str | None = None,
-                         after: list[tuple[str, str | None]] = (), after_minutes: int = 0) -> dict[str, dict]:
+                         after: list[tuple[str, str | None]] = (), after_minutes: int = 0,
+                         git_commit: str | None = None) -> dict[str, dict]:
     """Every object of one experiment, keyed by role (the Pulumi child is named "<name>-<role>"), in
     creation order: svc, job, [pserver], [eval], [gate-sa, gate-role, gate-binding], [eval-gate], [gate].
 
     ``after``: gate waits (see contracts.gate_spec) that must be done before this experiment starts;
     its Jobs are then created suspended and a gate resumes them. ``after_minutes`` bounds that wait.
+    ``git_commit``: the commit of the shipped code (experiment_suite.read_git_commit), given to the
+    pods as EKSBENCH_GIT_COMMIT for the summary; computed by the caller, as these builders do no I/O.
     """
     job = contracts.base_name(e, run_id)
     common = dict(env=env, node_group=node_group, bucket=bucket, run_id=run_id, code_config_map=code_config_map,
-                  region=region)
+                  region=region, git_commit=git_commit)
     out = {"svc": headless_service_manifest(e, env=env, run_id=run_id),
            "job": training_job_manifest(e, suspend=bool(after), **common)}
     if e.framework == "paddle":

@@ -41,6 +41,7 @@ class TrainingJobArgs:
     after: gate waits (manifests.completion_waits of the previous experiment) to finish before
         this experiment starts; empty = start at once.
     after_minutes: the longest that wait can take (sum of manifests.suite_budget_minutes).
+    git_commit: the shipped code's commit (experiment_suite.read_git_commit), EKSBENCH_GIT_COMMIT in the pods.
     """
     experiment: Experiment
     env: Environment
@@ -51,6 +52,7 @@ class TrainingJobArgs:
     region: str | None = None
     after: Sequence[tuple[str, str | None]] = ()
     after_minutes: int = 0
+    git_commit: str | None = None
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -68,7 +70,7 @@ class TrainingJob(pulumi.ComponentResource):
             return manifests.experiment_manifests(
                 e, env=args.env, node_group=args.node_group, bucket=bucket, run_id=args.run_id,
                 code_config_map=dict(args.code_config_map), region=args.region, after=list(args.after),
-                after_minutes=args.after_minutes)
+                after_minutes=args.after_minutes, git_commit=args.git_commit)
 
         bucket = pulumi.Output.from_input(args.bucket)
         shapes = build("bucket")  # which objects exist and their kinds do not depend on the bucket

@@ -123,14 +123,22 @@ def test_horovod_bootstrap_gives_each_process_the_pure_env(tmp_path):
 def test_paddle_prelude_matches_the_pure_env_contract(role, index):
     e = replace(E, framework="paddle", max_nodes=3, min_nodes=3, pservers=2)
     launch = c.launch_for(e, ENV, job="pd", service="svc", gpus=8, role=role)
-    keys = ("SERVER_ENDPOINT", "TRAINER_INDEX")
-    out = sh(launch.prelude + '\nprintf "%s|%s" "${SERVER_ENDPOINT:-}" "${TRAINER_INDEX:-}"',
+    keys = c.PADDLE_PER_POD
+    out = sh(launch.prelude + '\nprintf "%s|%s|%s|%s" "${SERVER_ENDPOINT:-}" "${TRAINER_INDEX:-}" '
+             '"${PADDLE_TRAINER_ID:-}" "${POD_IP:-}"',
              JOB_COMPLETION_INDEX=str(index), **launch.env)
     want = c.paddle_env(e, job="pd", service="svc", role=role, index=index)
     assert out == "|".join(want.get(k, "") for k in keys)
     assert {k: v for k, v in want.items() if k not in keys} == dict(launch.env)
     assert want["PSERVER_HOSTS"] == "pd-ps-0.svc:6170,pd-ps-1.svc:6170" == want["PSERVERS"]
     assert want["TRAINERS"] == "3" and want["TRAINING_ROLE"] == role and want["TASK_NAME"] == "pd"
+    # Paddle 2.x fleet (PaddleCloudRoleMaker._ps_env) reads these names
+    assert want["PADDLE_PSERVERS_IP_PORT_LIST"] == want["PSERVER_HOSTS"] and want["PADDLE_TRAINERS_NUM"] == "3"
+    assert want["PADDLE_TRAINER_ENDPOINTS"] == "pd-0.svc:6170,pd-1.svc:6170,pd-2.svc:6170"
+    if role == "PSERVER":  # it finds itself as POD_IP:PADDLE_PORT in the pserver list
+        assert f'{want["POD_IP"]}:{want["PADDLE_PORT"]}' == want["PADDLE_PSERVERS_IP_PORT_LIST"].split(",")[index]
+    else:
+        assert want["PADDLE_TRAINER_ID"] == str(index) == want["TRAINER_INDEX"]
 
 
 def test_launcher_script_wraps_the_command_and_forwards_sigterm():
@@ -170,7 +178,7 @@ def test_check_experiment_accepts_the_dev_experiments():
     assert c.check_experiment(E) == []
     assert c.check_experiment(replace(E, workload="cifar10", dataset="cifar10", min_nodes=1, evaluate=True)) == []
     assert c.check_experiment(replace(E, framework="horovod", image="horovod/horovod:0.28.1")) == []
-    assert DEFAULT_IMAGE.startswith("pytorch/pytorch:")
+    assert "/pytorch-training:" in DEFAULT_IMAGE and DEFAULT_IMAGE.endswith("-ec2")  # the AWS DLC
 
 
 def _gate(spec, states):

@@ -58,10 +58,11 @@ def test_local_train_args_are_the_clusters_scaled_down(tmp_path):
     exp = Experiment(name="m", workload="maskrcnn", dataset="coco2017", compile=True, channels_last=False, steps=12)
     le = lr.scale_experiment(exp, LocalRun(), results_dir="/r/m", data_dir="/r/_data")
     cluster = train_args_for(exp, lr.LocalPaths(datasets_dir="/r/_data", results_dir="/r/m"))
-    scaled = {"batch_size", "precision", "steps", "dataset", "checkpoint_every", "image_size", "width_per_group",
-              "warmup_steps", "workers", "collective_timeout"}
+    scaled = {"batch_size", "precision", "steps", "dataset", "checkpoint_every", "checkpoint_minutes", "image_size",
+              "width_per_group", "warmup_steps", "workers", "collective_timeout", "log_every"}
     assert le.train == replace(cluster, **{k: getattr(le.train, k) for k in scaled})
     assert (le.train.workers, le.train.collective_timeout, le.train.seed, le.train.warmup_steps) == (0, 120, 0, 2)
+    assert (le.train.log_every, le.train.checkpoint_every, le.train.checkpoint_minutes) == (1, 4, 0.0)
     assert (le.train.compile, le.train.channels_last, le.train.workload) == (True, False, "maskrcnn")
 
 

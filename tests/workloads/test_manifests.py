@@ -46,7 +46,7 @@ def main_container(job):
 
 
 def env_of(job):
-    return {v["name"]: v["value"] for v in main_container(job)["env"]}
+    return {v["name"]: v.get("value", v.get("valueFrom")) for v in main_container(job)["env"]}
 
 
 FRAMEWORKS = [
@@ -211,7 +211,25 @@ def test_paddle_has_a_gpu_free_pserver_job_on_the_same_service():
     assert pod(ps)["subdomain"] == pod(tr)["subdomain"]
     assert env_of(ps)["TRAINING_ROLE"] == "PSERVER" and env_of(tr)["TRAINING_ROLE"] == "TRAINER"
     script = main_container(ps)["command"][2]
-    assert 'export SERVER_ENDPOINT="resnet50-synthetic-run-001-ps-${JOB_COMPLETION_INDEX}.' in script
+    assert 'export POD_IP="resnet50-synthetic-run-001-ps-${JOB_COMPLETION_INDEX}.' in script
+    assert 'SERVER_ENDPOINT="resnet50-synthetic-run-001-ps-${JOB_COMPLETION_INDEX}.' in script
+    # Paddle 2.x fleet's names beside the Fluid-era ones; trainers' POD_IP from the downward API
+    assert env_of(tr)["PADDLE_TRAINERS_NUM"] == env_of(tr)["TRAINERS"]
+    assert env_of(tr)["PADDLE_PSERVERS_IP_PORT_LIST"] == env_of(tr)["PSERVER_HOSTS"]
+    assert env_of(tr)["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert 'PADDLE_TRAINER_ID="${JOB_COMPLETION_INDEX}"' in main_container(tr)["command"][2]
+
+
+def test_pods_carry_instance_type_nccl_debug_and_the_git_commit():
+    e = FRAMEWORKS[0]
+    job = m.training_job_manifest(e, env=ENV, node_group=P4D, bucket="b", run_id="run-001",
+                                  code_config_map=CODE, git_commit="abc123")
+    env = env_of(job)
+    assert env["EKSBENCH_INSTANCE_TYPE"] == "p4d.24xlarge" and env["EKSBENCH_GIT_COMMIT"] == "abc123"
+    assert env["NCCL_DEBUG"] == "INFO"  # its INIT lines name NET/OFI or NET/Socket for the summary
+    script = main_container(job)["command"][2]
+    assert "--rdzv_conf=join_timeout=300,last_call_timeout=5,keep_alive_interval=2,keep_alive_max_attempt=3" in script
+    assert "--collective-timeout=300" in script and "--workers=8" in script  # 96 vCPUs / 8 GPUs -> 12 * 0.75 - 1
 
 
 def test_manifests_are_deterministic():

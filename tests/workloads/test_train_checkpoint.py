@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.workloads.conftest import ROOT, child_env
-from workloads.train.checkpoint import atomic_write, is_due, latest_path
+from workloads.train.checkpoint import atomic_write, is_due, latest_path, load
 from workloads.train.metrics import read_jsonl
 
 
@@ -45,7 +45,7 @@ def test_resume_continues_from_the_checkpoint_and_replaces_lines_past_it(tmp_pat
     assert first.returncode == 0, first.stderr
     import torch
 
-    assert torch.load(latest_path(tmp_path), weights_only=False)["step"] == 6
+    assert load(latest_path(tmp_path))["step"] == 6
     # a previous attempt that died at step 9 after checkpointing at 6 left lines 7..9 behind
     rank0 = tmp_path / "metrics" / "rank-0.jsonl"
     with open(rank0, "a") as f:
@@ -60,7 +60,7 @@ def test_resume_continues_from_the_checkpoint_and_replaces_lines_past_it(tmp_pat
     events = read_jsonl(tmp_path / "metrics" / "events.jsonl")
     resume = [e for e in events if e["event"] == "resume"]
     assert resume and resume[0]["step"] == 6 and resume[0]["dropped_lines"] == 3
-    assert torch.load(latest_path(tmp_path), weights_only=False)["step"] == 10
+    assert load(latest_path(tmp_path))["step"] == 10
 
 
 def test_background_writer_writes_in_order_and_reports_failures(tmp_path, monkeypatch):
@@ -76,7 +76,7 @@ def test_background_writer_writes_in_order_and_reports_failures(tmp_path, monkey
     done = writer.submit(tmp_path, checkpoint.to_cpu({"w": live, "step": 2}), {"step": 2})
     assert done["step"] == 1 and done["write_s"] >= 0
     assert writer.wait()["step"] == 2
-    assert torch.load(latest_path(tmp_path), weights_only=False)["step"] == 2
+    assert load(latest_path(tmp_path))["step"] == 2
     assert torch.equal(snap["w"], torch.ones(3)) and torch.equal(snap["nested"][0], torch.ones(3))
 
     def broken(results_dir, state):
@@ -87,4 +87,4 @@ def test_background_writer_writes_in_order_and_reports_failures(tmp_path, monkey
     with pytest.raises(OSError, match="disk full"):
         writer.wait()
     writer.close()
-    assert torch.load(latest_path(tmp_path), weights_only=False)["step"] == 2
+    assert load(latest_path(tmp_path))["step"] == 2

@@ -172,7 +172,7 @@ def test_evaluation_writes_per_class_accuracy_and_uploads_only_eval_json(tmp_pat
                                      "truck"}
     keys = [o["Key"] for o in aws.list_objects_v2(Bucket="results")["Contents"]]
     assert keys == ["p/exp/eval.json"]
-    assert torch.is_tensor(torch.load(tmp_path / "r" / "checkpoints" / "latest.pt", weights_only=False)["model"]
+    assert torch.is_tensor(torch.load(tmp_path / "r" / "checkpoints" / "latest.pt", weights_only=True)["model"]
                            ["0.weight"])
 
 

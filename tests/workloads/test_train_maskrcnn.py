@@ -86,3 +86,20 @@ def test_maskrcnn_trains_on_coco_format_with_two_processes(tmp_path):
         assert all(r["world_size"] == 2 and r["loss"] > 0 for r in lines)
     # 4 images, global batch 2: steps 1-2 are epoch 0, step 3 starts epoch 1
     assert [r["epoch"] for r in by_rank[0]] == [0, 0, 1]
+
+
+def test_maskrcnn_resizes_like_torchvisions_reference_and_warms_up_its_lr(tmp_path):
+    from spec.train_args import TrainArgs
+    from workloads.train.launch import provenance
+    from workloads.train.models import build_maskrcnn
+    from workloads.train.trainer import MASKRCNN_WARMUP_STEPS, default_lr, lr_at
+
+    model, _ = build_maskrcnn(num_classes=3, image_size=800, data_dir=tmp_path)
+    assert (model.transform.min_size, model.transform.max_size) == ((800,), 1333)  # was max_size 800
+    args = TrainArgs(workload="maskrcnn", batch_size=2)
+    base = default_lr(args, 8)
+    assert lr_at(args, 8, 0) == pytest.approx(base / 1000)
+    assert base / 1000 < lr_at(args, 8, MASKRCNN_WARMUP_STEPS // 2) < base
+    assert lr_at(args, 8, MASKRCNN_WARMUP_STEPS) == base
+    assert lr_at(TrainArgs(workload="resnet50"), 8, 0) == default_lr(TrainArgs(), 8)  # classifiers: no warm-up
+    assert "torchvision Mask R-CNN" in provenance({}, [], {"workload": "maskrcnn"})["model"]

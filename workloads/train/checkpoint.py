@@ -3,6 +3,15 @@
 Atomic means temp file in the same directory, fsync, ``os.replace``: a reader (or a worker
 restarted by torchrun after a node died mid-write) sees either the previous checkpoint or the
 new one, never a torn file. Only the latest is kept. torch is imported inside the functions.
+
+Loading never runs code: ``torch.load(..., weights_only=True)`` accepts tensors, state dicts
+and plain values only, so a tampered file on the shared volume cannot execute anything in the
+pods (a pickle that names a callable is refused with ``UnpicklingError``). The non-tensor state
+(step, epoch, offset, args, run_started_at, world_size, num_classes, ...) sits under ``"meta"``
+inside the file, as plain values, and is also written beside it as ``latest.json`` (atomically,
+right after the ``.pt``), readable without torch. The ``.pt`` is the authority: its tensors and
+its meta come from one atomic replace; ``latest.json`` is its readable copy, and
+``load_latest`` warns when the two disagree (a crash between the two replaces).
 """
 
 from __future__ import annotations
@@ -12,6 +21,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 LATEST = "latest.pt"
+LATEST_META = "latest.json"
+META_KEYS = ("step", "epoch", "offset", "run_started_at", "world_size", "args", "num_classes", "lr", "saved_at")
 
 
 def checkpoint_dir(results_dir: str | Path) -> Path:
@@ -52,23 +63,59 @@ def atomic_write(path: str | Path, write: Callable[[Any], None]) -> Path:
     return path
 
 
+def meta_path(results_dir: str | Path) -> Path:
+    return checkpoint_dir(results_dir) / LATEST_META
+
+
+def split_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(tensor part, plain-value meta): the meta keys move under ``"meta"``."""
+    meta = {k: state[k] for k in META_KEYS if k in state}
+    tensors = {k: v for k, v in state.items() if k not in meta}
+    return tensors, meta
+
+
 def save(results_dir: str | Path, state: dict[str, Any]) -> Path:
+    """``latest.pt`` (tensors + ``"meta"``), then ``latest.json`` (the meta), each replaced atomically."""
+    import json
+
     import torch
 
-    return atomic_write(latest_path(results_dir), lambda f: torch.save(state, f))
+    tensors, meta = split_state(state)
+    path = atomic_write(latest_path(results_dir), lambda f: torch.save({**tensors, "meta": meta}, f))
+    text = json.dumps({"checkpoint": LATEST, **meta}, indent=2, sort_keys=True).encode()
+    atomic_write(meta_path(results_dir), lambda f: f.write(text))
+    return path
 
 
 def load_latest(results_dir: str | Path, map_location: Any = "cpu") -> dict[str, Any] | None:
     path = latest_path(results_dir)
     if not path.exists():
         return None
-    return load(path, map_location)
+    state = load(path, map_location)
+    try:
+        import json
+
+        side = json.loads(meta_path(results_dir).read_text())
+        if side.get("step") != state.get("step"):
+            print(f"[checkpoint] {meta_path(results_dir)} says step {side.get('step')} but {path} holds step "
+                  f"{state.get('step')}: using {path}", flush=True)
+    except (OSError, ValueError):
+        pass
+    return state
 
 
 def load(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
+    """The checkpoint's tensors and meta (flattened back to the top level), loaded with
+    ``weights_only=True``: a file that would run code on unpickling raises ``pickle.UnpicklingError``."""
     import torch
 
-    return torch.load(path, map_location=map_location, weights_only=False)
+    state = torch.load(path, map_location=map_location, weights_only=True)
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: not a checkpoint (a {type(state).__name__}, not a dict)")
+    meta = state.pop("meta", None)
+    if isinstance(meta, dict):
+        state.update(meta)
+    return state
 
 
 def to_cpu(obj: Any) -> Any:

@@ -124,7 +124,8 @@ def summary_document(*, experiment: str | None, node_id: str, command: Sequence[
            "signal": signal_name, "node_id": node_id,
            "started_at": _iso(started), "ended_at": _iso(ended), "wall_time_s": round(ended - started, 3),
            "image": environ.get("EKSBENCH_IMAGE"), "git_commit": environ.get("EKSBENCH_GIT_COMMIT"),
-           "results_uri": results_uri, "command": list(command), "config": dict(config) if config else None}
+           "results_uri": results_uri, "command": list(command), "config": dict(config) if config else None,
+           **provenance(environ, command, config)}
     doc.update(metrics)
     if code != 0:
         doc["error"] = root_cause(log_tail)
@@ -132,14 +133,72 @@ def summary_document(*, experiment: str | None, node_id: str, command: Sequence[
     return doc
 
 
+# NCCL's INIT lines (NCCL_DEBUG=INFO) name the network plugin it picked: "NCCL INFO NET/OFI Using
+# aws-ofi-nccl 1.x" (EFA through libfabric), "NCCL INFO NET/Socket : Using [0]eth0:..." (TCP), "NET/IB".
+NCCL_NET = re.compile(r"NCCL INFO (NET/(?:OFI|Socket|IB))\b")
+NCCL_NETWORK = re.compile(r"NCCL INFO Using network (\S+)")
+
+
+def nccl_transport(log_texts: Sequence[str]) -> dict[str, Any]:
+    """The NCCL network transport the run used, parsed from the node logs' NCCL INIT lines.
+
+    ``NET/OFI`` is EFA (aws-ofi-nccl); ``NET/Socket`` is TCP. Several transports (nodes that
+    disagree) are all listed. None with a note when no NCCL line is there (gloo on CPU, or
+    NCCL_DEBUG unset).
+    """
+    found: list[str] = []
+    network: list[str] = []
+    for text in log_texts:
+        for m in NCCL_NET.finditer(text):
+            if m.group(1) not in found:
+                found.append(m.group(1))
+        for m in NCCL_NETWORK.finditer(text):
+            if m.group(1) not in network:
+                network.append(m.group(1))
+    if not found:
+        return {"nccl_transport": None,
+                "nccl_transport_note": "no NCCL INIT line in the node logs (gloo on CPU, or NCCL_DEBUG is not INFO)"}
+    return {"nccl_transport": found[0] if len(found) == 1 else found, "nccl_network": network or None}
+
+
+def read_logs(results_dir: Path, max_bytes: int = 2_000_000) -> list[str]:
+    """The head of every node log (NCCL prints its INIT lines at the start)."""
+    out = []
+    for path in sorted((results_dir / "logs").glob("*.log")):
+        try:
+            with open(path, "rb") as f:
+                out.append(f.read(max_bytes).decode("utf-8", "replace"))
+        except OSError:
+            continue
+    return out
+
+
+MODEL_NAMES = {
+    "resnet50": "torchvision ResNet-50 v1.5 (torchvision.models.resnet50)",
+    "cifar10": "ResNet-18-style CIFAR-10 network (workloads/train/models.py cifar_resnet)",
+    "maskrcnn": "torchvision Mask R-CNN (maskrcnn_resnet50_fpn, min_size 800, max_size 1333): not TensorPack's "
+                "Mask R-CNN, so compare with TensorPack figures only knowing the two implementations differ",
+}
+
+
+def provenance(environ: Mapping[str, str], command: Sequence[str], config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Where and what ran: instance type (EKSBENCH_INSTANCE_TYPE, set by the Job), framework, model."""
+    framework = environ.get("EKSBENCH_FRAMEWORK") or ("pytorch" if config is not None else None)
+    workload = (config or {}).get("workload")
+    return {"instance_type": environ.get("EKSBENCH_INSTANCE_TYPE"), "framework": framework,
+            "model": MODEL_NAMES.get(workload) if workload else None}
+
+
 def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-def collect_metrics(results_dir: Path, target: float | None) -> dict[str, Any]:
+def collect_metrics(results_dir: Path, target: float | None, precision: str | None = None) -> dict[str, Any]:
     mdir = metrics_dir(results_dir)
-    return figures.metrics_summary(read_rank_metrics(results_dir), read_jsonl(mdir / "eval.jsonl"),
-                                   read_jsonl(mdir / "events.jsonl"), target)
+    out = figures.metrics_summary(read_rank_metrics(results_dir), read_jsonl(mdir / "eval.jsonl"),
+                                  read_jsonl(mdir / "events.jsonl"), target, precision)
+    out.update(nccl_transport(read_logs(results_dir)))
+    return out
 
 
 class Child:
@@ -222,7 +281,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     if summary_node:
         config = train_config(command)
         try:
-            metrics = collect_metrics(results, (config or {}).get("target_accuracy"))
+            metrics = collect_metrics(results, (config or {}).get("target_accuracy"), (config or {}).get("precision"))
         except Exception as e:  # noqa: BLE001 - a summary with the error beats no summary
             metrics = {"metrics_error": f"{type(e).__name__}: {e}"}
         doc = summary_document(experiment=args.experiment, node_id=node_id, command=command,

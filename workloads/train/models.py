@@ -56,8 +56,22 @@ def backbone_weights(data_dir: str | Path) -> Path | None:
     return found[0] if found else None
 
 
+# torchvision's (and Detectron's) standard COCO resize: shorter side 800, longer side at most 1333.
+MASKRCNN_MIN_SIZE = 800
+MASKRCNN_MAX_SIZE = 1333
+
+
+def maskrcnn_sizes(image_size: int) -> tuple[int, int]:
+    """(min_size, max_size) for the model's resize: the standard 800/1333 at ``image_size`` 800, the
+    same aspect bound (1333/800) at a scaled-down local size."""
+    return image_size, round(image_size * MASKRCNN_MAX_SIZE / MASKRCNN_MIN_SIZE)
+
+
 def build_maskrcnn(*, num_classes: int, image_size: int, data_dir: str | Path) -> tuple[Any, str | None]:
     """The model and the backbone file it was seeded from (None: random init).
+
+    Images are resized as in torchvision's detection reference: shorter side ``image_size`` (800
+    on the cluster), longer side at most 1333 (``maskrcnn_sizes``).
 
     With a backbone file the model is built the way torchvision builds it for pretrained
     backbone weights (frozen batch norm, the top 3 stages trainable); without one, like
@@ -69,15 +83,16 @@ def build_maskrcnn(*, num_classes: int, image_size: int, data_dir: str | Path) -
     from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
     from torchvision.ops.misc import FrozenBatchNorm2d
 
+    min_size, max_size = maskrcnn_sizes(image_size)
     path = backbone_weights(data_dir)
     if path is None:
         model = maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=num_classes,
-                                      min_size=image_size, max_size=image_size)
+                                      min_size=min_size, max_size=max_size)
         return model, None
     state = torch.load(path, map_location="cpu", weights_only=True)
     state = {k: v for k, v in state.items() if not k.endswith("num_batches_tracked")}
     body = resnet50(weights=None, norm_layer=FrozenBatchNorm2d)
     body.load_state_dict(state)
-    model = MaskRCNN(_resnet_fpn_extractor(body, 3), num_classes=num_classes, min_size=image_size,
-                     max_size=image_size)
+    model = MaskRCNN(_resnet_fpn_extractor(body, 3), num_classes=num_classes, min_size=min_size,
+                     max_size=max_size)
     return model, str(path)

@@ -1,15 +1,23 @@
 """Turns the metrics lines of a run into its figures: throughput, per-rank numbers, time to accuracy.
 
 Pure functions over already-read records (the launcher reads the files and adds status,
-times and provenance). Throughput counts steady-state steps only: each line says whether it
-was a warm-up step (the first ``--warmup-steps`` after every (re)start), and each step's
-duration is the slowest rank's, since a synchronous step ends when its last rank ends.
+times and provenance). Throughput counts steady-state steps only: each line covers an
+interval of steps that is either all warm-up (the first ``--warmup-steps`` after every
+(re)start, compile included) or all steady, and each interval's (and each step's) duration
+is the slowest rank's, since a synchronous step ends when its last rank ends.
+
+Efficiency: ``flops_per_sample`` (counted by the trainer with FlopCounterMode), achieved
+``tflops_per_s`` and ``mfu`` against ``workloads.train.peaks`` (null with ``mfu_note`` where
+there is no peak: a CPU run, an unknown GPU, a precision the GPU lacks).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any, Mapping
+
+from workloads.train.peaks import SOURCES as PEAK_SOURCES
+from workloads.train.peaks import peak_tflops
 
 
 def _rate(samples: float, seconds: float) -> float | None:
@@ -20,48 +28,112 @@ def rank_figures(lines: list[dict[str, Any]]) -> dict[str, Any]:
     steady = [r for r in lines if not r.get("warmup")]
     samples = sum(r["samples"] for r in steady)
     seconds = sum(r["step_time_s"] for r in steady)
-    return {"steps": len(lines), "steady_steps": len(steady),
+    return {"lines": len(lines), "steps": sum(int(r.get("steps", 1)) for r in lines),
+            "steady_steps": sum(int(r.get("steps", 1)) for r in steady),
             "last_step": max((r["step"] for r in lines), default=0),
             "samples_per_s": _rate(samples, seconds),
-            "final_loss": lines[-1]["loss"] if lines else None}
+            "final_loss": lines[-1].get("loss") if lines else None}
+
+
+def quantile(values: list[float], q: float) -> float | None:
+    """Linear-interpolation quantile (numpy's default), None for no values."""
+    if not values:
+        return None
+    v = sorted(values)
+    pos = (len(v) - 1) * q
+    lo, hi = int(pos), min(int(pos) + 1, len(v) - 1)
+    return round(v[lo] + (v[hi] - v[lo]) * (pos - lo), 6)
 
 
 def throughput(by_rank: Mapping[int, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Aggregate samples/s over steady steps: sum of samples / sum of per-step (slowest rank) time."""
-    per_step_samples: dict[int, float] = defaultdict(float)
+    """Aggregate samples/s over steady intervals: sum of samples / sum of per-interval (slowest rank)
+    time; step-time percentiles over steady steps (each the slowest rank's)."""
+    per_line_samples: dict[int, float] = defaultdict(float)
+    per_line_time: dict[int, float] = defaultdict(float)
+    per_line_procs: dict[int, int] = defaultdict(int)
     per_step_time: dict[int, float] = defaultdict(float)
-    per_step_procs: dict[int, int] = defaultdict(int)
+    steps_in_line: dict[int, int] = {}
     for lines in by_rank.values():
         for r in lines:
             if r.get("warmup"):
                 continue
             s = r["step"]
-            per_step_samples[s] += r["samples"]
-            per_step_time[s] = max(per_step_time[s], r["step_time_s"])
-            per_step_procs[s] += 1
-    samples = sum(per_step_samples.values())
-    seconds = sum(per_step_time.values())
+            per_line_samples[s] += r["samples"]
+            per_line_time[s] = max(per_line_time[s], r["step_time_s"])
+            per_line_procs[s] += 1
+            times = r.get("step_times_s") or []
+            steps_in_line[s] = max(steps_in_line.get(s, 0), int(r.get("steps", len(times) or 1)))
+            for k, t in enumerate(times):
+                step = s - len(times) + 1 + k
+                per_step_time[step] = max(per_step_time[step], t)
+    samples = sum(per_line_samples.values())
+    seconds = sum(per_line_time.values())
     total = _rate(samples, seconds)
-    procs = (sum(per_step_procs.values()) / len(per_step_procs)) if per_step_procs else 0
+    procs = (sum(per_line_procs.values()) / len(per_line_procs)) if per_line_procs else 0
+    step_times = list(per_step_time.values())
     return {"samples_per_s_total": total,
             "samples_per_s_per_process": round(total / procs, 3) if total and procs else None,
-            "processes": round(procs, 2), "steady_steps": len(per_step_time),
-            "steady_seconds": round(seconds, 3), "steady_samples": samples}
+            "processes": round(procs, 2), "steady_steps": sum(steps_in_line.values()),
+            "steady_lines": len(per_line_time),
+            "steady_seconds": round(seconds, 3), "steady_samples": samples,
+            "step_time_p50_s": quantile(step_times, 0.5), "step_time_p95_s": quantile(step_times, 0.95),
+            "step_time_mean_s": round(sum(step_times) / len(step_times), 6) if step_times else None}
+
+
+def data_wait(by_rank: Mapping[int, list[dict[str, Any]]]) -> float | None:
+    """Seconds of steady steps spent waiting on the data loader, the most-waiting rank's."""
+    waits = [sum(r.get("data_wait_s") or 0.0 for r in lines if not r.get("warmup"))
+             for lines in by_rank.values() if any("data_wait_s" in r for r in lines)]
+    return round(max(waits), 4) if waits else None
+
+
+def peak_memory(by_rank: Mapping[int, list[dict[str, Any]]]) -> float | None:
+    values = [r["peak_memory_gib"] for lines in by_rank.values() for r in lines
+              if isinstance(r.get("peak_memory_gib"), (int, float))]
+    return max(values) if values else None
+
+
+def efficiency(tp: Mapping[str, Any], info: Mapping[str, Any], precision: str | None) -> dict[str, Any]:
+    """flops_per_sample, achieved tflops_per_s (all processes, and per GPU), mfu or why there is none."""
+    flops = info.get("flops_per_sample")
+    device = (info.get("device") or {}).get("name")
+    per_proc = tp.get("samples_per_s_per_process")
+    total = tp.get("samples_per_s_total")
+    out: dict[str, Any] = {"flops_per_sample": flops, "tflops_per_s": None, "tflops_per_s_per_gpu": None,
+                           "peak_tflops_per_gpu": None, "mfu": None, "mfu_note": None}
+    if not flops:
+        out["mfu_note"] = info.get("flops_note") or "no FLOP count for this run"
+        return out
+    if total:
+        out["tflops_per_s"] = round(flops * total / 1e12, 6)
+    per_gpu = flops * per_proc / 1e12 if per_proc else None
+    peak, why = peak_tflops(device, precision or "fp32")
+    if device and device != "cpu":
+        out["tflops_per_s_per_gpu"] = round(per_gpu, 6) if per_gpu else None
+    if peak is None:
+        out["mfu_note"] = why
+    elif per_gpu is None:
+        out["mfu_note"] = "no steady-state throughput"
+    else:
+        out.update(peak_tflops_per_gpu=peak, mfu=round(per_gpu / peak, 6),
+                   mfu_note=f"achieved model TFLOP/s per GPU / {peak} ({device}, {precision}; {PEAK_SOURCES})")
+    return out
 
 
 def step_coverage(by_rank: Mapping[int, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Which global steps have lines, and whether any is duplicated within one rank's file."""
-    steps = set()
+    """Which global steps the lines cover (a line covers its ``steps`` steps up to ``step``), and
+    how many lines overlap steps an earlier line of the same rank already covered."""
+    steps: set[int] = set()
     duplicates = 0
     for lines in by_rank.values():
-        seen = set()
+        seen: set[int] = set()
         for r in lines:
-            duplicates += r["step"] in seen
-            seen.add(r["step"])
+            covered = set(range(r["step"] - int(r.get("steps", 1)) + 1, r["step"] + 1))
+            duplicates += bool(covered & seen)
+            seen |= covered
         steps |= seen
     last = max(steps, default=0)
-    log_every = min((b - a for a, b in zip(sorted(steps), sorted(steps)[1:])), default=1) or 1
-    missing = [s for s in range(log_every, last + 1, log_every) if s not in steps]
+    missing = [s for s in range(1, last + 1) if s not in steps]
     return {"steps": last, "duplicate_lines": duplicates, "missing_steps": missing[:20]}
 
 
@@ -76,13 +148,30 @@ def time_to_accuracy(evals: list[dict[str, Any]], target: float | None) -> dict[
 
 
 def metrics_summary(by_rank: Mapping[int, list[dict[str, Any]]], evals: list[dict[str, Any]],
-                    events: list[dict[str, Any]], target_accuracy: float | None) -> dict[str, Any]:
+                    events: list[dict[str, Any]], target_accuracy: float | None,
+                    precision: str | None = None) -> dict[str, Any]:
     restarts = max((r.get("restart", 0) for lines in by_rank.values() for r in lines), default=0)
     world_sizes = sorted({r.get("world_size") for lines in by_rank.values() for r in lines} - {None})
-    return {"throughput": throughput(by_rank),
+    info = next((e for e in reversed(events) if e.get("event") == "run_info"), {})
+    end = next((e for e in reversed(events) if e.get("event") == "end"), {})
+    tp = throughput(by_rank)
+    device = dict(info.get("device") or {})
+    if device:
+        device["peak_memory_gib"] = peak_memory(by_rank)
+    loop = end.get("loop_seconds")
+    return {"throughput": tp,
+            **efficiency(tp, info, precision or info.get("precision")),
+            # the last attempt's whole loop (warm-up, compile, checkpoints, evaluation) beside the steady figure
+            "loop_seconds": loop,
+            "loop_samples_per_s": _rate(end.get("samples", 0), loop) if loop else None,
+            "data_wait_s": data_wait(by_rank),
+            "device": device or None,
+            "nodes": info.get("nodes"), "gpus_per_node": info.get("gpus_per_node"),
             "coverage": step_coverage(by_rank),
             "restarts": restarts,
             "world_sizes": world_sizes,
             "resumes": [e for e in events if e.get("event") == "resume"],
+            "lr_changes": [{k: e.get(k) for k in ("step", "world_size", "saved_world_size", "lr")}
+                           for e in events if e.get("event") == "resume"],
             "accuracy": time_to_accuracy(evals, target_accuracy),
             "ranks": {str(rank): rank_figures(lines) for rank, lines in by_rank.items()}}

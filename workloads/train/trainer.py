@@ -4,8 +4,16 @@ Run under torchrun (RANK/WORLD_SIZE/LOCAL_RANK from the environment), or alone a
 Device: CUDA (nccl) when available, else CPU (gloo). On every (re)start the group loads
 ``checkpoints/latest.pt`` if present and continues from its step; rank 0 first drops the metric
 lines the previous attempt wrote past that step, between two barriers, so no rank writes
-until the files are consistent. The clock is read after a device sync, and checkpoint and
-evaluation time are left out of the step times (they are recorded in events.jsonl).
+until the files are consistent.
+
+Timing. A metrics line covers an interval of steps, closed (device sync, one ``.item()``)
+every ``--log-every`` steps, at the last step, at the end of warm-up (so no line mixes warm-up
+and compile time with steady steps) and before every pause (checkpoint, evaluation). Each line
+also lists its steps' own durations, from CUDA events on a GPU (no host sync per step) or the
+host clock on a CPU, for step-time percentiles. After a pause every rank meets in a barrier
+before the clock restarts, so no rank's next interval contains the time it spent waiting for
+rank 0's checkpoint or evaluation. Checkpoints come every ``--checkpoint-minutes`` of wall
+time (rank 0's clock, agreed at line boundaries) and/or every ``--checkpoint-every`` steps.
 """
 
 from __future__ import annotations
@@ -36,6 +44,58 @@ def default_lr(args: TrainArgs, world_size: int) -> float:
     return 0.02 * gb / 16 if args.workload == "maskrcnn" else 0.1 * gb / 256
 
 
+def lr_at(args: TrainArgs, world_size: int, step: int) -> float:
+    """The learning rate for global step ``step`` (0-based) in a world of ``world_size`` processes.
+
+    The linear scaling rule (``default_lr``); Mask R-CNN adds torchvision's reference warm-up:
+    linear from 1/1000 of it over the first ``MASKRCNN_WARMUP_STEPS`` steps.
+    """
+    base = default_lr(args, world_size)
+    if args.workload == "maskrcnn" and step < MASKRCNN_WARMUP_STEPS:
+        alpha = step / MASKRCNN_WARMUP_STEPS
+        return base * (MASKRCNN_WARMUP_FACTOR * (1 - alpha) + alpha)
+    return base
+
+
+MASKRCNN_WARMUP_STEPS = 1000  # torchvision references/detection: warmup_iters = min(1000, len(loader) - 1)
+MASKRCNN_WARMUP_FACTOR = 1.0 / 1000
+
+
+def set_lr(optimizer: Any, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+class StepClock:
+    """Each step's duration without a host sync per step: CUDA events on a GPU (read when the
+    interval closes, after its sync), the host clock on a CPU (where execution is synchronous)."""
+
+    def __init__(self, device: Any):
+        self.cuda = device.type == "cuda"
+        self.marks: list[Any] = []
+
+    def _mark(self) -> Any:
+        if self.cuda:
+            import torch
+
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def start(self) -> None:
+        self.marks = [self._mark()]
+
+    def step(self) -> None:
+        self.marks.append(self._mark())
+
+    def durations(self) -> list[float]:
+        pairs = zip(self.marks, self.marks[1:])
+        if self.cuda:
+            return [round(a.elapsed_time(b) / 1000, 6) for a, b in pairs]
+        return [round(b - a, 6) for a, b in pairs]
+
+
 def autocast_factory(precision: str, device_type: str) -> Callable[[], Any]:
     import torch
 
@@ -58,6 +118,7 @@ class Run:
         if torch.cuda.is_available():
             self.device = torch.device("cuda", env["local_rank"])
             torch.cuda.set_device(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
             backend = "nccl"
         else:
             self.device = torch.device("cpu")
@@ -82,6 +143,9 @@ class Run:
 
         a = self.args
         torch.manual_seed(a.seed)
+        classifier = a.workload != "maskrcnn"
+        if self.device.type == "cuda" and classifier:
+            torch.backends.cudnn.benchmark = True  # fixed input shapes: pick the fastest conv algorithms once
         if a.workload == "maskrcnn":
             from workloads.train.detection import detection_source
             from workloads.train.models import build_maskrcnn
@@ -105,10 +169,17 @@ class Run:
         if self.distributed:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
-            wrapped = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
-        self.train_model = torch.compile(wrapped) if a.compile else wrapped
-        self.lr = default_lr(a, self.world)
-        self.optimizer = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.9, weight_decay=1e-4)
+            # Gradients live in the all-reduce buckets (no copy); buffers (BN statistics) stay per rank
+            # instead of a broadcast every forward; a classifier's graph is the same every step.
+            wrapped = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                          gradient_as_bucket_view=True, broadcast_buffers=False,
+                          static_graph=classifier and not a.compile)
+        if a.compile:
+            wrapped = torch.compile(wrapped, mode=None if a.compile_mode == "default" else a.compile_mode)
+        self.train_model = wrapped
+        self.lr = lr_at(a, self.world, 0)
+        fused = {"fused": True} if self.device.type == "cuda" else {}
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.9, weight_decay=1e-4, **fused)
 
     def _classification_source(self) -> Any:
         a = self.args
@@ -128,7 +199,8 @@ class Run:
         from workloads.train.data import ImageFolderImages, image_folder_root
 
         src = ImageFolderImages(image_folder_root(a.data_dir, a.dataset), image_size=a.image_size,
-                                device=self.device, channels_last=a.channels_last, workers=a.workers)
+                                device=self.device, channels_last=a.channels_last, workers=a.workers,
+                                gpu_decode=a.gpu_decode)
         self.num_classes = src.num_classes
         return src
 
@@ -143,6 +215,10 @@ class Run:
             self.optimizer.load_state_dict(state["optimizer"])
             self.scaler.load_state_dict(state["scaler"])
             step, pos, started = state["step"], Position(state["epoch"], state["offset"]), state["run_started_at"]
+        # load_state_dict restored the saved world's learning rate: set the one for this world.
+        saved_world = state.get("world_size") if state is not None else None
+        self.lr = lr_at(self.args, self.world, step)
+        set_lr(self.optimizer, self.lr)
         # RNG: a deterministic function of (seed, rank, step), which stays meaningful when the world size changes.
         torch.manual_seed(self.args.seed * 7919 + self.rank * 104_729 + step)
         if hasattr(self.source, "reseed"):
@@ -157,7 +233,10 @@ class Run:
                 with JsonLines(metrics_dir(self.args.results_dir) / "events.jsonl") as ev:
                     ev.write({"event": "resume" if state is not None else "start", "step": step,
                               "restart": self.env["restart"], "world_size": self.world,
+                              "saved_world_size": saved_world, "lr": self.lr,
                               "dropped_lines": dropped, "wall_time": round(time.time(), 3)})
+                    ev.write({"event": "run_info", "step": step, "restart": self.env["restart"],
+                              **self.run_info(), "wall_time": round(time.time(), 3)})
             self.barrier()
         return step, pos, started
 
@@ -169,7 +248,8 @@ class Run:
         state = ckpt.to_cpu({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                              "scaler": self.scaler.state_dict()})
         state.update(step=step, epoch=pos.epoch, offset=pos.offset, run_started_at=started, world_size=self.world,
-                     args=asdict(self.args), num_classes=getattr(self, "num_classes", None))
+                     args=asdict(self.args), num_classes=getattr(self, "num_classes", None), lr=self.lr,
+                     saved_at=round(time.time(), 3))
         info = {"event": "checkpoint", "step": step, "snapshot_s": round(time.perf_counter() - t0, 4)}
         done = [self.writer.submit(self.args.results_dir, state, info)]
         if wait:
@@ -195,11 +275,61 @@ class Run:
         evals.write({"step": step, "epoch": epoch, "accuracy": result["accuracy"],
                      "elapsed_s": round(time.time() - started, 3), "wall_time": round(time.time(), 3)})
 
+    def run_info(self) -> dict[str, Any]:
+        """What the summary needs about this attempt: shape, device, model FLOPs (rank 0, once per attempt)."""
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        flops, note = self.measure_flops()
+        cuda = self.device.type == "cuda"
+        return {"world_size": self.world, "nodes": max(1, self.world // max(local, 1)),
+                "gpus_per_node": local if cuda else 0, "processes_per_node": local,
+                "device": device_info(self.device, self.world), "flops_per_sample": flops, "flops_note": note,
+                "precision": self.args.precision, "lr": self.lr}
+
+    def measure_flops(self) -> tuple[float | None, str | None]:
+        """Training FLOPs per sample (forward + backward), counted once by FlopCounterMode on a copy of
+        the model (its batch-norm statistics and gradients stay untouched), two samples / 2."""
+        if self.args.workload == "maskrcnn":
+            return None, "Mask R-CNN's FLOPs depend on each image's size and proposals; not counted"
+        import copy
+
+        import torch
+        from torch.utils.flop_counter import FlopCounterMode
+
+        size = 32 if self.args.workload == "cifar10" else self.args.image_size
+        model = copy.deepcopy(self.model).train()
+        fmt = torch.channels_last if self.args.channels_last else torch.contiguous_format
+        x = torch.randn(2, 3, size, size, device=self.device).contiguous(memory_format=fmt)
+        y = torch.zeros(2, dtype=torch.long, device=self.device)
+        counter = FlopCounterMode(display=False)
+        with counter:
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+        del model
+        return counter.get_total_flops() / 2, "torch.utils.flop_counter.FlopCounterMode, forward + backward"
+
+    def peak_memory_gib(self) -> float | None:
+        if self.device.type != "cuda":
+            return None
+        import torch
+
+        return round(torch.cuda.max_memory_allocated(self.device) / 2**30, 3)
+
+    def agreed(self, flag: bool) -> bool:
+        """Rank 0's ``flag``, on every rank (one tiny broadcast; called at line boundaries only)."""
+        if not self.distributed:
+            return flag
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([1 if flag else 0], device=self.device)
+        dist.broadcast(t, 0)
+        return bool(t.item())
+
     def train(self) -> int:
         a = self.args
         step, pos, started = self.resume(time.time())
+        first_step = step
         print(f"[workloads.train] rank {self.rank}/{self.world} on {self.device} (restart {self.env['restart']}): "
-              f"{a.workload} {'from step ' + str(step) if step else 'from scratch'}"
+              f"{a.workload} {'from step ' + str(step) if step else 'from scratch'}, lr {self.lr:g}"
               + (f", backbone {getattr(self, 'backbone_file', None) or 'random init'}" if a.workload == "maskrcnn"
                  else ""), flush=True)
         mdir = metrics_dir(a.results_dir)
@@ -208,10 +338,14 @@ class Run:
         evals = JsonLines(mdir / "eval.jsonl") if a.harness and self.rank == 0 else None
         gb = a.batch_size * self.world
         size = self.source.size
+        evaluates = a.workload == "cifar10" and a.harness
+        warmup_lr = a.workload == "maskrcnn"
         self.train_model.train()
-        done_here, interval_steps = 0, 0
+        clock = StepClock(self.device)
+        done_here, interval_steps, data_wait = 0, 0, 0.0
         self.sync()
-        t_prev = loop_start = time.perf_counter()
+        t_prev = loop_start = last_checkpoint = time.perf_counter()
+        clock.start()
         while True:
             if size is not None:
                 start, after = next_slice(size, pos, gb)
@@ -221,41 +355,64 @@ class Run:
                 start, after = pos, pos
             if not a.by_epochs and step >= a.steps:
                 break
+            t0 = time.perf_counter()
             x, y = self.source.batch(start)
+            data_wait += time.perf_counter() - t0
+            if warmup_lr:
+                self.lr = lr_at(a, self.world, step)
+                set_lr(self.optimizer, self.lr)
             with self.autocast():
                 loss = self.loss_fn(self.train_model, x, y)
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
+            clock.step()
             step, pos, done_here, interval_steps = step + 1, after, done_here + 1, interval_steps + 1
             ended = size is not None and epoch_ends(size, pos, gb)
             last = (not a.by_epochs and step >= a.steps) or (ended and a.by_epochs and pos.epoch + 1 >= a.epochs)
-            if step % a.log_every == 0 or last:
+            warmup = done_here <= a.warmup_steps
+            evaluate = ended and evaluates
+            checkpoint = ckpt.is_due(step, a.checkpoint_every) and not last
+            boundary = (step % a.log_every == 0 or last or done_here == a.warmup_steps or evaluate or checkpoint)
+            if boundary:
                 self.sync()
                 t = time.perf_counter()
                 if lines:
                     lines.write({"step": step, "epoch": start.epoch, "loss": round(float(loss.item()), 5),
-                                 "samples": a.batch_size * interval_steps, "step_time_s": round(t - t_prev, 6),
+                                 "steps": interval_steps, "samples": a.batch_size * interval_steps,
+                                 "step_time_s": round(t - t_prev, 6),
                                  "samples_per_s": round(a.batch_size * interval_steps / (t - t_prev), 3),
+                                 "step_times_s": clock.durations(), "data_wait_s": round(data_wait, 6),
+                                 "peak_memory_gib": self.peak_memory_gib(), "lr": self.lr,
                                  "wall_time": round(time.time(), 3), "world_size": self.world, "rank": self.rank,
-                                 "restart": self.env["restart"], "warmup": done_here <= a.warmup_steps})
-                t_prev, interval_steps = t, 0
-            paused = False
-            if ended:
-                self.evaluate_epoch(step, pos.epoch, started, evals)
-                paused = True
-            if ckpt.is_due(step, a.checkpoint_every) and not last:
-                self.save(step, pos, started, events)
-                paused = True
-            if paused:
+                                 "restart": self.env["restart"], "warmup": warmup})
+                t_prev, interval_steps, data_wait = t, 0, 0.0
+                clock.start()
+                if a.checkpoint_minutes > 0 and not last and not checkpoint:
+                    checkpoint = self.agreed(t - last_checkpoint >= a.checkpoint_minutes * 60)
+            if evaluate or checkpoint:
+                if evaluate:
+                    self.evaluate_epoch(step, pos.epoch, started, evals)
+                if checkpoint:
+                    self.save(step, pos, started, events)
+                    last_checkpoint = time.perf_counter()
+                # Every rank waits here for rank 0's pause, not inside the next step's all-reduce,
+                # and restarts its clock after it: no rank's interval holds the pause.
+                self.barrier()
                 self.sync()
                 t_prev = time.perf_counter()
+                clock.start()
         self.sync()
         t_end = time.perf_counter()
         self.loop_seconds = t_end - loop_start  # the steps (and in-loop checkpoints), not the final save
         self.save(step, pos, started, events, wait=True)
         self.final_save_seconds = time.perf_counter() - t_end
+        if events:
+            events.write({"event": "end", "step": step, "steps": step - first_step,
+                          "samples": (step - first_step) * gb, "loop_seconds": round(self.loop_seconds, 4),
+                          "final_save_s": round(self.final_save_seconds, 4), "restart": self.env["restart"],
+                          "world_size": self.world, "wall_time": round(time.time(), 3)})
         for f in (lines, events, evals):
             if f:
                 f.close()
@@ -268,6 +425,41 @@ class Run:
             import torch.distributed as dist
 
             dist.destroy_process_group()
+
+
+def nvidia_driver() -> str | None:
+    try:
+        import pynvml  # nvidia-ml-py, present in the CUDA images torch runs in
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:  # noqa: BLE001 - no NVML: ask nvidia-smi, else unknown
+        pass
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def device_info(device: Any, world: int) -> dict[str, Any]:
+    """name, count, driver, torch, cuda, cudnn, nccl (peak_memory_gib is added from the lines)."""
+    import platform
+
+    import torch
+
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    info = {"name": "cpu", "count": 0, "driver": None, "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cudnn": cudnn, "nccl": None, "processor": platform.processor() or platform.machine()}
+    if device.type == "cuda":
+        info.update(name=torch.cuda.get_device_name(device), count=world, driver=nvidia_driver(),
+                    nccl=".".join(str(v) for v in torch.cuda.nccl.version()))
+        del info["processor"]
+    return info
 
 
 def main(argv: list[str] | None = None) -> int:
