@@ -38,6 +38,7 @@ from spec.s3_uri import parse_s3_uri
 from workloads.train import summary as figures
 from workloads.train.checkpoint import atomic_write
 from workloads.train.metrics import metrics_dir, read_jsonl, read_rank_metrics
+from workloads.train.progress import ProgressPublisher
 from workloads.train.upload import upload, upload_plan
 
 
@@ -264,6 +265,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     node_id = node_identity(args.node_id, environ, socket.gethostname())
     summary_node = writes_summary(args.summary, environ)
     started = time.time()
+    config = train_config(command) if summary_node else None
+    publisher = None
     try:
         child = Child(command, results / "logs" / f"{node_id}.log", args.grace)
     except OSError as e:  # the command does not exist: still a failed run with a summary
@@ -271,15 +274,18 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         returncode, tail = 127, [f"cannot start {command[0]!r}: {e}"]
         print(tail[0], file=sys.stderr)
     if child is not None:
+        if summary_node and bucket is not None:  # live step/total for `bench run` (workloads.train.progress)
+            publisher = ProgressPublisher(results, bucket, prefix, total=(config or {}).get("steps")).start()
         previous = {sig: signal.signal(sig, child.forward) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             returncode = child.wait()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            if publisher is not None:
+                publisher.stop()
         tail = list(child.tail)
     if summary_node:
-        config = train_config(command)
         try:
             metrics = collect_metrics(results, (config or {}).get("target_accuracy"), (config or {}).get("precision"))
         except Exception as e:  # noqa: BLE001 - a summary with the error beats no summary

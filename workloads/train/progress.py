@@ -1,23 +1,13 @@
-"""A small progress object on S3 for ``bench run`` to show step/total and samples/s while Jobs run.
+"""A small progress object on S3, so ``bench run`` can show step/total and samples/s while Jobs run.
 
 The training logs carry no per-step lines and the metrics files live on the shared file system
 until the end, so the launcher's summary node publishes ``<results-uri>progress.json`` every
-``every`` seconds (one small PUT: ~120 requests an hour, a fraction of a cent):
+``every`` seconds (one small PUT: about 120 requests an hour, a fraction of a cent):
 
     {"step": 120, "total": 500, "samples_per_s": 1834.2, "world_size": 16, "updated_at": "..."}
 
-The launcher call (``workloads/train/launch.py``, summary node, when ``--results-uri`` is given):
-
-    from bench.progress_object import ProgressPublisher   # or its copy under workloads/train/
-    pub = ProgressPublisher(results, bucket, prefix, total=(config or {}).get("steps")).start()
-    try:
-        returncode = child.wait()
-    finally:
-        pub.stop()
-
-Only ``workloads.train.metrics`` and boto3 are imported, so the module can move into the pod's
-code bundle (which holds ``workloads/train`` only) as it is. ``bench run`` works without it:
-the live line then shows the state and the elapsed time only.
+``bench run`` reads it (bench.cloud_backend); without it the live line shows the state and the
+elapsed time only. Imports only ``workloads.train.metrics`` and boto3: it ships with the pods' code.
 """
 
 from __future__ import annotations
