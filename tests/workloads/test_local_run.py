@@ -149,6 +149,15 @@ def test_bench_run_dev_local_end_to_end(tmp_path):
         summary = json.loads((run / name / "summary.json").read_text())
         assert summary["status"] == "succeeded", name
         assert summary["coverage"]["steps"] == 30
+        # the figures a results loader reads: FLOPs, no MFU on a CPU (and why), percentiles, loop, device
+        assert summary["flops_per_sample"] > 0 and summary["tflops_per_s"] > 0
+        assert summary["mfu"] is None and "CPU" in summary["mfu_note"]
+        tp = summary["throughput"]
+        assert 0 < tp["step_time_p50_s"] <= tp["step_time_p95_s"] and tp["steady_steps"] == 25
+        assert summary["loop_seconds"] > 0 and summary["data_wait_s"] >= 0
+        assert summary["device"]["name"] == "cpu" and summary["device"]["torch"] and summary["nodes"] == 2
+        assert summary["framework"] == "pytorch" and summary["gpus_per_node"] == 0
+        assert "instance_type" in summary and summary["nccl_transport"] is None and summary["nccl_transport_note"]
         assert any(line.startswith(name) and "succeeded" in line for line in done.stdout.splitlines())
     evaluation = json.loads((run / "cifar10-elastic" / "eval" / "eval.json").read_text())
     assert 0 <= evaluation["accuracy"] <= 1 and len(evaluation["per_class"]) == 10

@@ -35,7 +35,7 @@ def test_atomic_write_keeps_the_old_file_when_the_writer_fails(tmp_path):
 def train(tmp_path, steps: int, *extra: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "workloads.train", "--workload=resnet50", "--batch-size=2", f"--steps={steps}",
            "--image-size=32", "--width-per-group=4", "--checkpoint-every=4", "--warmup-steps=1",
-           f"--results-dir={tmp_path}", "--precision=fp32", *extra]
+           f"--results-dir={tmp_path}", "--precision=fp32", "--log-every=1", *extra]
     return subprocess.run(cmd, cwd=ROOT, env=child_env(2), capture_output=True, text=True, timeout=120)
 
 

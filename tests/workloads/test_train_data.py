@@ -14,7 +14,8 @@ from workloads.train.metrics import read_jsonl, read_rank_metrics
 
 
 def train(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "workloads.train", "--precision=fp32", "--warmup-steps=1", *args],
+    return subprocess.run([sys.executable, "-m", "workloads.train", "--precision=fp32", "--warmup-steps=1",
+                           "--log-every=1", *args],
                           cwd=ROOT, env=child_env(2), capture_output=True, text=True, timeout=120)
 
 
@@ -62,3 +63,35 @@ def test_cifar10_by_epochs_tracks_accuracy_and_time_to_target(tmp_path):
     figures = collect_metrics(tmp_path / "r", 0.0)
     assert figures["accuracy"]["time_to_accuracy_s"] == evals[0]["elapsed_s"]
     assert figures["accuracy"]["time_to_accuracy_epoch"] == 0
+
+
+@pytest.mark.parametrize("gpu_decode", [False, True], ids=["pillow-workers", "decode_jpeg"])
+def test_image_folder_hands_uint8_to_the_device_and_normalises_there(tmp_path, monkeypatch, gpu_decode):
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from workloads.train import data
+
+    rng = np.random.default_rng(0)
+    for cls in ("a", "b"):
+        (tmp_path / cls).mkdir()
+        for i in range(3):
+            Image.fromarray(rng.integers(0, 255, (40, 48, 3), dtype=np.uint8)).save(tmp_path / cls / f"{i}.JPEG")
+    seen = []
+    real = data.normalize_on_device
+
+    def spy(x, **kw):
+        seen.append(x.dtype)
+        return real(x, **kw)
+
+    monkeypatch.setattr(data, "normalize_on_device", spy)
+    src = data.ImageFolderImages(tmp_path, image_size=32, device=torch.device("cpu"), channels_last=True, workers=0,
+                                 gpu_decode=gpu_decode)
+    src.start(data.Position(), global_batch=4, rank=0, batch=4, seed=0)
+    x, y = src.batch(data.Position())
+    src.close()
+    assert seen and all(d == torch.uint8 for d in seen)  # the loader's batches are uint8
+    assert x.dtype == torch.float32 and tuple(x.shape) == (4, 3, 32, 32)
+    assert x.is_contiguous(memory_format=torch.channels_last) and y.dtype == torch.int64
+    assert -2.2 < float(x.min()) and float(x.max()) < 2.7  # ImageNet mean/std normalisation of 0..255

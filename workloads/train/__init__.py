@@ -8,16 +8,20 @@ The Kubernetes Job side calls exactly these command lines, so they are a stable 
     --precision {fp32,amp-fp16,bf16}        --steps N  --epochs N (0 = train by steps)
     --dataset NAME  --data-dir DIR  --results-dir DIR  --checkpoint-every N
     --image-size N  --width-per-group N  --channels-last/--no-channels-last  --compile
-    --warmup-steps N  --seed N
-    [--target-accuracy F] [--lr F] [--log-every N] [--workers N] [--collective-timeout S]
+    --warmup-steps N  --seed N  --collective-timeout S
+    [--checkpoint-minutes M] [--compile-mode MODE] [--target-accuracy F] [--lr F] [--log-every N]
+    [--workers N] [--gpu-decode]
 
   Data: ``synthetic`` (random tensors), ImageFolder at ``<data-dir>/<dataset>/train/<class>/*.JPEG``,
   CIFAR-10 batches at ``<data-dir>/cifar10/[cifar-10-batches-py/]``, COCO at
   ``<data-dir>/coco2017/{annotations/instances_train2017.json,train2017/}``.
-  Results: ``<results-dir>/metrics/rank-<global_rank>.jsonl`` (one JSON line per step, flushed),
-  ``metrics/eval.jsonl`` (cifar10 test accuracy per epoch), ``metrics/events.jsonl`` (resumes,
-  checkpoints), ``checkpoints/latest.pt`` (rank 0, atomic replace). A restarted worker group
-  resumes from ``latest.pt`` and drops metric lines past the checkpoint, so every step appears once.
+  Results: ``<results-dir>/metrics/rank-<global_rank>.jsonl`` (one JSON line per interval of
+  steps, with each step's time, flushed), ``metrics/eval.jsonl`` (cifar10 test accuracy per epoch),
+  ``metrics/events.jsonl`` (start/resume with the learning rate, run_info with device and model
+  FLOPs, checkpoints, end), ``checkpoints/latest.pt`` (rank 0, atomic replace; loaded with
+  ``weights_only=True``) and ``checkpoints/latest.json`` (its non-tensor state). A restarted
+  worker group resumes from ``latest.pt`` and drops metric lines past the checkpoint, so every
+  step appears once.
 
 ``python -m workloads.train.evaluate --workload cifar10 --checkpoint FILE --data-dir DIR --results-dir DIR``
   writes ``<results-dir>/eval.json``: overall and per-class test accuracy.
