@@ -21,13 +21,7 @@ from datasets import layouts, sources, synthetic
 from datasets.catalog import IMAGEFOLDER, Dataset
 from datasets.errors import DataError
 from datasets.file_checks import sha256_file
-from datasets.file_manifest import (
-    MANIFEST_NAME,
-    FileEntry,
-    build_manifest,
-    manifest_bytes,
-    same_contents,
-)
+from datasets.file_manifest import MANIFEST_NAME, FileEntry, build_manifest, manifest_bytes, same_contents
 from datasets.progress import Progress
 
 

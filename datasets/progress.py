@@ -13,14 +13,8 @@ import threading
 import time
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn,
+                           TransferSpeedColumn)
 from rich.progress import Progress as RichProgress
 
 from datasets.catalog import human_bytes

@@ -29,15 +29,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from datasets.file_checks import (
-    CHUNK,
-    MANIFEST_NAME,
-    check_file,
-    check_tree,
-    parse_manifest,
-    read_regular_file,
-    resolve_under,
-)
+from datasets.file_checks import (CHUNK, MANIFEST_NAME, check_file, check_tree, parse_manifest, read_regular_file,
+                                  resolve_under)
 from spec.s3_uri import parse_s3_uri
 
 

@@ -214,8 +214,6 @@ class S3Store:
             return trusted | {f.path for f, ok in zip(candidates, pool.map(same, candidates)) if ok}
 
     def read_manifest(self) -> dict | None:
-        from botocore.exceptions import ClientError
-
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:

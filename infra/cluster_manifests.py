@@ -6,12 +6,7 @@ Kubernetes OpenAPI schema of the pinned version.
 
 from __future__ import annotations
 
-from infra.environment import (
-    ETCD_PORT,
-    GPU_NODE_LABEL_KEY,
-    SYSTEM_NODE_LABEL,
-    Environment,
-)
+from infra.environment import ETCD_PORT, GPU_NODE_LABEL_KEY, SYSTEM_NODE_LABEL, Environment
 from infra.labels import labels, metadata
 from infra.pod_security import pod_security_context, restricted_container_security_context
 from spec.pins import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE, efa_plugin_image

@@ -14,27 +14,9 @@ import re
 from typing import Any, Mapping
 
 from spec import aws_catalog as catalog
-from spec.config import (
-    DEFAULT_IMAGE,
-    FRAMEWORKS,
-    NAME,
-    RDZV_BACKENDS,
-    RETIRED_FRAMEWORKS,
-    Cluster,
-    Efs,
-    Experiment,
-    Fsx,
-    GpuNodeGroup,
-    HOME_ROLE,
-    HomeConfig,
-    LocalRun,
-    Network,
-    ROLES,
-    Results,
-    StackConfig,
-    Storage,
-    SystemNodeGroup,
-)
+from spec.config import (DEFAULT_IMAGE, FRAMEWORKS, NAME, RDZV_BACKENDS, RETIRED_FRAMEWORKS, Cluster, Efs, Experiment,
+                         Fsx, GpuNodeGroup, HOME_ROLE, HomeConfig, LocalRun, Network, ROLES, Results, StackConfig,
+                         Storage, SystemNodeGroup)
 from spec.fields import ConfigError, Reader, cidr_rule, show
 from spec.pins import training_image
 from spec.train_args import COMPILE_MODES, PRECISIONS, WORKLOADS

@@ -14,12 +14,7 @@ import hashlib
 import json
 from typing import Mapping
 
-from infra.environment import (
-    GPU_NODE_LABEL_KEY,
-    GPU_TOLERATION,
-    SYSTEM_NODE_LABEL,
-    Environment,
-)
+from infra.environment import GPU_NODE_LABEL_KEY, GPU_TOLERATION, SYSTEM_NODE_LABEL, Environment
 from infra.labels import SKIP_AWAIT, labels, metadata
 from infra.pod_security import harden_pod_spec, volume_owner_init_container
 from spec import aws_catalog as catalog

@@ -29,7 +29,6 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any

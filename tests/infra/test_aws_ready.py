@@ -14,7 +14,7 @@ import pytest
 
 from bench.mocks import (EKS_CLUSTER_OUTPUTS, EKS_CREATED_CLUSTER_SG, PULUMI_EKS_CLUSTER_SG, PULUMI_EKS_NODE_SG,
                          EksbenchMocks, RecordingMonitor)
-from bench.plan import evaluate, evaluate_config
+from bench.plan import evaluate_config
 from infra.node_group import NODE_GROUP_REPLACE_INPUTS
 from tests.infra.test_program import DEV, P5_FILLED
 

@@ -2,14 +2,8 @@
 
 import pytest
 
-from infra.pod_security import (
-    HOME_DIR,
-    RUN_AS_USER,
-    efa_container_security_context,
-    harden_pod_spec,
-    pod_security_context,
-    restricted_container_security_context,
-)
+from infra.pod_security import (HOME_DIR, RUN_AS_USER, efa_container_security_context, harden_pod_spec,
+                                pod_security_context, restricted_container_security_context)
 from tests.support.k8s_schema import assert_valid
 
 

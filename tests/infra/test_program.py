@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from bench.mocks import EKS_CREATED_CLUSTER_SG, PULUMI_EKS_CLUSTER_SG, EksbenchMocks, RecordingMonitor
+from bench.mocks import EKS_CREATED_CLUSTER_SG, EksbenchMocks, RecordingMonitor
 from bench.plan import evaluate, evaluate_config
 from bench.stack_files import ROOT
 from infra.cluster_manifests import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE

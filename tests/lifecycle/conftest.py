@@ -89,7 +89,6 @@ def stack_config(experiments: list[dict] | None = None, **extra) -> dict:
         "eksbench:gpu_node_groups": [{"name": "g5", "instance_type": "g5.2xlarge", "min_size": 0,
                                       "desired_size": 2, "max_size": 2}],
         "eksbench:network": {"az_count": 2, "nat": "single"},
-        "eksbench:cluster": {"public_access_cidrs": []},
         "eksbench:storage": {"kind": "efs"},
         "eksbench:experiments": experiments or [
             {"name": "alpha", "workload": "resnet50", "nodes": 2, "steps": 20, "dataset": "synthetic",

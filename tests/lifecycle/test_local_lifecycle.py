@@ -29,7 +29,6 @@ def write_project(tmp: Path, experiments: list[dict], *, steps: int = 20, execut
                                             "max_size": 2}],
               "eksbench:experiments": experiments,
               # A stack file is validated whole, for AWS too: an endpoint choice and a results home.
-              "eksbench:cluster": {"public_access_cidrs": []},
               "eksbench:results": {"home_stack": "organization/eksbench/home"},
               "eksbench:local": {"nodes": 2, "steps": steps, "batch_size": 4, "image_size": 32,
                                  "width_per_group": 8}}

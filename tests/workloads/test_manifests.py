@@ -6,12 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from infra.environment import (
-    GPU_NODE_LABEL_KEY,
-    GPU_TAINT,
-    SYSTEM_NODE_LABEL,
-    Environment,
-)
+from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT, SYSTEM_NODE_LABEL, Environment
 from spec.config import Experiment, GpuNodeGroup
 from tests.support.k8s_schema import assert_valid
 from workloads import contracts as c

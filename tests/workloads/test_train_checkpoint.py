@@ -43,7 +43,6 @@ def train(tmp_path, steps: int, *extra: str) -> subprocess.CompletedProcess:
 def test_resume_continues_from_the_checkpoint_and_replaces_lines_past_it(tmp_path):
     first = train(tmp_path, 6)
     assert first.returncode == 0, first.stderr
-    import torch
 
     assert load(latest_path(tmp_path))["step"] == 6
     # a previous attempt that died at step 9 after checkpointing at 6 left lines 7..9 behind
