@@ -5,7 +5,7 @@ import pytest
 from infra.estimate import Node, critical_path, hourly_cost
 from infra.network_plan import subnet_plan
 from infra.offerings import choose_azs, usable_zones
-from tests.infra.test_config import GOOD, parse
+from tests.spec.test_config import GOOD, parse
 
 
 def node(urn, typ="x", deps=(), parent="", custom=True, skip=False):
