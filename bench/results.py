@@ -21,6 +21,7 @@ import warnings
 from typing import Any, Callable, Mapping
 
 from bench.result_files import ExperimentFiles, find_experiments
+from workloads.train.summary import quantile
 
 COLUMNS = ("stack", "run_id", "experiment", "workload", "framework", "status", "instance_type", "gpu", "nodes",
            "gpus_per_node", "world_size", "batch_size", "precision", "samples_per_s", "samples_per_s_per_gpu",
@@ -59,15 +60,6 @@ def _int(value: Any) -> int | None:
         return int(str(value).rsplit(":", 1)[-1])  # "1:2" (elastic) -> 2, the most it ran at
     except (TypeError, ValueError):
         return None
-
-
-def _quantile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q
-    lo, hi = int(pos), min(int(pos) + 1, len(s) - 1)
-    return round(s[lo] + (s[hi] - s[lo]) * (pos - lo), 6)
 
 
 def steady_step_times(by_rank: Mapping[int, list[dict[str, Any]]]) -> list[float]:
@@ -123,8 +115,8 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         "instance_type": instance_type, "gpu": gpu, "nodes": nodes, "gpus_per_node": gpus_per_node,
         "world_size": world_size, "batch_size": cfg.get("batch_size"), "precision": cfg.get("precision"),
         "samples_per_s": rate, "samples_per_s_per_gpu": tp.get("samples_per_s_per_process"),
-        "step_time_p50_s": tp.get("step_time_p50_s") or _quantile(times, 0.5),
-        "step_time_p95_s": tp.get("step_time_p95_s") or _quantile(times, 0.95),
+        "step_time_p50_s": tp.get("step_time_p50_s") or quantile(times, 0.5),
+        "step_time_p95_s": tp.get("step_time_p95_s") or quantile(times, 0.95),
         "mfu": s.get("mfu") if gpu not in (None, "cpu") else None,
         "wall_s": wall, "cost_usd": round(hourly * wall / 3600, 4) if hourly and wall else None,
         "accuracy": ev_acc if ev_acc is not None else acc.get("best_accuracy"),
