@@ -87,3 +87,28 @@ def test_background_writer_writes_in_order_and_reports_failures(tmp_path, monkey
         writer.wait()
     writer.close()
     assert load(latest_path(tmp_path))["step"] == 2
+
+
+def test_a_checkpoint_of_other_arguments_is_never_resumed(tmp_path):
+    """A reused run id with a changed batch size merged two configurations into one "succeeded" summary."""
+    from dataclasses import asdict
+
+    from spec.train_args import TrainArgs
+    from workloads.train.checkpoint import arguments_changed
+
+    saved = asdict(TrainArgs(batch_size=8, steps=10))
+    assert arguments_changed(saved, asdict(TrainArgs(batch_size=8, steps=20, log_every=5))) == []
+    assert arguments_changed(saved, asdict(TrainArgs(batch_size=16, steps=10))) == ["batch_size: 8 -> 16"]
+    assert arguments_changed(None, asdict(TrainArgs())) == []
+
+
+def test_the_trainer_refuses_to_resume_a_checkpoint_of_other_arguments(tmp_path):
+    import pytest
+
+    from workloads.train.trainer import main
+
+    common = ["--workload=resnet50", "--dataset=synthetic", "--image-size=32", "--width-per-group=4",
+              "--steps=2", "--checkpoint-every=1", "--warmup-steps=0", f"--results-dir={tmp_path}"]
+    assert main(common + ["--batch-size=2"]) == 0
+    with pytest.raises(RuntimeError, match=r"other arguments \(batch_size: 2 -> 4\).*never resumed"):
+        main(common + ["--batch-size=4", "--steps=3"])

@@ -185,3 +185,19 @@ def _timed_save(results_dir: str | Path, state: dict[str, Any]) -> float:
     t0 = time.perf_counter()
     save(results_dir, state)
     return round(time.perf_counter() - t0, 4)
+
+
+# What a checkpoint's numbers depend on: a run resumed with any of these changed would splice two
+# experiments into one results folder. Steps/epochs may grow (train longer), and paths, logging,
+# workers and timeouts do not change the numbers.
+RESUME_IDENTITY = ("workload", "batch_size", "precision", "dataset", "image_size", "width_per_group",
+                   "channels_last", "seed", "lr")
+
+
+def arguments_changed(saved: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
+    """``key: saved -> current`` for every identity argument that differs ([] when none, or when the
+    checkpoint recorded no arguments)."""
+    if not saved:
+        return []
+    return [f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in RESUME_IDENTITY
+            if k in saved and saved.get(k) != current.get(k)]

@@ -209,6 +209,10 @@ class Run:
         import torch
 
         state = ckpt.load_latest(self.args.results_dir) if self.args.harness else None
+        changed = ckpt.arguments_changed((state or {}).get("args"), asdict(self.args))
+        if changed:
+            raise RuntimeError(f"{ckpt.latest_path(self.args.results_dir)} was written by a run with other arguments "
+                               f"({'; '.join(changed)}); it is never resumed: use a new run id")
         step, pos, started = 0, Position(), now
         if state is not None:
             self.model.load_state_dict(state["model"])
