@@ -172,8 +172,10 @@ def test_without_etcd_on_path_the_local_run_uses_c10d(tmp_path):
 
 
 def test_a_failing_experiment_is_reported_failed_with_its_log(tmp_path, capsys):
+    from bench.local_backend import ExperimentRun
+    from bench.local_backend import child_env as _child_env
+    from bench.local_backend import drive as _drive
     from bench.local_plan import with_rendezvous
-    from bench.local_backend import ExperimentRun, child_env as _child_env, drive as _drive
 
     exp = with_rendezvous(scale_experiment(Experiment(name="bad", workload="cifar10", dataset="cifar10",
                                                       max_restarts=0), LocalRun(nodes=1, steps=3),

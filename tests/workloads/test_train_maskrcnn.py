@@ -92,7 +92,7 @@ def test_maskrcnn_resizes_like_torchvisions_reference_and_warms_up_its_lr(tmp_pa
     from spec.train_args import TrainArgs
     from workloads.train.launch import provenance
     from workloads.train.models import build_maskrcnn
-    from workloads.train.trainer import MASKRCNN_WARMUP_STEPS, default_lr, lr_at
+    from workloads.train.schedule import MASKRCNN_WARMUP_STEPS, default_lr, lr_at
 
     model, _ = build_maskrcnn(num_classes=3, image_size=800, data_dir=tmp_path)
     assert (model.transform.min_size, model.transform.max_size) == ((800,), 1333)  # was max_size 800

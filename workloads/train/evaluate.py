@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from workloads.train.checkpoint import load
     from workloads.train.cifar import accuracy
     from workloads.train.models import build_classifier
-    from workloads.train.trainer import autocast_factory
+    from workloads.train.schedule import autocast_factory
 
     started = time.time()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

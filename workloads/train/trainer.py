@@ -21,88 +21,15 @@ from __future__ import annotations
 import os
 import sys
 import time
-from contextlib import nullcontext
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import Any
 
 from spec.train_args import TrainArgs, parse_train_args
 from workloads.train import checkpoint as ckpt
 from workloads.train.data import Position, epoch_ends, next_slice
+from workloads.train.device import StepClock, device_info
 from workloads.train.metrics import JsonLines, metrics_dir, prune_after
-
-
-def dist_env(environ: dict[str, str]) -> dict[str, int]:
-    get = lambda k, d: int(environ.get(k, d))  # noqa: E731
-    return {"rank": get("RANK", 0), "world_size": get("WORLD_SIZE", 1), "local_rank": get("LOCAL_RANK", 0),
-            "restart": get("TORCHELASTIC_RESTART_COUNT", 0)}
-
-
-def default_lr(args: TrainArgs, world_size: int) -> float:
-    if args.lr is not None:
-        return args.lr
-    gb = args.batch_size * world_size
-    return 0.02 * gb / 16 if args.workload == "maskrcnn" else 0.1 * gb / 256
-
-
-def lr_at(args: TrainArgs, world_size: int, step: int) -> float:
-    """The learning rate for global step ``step`` (0-based) in a world of ``world_size`` processes.
-
-    The linear scaling rule (``default_lr``); Mask R-CNN adds torchvision's reference warm-up:
-    linear from 1/1000 of it over the first ``MASKRCNN_WARMUP_STEPS`` steps.
-    """
-    base = default_lr(args, world_size)
-    if args.workload == "maskrcnn" and step < MASKRCNN_WARMUP_STEPS:
-        alpha = step / MASKRCNN_WARMUP_STEPS
-        return base * (MASKRCNN_WARMUP_FACTOR * (1 - alpha) + alpha)
-    return base
-
-
-MASKRCNN_WARMUP_STEPS = 1000  # torchvision references/detection: warmup_iters = min(1000, len(loader) - 1)
-MASKRCNN_WARMUP_FACTOR = 1.0 / 1000
-
-
-def set_lr(optimizer: Any, lr: float) -> None:
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-
-
-class StepClock:
-    """Each step's duration without a host sync per step: CUDA events on a GPU (read when the
-    interval closes, after its sync), the host clock on a CPU (where execution is synchronous)."""
-
-    def __init__(self, device: Any):
-        self.cuda = device.type == "cuda"
-        self.marks: list[Any] = []
-
-    def _mark(self) -> Any:
-        if self.cuda:
-            import torch
-
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-        return time.perf_counter()
-
-    def start(self) -> None:
-        self.marks = [self._mark()]
-
-    def step(self) -> None:
-        self.marks.append(self._mark())
-
-    def durations(self) -> list[float]:
-        pairs = zip(self.marks, self.marks[1:])
-        if self.cuda:
-            return [round(a.elapsed_time(b) / 1000, 6) for a, b in pairs]
-        return [round(b - a, 6) for a, b in pairs]
-
-
-def autocast_factory(precision: str, device_type: str) -> Callable[[], Any]:
-    import torch
-
-    if precision == "fp32":
-        return nullcontext
-    dtype = torch.float16 if precision == "amp-fp16" else torch.bfloat16
-    return lambda: torch.autocast(device_type=device_type, dtype=dtype)
+from workloads.train.schedule import autocast_factory, dist_env, lr_at, set_lr
 
 
 class Run:
@@ -431,39 +358,6 @@ class Run:
             dist.destroy_process_group()
 
 
-def nvidia_driver() -> str | None:
-    try:
-        import pynvml  # nvidia-ml-py, present in the CUDA images torch runs in
-
-        pynvml.nvmlInit()
-        version = pynvml.nvmlSystemGetDriverVersion()
-        return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:  # noqa: BLE001 - no NVML: ask nvidia-smi, else unknown
-        pass
-    import subprocess
-
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout.splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def device_info(device: Any, world: int) -> dict[str, Any]:
-    """name, count, driver, torch, cuda, cudnn, nccl (peak_memory_gib is added from the lines)."""
-    import platform
-
-    import torch
-
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    info = {"name": "cpu", "count": 0, "driver": None, "torch": torch.__version__, "cuda": torch.version.cuda,
-            "cudnn": cudnn, "nccl": None, "processor": platform.processor() or platform.machine()}
-    if device.type == "cuda":
-        info.update(name=torch.cuda.get_device_name(device), count=world, driver=nvidia_driver(),
-                    nccl=".".join(str(v) for v in torch.cuda.nccl.version()))
-        del info["processor"]
-    return info
 
 
 def main(argv: list[str] | None = None) -> int:
