@@ -13,6 +13,8 @@ from typing import Callable
 
 import pytest
 
+from bench.proc import descendants
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -45,25 +47,6 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, procs: li
             raise AssertionError(f"processes exited before: {what}")
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout}s waiting for: {what}")
-
-
-def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        for c in children.get(p, []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 def kill_tree(proc: subprocess.Popen) -> None:
