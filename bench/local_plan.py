@@ -19,6 +19,8 @@ from typing import Sequence
 from spec.config import Experiment, LocalRun
 from spec.train_args import TrainArgs, train_args_to_argv
 from workloads.contracts import EVAL_SUBDIR, evaluation_argv, rdzv_conf, train_args_for
+from workloads.train import cpu_choice
+from workloads.train.cpu_choice import CpuFacts
 
 STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with a generated stand-in
 CIFAR_STANDIN = {"train": 256, "test": 200}
@@ -76,16 +78,14 @@ class LocalPaths:
 
 
 def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data_dir: str,
-                     gpu: bool = False) -> LocalExperiment:
+                     gpu: bool = False, cpu: CpuFacts = CpuFacts()) -> LocalExperiment:
+    """``exp`` scaled down by ``local``; on a CPU (``gpu`` false) with the precision and memory format
+    that CPU runs fast (``workloads.train.cpu_choice``, from ``cpu``: this machine's facts)."""
     lo, hi = local_node_range(exp.min_nodes, exp.max_nodes, local.nodes)
     steps = min(exp.steps, local.steps) if exp.epochs == 0 else local.steps
     notes = []
     if exp.epochs:
         notes.append(f"{exp.epochs} epochs -> {steps} steps")
-    precision = exp.precision
-    if precision == "amp-fp16" and not gpu:
-        precision = "bf16"
-        notes.append("amp-fp16 -> bf16 (CPU fp16 autocast is ~9x slower than fp32 here)")
     dataset = exp.dataset
     if exp.dataset in STANDIN_DATASETS:
         notes.append(f"dataset {exp.dataset}: generated stand-in, same layout "
@@ -98,10 +98,16 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
     # Minutes-apart checkpoints never come in a short local run: checkpoint a third of the way
     # instead, so elastic restarts have something to resume from. A run the cluster does not
     # checkpoint (fixed-size synthetic) is not checkpointed here either (only the final save).
+    precision, channels_last = exp.precision, cluster.channels_last
+    if not gpu:
+        choice = cpu_choice.choose(exp.precision, cluster.channels_last, cpu)
+        precision, channels_last = choice.precision, choice.channels_last
+        notes.extend(choice.why)
     checkpointed = cluster.checkpoint_every > 0 or cluster.checkpoint_minutes > 0
     every = min(cluster.checkpoint_every or steps, max(1, steps // 3)) if checkpointed else 0
     train = replace(
         cluster, batch_size=min(exp.batch_size, local.batch_size), precision=precision, steps=steps, epochs=0,
+        channels_last=channels_last,
         dataset=dataset, checkpoint_every=every, checkpoint_minutes=0.0,
         image_size=local.image_size, width_per_group=local.width_per_group,
         warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0, collective_timeout=120,
@@ -117,9 +123,9 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
 
 
 def plan_local(experiments: Sequence[Experiment], local: LocalRun, *, run_dir: Path,
-               only: str | None = None, gpu: bool = False) -> list[LocalExperiment]:
+               only: str | None = None, gpu: bool = False, cpu: CpuFacts = CpuFacts()) -> list[LocalExperiment]:
     data_dir = str(run_dir / "_data")
-    return [scale_experiment(e, local, results_dir=str(run_dir / e.name), data_dir=data_dir, gpu=gpu)
+    return [scale_experiment(e, local, results_dir=str(run_dir / e.name), data_dir=data_dir, gpu=gpu, cpu=cpu)
             for e in experiments if only is None or e.name == only]
 
 

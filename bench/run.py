@@ -75,6 +75,7 @@ def run_local(args) -> int:
     from bench.local_backend import LocalBackend
     from bench.stack_files import load_stack_config
     from spec.fields import ConfigError
+    from workloads.train.cpu_choice import read_cpu_facts
 
     try:
         cfg = load_stack_config(args.stack, Path(args.project_dir))
@@ -97,13 +98,17 @@ def run_local(args) -> int:
         return fail(f"run {run_id} of stack {args.stack} already has results ({len(done)} summary.json under "
                     f"{_show(run_dir)}): pick another --run-id, or pass --resume to continue it")
     etcd_bin = shutil.which("etcd")
+    gpu = bool(shutil.which("nvidia-smi"))
+    cpu = read_cpu_facts()
     plan = [lr.with_rendezvous(e, etcd_available=bool(etcd_bin))
             for e in lr.plan_local(cfg.experiments, cfg.local, run_dir=run_dir, only=args.experiment,
-                                   gpu=bool(shutil.which("nvidia-smi")))]
+                                   gpu=gpu, cpu=cpu)]
     cpus = os.cpu_count() or 1
     mode, why = lr.execution_mode(cfg.execution, cpus, plan)
     print(f"stack {args.stack}, run {run_id}: {len(plan)} experiment(s), {why}")
     print(f"results: {_show(run_dir)}")
+    if not gpu:
+        print(f"device: {cpu.describe()}")
     for e in plan:
         shape = f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)
         print(f"  {e.name}: {e.workload}, nodes {shape} x {e.procs_per_node} proc, {e.train.steps} steps, "

@@ -35,7 +35,9 @@ def test_dev_stack_scales_to_the_local_section(tmp_path):
     resnet, cifar = plan
     assert (resnet.name, resnet.min_nodes, resnet.max_nodes, resnet.procs_per_node) == ("resnet50-synthetic", 2, 2, 1)
     assert (resnet.train.steps, resnet.train.batch_size, resnet.train.image_size) == (30, 8, 64)
-    assert resnet.train.width_per_group == 16 and resnet.train.precision == "bf16"
+    # amp-fp16 on a CPU with no known bf16 instructions trains in fp32 (tests/workloads/test_cpu_choice.py)
+    assert resnet.train.width_per_group == 16 and resnet.train.precision == "fp32"
+    assert not resnet.train.channels_last and not cifar.train.channels_last
     assert resnet.train.results_dir == str(tmp_path / "resnet50-synthetic")
     assert (cifar.min_nodes, cifar.max_nodes, cifar.elastic, cifar.evaluate) == (1, 2, True, True)
     assert cifar.train.epochs == 0 and cifar.train.steps == 30 and cifar.train.dataset == "cifar10"

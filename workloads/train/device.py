@@ -68,9 +68,10 @@ def device_info(device: Any, world: int) -> dict[str, Any]:
 
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     info = {"name": "cpu", "count": 0, "driver": None, "torch": torch.__version__, "cuda": torch.version.cuda,
-            "cudnn": cudnn, "nccl": None, "processor": platform.processor() or platform.machine()}
+            "cudnn": cudnn, "nccl": None, "processor": platform.processor() or platform.machine(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
     if device.type == "cuda":
         info.update(name=torch.cuda.get_device_name(device), count=world, driver=nvidia_driver(),
                     nccl=".".join(str(v) for v in torch.cuda.nccl.version()))
-        del info["processor"]
+        del info["processor"], info["cpu_capability"]
     return info

@@ -27,6 +27,7 @@ from typing import Any
 from spec.train_args import TrainArgs, parse_train_args
 from workloads.train import checkpoint as ckpt
 from workloads.train.data import Position, epoch_ends, next_slice
+from workloads.train.cpu_choice import channels_last_for
 from workloads.train.device import StepClock, device_info
 from workloads.train.metrics import JsonLines, metrics_dir, prune_after
 from workloads.train.schedule import autocast_factory, dist_env, lr_at, set_lr
@@ -35,11 +36,13 @@ from workloads.train.schedule import autocast_factory, dist_env, lr_at, set_lr
 class Run:
     """One attempt of the training job on one rank."""
 
-    def __init__(self, args: TrainArgs, env: dict[str, int]):
+    def __init__(self, args: TrainArgs, env: dict[str, int], marks: dict[str, float] | None = None):
         import torch
         import torch.distributed as dist
 
         self.args, self.env = args, env
+        # Wall times of this attempt's start-up phases (rank 0 writes them after the first step).
+        self.marks = {**(marks or {}), "imported": time.time()}
         self.rank, self.world = env["rank"], env["world_size"]
         self.distributed = self.world > 1 or "MASTER_ADDR" in os.environ
         if torch.cuda.is_available():
@@ -54,6 +57,9 @@ class Run:
             from datetime import timedelta
 
             dist.init_process_group(backend, timeout=timedelta(seconds=args.collective_timeout))
+        self.marks["process_group"] = time.time()
+        # The memory format this device trains in (never channels_last on a CPU: workloads.train.cpu_choice).
+        self.channels_last = channels_last_for(self.device.type, args.channels_last) and args.workload != "maskrcnn"
         self.autocast = autocast_factory(args.precision, self.device.type)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=args.precision == "amp-fp16")
         self.writer = ckpt.BackgroundWriter()
@@ -89,7 +95,7 @@ class Run:
             ce = torch.nn.CrossEntropyLoss()
             self.loss_fn = lambda m, x, y: ce(m(x), y)
         model = model.to(self.device)
-        if a.channels_last and a.workload != "maskrcnn":
+        if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
         self.model = model  # the bare module: what checkpoints hold
         wrapped = model
@@ -107,13 +113,14 @@ class Run:
         self.lr = lr_at(a, self.world, 0)
         fused = {"fused": True} if self.device.type == "cuda" else {}
         self.optimizer = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.9, weight_decay=1e-4, **fused)
+        self.marks["built"] = time.time()
 
     def _classification_source(self) -> Any:
         a = self.args
         if a.workload == "cifar10":
             from workloads.train.cifar import CifarImages
 
-            src = CifarImages(a.data_dir, device=self.device, channels_last=a.channels_last, seed=a.seed,
+            src = CifarImages(a.data_dir, device=self.device, channels_last=self.channels_last, seed=a.seed,
                               rank=self.rank, batch=a.batch_size)
             self.num_classes = len(src.classes)
             return src
@@ -122,11 +129,11 @@ class Run:
 
             self.num_classes = 1000
             return SyntheticImages(batch=a.batch_size, image_size=a.image_size, num_classes=1000,
-                                   device=self.device, channels_last=a.channels_last, seed=a.seed + self.rank)
+                                   device=self.device, channels_last=self.channels_last, seed=a.seed + self.rank)
         from workloads.train.data import ImageFolderImages, image_folder_root
 
         src = ImageFolderImages(image_folder_root(a.data_dir, a.dataset), image_size=a.image_size,
-                                device=self.device, channels_last=a.channels_last, workers=a.workers,
+                                device=self.device, channels_last=self.channels_last, workers=a.workers,
                                 gpu_decode=a.gpu_decode)
         self.num_classes = src.num_classes
         return src
@@ -214,7 +221,8 @@ class Run:
         return {"world_size": self.world, "nodes": max(1, self.world // max(local, 1)),
                 "gpus_per_node": local if cuda else 0, "processes_per_node": local,
                 "device": device_info(self.device, self.world), "flops_per_sample": flops, "flops_note": note,
-                "precision": self.args.precision, "lr": self.lr}
+                "precision": self.args.precision, "lr": self.lr,
+                "memory_format": "channels_last" if self.channels_last else "contiguous"}
 
     def measure_flops(self) -> tuple[float | None, str | None]:
         """Training FLOPs per sample (forward + backward), counted once by FlopCounterMode on a copy of
@@ -228,7 +236,7 @@ class Run:
 
         size = 32 if self.args.workload == "cifar10" else self.args.image_size
         model = copy.deepcopy(self.model).train()
-        fmt = torch.channels_last if self.args.channels_last else torch.contiguous_format
+        fmt = torch.channels_last if self.channels_last else torch.contiguous_format
         x = torch.randn(2, 3, size, size, device=self.device).contiguous(memory_format=fmt)
         y = torch.zeros(2, dtype=torch.long, device=self.device)
         counter = FlopCounterMode(display=False)
@@ -258,6 +266,7 @@ class Run:
     def train(self) -> int:
         a = self.args
         step, pos, started = self.resume(time.time())
+        self.marks["resumed"] = time.time()
         first_step = step
         print(f"[workloads.train] rank {self.rank}/{self.world} on {self.device} (restart {self.env['restart']}): "
               f"{a.workload} {'from step ' + str(step) if step else 'from scratch'}, lr {self.lr:g}"
@@ -300,6 +309,9 @@ class Run:
             self.scaler.update()
             clock.step()
             step, pos, done_here, interval_steps = step + 1, after, done_here + 1, interval_steps + 1
+            if done_here == 1 and events:
+                self.sync()
+                events.write(startup_event(self.marks, time.time(), step=step, restart=self.env["restart"]))
             ended = size is not None and epoch_ends(size, pos, gb)
             last = (not a.by_epochs and step >= a.steps) or (ended and a.by_epochs and pos.epoch + 1 >= a.epochs)
             warmup = done_here <= a.warmup_steps
@@ -360,10 +372,31 @@ class Run:
 
 
 
-def main(argv: list[str] | None = None) -> int:
+STARTUP_PHASES = (("launch", "launched", "process"), ("imports", "process", "imported"),
+                  ("process_group", "imported", "process_group"), ("build", "process_group", "built"),
+                  ("resume", "built", "resumed"), ("first_step", "resumed", "first_step"))
+
+
+def startup_event(marks: dict[str, float], first_step_done: float, *, step: int, restart: int) -> dict[str, Any]:
+    """Where this attempt's time before its first step went: seconds per phase, from the launcher's
+    start (``EKSBENCH_LAUNCHED_AT``: torchrun and its rendezvous) or this process's, to the first
+    step's end. ``resume`` holds the FLOP count and the start barriers."""
+    at = {**marks, "first_step": first_step_done}
+    phases = {name: round(at[b] - at[a], 3) for name, a, b in STARTUP_PHASES if a in at and b in at}
+    origin = at.get("launched", at.get("process", first_step_done))
+    return {"event": "startup", "step": step, "restart": restart, "phases_s": phases,
+            "time_to_first_step_s": round(first_step_done - origin, 3), "wall_time": round(first_step_done, 3)}
+
+
+def main(argv: list[str] | None = None, process_started: float | None = None) -> int:
     args = parse_train_args(sys.argv[1:] if argv is None else argv)
     env = dist_env(dict(os.environ))
-    run = Run(args, env)
+    marks = {"process": process_started} if process_started else {}
+    try:
+        marks["launched"] = float(os.environ["EKSBENCH_LAUNCHED_AT"])
+    except (KeyError, ValueError):
+        pass
+    run = Run(args, env, marks)
     try:
         run.build()
         steps = run.train()

@@ -1,0 +1,58 @@
+"""CPU runs choose precision and memory format by what the CPU does well (workloads.train.cpu_choice)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import local_plan as lr
+from spec.config import Experiment, LocalRun
+from workloads.train.cpu_choice import CpuChoice, CpuFacts, channels_last_for, choose, parse_cpuinfo, read_cpu_facts
+
+# A 2-core AMD EPYC (AVX2, no AVX-512) and a Sapphire Rapids (AVX-512 BF16 and AMX), as /proc/cpuinfo shows them.
+EPYC = parse_cpuinfo("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse sse2 avx avx2 fma f16c\n")
+SPR = parse_cpuinfo("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8488C\n"
+                    "flags\t\t: avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n")
+
+
+def test_cpuinfo_is_read_into_flags_and_model():
+    assert EPYC.model == "AMD EPYC" and "avx2" in EPYC.flags and not EPYC.native_bf16
+    assert SPR.native_bf16 and "bf16 via AMX" in SPR.describe()
+    assert "AVX2, no bf16 instructions" in EPYC.describe()
+
+
+def test_unreadable_cpuinfo_means_no_bf16(tmp_path):
+    facts = read_cpu_facts(tmp_path / "absent")
+    assert facts == CpuFacts() and choose("amp-fp16", True, facts).precision == "fp32"
+
+
+@pytest.mark.parametrize("asked", ["amp-fp16", "bf16"])
+def test_mixed_precision_is_fp32_without_bf16_instructions(asked):
+    c = choose(asked, True, EPYC)
+    assert (c.precision, c.channels_last) == ("fp32", False)
+    assert any(f"{asked} -> fp32" in w and "no bf16 instructions" in w for w in c.why)
+
+
+def test_mixed_precision_is_bf16_with_bf16_instructions():
+    c = choose("amp-fp16", True, SPR)
+    assert (c.precision, c.channels_last) == ("bf16", False)
+    assert choose("bf16", False, SPR) == CpuChoice("bf16", False, ())
+
+
+def test_fp32_and_contiguous_stay_as_asked():
+    assert choose("fp32", False, EPYC).why == () and choose("fp32", False, SPR).precision == "fp32"
+
+
+def test_channels_last_only_off_the_cpu():
+    assert channels_last_for("cuda", True) and not channels_last_for("cuda", False)
+    assert not channels_last_for("cpu", True)
+    assert any("channels_last -> contiguous" in w for w in choose("fp32", True, EPYC).why)
+
+
+@pytest.mark.parametrize("facts,precision", [(EPYC, "fp32"), (SPR, "bf16")])
+def test_the_local_plan_applies_the_choice_and_says_why(facts, precision):
+    exp = Experiment(name="r", workload="resnet50", precision="amp-fp16")
+    le = lr.scale_experiment(exp, LocalRun(), results_dir="r", data_dir="d", cpu=facts)
+    assert (le.train.precision, le.train.channels_last) == (precision, False)
+    assert any("amp-fp16 -> " + precision in n for n in le.notes)
+    on_gpu = lr.scale_experiment(exp, LocalRun(), results_dir="r", data_dir="d", gpu=True, cpu=facts)
+    assert (on_gpu.train.precision, on_gpu.train.channels_last) == ("amp-fp16", True)

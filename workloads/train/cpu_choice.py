@@ -1,0 +1,94 @@
+"""How a run on CPUs trains: memory format and precision by what this CPU does well, not by a GPU's rules.
+
+The cluster's experiments ask for what suits a GPU: ``amp-fp16`` and ``channels_last`` (the
+tensor-core layout). On a CPU both can cost an order of magnitude or worse:
+
+- bf16 autocast is fast only where the CPU has bf16 instructions (AVX-512 BF16, AMX). On a
+  2-core AMD EPYC with AVX2 and no AVX-512, one ResNet-50 training step (width 16, 64 px,
+  batch 8, one thread) took 3.10 s in bf16 and 0.225 s in fp32 (14x); fp16 autocast is slower
+  still. So mixed precision becomes bf16 where the CPU has bf16 instructions, else fp32.
+- channels_last buys little on a CPU, and with torch 2.14.1 on that AVX2 machine a narrow
+  ResNet's backward in channels_last segfaulted with one thread and hung with two, where the
+  contiguous step took 0.02 s. So CPU runs train in the contiguous format.
+
+``choose`` is pure (the CPU's facts are passed in); ``read_cpu_facts`` reads them from
+``/proc/cpuinfo`` without importing torch, so ``bench run --local`` can decide before it starts
+any process. The trainer records torch's own view (``torch.backends.cpu.get_cpu_capability()``)
+beside the choice in the summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# x86 flags (Linux /proc/cpuinfo names) whose presence makes bf16 matmuls and convolutions native
+# (oneDNN uses AVX512_BF16 on Cooper Lake / Zen 4 and later, AMX on Sapphire Rapids and later).
+BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+MIXED = ("amp-fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    """What the CPU offers, as Linux names its flags (``/proc/cpuinfo``); empty where unknown."""
+    flags: frozenset[str] = frozenset()
+    model: str = ""
+
+    @property
+    def native_bf16(self) -> bool:
+        return bool(BF16_FLAGS & self.flags)
+
+    def describe(self) -> str:
+        isa = "AMX" if "amx_bf16" in self.flags else "AVX-512 BF16" if "avx512_bf16" in self.flags else None
+        vec = "AVX-512" if "avx512f" in self.flags else "AVX2" if "avx2" in self.flags else "no AVX2"
+        return f"{self.model or 'CPU'} ({vec}, " + (f"bf16 via {isa})" if isa else "no bf16 instructions)")
+
+
+@dataclass(frozen=True)
+class CpuChoice:
+    precision: str
+    channels_last: bool
+    why: tuple[str, ...]  # one line per change from what the experiment asked for
+
+
+def channels_last_for(device_type: str, requested: bool) -> bool:
+    """Whether to train in channels_last: as asked on an accelerator, never on a CPU (module docstring)."""
+    return requested and device_type != "cpu"
+
+
+def choose(precision: str, channels_last: bool, facts: CpuFacts) -> CpuChoice:
+    """The fastest precision the experiment allows on this CPU, and the CPU's memory format."""
+    why = []
+    chosen = precision
+    if precision in MIXED:
+        chosen = "bf16" if facts.native_bf16 else "fp32"
+        if chosen != precision:
+            reason = ("bf16 instructions make bf16 the fast mixed precision" if facts.native_bf16 else
+                      "no bf16 instructions: bf16/fp16 autocast is many times slower than fp32")
+            why.append(f"{precision} -> {chosen} on {facts.describe()}: {reason}")
+    fmt = channels_last_for("cpu", channels_last)
+    if channels_last and not fmt:
+        why.append("channels_last -> contiguous: a GPU tensor-core layout, slow or broken in CPU backward passes")
+    return CpuChoice(precision=chosen, channels_last=fmt, why=tuple(why))
+
+
+def parse_cpuinfo(text: str) -> CpuFacts:
+    """The first processor's flags and model name from ``/proc/cpuinfo`` text (x86 ``flags``, Arm ``Features``)."""
+    flags: frozenset[str] = frozenset()
+    model = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if key in ("flags", "features") and not flags:
+            flags = frozenset(value.split())
+        elif key == "model name" and not model:
+            model = value.strip()
+    return CpuFacts(flags=flags, model=model)
+
+
+def read_cpu_facts(path: Path = Path("/proc/cpuinfo")) -> CpuFacts:
+    """This machine's facts; no flags (so: fp32) where the file cannot be read (not Linux)."""
+    try:
+        return parse_cpuinfo(path.read_text(errors="replace"))
+    except OSError:
+        return CpuFacts()
