@@ -4,8 +4,12 @@
 summary (and the launcher's log and summary.json) names the root cause, not just an exit code.
 """
 
-from torch.distributed.elastic.multiprocessing.errors import record
+import time
 
-from workloads.train.trainer import main
+STARTED = time.time()  # before torch is imported: the start-up record counts the imports
 
-raise SystemExit(record(main)())
+from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
+
+from workloads.train.trainer import main  # noqa: E402
+
+raise SystemExit(record(main)(process_started=STARTED))

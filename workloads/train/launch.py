@@ -107,6 +107,7 @@ def child_env(environ: Mapping[str, str]) -> dict[str, str]:
     store on the new rank 0 (the pre-2.4 behaviour). An explicit value in the environment wins.
     """
     env = dict(environ)
+    env.setdefault("EKSBENCH_LAUNCHED_AT", f"{time.time():.3f}")  # the trainer's start-up record counts from here
     env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env

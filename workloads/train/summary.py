@@ -154,6 +154,7 @@ def metrics_summary(by_rank: Mapping[int, list[dict[str, Any]]], evals: list[dic
     world_sizes = sorted({r.get("world_size") for lines in by_rank.values() for r in lines} - {None})
     info = next((e for e in reversed(events) if e.get("event") == "run_info"), {})
     end = next((e for e in reversed(events) if e.get("event") == "end"), {})
+    startup = next((e for e in events if e.get("event") == "startup"), None)
     tp = throughput(by_rank)
     device = dict(info.get("device") or {})
     if device:
@@ -165,6 +166,9 @@ def metrics_summary(by_rank: Mapping[int, list[dict[str, Any]]], evals: list[dic
             "loop_seconds": loop,
             "loop_samples_per_s": _rate(end.get("samples", 0), loop) if loop else None,
             "data_wait_s": data_wait(by_rank),
+            # the first attempt's start-up: launcher (torchrun, rendezvous), imports, process group, build, ...
+            "startup": {k: startup[k] for k in ("phases_s", "time_to_first_step_s")} if startup else None,
+            "memory_format": info.get("memory_format"),
             "device": device or None,
             "nodes": info.get("nodes"), "gpus_per_node": info.get("gpus_per_node"),
             "coverage": step_coverage(by_rank),
