@@ -16,9 +16,9 @@ from typing import Any
 
 
 def build_classifier(workload: str, *, num_classes: int, width_per_group: int) -> Any:
-    import torchvision
-
     if workload == "resnet50":
+        import torchvision  # only here: importing it costs about 2 s on 2 cores (it pulls in torch._dynamo)
+
         return torchvision.models.resnet50(weights=None, num_classes=num_classes, width_per_group=width_per_group)
     if workload == "cifar10":
         return cifar_resnet(num_classes=num_classes, width=width_per_group)
