@@ -89,7 +89,7 @@ def stack_raw_config(stack: str, root: Path = ROOT) -> tuple[dict[str, Any], str
 def load_stack_config(stack: str, root: Path = ROOT) -> StackConfig:
     """The stack's validated config (shape, then meaning; offerings are checked by ``bench plan``). Raises ConfigError."""
     from program.validation import validated_config
-    from workloads.experiment_suite import read_code_files
+    from workloads.code_files import read_code_files
 
     raw, region = stack_raw_config(stack, root)
     return validated_config(raw, project=PROJECT, stack=stack, region=region, code_files=read_code_files())

@@ -36,7 +36,8 @@ from spec import aws_catalog as catalog
 from spec.config import HomeConfig, StackConfig
 from spec.fields import ConfigError
 from spec.shape import parse_stack_config, stack_role
-from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs, read_code_files
+from workloads.code_files import read_code_files
+from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs
 
 
 def cluster_name_for(cfg: StackConfig) -> str:

@@ -13,7 +13,6 @@ The experiments arrive validated: the program checks them before registering any
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Mapping
 
 import pulumi
@@ -23,47 +22,8 @@ from infra.component_options import child_options
 from infra.environment import Environment
 from spec.config import Experiment, GpuNodeGroup
 from workloads import job_manifests as manifests
+from workloads.code_files import read_git_commit
 from workloads.training_job import TrainingJob, TrainingJobArgs
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def read_code_files(root: Path = REPO_ROOT) -> dict[str, str]:
-    """The sources the pods run, ``{path relative to the repository root: text}``.
-
-    ``workloads/train`` (every ``*.py``, subfolders too) with the package files above it, and
-    ``spec/*.py``, the dependency-free layer the training code imports (``spec.train_args``,
-    ``spec.s3_uri``). They are mounted at ``contracts.CODE_ROOT`` with the same layout.
-    """
-    paths = [root / "workloads" / "__init__.py", *sorted((root / "spec").glob("*.py")),
-             *sorted((root / "workloads" / "train").rglob("*.py"))]
-    return {p.relative_to(root).as_posix(): p.read_text() for p in paths if "__pycache__" not in p.parts}
-
-
-SHIPPED_PATHS = ("workloads/__init__.py", "spec", "workloads/train")
-
-
-def read_git_commit(root: Path = REPO_ROOT) -> str | None:
-    """The last commit that changed the shipped code (read_code_files' paths), ``-dirty`` when
-    those files differ from it; None outside a git checkout.
-
-    The commit of the shipped code rather than HEAD: the pods' env is part of the Job, and a
-    commit that changes nothing the pods run (docs, infra) must not replace (rerun) the Jobs.
-    """
-    import subprocess
-
-    try:
-        log = subprocess.run(["git", "log", "-1", "--format=%H", "--", *SHIPPED_PATHS], cwd=root,
-                             capture_output=True, text=True, timeout=10)
-        status = subprocess.run(["git", "status", "--porcelain", "--", *SHIPPED_PATHS], cwd=root,
-                                capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = log.stdout.strip()
-    if log.returncode != 0 or not commit:
-        return None
-    return commit + ("-dirty" if status.returncode == 0 and status.stdout.strip() else "")
-
 
 @dataclass(frozen=True)
 class ExperimentSuiteArgs:

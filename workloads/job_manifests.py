@@ -44,7 +44,7 @@ def code_config_map_manifest(files: Mapping[str, str], *, namespace: str, prefix
     """An immutable ConfigMap of the shipped sources, named by their content hash.
 
     ``files`` maps paths relative to the repository root (``"spec/train_args.py"``,
-    ``"workloads/train/launch.py"``) to their text (experiment_suite.read_code_files). A code
+    ``"workloads/train/launch.py"``) to their text (code_files.read_code_files). A code
     change gives a new name, so the Jobs that mount it are replaced (rerun) instead of having
     their code swapped under running pods. Keys may not contain "/", so
     "/" is written as "--" (ConfigMap keys: [-._a-zA-Z0-9]+).
@@ -305,7 +305,7 @@ def experiment_manifests(e: Experiment, *, env: Environment, node_group: GpuNode
 
     ``after``: gate waits (see contracts.gate_spec) that must be done before this experiment starts;
     its Jobs are then created suspended and a gate resumes them. ``after_minutes`` bounds that wait.
-    ``git_commit``: the commit of the shipped code (experiment_suite.read_git_commit), given to the
+    ``git_commit``: the commit of the shipped code (code_files.read_git_commit), given to the
     pods as EKSBENCH_GIT_COMMIT for the summary; computed by the caller, as these builders do no I/O.
     """
     job = contracts.base_name(e, run_id)

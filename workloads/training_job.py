@@ -41,7 +41,7 @@ class TrainingJobArgs:
     after: gate waits (manifests.completion_waits of the previous experiment) to finish before
         this experiment starts; empty = start at once.
     after_minutes: the longest that wait can take (sum of manifests.suite_budget_minutes).
-    git_commit: the shipped code's commit (experiment_suite.read_git_commit), EKSBENCH_GIT_COMMIT in the pods.
+    git_commit: the shipped code's commit (code_files.read_git_commit), EKSBENCH_GIT_COMMIT in the pods.
     """
     experiment: Experiment
     env: Environment

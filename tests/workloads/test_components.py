@@ -18,7 +18,8 @@ from tests.support.k8s_schema import assert_valid
 from tests.support.mock_engine import K8S_API, k8s_manifest, of_type, register
 from workloads import contracts
 from workloads import job_manifests as manifests
-from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs, read_code_files
+from workloads.code_files import read_code_files
+from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs
 from workloads.training_job import TrainingJob, TrainingJobArgs
 
 RAW = {
