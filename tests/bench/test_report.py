@@ -89,7 +89,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/setup installs it: apt-get install chromium)")
+@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/setup-tests installs it: apt-get install chromium)")
 def test_page_renders_in_headless_chromium_with_every_figure_decoded(page, tmp_path):
     from PIL import Image, ImageStat
 

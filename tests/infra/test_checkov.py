@@ -27,7 +27,7 @@ import pytest
 
 from tests.infra.plan_manifests import write_manifests
 
-# .ci/setup installs it into .venv-checkov at the project root.
+# .ci/setup-tests installs it into .venv-checkov at the project root.
 VENV_CHECKOV = Path(__file__).resolve().parents[2] / ".venv-checkov" / "bin" / "checkov"
 CHECKOV = os.environ.get("CHECKOV") or shutil.which("checkov") or (str(VENV_CHECKOV) if VENV_CHECKOV.exists() else None)
 pytestmark = pytest.mark.skipif(

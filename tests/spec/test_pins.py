@@ -12,8 +12,12 @@ IMAGES = [pins.TRAINING_IMAGE, pins.ETCD_IMAGE, pins.DEVICE_PLUGIN_IMAGE, pins.G
 
 
 def requirement_pins(path) -> dict[str, str]:
+    """``name: version`` of a requirements file, following its ``-r`` includes."""
     found = {}
     for line in path.read_text().splitlines():
+        if line.startswith("-r "):
+            found.update(requirement_pins(path.parent / line[3:].strip()))
+            continue
         m = re.fullmatch(r"([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s#]+)\s*(#.*)?", line.strip())
         if m:
             found[m.group(1).lower()] = m.group(2)
