@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -47,6 +48,42 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, procs: li
             raise AssertionError(f"processes exited before: {what}")
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout}s waiting for: {what}")
+
+
+def _metrics_progress(results_dir: Path | None) -> tuple[int, int]:
+    """(files, bytes) written under ``<results-dir>/metrics``: it grows with every step line."""
+    if results_dir is None or not (results_dir / "metrics").is_dir():
+        return 0, 0
+    sizes = [f.stat().st_size for f in (results_dir / "metrics").iterdir() if f.is_file()]
+    return len(sizes), sum(sizes)
+
+
+def run_training(cmd: list[str], *, env: dict[str, str], startup_s: float = 600,
+                 stall_s: float = 300) -> subprocess.CompletedProcess:
+    """Run a training command to its end, as long as it keeps stepping.
+
+    The budget counts steps, not a machine's speed: ``startup_s`` until the first metrics line
+    under ``--results-dir``, then ``stall_s`` since the last new line. A run that stops
+    stepping is killed and fails naming where it stood; a slow CPU only makes it slower.
+    """
+    results = next((Path(a.split("=", 1)[1]) for a in cmd if a.startswith("--results-dir=")), None)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=err)
+        seen, budget, since = _metrics_progress(results), startup_s, time.monotonic()
+        while proc.poll() is None:
+            time.sleep(0.2)
+            now = _metrics_progress(results)
+            if now != seen:
+                seen, budget, since = now, stall_s, time.monotonic()
+            elif time.monotonic() - since > budget:
+                kill_tree(proc)
+                out.seek(0), err.seek(0)
+                tail = (out.read().decode(errors="replace") + err.read().decode(errors="replace"))[-3000:]
+                raise AssertionError(f"no new metrics line for {budget:.0f}s ({seen[1]} bytes of metrics so far): "
+                                     f"{' '.join(cmd[:6])} ...\n{tail}")
+        out.seek(0), err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out.read().decode(errors="replace"),
+                                           err.read().decode(errors="replace"))
 
 
 def kill_tree(proc: subprocess.Popen) -> None:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.workloads.conftest import ROOT, child_env
+from tests.workloads.conftest import ROOT, child_env, run_training
 from workloads.train.checkpoint import atomic_write, is_due, latest_path, load
 from workloads.train.metrics import read_jsonl
 
@@ -36,7 +36,7 @@ def train(tmp_path, steps: int, *extra: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "workloads.train", "--workload=resnet50", "--batch-size=2", f"--steps={steps}",
            "--image-size=32", "--width-per-group=4", "--checkpoint-every=4", "--warmup-steps=1",
            f"--results-dir={tmp_path}", "--precision=fp32", "--log-every=1", *extra]
-    return subprocess.run(cmd, cwd=ROOT, env=child_env(2), capture_output=True, text=True, timeout=120)
+    return run_training(cmd, env=child_env(2))
 
 
 @pytest.mark.local_run

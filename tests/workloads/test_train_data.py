@@ -7,16 +7,15 @@ import sys
 
 import pytest
 
-from tests.workloads.conftest import ROOT, child_env
+from tests.workloads.conftest import ROOT, child_env, run_training
 from workloads.train.cifar import read_split, write_standin
 from workloads.train.launch import collect_metrics
 from workloads.train.metrics import read_jsonl, read_rank_metrics
 
 
 def train(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "workloads.train", "--precision=fp32", "--warmup-steps=1",
-                           "--log-every=1", *args],
-                          cwd=ROOT, env=child_env(2), capture_output=True, text=True, timeout=120)
+    return run_training([sys.executable, "-m", "workloads.train", "--precision=fp32", "--warmup-steps=1",
+                         "--log-every=1", *args], env=child_env(2))
 
 
 def test_standin_has_torchvision_cifar_layout(tmp_path):
@@ -95,3 +94,9 @@ def test_image_folder_hands_uint8_to_the_device_and_normalises_there(tmp_path, m
     assert x.dtype == torch.float32 and tuple(x.shape) == (4, 3, 32, 32)
     assert x.is_contiguous(memory_format=torch.channels_last) and y.dtype == torch.int64
     assert -2.2 < float(x.min()) and float(x.max()) < 2.7  # ImageNet mean/std normalisation of 0..255
+
+
+def test_a_run_that_stops_stepping_fails_naming_where_it_stood(tmp_path):
+    cmd = [sys.executable, "-c", "import time; time.sleep(60)", f"--results-dir={tmp_path}"]
+    with pytest.raises(AssertionError, match="no new metrics line for 1s"):
+        run_training(cmd, env=child_env(1), startup_s=1)

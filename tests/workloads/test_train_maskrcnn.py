@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.workloads.conftest import ROOT, child_env
+from tests.workloads.conftest import ROOT, child_env, run_training
 from workloads.train.detection import coco_index, polygon_mask
 from workloads.train.metrics import read_rank_metrics
 
@@ -77,7 +77,7 @@ def test_maskrcnn_trains_on_coco_format_with_two_processes(tmp_path):
            "-m", "workloads.train", "--workload=maskrcnn", "--dataset=coco2017", f"--data-dir={tmp_path / 'data'}",
            f"--results-dir={results}", "--batch-size=1", "--steps=3", "--image-size=96", "--precision=fp32",
            "--checkpoint-every=2", "--warmup-steps=1", "--workers=0"]
-    done = subprocess.run(cmd, cwd=ROOT, env=child_env(1), capture_output=True, text=True, timeout=240)
+    done = run_training(cmd, env=child_env(1))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     by_rank = read_rank_metrics(results)
     assert sorted(by_rank) == [0, 1]

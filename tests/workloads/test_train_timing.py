@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from spec.train_args import TrainArgs
-from tests.workloads.conftest import ROOT, child_env
+from tests.workloads.conftest import ROOT, child_env, run_training
 from workloads.train import checkpoint as ckpt
 from workloads.train.launch import nccl_transport
 from workloads.train.metrics import read_jsonl
@@ -71,7 +71,7 @@ def torchrun(tmp_path, nproc: int, *args: str, script: str | None = None) -> sub
     target = [script] if script else ["-m", "workloads.train"]
     cmd = [*runner, *target, "--workload=resnet50", "--batch-size=2", "--image-size=32", "--width-per-group=4",
            "--precision=fp32", f"--results-dir={tmp_path}", *args]
-    return subprocess.run(cmd, cwd=ROOT, env=child_env(1), capture_output=True, text=True, timeout=240)
+    return run_training(cmd, env=child_env(1))
 
 
 SLOW_CHECKPOINT = """
