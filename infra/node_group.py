@@ -110,7 +110,8 @@ def launch_template_data(spec: NodeGroupSpec, *, security_group_id: Any = None,
     """The launch template's arguments (pulumi-aws ``aws.ec2.LaunchTemplate`` names), pure.
 
     EFA groups get ``spec.efa_interfaces`` interfaces, the count the pods request too (one source:
-    spec.aws_catalog.efa_interfaces); ``security_group_id``: the group EFA interfaces carry, the EKS-created cluster security group (as pulumi-eks passes
+    spec.aws_catalog.efa_interfaces); ``security_group_id``: the group EFA interfaces carry, the
+    EKS-created cluster security group (as pulumi-eks passes
     ``core.cluster.vpcConfig.clusterSecurityGroupId``); ``placement_group_name``: the placement group."""
     # Root volume: /dev/xvda on AL2023, the data volume /dev/xvdb on Bottlerocket (pulumi-eks
     # nodegroup.ts, createMNGCustomLaunchTemplate). With a launch template, disk size goes here and

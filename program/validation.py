@@ -288,9 +288,9 @@ def image_advisories(cfg: StackConfig) -> list[str]:
         cc = compat.gpu_arch(group.instance_type)
         if row is None and cc is not None:
             driver = compat.AMI_DRIVERS.get(group.ami_type)
+            on_driver = f" and runs on its NVIDIA driver {driver.branch} without the compat package" if driver else ""
             out.append(f"experiments[{i}].image={show(e.image)}: not in spec/compat.py, so eksbench cannot check that "
                        f"its CUDA build has kernels for node group {group.name!r} "
-                       f"({catalog.INSTANCE_TYPES[group.instance_type].gpu_model}, {compat.sm(cc)})"
-                       + (f" and runs on its NVIDIA driver {driver.branch} without the compat package" if driver else "")
-                       + "; check it, or add its row to spec/compat.py IMAGES")
+                       f"({catalog.INSTANCE_TYPES[group.instance_type].gpu_model}, {compat.sm(cc)}){on_driver}; "
+                       "check it, or add its row to spec/compat.py IMAGES")
     return out

@@ -293,7 +293,8 @@ def _experiments(raw: Any, groups: tuple[GpuNodeGroup, ...], problems: list[str]
                  default_image: str = DEFAULT_IMAGE, region: str | None = None) -> tuple[Experiment, ...]:
     if raw is None:
         return ()
-    return _items(raw, "experiments", lambda r: _experiment(r, groups, default_image, region), problems, non_empty=False,
+    return _items(raw, "experiments", lambda r: _experiment(r, groups, default_image, region), problems,
+                  non_empty=False,
                   what="experiments", example='[{"name": "resnet50", "workload": "resnet50"}]')
 
 

@@ -17,20 +17,10 @@ from program.validation import image_advisories, meaning_problems
 from spec import aws_catalog as catalog
 from spec import compat, pins
 from spec.shape import parse_stack_config
+from tests.support.compat_oracle import oracle_runs
 
 GPU_TYPES = sorted(t for t, spec in catalog.INSTANCE_TYPES.items() if spec.gpus)
 REGION = "us-west-2"
-
-
-def oracle_runs(row: compat.TrainingImage, instance_type: str, ami_type: str) -> bool:
-    """From the raw rows: SASS of the GPU's major and a minor not above it, or PTX not above it; and the
-    AMI's driver branch at least the branch of the toolkit driver of the image's CUDA."""
-    major, minor = map(int, compat.GPU_ARCH[catalog.INSTANCE_TYPES[instance_type].gpu_model].split("."))
-    sass = [tuple(map(int, c.split("."))) for c in row.sass]
-    ptx = [tuple(map(int, c.split("."))) for c in row.ptx]
-    kernels = any(m == major and n <= minor for m, n in sass) or any(p <= (major, minor) for p in ptx)
-    need = int(compat.CUDA_DRIVERS[row.cuda].toolkit_driver.split(".")[0])
-    return kernels and compat.AMI_DRIVERS[ami_type].branch >= need
 
 
 def stack(instance_type: str, ami_type: str, **experiment):
