@@ -152,9 +152,6 @@ EKS_MANAGED_NODE_GROUP_OUTPUTS = ("nodeGroup", "placementGroupName")
 PULUMI_EKS_CLUSTER_SG = "sg-0c1a55e700000eks1"
 PULUMI_EKS_NODE_SG = "sg-0a0de500000000eks2"
 EKS_CREATED_CLUSTER_SG = "sg-0e4500c0ea7ed0eks3"
-# Network cards per instance type, for the DescribeInstanceTypes answer (test data for the mock:
-# the real program reads the count from EC2).
-MOCK_NETWORK_CARDS = {"p5.48xlarge": 32, "p5e.48xlarge": 32, "p4d.24xlarge": 4, "p4de.24xlarge": 4}
 
 
 @dataclass
@@ -275,7 +272,7 @@ class EksbenchMocks(pmocks.Mocks):
                 raise KeyError(f"getInstanceType({t!r}): not in the instance catalog")
             return result_shape(aws.ec2.GetInstanceTypeResult, {
                 "instanceType": t, "id": t, "efaSupported": spec.efa, "defaultVcpus": spec.vcpus,
-                "memorySize": spec.memory_gib * 1024, "maximumNetworkCards": MOCK_NETWORK_CARDS.get(t, 1)})
+                "memorySize": spec.memory_gib * 1024, "maximumNetworkCards": spec.network_cards})
         raise NotImplementedError(f"EksbenchMocks does not answer the invoke {args.token}; shape its answer "
                                   "from pulumi-aws' result type (bench.mocks.result_shape) before calling it")
 

@@ -56,6 +56,7 @@ class NodeGroupSpec:
     labels: dict[str, str]
     taints: list[dict[str, str]] = field(default_factory=list)
     efa: bool = False
+    efa_interfaces: int = 0  # one per network card (spec.aws_catalog.efa_interfaces), EFA groups only
     placement_group: bool = False
     capacity_reservation_id: str | None = None
     lustre_client: bool = False  # install the Lustre client at boot (AL2023 nodes mounting FSx)
@@ -68,6 +69,7 @@ def gpu_node_group_spec(group: GpuNodeGroup, *, lustre_client: bool = False) -> 
         disk_size_gib=group.disk_size_gib, capacity_type=group.capacity_type,
         labels={**group.labels, GPU_NODE_LABEL_KEY: group.name},
         taints=[dict(GPU_TAINT)], efa=group.efa, placement_group=group.placement_group,
+        efa_interfaces=catalog.efa_interfaces(group.instance_type) if group.efa else 0,
         capacity_reservation_id=group.capacity_reservation_id,
         lustre_client=lustre_client and group.ami_type.startswith("AL2023"))
 
@@ -103,12 +105,13 @@ def mime_user_data(script: str) -> str:
 METADATA_OPTIONS = {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 1}
 
 
-def launch_template_data(spec: NodeGroupSpec, *, efa_cards: Any = None, security_group_id: Any = None,
+def launch_template_data(spec: NodeGroupSpec, *, security_group_id: Any = None,
                          placement_group_name: Any = None) -> dict[str, Any]:
     """The launch template's arguments (pulumi-aws ``aws.ec2.LaunchTemplate`` names), pure.
 
-    ``efa_cards``: network cards of the instance type (EFA groups); ``security_group_id``: the
-    group EFA interfaces carry, the EKS-created cluster security group (as pulumi-eks passes
+    EFA groups get ``spec.efa_interfaces`` interfaces, the count the pods request too (one source:
+    spec.aws_catalog.efa_interfaces); ``security_group_id``: the group EFA interfaces carry, the
+    EKS-created cluster security group (as pulumi-eks passes
     ``core.cluster.vpcConfig.clusterSecurityGroupId``); ``placement_group_name``: the placement group."""
     # Root volume: /dev/xvda on AL2023, the data volume /dev/xvdb on Bottlerocket (pulumi-eks
     # nodegroup.ts, createMNGCustomLaunchTemplate). With a launch template, disk size goes here and
@@ -123,8 +126,7 @@ def launch_template_data(spec: NodeGroupSpec, *, efa_cards: Any = None, security
     if spec.lustre_client:
         data["user_data"] = mime_user_data(LUSTRE_CLIENT_SCRIPT)
     if spec.efa:
-        data["network_interfaces"] = pulumi.Output.from_input(efa_cards).apply(
-            lambda cards: efa_network_interfaces(cards or 1, security_group_id))
+        data["network_interfaces"] = efa_network_interfaces(spec.efa_interfaces, security_group_id)
     if placement_group_name is not None:
         data["placement"] = {"group_name": placement_group_name}
     if spec.capacity_type == "CAPACITY_BLOCK":
@@ -170,13 +172,9 @@ class NodeGroup(pulumi.ComponentResource):
         placement = None
         if spec.placement_group:
             placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", tags=tags, opts=child)
-        efa_cards = None
-        if spec.efa:
-            # As pulumi-eks does: one EFA per network card, the count read from EC2 (DescribeInstanceTypes).
-            efa_cards = aws.ec2.get_instance_type_output(instance_type=spec.instance_type,
-                                                         opts=pulumi.InvokeOutputOptions(parent=self)
-                                                         ).maximum_network_cards
-        data = launch_template_data(spec, efa_cards=efa_cards, security_group_id=args.cluster_security_group_id,
+        # As pulumi-eks does, one EFA per network card; the count is the catalog's (spec.aws_catalog), the
+        # same the pods request, so a node never has interfaces its pods cannot ask for.
+        data = launch_template_data(spec, security_group_id=args.cluster_security_group_id,
                                     placement_group_name=placement.name if placement else None)
         template = aws.ec2.LaunchTemplate(
             f"{name}-lt", description=f"eksbench node group {spec.name}: IMDSv2 hop limit 1", update_default_version=True,

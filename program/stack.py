@@ -31,7 +31,7 @@ from infra.network import Network, NetworkArgs
 from infra.node_group import NodeGroup, NodeGroupArgs, gpu_node_group_spec, system_node_group_spec
 from infra.trainer_identity import TrainerIdentity, TrainerIdentityArgs
 from program.home import build_home, results_bucket_name
-from program.validation import meaning_problems
+from program.validation import image_advisories, meaning_problems
 from spec import aws_catalog as catalog
 from spec.config import HomeConfig, StackConfig
 from spec.fields import ConfigError
@@ -70,7 +70,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
     problems = meaning_problems(cfg, offered=offered, code_files=code_files, today=today, zones=zones)
     if problems:
         raise ConfigError(problems)
-    for note in offerings.advisories(cfg, today=today):
+    for note in offerings.advisories(cfg, today=today) + image_advisories(cfg):
         pulumi.log.warn(note)
 
     env = environment_for(cfg)

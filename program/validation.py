@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from datasets.catalog import DATASET_NAMES, dataset
 from infra.offerings import offering_problems
 from spec import aws_catalog as catalog
+from spec import compat
 from spec.config import Experiment, GpuNodeGroup, StackConfig
 from spec.fields import ConfigError, documentation_cidr, placeholder_bucket, problem, show
 from spec.pins import EKS_ADDON_REGISTRY_ACCOUNTS
@@ -33,7 +34,7 @@ def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None
     ``code_files`` (the shipped sources), ``today`` (ISO date: the caller's clock, for the EKS
     version calendar) and ``zones`` (the region's usable zone names -> zone ids) are checked when given."""
     problems = (_cluster(cfg, today) + _node_groups(cfg) + _network(cfg, zones) + _storage(cfg)
-                + _datasets(cfg) + _experiments(cfg))
+                + _datasets(cfg) + _experiments(cfg) + image_problems(cfg))
     if offered is not None:
         problems += offering_problems(cfg, offered)
     if code_files is not None:
@@ -251,4 +252,45 @@ def _fits(key: str, e: Experiment, group: GpuNodeGroup) -> list[str]:
         nodes = f"{e.min_nodes}:{e.max_nodes}" if e.elastic else e.max_nodes
         out.append(problem(f"{key}.nodes", nodes, f"needs {e.max_nodes} nodes but node group {group.name!r} has "
                            f"max_size {group.max_size}", str(group.max_size)))
+    return out
+
+
+def _image_pairs(cfg: StackConfig):
+    """(index, experiment, its node group, the table's row for its image or None) for every experiment on a group."""
+    groups = cfg.node_groups
+    for i, e in enumerate(cfg.experiments):
+        group = groups.get(e.node_group)
+        if group is not None:
+            yield i, e, group, compat.find_image(e.image)
+
+
+def image_problems(cfg: StackConfig) -> list[str]:
+    """Each experiment's image can train on its node group: kernels for the group's GPUs, and a CUDA the
+    AMI's driver runs without the forward-compatibility package (spec/compat.py, with its sources)."""
+    out = []
+    for i, e, group, row in _image_pairs(cfg):
+        if row is None:
+            continue
+        reasons = compat.pair_problems(row, group.instance_type, group.ami_type)
+        if reasons:
+            fit = compat.default_image(group.instance_type, group.ami_type, cfg.region or "us-west-2")
+            out.append(problem(f"experiments[{i}].image", e.image,
+                               f"cannot train on node group {group.name!r} ({group.instance_type}, {group.ami_type}): "
+                               f"{'; '.join(reasons)}; leave image unset for the group's default (spec/compat.py), "
+                               f"or use one built for its GPUs", show(fit)))
+    return out
+
+
+def image_advisories(cfg: StackConfig) -> list[str]:
+    """Warnings: an image eksbench has no CUDA build for (custom images, other frameworks) is not checked."""
+    out = []
+    for i, e, group, row in _image_pairs(cfg):
+        cc = compat.gpu_arch(group.instance_type)
+        if row is None and cc is not None:
+            driver = compat.AMI_DRIVERS.get(group.ami_type)
+            on_driver = f" and runs on its NVIDIA driver {driver.branch} without the compat package" if driver else ""
+            out.append(f"experiments[{i}].image={show(e.image)}: not in spec/compat.py, so eksbench cannot check that "
+                       f"its CUDA build has kernels for node group {group.name!r} "
+                       f"({catalog.INSTANCE_TYPES[group.instance_type].gpu_model}, {compat.sm(cc)}){on_driver}; "
+                       "check it, or add its row to spec/compat.py IMAGES")
     return out

@@ -25,10 +25,18 @@ class InstanceType:
     efa: bool = False
     usd_per_hour: float = 0.0
     retiring: bool = False
+    network_cards: int = 1  # EC2 DescribeInstanceTypes NetworkInfo.MaximumNetworkCards
 
 
-def _t(name, vcpus, mem, gpus=0, model="", gmem=0, efa=False, usd=0.0, retiring=False):
-    return InstanceType(name, vcpus, mem, gpus, model, gmem, efa, usd, retiring)
+def _t(name, vcpus, mem, gpus=0, model="", gmem=0, efa=False, usd=0.0, retiring=False, cards=1):
+    return InstanceType(name, vcpus, mem, gpus, model, gmem, efa, usd, retiring, cards)
+
+
+def efa_interfaces(instance_type: str) -> int:
+    """EFA interfaces on one node of an EFA type: one per network card, as the launch template creates them
+    (infra/node_group.py) and the pods request them (workloads/job_manifests.py); 0 without EFA."""
+    spec = INSTANCE_TYPES[instance_type]
+    return spec.network_cards if spec.efa else 0
 
 
 # Approximate on-demand prices in us-west-2 (PRICES_AS_OF), from the AWS EC2 On-Demand pricing
@@ -36,6 +44,9 @@ def _t(name, vcpus, mem, gpus=0, model="", gmem=0, efa=False, usd=0.0, retiring=
 # the prices before AWS's June 2025 P4/P5 price cuts; the rest are list prices as published
 # by AWS and should be re-checked.
 # EFA support: AWS "Supported instance types" for EFA (p3dn, p4d, p5, g5/g6/g6e >= 8xlarge).
+# Network cards (one EFA interface each): AWS EC2 user guide, "Maximize network bandwidth on accelerated
+# computing instances with EFA" (P5 and P5e: up to 32 network cards; G6e: up to four, on g6e.48xlarge)
+# and "Network cards" (p4d.24xlarge and p4de.24xlarge: 4); every other type here has one.
 INSTANCE_TYPES: dict[str, InstanceType] = {
     t.name: t
     for t in (
@@ -44,10 +55,10 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         _t("p3.8xlarge", 32, 244, 4, "V100", 16, usd=12.24, retiring=True),
         _t("p3.16xlarge", 64, 488, 8, "V100", 16, usd=24.48, retiring=True),
         _t("p3dn.24xlarge", 96, 768, 8, "V100", 32, efa=True, usd=31.218, retiring=True),
-        _t("p4d.24xlarge", 96, 1152, 8, "A100", 40, efa=True, usd=32.77),
-        _t("p4de.24xlarge", 96, 1152, 8, "A100", 80, efa=True, usd=40.97),
-        _t("p5.48xlarge", 192, 2048, 8, "H100", 80, efa=True, usd=98.32),
-        _t("p5e.48xlarge", 192, 2048, 8, "H200", 141, efa=True, usd=108.0),
+        _t("p4d.24xlarge", 96, 1152, 8, "A100", 40, efa=True, usd=32.77, cards=4),
+        _t("p4de.24xlarge", 96, 1152, 8, "A100", 80, efa=True, usd=40.97, cards=4),
+        _t("p5.48xlarge", 192, 2048, 8, "H100", 80, efa=True, usd=98.32, cards=32),
+        _t("p5e.48xlarge", 192, 2048, 8, "H200", 141, efa=True, usd=108.0, cards=32),
         _t("g4dn.xlarge", 4, 16, 1, "T4", 16, usd=0.526),
         _t("g4dn.12xlarge", 48, 192, 4, "T4", 16, usd=3.912),
         _t("g5.xlarge", 4, 16, 1, "A10G", 24, usd=1.006),
@@ -60,7 +71,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         _t("g6.48xlarge", 192, 768, 8, "L4", 24, efa=True, usd=13.35),
         _t("g6e.xlarge", 4, 32, 1, "L40S", 48, usd=1.861),
         _t("g6e.12xlarge", 48, 384, 4, "L40S", 48, efa=True, usd=10.493),
-        _t("g6e.48xlarge", 192, 1536, 8, "L40S", 48, efa=True, usd=30.131),
+        _t("g6e.48xlarge", 192, 1536, 8, "L40S", 48, efa=True, usd=30.131, cards=4),
         # CPU types for the system node group (etcd, add-on controllers, staging jobs).
         _t("t3.large", 2, 8, usd=0.0832),
         _t("m5.large", 2, 8, usd=0.096),

@@ -19,6 +19,12 @@ from __future__ import annotations
 DLC_REPOSITORY = "pytorch-training"
 DLC_TAG = "2.10.0-gpu-py313-cu130-ubuntu22.04-ec2"
 DLC_TORCH_VERSION = "2.10.0"
+# The newest DLC for PyTorch training whose torch is built with CUDA 12.6, the last CUDA with Volta
+# (sm_70) kernels in PyTorch's builds: the default on V100 groups (p3, p3dn), chosen by spec/compat.py.
+# From aws/deep-learning-containers docs/src/data/pytorch-training/2.6-gpu-ec2.yml (same commit):
+# PyTorch 2.6.0, Python 3.12, CUDA 12.6, Ubuntu 22.04, GA 2025-01-29, end of patches 2026-01-29 (no
+# later pytorch-training DLC is built with CUDA 12.6: 2.7 is cu128, 2.8 cu129, 2.9 and 2.10 cu130).
+DLC_TAG_CU126 = "2.6.0-gpu-py312-cu126-ubuntu22.04-ec2"
 DLC_ACCOUNT = "763104351884"  # most commercial regions
 # Regions whose DLC registry is another account (aws/deep-learning-containers
 # docs/reference/region_availability.md, same commit); China uses amazonaws.com.cn.
@@ -33,16 +39,16 @@ DLC_REGION_ACCOUNTS = {
 }
 
 
-def training_image(region: str) -> str:
-    """The DLC training image in ``region``'s ECR (the nodes pull it from their own region)."""
+def training_image(region: str, tag: str = DLC_TAG) -> str:
+    """The DLC training image ``tag`` in ``region``'s ECR (the nodes pull it from their own region)."""
     account = DLC_REGION_ACCOUNTS.get(region, DLC_ACCOUNT)
     domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
-    return f"{account}.dkr.ecr.{region}.{domain}/{DLC_REPOSITORY}:{DLC_TAG}"
+    return f"{account}.dkr.ecr.{region}.{domain}/{DLC_REPOSITORY}:{tag}"
 
 
 def is_training_image(image: str) -> bool:
-    """Whether ``image`` is the pinned DLC, in any region (the default an experiment did not override)."""
-    return image.endswith(f"/{DLC_REPOSITORY}:{DLC_TAG}") and ".dkr.ecr." in image
+    """Whether ``image`` is a pinned DLC, in any region (a default an experiment did not override)."""
+    return ".dkr.ecr." in image and any(image.endswith(f"/{DLC_REPOSITORY}:{t}") for t in (DLC_TAG, DLC_TAG_CU126))
 
 
 # The default where no region is known, and the base of workloads/Dockerfile: us-west-2's copy.

@@ -14,11 +14,14 @@ import re
 from typing import Any, Mapping
 
 from spec import aws_catalog as catalog
+from spec import compat
 from spec.config import (DEFAULT_IMAGE, FRAMEWORKS, NAME, RDZV_BACKENDS, RETIRED_FRAMEWORKS, Cluster, Efs, Experiment,
                          Fsx, GpuNodeGroup, HOME_ROLE, HomeConfig, LocalRun, Network, ROLES, Results, StackConfig,
                          Storage, SystemNodeGroup)
 from spec.fields import ConfigError, Reader, cidr_rule, show
 from spec.pins import training_image
+
+DEFAULT_REGION = "us-west-2"  # the registry of DEFAULT_IMAGE, where no region is known
 from spec.train_args import COMPILE_MODES, PRECISIONS, WORKLOADS
 
 # Capacity types of an EKS managed node group (EKS API CreateNodegroup capacityType; CAPACITY_BLOCK
@@ -95,7 +98,7 @@ def parse_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, regi
     local = _local(Reader(top.mapping("local"), "local", problems))
     tags = top.string_map("tags")
     experiments = _experiments(top.raw("experiments", None), groups, problems,
-                               default_image=training_image(region) if region else DEFAULT_IMAGE)
+                               default_image=training_image(region) if region else DEFAULT_IMAGE, region=region)
     top.finish()
     if problems:
         raise ConfigError(problems)
@@ -287,10 +290,11 @@ def _local(r: Reader) -> LocalRun:
 
 
 def _experiments(raw: Any, groups: tuple[GpuNodeGroup, ...], problems: list[str], *,
-                 default_image: str = DEFAULT_IMAGE) -> tuple[Experiment, ...]:
+                 default_image: str = DEFAULT_IMAGE, region: str | None = None) -> tuple[Experiment, ...]:
     if raw is None:
         return ()
-    return _items(raw, "experiments", lambda r: _experiment(r, groups, default_image), problems, non_empty=False,
+    return _items(raw, "experiments", lambda r: _experiment(r, groups, default_image, region), problems,
+                  non_empty=False,
                   what="experiments", example='[{"name": "resnet50", "workload": "resnet50"}]')
 
 
@@ -309,7 +313,8 @@ def _number(r: Reader, name: str, default: float | None, *, minimum: float, maxi
     return float(value)
 
 
-def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str = DEFAULT_IMAGE) -> Experiment | None:
+def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str = DEFAULT_IMAGE,
+                region: str | None = None) -> Experiment | None:
     n0 = len(r.problems)
     name = r.string("name", pattern=NAME, example='"resnet50-8gpu"')
     framework = r.raw("framework", "pytorch")
@@ -331,6 +336,9 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
         r.fail(r.key("nodes"), nodes_raw, 'must be a node count >= 1 or "min:max" for an elastic run', '"2:4"')
     group_name = r.string("node_group", groups[0].name if groups else "", example='"gpu"')
     group = next((g for g in groups if g.name == group_name), None)
+    if group is not None:
+        # The image whose CUDA build has kernels for the group's GPUs and fits its AMI's driver (spec/compat.py).
+        default_image = compat.default_image(group.instance_type, group.ami_type, region or DEFAULT_REGION)
     # Every GPU of the node unless asked otherwise (program.validation checks it against the group).
     per_node = max(group.gpus_per_node, 1) if group else 1
     gpus = r.integer("gpus_per_node", per_node, minimum=1, example=str(per_node))

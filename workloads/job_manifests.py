@@ -25,8 +25,6 @@ from workloads import contracts
 CODE_CONFIG_MAP_LIMIT = 1024 * 1024  # a ConfigMap holds at most 1 MiB (Kubernetes ConfigMap docs)
 EVAL_TIMEOUT_MINUTES = 30
 GRACE_SECONDS = 120  # time for the launcher to write summary.json and upload after SIGTERM
-# EFA interfaces per instance (AWS EFA docs, "Supported instance types"); others have 1.
-EFA_INTERFACES = {"p4d.24xlarge": 4, "p4de.24xlarge": 4, "p5.48xlarge": 32, "p5e.48xlarge": 32}
 # GPUDirect RDMA over EFA exists on p4d/p4de/p5/p5e only (AWS EFA docs).
 EFA_RDMA_FAMILIES = ("p4d", "p4de", "p5", "p5e")
 # Evictions, preemption and node drains are not the workload's fault: they do not count against
@@ -107,7 +105,8 @@ def _efa(group: GpuNodeGroup, gpus: int) -> tuple[dict[str, str], list[dict]]:
     if not group.efa:
         return {}, []
     spec = catalog.INSTANCE_TYPES[group.instance_type]
-    count = max(1, EFA_INTERFACES.get(group.instance_type, 1) * gpus // max(spec.gpus, 1))
+    # The pod's share of the node's interfaces, from the count the launch template creates (one source).
+    count = max(1, catalog.efa_interfaces(group.instance_type) * gpus // max(spec.gpus, 1))
     env = [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "FI_EFA_FORK_SAFE", "value": "1"}]
     if group.instance_type.split(".")[0] in EFA_RDMA_FAMILIES:
         env.append({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"})

@@ -1,0 +1,64 @@
+"""A pod that takes a whole EFA node requests exactly the EFA interfaces the node's launch template creates.
+
+Both counts come from one place (spec.aws_catalog.efa_interfaces). Checked for every EFA type of the
+catalog through the pure builders, and through the whole program for the p5 example and a g6e.48xlarge
+variant of it (4 network cards, which a hard-coded table once gave 1).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from bench.plan import evaluate_config
+from bench.stack_files import ROOT
+from infra.environment import Environment
+from infra.node_group import gpu_node_group_spec, launch_template_data
+from spec import aws_catalog as catalog
+from spec.config import Experiment, GpuNodeGroup
+from workloads import job_manifests as m
+
+EFA_TYPES = sorted(t for t, spec in catalog.INSTANCE_TYPES.items() if spec.efa)
+ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
+                  mount_path="/data", datasets_dir="/data/datasets", results_dir="/data/results/run-001",
+                  etcd_endpoint="etcd.eksbench.svc.cluster.local:2379", results_prefix="eksbench/dev/run-001/",
+                  datasets_prefix_uri=None)
+CODE = m.code_config_map_manifest({"workloads/__init__.py": ""}, namespace="eksbench")
+P5 = yaml.safe_load((ROOT / "Pulumi.p5-fsx.yaml").read_text())["config"]
+P5_FILLED = {**P5, "eksbench:cluster": {**P5["eksbench:cluster"], "public_access_cidrs": ["198.18.7.0/32"]}}
+
+
+def requested(job: dict) -> int:
+    return int(job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"])
+
+
+@pytest.mark.parametrize("instance_type", EFA_TYPES)
+def test_a_whole_node_pod_requests_every_interface_the_launch_template_creates(instance_type):
+    group = GpuNodeGroup(name="g", instance_type=instance_type, efa=True, max_size=2, desired_size=2)
+    gpus = catalog.INSTANCE_TYPES[instance_type].gpus
+    e = Experiment(name="x", min_nodes=2, max_nodes=2, gpus_per_node=gpus)
+    job = m.experiment_manifests(e, env=ENV, node_group=group, bucket="b", run_id="run-001", code_config_map=CODE,
+                                 region="us-west-2")["job"]
+    interfaces = launch_template_data(gpu_node_group_spec(group), security_group_id="sg-0123")["network_interfaces"]
+    assert requested(job) == len(interfaces) == catalog.efa_interfaces(instance_type) >= 1
+
+
+def test_g6e_48xlarge_has_four_interfaces_on_the_node_and_in_the_request():
+    assert catalog.efa_interfaces("g6e.48xlarge") == 4
+
+
+@pytest.mark.parametrize("instance_type", ["p5.48xlarge", "g6e.48xlarge"])
+def test_the_planned_launch_template_and_the_planned_pods_agree(instance_type):
+    config = copy.deepcopy(P5_FILLED)
+    config["eksbench:gpu_node_groups"][0]["instance_type"] = instance_type
+    plan = evaluate_config("p5-fsx", config)
+    [template] = [r for r in plan.resources if r["type"] == "aws:ec2/launchTemplate:LaunchTemplate"
+                  and r["inputs"].get("networkInterfaces")]
+    jobs = [r["inputs"] for r in plan.resources if r["type"] == "kubernetes:batch/v1:Job"
+            and "vpc.amazonaws.com/efa" in r["inputs"]["spec"]["template"]["spec"]["containers"][0]
+            .get("resources", {}).get("limits", {})]
+    assert jobs
+    for job in jobs:
+        assert requested(job) == len(template["inputs"]["networkInterfaces"]) == catalog.efa_interfaces(instance_type)
