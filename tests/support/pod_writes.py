@@ -49,8 +49,8 @@ class Storage:
         kind = CLAIM_DRIVERS[pv["spec"]["csi"]["driver"]]
         res = {r["type"]: r["inputs"] for r in plan.resources}
         if kind == "fsx":
-            return cls.fsx(mount_path=mount_path, repository_paths=[
-                r["inputs"]["fileSystemPath"] for r in plan.resources if r["type"].endswith("DataRepositoryAssociation")])
+            return cls.fsx(mount_path=mount_path, repository_paths=[r["inputs"]["fileSystemPath"] for r in plan.resources
+                                                                   if r["type"].endswith("DataRepositoryAssociation")])
         assert "::" in pv["spec"]["csi"]["volumeHandle"], "EFS without an access point"
         ap = res["aws:efs/accessPoint:AccessPoint"]
         user, info = ap["posixUser"], ap["rootDirectory"]["creationInfo"]
