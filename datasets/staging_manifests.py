@@ -166,7 +166,7 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source
                     "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": env.claim_name}},
                                 {"name": "code", "configMap": {"name": program["metadata"]["name"],
                                                                "items": items}}],
-                }, automount_token=False),
+                }, automount_token=False, fs_group=mode != "fsx"),  # fsGroup could re-own all of FSx
             },
         },
     }

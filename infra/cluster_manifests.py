@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from infra.environment import ETCD_PORT, GPU_NODE_LABEL_KEY, SYSTEM_NODE_LABEL, Environment
 from infra.labels import labels, metadata
-from infra.pod_security import pod_security_context, restricted_container_security_context
+from infra.pod_security import NO_GPUS_ENV, pod_security_context, restricted_container_security_context
 from spec.pins import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE, efa_plugin_image
 
 
@@ -59,6 +59,7 @@ def etcd_manifests(env: Environment) -> list[dict]:
         "livenessProbe": {**probe, "initialDelaySeconds": 10, "periodSeconds": 10, "failureThreshold": 6},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
         "securityContext": restricted_container_security_context(run_as_user=ETCD_UID),
+        "env": [dict(NO_GPUS_ENV)],  # no GPUs for a container that asks for none (infra/pod_security.py)
         "volumeMounts": [{"name": "data", "mountPath": ETCD_DATA_VOLUME}],
     }
     deployment = {

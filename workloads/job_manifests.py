@@ -21,6 +21,7 @@ from spec import aws_catalog as catalog
 from spec.config import Experiment, GpuNodeGroup
 from spec.pins import GATE_IMAGE
 from workloads import contracts
+from workloads.results_folders import results_folder_owners
 
 CODE_CONFIG_MAP_LIMIT = 1024 * 1024  # a ConfigMap holds at most 1 MiB (Kubernetes ConfigMap docs)
 EVAL_TIMEOUT_MINUTES = 30
@@ -159,14 +160,16 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
         del spec["containers"][0]["resources"]["limits"]
     if subdomain:
         spec["subdomain"] = subdomain
-    if env.storage_kind == "fsx":
-        # FSx for Lustre has no access points: hand this experiment's results folder to the pods' user.
+    fsx = env.storage_kind == "fsx"
+    if fsx:
+        # FSx for Lustre has no access points: hand each results folder to the UID that writes it.
         spec["initContainers"] = [volume_owner_init_container(
-            image=e.image, volume="shared", mount_path=env.mount_path, paths=[env.experiment_results_dir(e)])]
+            image=e.image, volume="shared", mount_path=env.mount_path,
+            owners=results_folder_owners(e, env=env, group=group))]
     # Non-root, no capabilities, RuntimeDefault seccomp, read-only root with writable HOME and /tmp;
     # EFA pods keep root with IPC_LOCK only (infra/pod_security.py says why). No API token: Pod Identity
-    # brings its own.
-    return harden_pod_spec(spec, efa=bool(efa_resources), automount_token=False)
+    # brings its own. No fsGroup with FSx: the kubelet could re-own the whole file system.
+    return harden_pod_spec(spec, efa=bool(efa_resources), automount_token=False, fs_group=not fsx)
 
 
 def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNodeGroup, bucket: str, run_id: str,
