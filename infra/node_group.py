@@ -149,12 +149,14 @@ class NodeGroupArgs:
     cluster's name as an Output that resolves once the cluster exists. node_role: from EksCluster
     (EKS creates the role's EC2_LINUX access entry when the group is created). subnet_ids: private
     subnets only. cluster_security_group_id: the EKS-created cluster security group, which EFA
-    interfaces must carry. tags: on the group, its template and its nodes."""
+    interfaces must carry. node_role_policies: the node role's policy attachments, which the group
+    waits for. tags: on the group, its template and its nodes."""
     spec: NodeGroupSpec
     cluster_name: pulumi.Input[str]
     node_role: Any  # aws.iam.Role
     subnet_ids: Sequence[pulumi.Input[str]]
     cluster_security_group_id: pulumi.Input[str] | None = None
+    node_role_policies: Sequence[Any] = ()  # aws.iam.RolePolicyAttachment
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -196,7 +198,15 @@ class NodeGroup(pulumi.ComponentResource):
             labels=spec.labels,
             taints=[{"key": t["key"], "value": t["value"], "effect": taint_effect[t["effect"]]} for t in spec.taints],
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
-            tags=tags, opts=child)
+            tags=tags,
+            # The role's permissions exist before the group and outlive it: at destroy EKS still needs
+            # them to drain the nodes and delete their instances and network interfaces. The pulumi-aws
+            # NodeGroup example (pulumi_aws/eks/node_group.py) depends on the role's policy attachments;
+            # the same example in terraform-provider-aws (website/docs/r/eks_node_group.html.markdown)
+            # says why: "Ensure that IAM Role permissions are created before and deleted after EKS Node
+            # Group handling. Otherwise, EKS will not be able to properly delete EC2 Instances and
+            # Elastic Network Interfaces."
+            opts=child_options(self, opts, depends_on=list(args.node_role_policies)))
         self.node_group_name = ng.node_group_name
         self.node_group = ng
         self.launch_template = template
