@@ -81,12 +81,40 @@ def system_node_group_spec(group: SystemNodeGroup, *, lustre_client: bool = Fals
 
 
 # AL2023 EKS AMIs do not ship the Lustre client (aws-fsx-csi-driver issues #437 and #460;
-# amazon-eks-ami PR #2696 closed without adding it). The FSx for Lustre user guide, "Installing the
-# Lustre client", installs it on Amazon Linux 2023 with `dnf install -y lustre-client`. Managed node
+# amazon-eks-ami PR #2696 closed without adding it; its reviewer points to user data running
+# `dnf install -y lustre-client`, the package in the AL2023 core repository). The FSx for Lustre user
+# guide, "Installing the Lustre client", installs it on Amazon Linux 2023 the same way. Managed node
 # groups on AL2023 without an AMI id take MIME multipart user data and merge it with EKS's own
 # nodeadm NodeConfig (EKS user guide, "Customize managed nodes with launch templates", Amazon EC2
 # user data); the shell part runs before the node joins.
-LUSTRE_CLIENT_SCRIPT = "#!/bin/bash\nset -euo pipefail\ndnf install -y lustre-client\n"
+# dnf at boot can fail for a while: SSM's automatic updates hold the RPM lock or empty dnf's cache
+# under cloud-init (amazonlinux/amazon-linux-2023#397: "can't create transaction lock", "[Errno 2] No
+# such file or directory: /var/cache/dnf/..."). AWS's own AL2023 user data retries the install
+# (aws-samples/aws-batch-with-ffmpeg, quoted in amazonlinux/amazon-linux-2023#723: `while true; do dnf
+# install ... lustre-client && break; done`); here the retries are bounded, so a repository without a
+# client for the node's kernel fails the script instead of looping. `modprobe lustre` then proves the
+# module loads, as the EKS user guide's AL2023 example does ("Optimize Amazon FSx for Lustre
+# performance on nodes (non-EFA)": `modprobe lustre`, `check_success ... || exit 1`).
+LUSTRE_INSTALL_ATTEMPTS = 10
+LUSTRE_RETRY_SECONDS = 15
+LUSTRE_CLIENT_SCRIPT = f"""#!/bin/bash
+set -uo pipefail
+for attempt in $(seq 1 {LUSTRE_INSTALL_ATTEMPTS}); do
+  if dnf install -y lustre-client; then
+    break
+  fi
+  if [ "$attempt" -eq {LUSTRE_INSTALL_ATTEMPTS} ]; then
+    echo "eksbench: dnf install lustre-client failed {LUSTRE_INSTALL_ATTEMPTS} times (kernel $(uname -r))" >&2
+    exit 1
+  fi
+  echo "eksbench: dnf install lustre-client failed (attempt $attempt), retrying in {LUSTRE_RETRY_SECONDS} s" >&2
+  sleep {LUSTRE_RETRY_SECONDS}
+done
+if ! modprobe lustre; then
+  echo "eksbench: lustre-client installed but the lustre module does not load on kernel $(uname -r)" >&2
+  exit 1
+fi
+"""
 
 
 def mime_user_data(script: str) -> str:
