@@ -76,7 +76,8 @@ class EfsStorage(pulumi.ComponentResource):
                               opts=child_options(self, opts, depends_on=args.volume_depends_on))
         env = args.env
         self.claim = register_shared_volume(
-            self, opts, name, kind="efs", env=env, depends_on=[addon, nfs, *mount_targets],
+            self, opts, name, kind="efs", env=env,
+            depends_on=[addon, nfs, *mount_targets, *args.volume_depends_on],
             volume=pulumi.Output.all(fs.id, access_point.id).apply(
                 lambda ids: persistent_volume_manifest("efs", file_system_id=ids[0], access_point_id=ids[1], env=env)))
         self.file_system_id = fs.id

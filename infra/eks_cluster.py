@@ -50,6 +50,7 @@ class EksCluster(pulumi.ComponentResource):
     cluster: eks.Cluster
     cluster_name: str
     node_role: aws.iam.Role
+    node_role_policies: list[aws.iam.RolePolicyAttachment]
     provider: k8s.Provider
     namespace: pulumi.CustomResource
     ready_cluster_name: pulumi.Output[str]
@@ -63,8 +64,10 @@ class EksCluster(pulumi.ComponentResource):
         self.cluster_name = cluster_name
         self.node_role = aws.iam.Role(f"{name}-node-role", assume_role_policy=json.dumps(
             assume_role_policy("ec2.amazonaws.com")), tags=tags, opts=child)
-        for i, arn in enumerate(NODE_ROLE_POLICIES):
+        # Node groups wait for these (NodeGroupArgs.node_role_policies), so that at destroy they go first.
+        self.node_role_policies = [
             aws.iam.RolePolicyAttachment(f"{name}-node-role-{i}", role=self.node_role.name, policy_arn=arn, opts=child)
+            for i, arn in enumerate(NODE_ROLE_POLICIES)]
         admins = {f"admin-{i}": eks.AccessEntryArgs(
             principal_arn=arn, access_policies={"admin": eks.AccessPolicyAssociationArgs(
                 policy_arn=CLUSTER_ADMIN_POLICY, access_scope={"type": "cluster"})})

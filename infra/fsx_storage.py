@@ -38,35 +38,41 @@ FSX_EXPORT_PREFIX = "fsx-export/"
 IMPORT_EVENTS = ["NEW", "CHANGED", "DELETED"]
 
 
-def lustre_rules(sg: aws.ec2.SecurityGroup, node_security_group_id, name: str, opts) -> list:
+def lustre_rules(sg: aws.ec2.SecurityGroup, node_security_group_id, name: str,
+                 opts) -> tuple[list, list]:
     """Lustre between the nodes and the file system (both ways) and among the file servers, as rules of
-    their own.
+    their own: ``(server_rules, node_rules)``.
 
-    Separate rule resources (not inline ingress) let the file system, which takes ~10 min, start at
-    once instead of waiting ~12 min for the cluster's security group to exist. The rules on the nodes'
-    group (the EKS-created cluster group) open only the Lustre ports, and only to the file system's group.
+    ``server_rules`` (the file system's group admitting itself) are what FSx checks when it creates
+    the file system: the file system waits for them (see ``FsxStorage``). ``node_rules`` reference the
+    nodes' group, which exists only with the cluster (~12 min): separate rule resources (not inline
+    ingress) let the file system, which takes ~10 min, start without waiting for it. The rules on the
+    nodes' group (the EKS-created cluster group) open only the Lustre ports, and only to the file
+    system's group.
     """
-    rules = []
+    server_rules, node_rules = [], []
     for lo, hi in LUSTRE_PORTS:
         common = dict(ip_protocol="tcp", from_port=lo, to_port=hi, opts=opts)
-        rules += [
-            aws.vpc.SecurityGroupIngressRule(f"{name}-nodes-{lo}", security_group_id=sg.id,
-                                             referenced_security_group_id=node_security_group_id,
-                                             description="Lustre from the cluster's nodes", **common),
-            aws.vpc.SecurityGroupEgressRule(f"{name}-to-nodes-{lo}", security_group_id=sg.id,
-                                            referenced_security_group_id=node_security_group_id,
-                                            description="Lustre to the cluster's nodes", **common),
+        server_rules += [
             aws.vpc.SecurityGroupIngressRule(f"{name}-self-{lo}", security_group_id=sg.id,
                                              referenced_security_group_id=sg.id,
                                              description="Lustre between the file system's servers", **common),
             aws.vpc.SecurityGroupEgressRule(f"{name}-self-egress-{lo}", security_group_id=sg.id,
                                             referenced_security_group_id=sg.id,
                                             description="Lustre between the file system's servers", **common),
+        ]
+        node_rules += [
+            aws.vpc.SecurityGroupIngressRule(f"{name}-nodes-{lo}", security_group_id=sg.id,
+                                             referenced_security_group_id=node_security_group_id,
+                                             description="Lustre from the cluster's nodes", **common),
+            aws.vpc.SecurityGroupEgressRule(f"{name}-to-nodes-{lo}", security_group_id=sg.id,
+                                            referenced_security_group_id=node_security_group_id,
+                                            description="Lustre to the cluster's nodes", **common),
             aws.vpc.SecurityGroupIngressRule(f"{name}-node-in-{lo}", security_group_id=node_security_group_id,
                                              referenced_security_group_id=sg.id,
                                              description="Lustre from the FSx file servers to the nodes", **common),
         ]
-    return rules
+    return server_rules, node_rules
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ class FsxStorageArgs:
     node_security_group_id: the security group the nodes carry; only it may reach Lustre.
     datasets_uri: the S3 prefix imported at /datasets. results_uri: the S3 prefix /results exports to.
     volume_depends_on: what the CSI add-on and the Kubernetes volume objects wait for (the nodes the
-    controller runs on); the file system itself starts at once. tags: on every AWS resource.
+    controller runs on, the namespace); the file system itself starts at once. tags: on every AWS resource.
     The Kubernetes provider comes through ``opts``."""
     config: Fsx
     env: Environment
@@ -100,16 +106,22 @@ class FsxStorage(pulumi.ComponentResource):
         child = child_options(self, opts)
         sg = aws.ec2.SecurityGroup(f"{name}-sg", vpc_id=args.vpc_id, description="Lustre from EKS nodes to FSx",
                                    tags=tags, opts=child)
-        rules = lustre_rules(sg, args.node_security_group_id, f"{name}-sg", child)
+        server_rules, node_rules = lustre_rules(sg, args.node_security_group_id, f"{name}-sg", child)
         persistent = config.deployment_type.startswith("PERSISTENT")
         # Encrypted at rest always (AWS-managed key); 2.15 supports data repository associations.
+        # FSx checks at creation that its security group lets the servers reach each other on the Lustre
+        # ports and fails with InvalidNetworkSettings ("... do not permit Lustre LNET network traffic on
+        # port 988") if the rules are not there yet: the file system waits for them, not only for the group
+        # (the same race and fix: aws/aws-parallelcluster#6181, PR #6342 "adding dependsOn to ensure Lustre
+        # file system is created after security group rules").
         fs = aws.fsx.LustreFileSystem(
             # pulumi-aws 7 takes the one subnet a Lustre file system lives in as a string.
             f"{name}-fs", storage_capacity=config.storage_capacity_gib, deployment_type=config.deployment_type,
             per_unit_storage_throughput=config.per_unit_storage_throughput if persistent else None,
             subnet_ids=args.subnet_id, security_group_ids=[sg.id], file_system_type_version="2.15",
             data_compression_type="LZ4", tags={**tags, "Name": f"{name}-fs"},
-            opts=child_options(self, opts, custom_timeouts=pulumi.CustomTimeouts(create="40m")))
+            opts=child_options(self, opts, depends_on=server_rules,
+                               custom_timeouts=pulumi.CustomTimeouts(create="40m")))
         datasets = aws.fsx.DataRepositoryAssociation(
             f"{name}-datasets", file_system_id=fs.id, file_system_path="/datasets",
             data_repository_path=args.datasets_uri, batch_import_meta_data_on_create=True,
@@ -123,7 +135,8 @@ class FsxStorage(pulumi.ComponentResource):
                               opts=child_options(self, opts, depends_on=args.volume_depends_on))
         cap, env = config.storage_capacity_gib, args.env
         self.claim = register_shared_volume(
-            self, opts, name, kind="fsx", env=env, capacity_gib=cap, depends_on=[addon, datasets, results, *rules],
+            self, opts, name, kind="fsx", env=env, capacity_gib=cap,
+            depends_on=[addon, datasets, results, *server_rules, *node_rules, *args.volume_depends_on],
             volume=pulumi.Output.all(fs.id, fs.dns_name, fs.mount_name).apply(
                 lambda a: persistent_volume_manifest("fsx", file_system_id=a[0], dns_name=a[1], mount_name=a[2],
                                                      env=env, capacity_gib=cap)))

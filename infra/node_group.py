@@ -83,12 +83,40 @@ def system_node_group_spec(group: SystemNodeGroup, *, lustre_client: bool = Fals
 
 
 # AL2023 EKS AMIs do not ship the Lustre client (aws-fsx-csi-driver issues #437 and #460;
-# amazon-eks-ami PR #2696 closed without adding it). The FSx for Lustre user guide, "Installing the
-# Lustre client", installs it on Amazon Linux 2023 with `dnf install -y lustre-client`. Managed node
+# amazon-eks-ami PR #2696 closed without adding it; its reviewer points to user data running
+# `dnf install -y lustre-client`, the package in the AL2023 core repository). The FSx for Lustre user
+# guide, "Installing the Lustre client", installs it on Amazon Linux 2023 the same way. Managed node
 # groups on AL2023 without an AMI id take MIME multipart user data and merge it with EKS's own
 # nodeadm NodeConfig (EKS user guide, "Customize managed nodes with launch templates", Amazon EC2
 # user data); the shell part runs before the node joins.
-LUSTRE_CLIENT_SCRIPT = "#!/bin/bash\nset -euo pipefail\ndnf install -y lustre-client\n"
+# dnf at boot can fail for a while: SSM's automatic updates hold the RPM lock or empty dnf's cache
+# under cloud-init (amazonlinux/amazon-linux-2023#397: "can't create transaction lock", "[Errno 2] No
+# such file or directory: /var/cache/dnf/..."). AWS's own AL2023 user data retries the install
+# (aws-samples/aws-batch-with-ffmpeg, quoted in amazonlinux/amazon-linux-2023#723: `while true; do dnf
+# install ... lustre-client && break; done`); here the retries are bounded, so a repository without a
+# client for the node's kernel fails the script instead of looping. `modprobe lustre` then proves the
+# module loads, as the EKS user guide's AL2023 example does ("Optimize Amazon FSx for Lustre
+# performance on nodes (non-EFA)": `modprobe lustre`, `check_success ... || exit 1`).
+LUSTRE_INSTALL_ATTEMPTS = 10
+LUSTRE_RETRY_SECONDS = 15
+LUSTRE_CLIENT_SCRIPT = f"""#!/bin/bash
+set -uo pipefail
+for attempt in $(seq 1 {LUSTRE_INSTALL_ATTEMPTS}); do
+  if dnf install -y lustre-client; then
+    break
+  fi
+  if [ "$attempt" -eq {LUSTRE_INSTALL_ATTEMPTS} ]; then
+    echo "eksbench: dnf install lustre-client failed {LUSTRE_INSTALL_ATTEMPTS} times (kernel $(uname -r))" >&2
+    exit 1
+  fi
+  echo "eksbench: dnf install lustre-client failed (attempt $attempt), retrying in {LUSTRE_RETRY_SECONDS} s" >&2
+  sleep {LUSTRE_RETRY_SECONDS}
+done
+if ! modprobe lustre; then
+  echo "eksbench: lustre-client installed but the lustre module does not load on kernel $(uname -r)" >&2
+  exit 1
+fi
+"""
 
 
 def mime_user_data(script: str) -> str:
@@ -151,12 +179,14 @@ class NodeGroupArgs:
     cluster's name as an Output that resolves once the cluster exists. node_role: from EksCluster
     (EKS creates the role's EC2_LINUX access entry when the group is created). subnet_ids: private
     subnets only. cluster_security_group_id: the EKS-created cluster security group, which EFA
-    interfaces must carry. tags: on the group, its template and its nodes."""
+    interfaces must carry. node_role_policies: the node role's policy attachments, which the group
+    waits for. tags: on the group, its template and its nodes."""
     spec: NodeGroupSpec
     cluster_name: pulumi.Input[str]
     node_role: Any  # aws.iam.Role
     subnet_ids: Sequence[pulumi.Input[str]]
     cluster_security_group_id: pulumi.Input[str] | None = None
+    node_role_policies: Sequence[Any] = ()  # aws.iam.RolePolicyAttachment
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -194,7 +224,15 @@ class NodeGroup(pulumi.ComponentResource):
             labels=spec.labels,
             taints=[{"key": t["key"], "value": t["value"], "effect": taint_effect[t["effect"]]} for t in spec.taints],
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
-            tags=tags, opts=child)
+            tags=tags,
+            # The role's permissions exist before the group and outlive it: at destroy EKS still needs
+            # them to drain the nodes and delete their instances and network interfaces. The pulumi-aws
+            # NodeGroup example (pulumi_aws/eks/node_group.py) depends on the role's policy attachments;
+            # the same example in terraform-provider-aws (website/docs/r/eks_node_group.html.markdown)
+            # says why: "Ensure that IAM Role permissions are created before and deleted after EKS Node
+            # Group handling. Otherwise, EKS will not be able to properly delete EC2 Instances and
+            # Elastic Network Interfaces."
+            opts=child_options(self, opts, depends_on=list(args.node_role_policies)))
         self.node_group_name = ng.node_group_name
         self.node_group = ng
         self.launch_template = template

@@ -45,6 +45,13 @@ class ResultsBucket(pulumi.ComponentResource):
                                        restrict_public_buckets=True, opts=guards)
         aws.s3.BucketOwnershipControls(f"{name}-ownership", bucket=bucket.id,
                                        rule={"object_ownership": "BucketOwnerEnforced"}, opts=guards)
+        # SSE-KMS with the AWS managed key aws/s3 (no kms_master_key_id), whose fixed key policy lets every
+        # principal of the account use it through S3 ("Allow access through S3 for all principals in the
+        # account that are authorized to use S3": kms:CallerAccount, kms:ViaService s3.<region>). FSx's
+        # data repository associations reach the bucket as the account's service-linked role
+        # AWSServiceRoleForFSxS3Access_<fs-id> through S3, so they read and write without a key policy
+        # statement or grant; a customer managed key would need the statement of the FSx for Lustre guide,
+        # "Working with server-side encrypted Amazon S3 buckets" (tests/infra/test_fsx_bucket_access.py).
         aws.s3.BucketServerSideEncryptionConfiguration(
             f"{name}-sse", bucket=bucket.id, opts=guards,
             rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}, "bucket_key_enabled": True}])

@@ -104,7 +104,8 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
     def node_group(group_name: str, spec, subnets) -> NodeGroup:
         return NodeGroup(group_name, NodeGroupArgs(
             spec=spec, cluster_name=cluster.ready_cluster_name, node_role=cluster.node_role, subnet_ids=subnets,
-            cluster_security_group_id=cluster.node_security_group_id, tags=tags), after_network)
+            cluster_security_group_id=cluster.node_security_group_id,
+            node_role_policies=cluster.node_role_policies, tags=tags), after_network)
 
     system = node_group("system", system_node_group_spec(cfg.system_nodes, lustre_client=lustre),
                         network.private_subnet_ids)
@@ -137,14 +138,14 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
         storage = EfsStorage("storage", EfsStorageArgs(
             config=cfg.storage.efs, env=env, cluster_name=name, vpc_id=network.vpc_id,
             subnet_ids=network.private_subnet_ids, node_security_group_id=cluster.node_security_group_id,
-            volume_depends_on=[system], tags=tags), k8s)
+            volume_depends_on=k8s_ready, tags=tags), k8s)
     else:
         storage = FsxStorage("storage", FsxStorageArgs(
             config=cfg.storage.fsx, env=env, cluster_name=name, vpc_id=network.vpc_id, subnet_id=first_gpu_subnet,
             node_security_group_id=cluster.node_security_group_id, datasets_uri=dataset_uri,
             # Not the launcher's keys: one writer per key (infra.fsx_storage).
             results_uri=results_bucket.apply(lambda b: f"s3://{b}/{stack_prefix}{FSX_EXPORT_PREFIX}"),
-            volume_depends_on=[system], tags=tags), k8s)
+            volume_depends_on=k8s_ready, tags=tags), k8s)
     identity = TrainerIdentity("trainer", TrainerIdentityArgs(
         env=env, cluster_name=name, bucket=results_bucket, stack_prefix=stack_prefix, tags=tags),
         pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(

@@ -35,6 +35,7 @@ def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None
     version calendar) and ``zones`` (the region's usable zone names -> zone ids) are checked when given."""
     problems = (_cluster(cfg, today) + _node_groups(cfg) + _network(cfg, zones) + _storage(cfg)
                 + _datasets(cfg) + _experiments(cfg) + image_problems(cfg))
+    problems += _fsx_deployment(cfg) + _parallel_gpus(cfg)
     if offered is not None:
         problems += offering_problems(cfg, offered)
     if code_files is not None:
@@ -293,4 +294,50 @@ def image_advisories(cfg: StackConfig) -> list[str]:
                        f"its CUDA build has kernels for node group {group.name!r} "
                        f"({catalog.INSTANCE_TYPES[group.instance_type].gpu_model}, {compat.sm(cc)}){on_driver}; "
                        "check it, or add its row to spec/compat.py IMAGES")
+    return out
+
+
+# FSx links /datasets and /results to S3 through data repository associations, which exist on
+# PERSISTENT_2 file systems only (AWS FSx for Lustre user guide, "Linking your file system to an S3
+# bucket"; pulumi_aws/fsx/data_repository_association.py: "only compatible with ... PERSISTENT_2
+# deployment type"); other types link through the file system's import/export paths, which export
+# nothing automatically.
+FSX_DRA_DEPLOYMENT_TYPES = ("PERSISTENT_2",)
+
+
+def _fsx_deployment(cfg: StackConfig) -> list[str]:
+    """An FSx file system the stack can link to S3 (see FSX_DRA_DEPLOYMENT_TYPES)."""
+    f = cfg.storage.fsx
+    if cfg.storage.kind != "fsx" or f.deployment_type in FSX_DRA_DEPLOYMENT_TYPES:
+        return []
+    return [problem("storage.fsx.deployment_type", f.deployment_type,
+                    f"cannot have data repository associations, which link /datasets and /results to S3 "
+                    f"(FSx for Lustre: PERSISTENT_2 only); allowed: {', '.join(FSX_DRA_DEPLOYMENT_TYPES)}",
+                    show(FSX_DRA_DEPLOYMENT_TYPES[0]))]
+
+
+def _parallel_gpus(cfg: StackConfig) -> list[str]:
+    """With ``execution: parallel`` every experiment's Jobs start at once: the experiments on one node
+    group must fit its GPUs at max_size, each at its largest (max_nodes x gpus_per_node).
+
+    Otherwise the pods that land first keep the others Pending, and a Job's activeDeadlineSeconds
+    counts from its start, Pending included (Kubernetes Job docs, "Job termination and cleanup"), so the
+    starved experiment times out without training. An experiment's evaluation pod (one GPU) starts only
+    after its own training ends and so never adds to it; paddle pservers request no GPU.
+    """
+    if cfg.execution != "parallel":
+        return []
+    out = []
+    for g in cfg.gpu_node_groups:
+        mine = [e for e in cfg.experiments if e.node_group == g.name]
+        asked = sum(e.max_nodes * e.gpus_per_node for e in mine)
+        have = g.max_size * g.gpus_per_node
+        if len(mine) < 2 or asked <= have:
+            continue
+        each = ", ".join(f"{e.name} ({e.max_nodes} x {e.gpus_per_node})" for e in mine)
+        out.append(problem("execution", cfg.execution,
+                           f"experiments {each} run at once on node group {g.name!r} and ask {asked} GPUs, but it "
+                           f"has {have} at max_size ({g.max_size} x {g.instance_type} with {g.gpus_per_node} each); "
+                           f"set execution: sequential, or move an experiment to another node group (gpu_node_groups)",
+                           '"sequential"'))
     return out

@@ -88,7 +88,7 @@ class Efs:
 
 @dataclass(frozen=True)
 class Fsx:
-    deployment_type: str = "PERSISTENT_2"  # PERSISTENT_2 | SCRATCH_2
+    deployment_type: str = "PERSISTENT_2"  # PERSISTENT_2 (SCRATCH_2 parses, and program.validation rejects it)
     storage_capacity_gib: int = 1200
     per_unit_storage_throughput: int = 250  # MB/s/TiB, PERSISTENT_2 only
 

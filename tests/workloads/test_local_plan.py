@@ -145,6 +145,7 @@ def test_unknown_experiment_and_missing_local_flag_are_usage_errors():
 def test_dry_run_prints_the_plan_and_commands(tmp_path):
     done = run_bench("dev", "--local", "--dry-run", "--run-id", "x", "--results-root", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert "running sequentially here" in done.stdout
+    # The dev stack runs its experiments one after another (execution: sequential).
+    assert "2 experiment(s), sequential (stack setting)" in done.stdout
     assert done.stdout.count("-m workloads.train.launch") == 4
     assert not Path(tmp_path, "dev").exists()

@@ -135,7 +135,8 @@ def test_bench_run_dev_local_end_to_end(tmp_path):
                            "--results-root", str(tmp_path)], cwd=ROOT, env=child_env(2),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "running sequentially here" in done.stdout
+    # The dev stack runs its experiments one after another (execution: sequential).
+    assert "2 experiment(s), sequential (stack setting)" in done.stdout
     assert "etcd 127.0.0.1:" in done.stdout
     assert "generated stand-in" in done.stdout
     assert "[resnet50-synthetic] step" in done.stdout  # progress lines

@@ -1,0 +1,86 @@
+"""Meaning rules that keep a stack from building and then training nothing: FSx types that cannot link
+to S3, and parallel experiments that ask a node group for more GPUs than it has."""
+
+import copy
+
+import pytest
+
+from bench.stack_files import load_stack_config, stack_raw_config
+from program.validation import meaning_problems
+from spec.shape import parse_stack_config
+from tests.spec.test_config import GOOD, parse, problems
+
+
+def fsx(deployment_type, kind="fsx"):
+    raw = copy.deepcopy(GOOD)
+    raw["storage"] = {"kind": kind, "fsx": {"deployment_type": deployment_type}}
+    return raw
+
+
+# --- 4. FSx deployment types ----------------------------------------------------------------------
+
+def test_scratch_fsx_is_rejected_naming_key_value_and_allowed_types():
+    """Data repository associations exist on PERSISTENT_2 only (AWS FSx for Lustre guide, "Linking your
+    file system to an S3 bucket"; pulumi_aws/fsx/data_repository_association.py)."""
+    assert problems(fsx("SCRATCH_2")) == [
+        'storage.fsx.deployment_type="SCRATCH_2": cannot have data repository associations, which link /datasets '
+        'and /results to S3 (FSx for Lustre: PERSISTENT_2 only); allowed: PERSISTENT_2, e.g. "PERSISTENT_2"']
+
+
+def test_persistent_2_fsx_and_an_unused_fsx_section_pass():
+    assert parse(fsx("PERSISTENT_2")).storage.fsx.deployment_type == "PERSISTENT_2"
+    assert parse(fsx("SCRATCH_2", kind="efs")).storage.kind == "efs"
+
+
+# --- 5. parallel experiments and the group's GPUs --------------------------------------------------
+
+def two_experiments(execution, second_gpus=1, second_nodes="1:2"):
+    raw = copy.deepcopy(GOOD)
+    raw["execution"] = execution
+    raw["experiments"] = [{"name": "r50", "workload": "resnet50", "nodes": 2},
+                          {"name": "small", "workload": "resnet50", "nodes": second_nodes, "gpus_per_node": second_gpus}]
+    return raw
+
+
+def test_parallel_experiments_that_overfill_a_group_name_the_experiments_and_the_group():
+    assert problems(two_experiments("parallel")) == [
+        "execution=\"parallel\": experiments r50 (2 x 8), small (2 x 1) run at once on node group 'gpu' and ask 18 "
+        "GPUs, but it has 16 at max_size (2 x p3.16xlarge with 8 each); set execution: sequential, or move an "
+        'experiment to another node group (gpu_node_groups), e.g. "sequential"']
+
+
+def test_sequential_experiments_or_ones_that_fit_pass():
+    assert parse(two_experiments("sequential")).execution == "sequential"
+    raw = two_experiments("parallel", second_nodes=2)
+    raw["experiments"][0]["gpus_per_node"] = 4
+    raw["experiments"][1]["gpus_per_node"] = 4
+    assert len(parse(raw).experiments) == 2  # 2 x 4 + 2 x 4 = 16: exactly the group's GPUs
+
+
+def test_each_group_counts_only_its_own_experiments():
+    raw = two_experiments("parallel")
+    raw["gpu_node_groups"].append({"name": "g5", "instance_type": "g5.xlarge", "max_size": 2})
+    raw["experiments"][1]["node_group"] = "g5"
+    assert len(parse(raw).experiments) == 2
+    raw["experiments"][0]["node_group"] = "g5"
+    raw["experiments"][0]["gpus_per_node"] = 1
+    found = problems(raw)
+    assert len(found) == 1 and "on node group 'g5' and ask 4 GPUs, but it has 2 at max_size" in found[0]
+
+
+def test_the_dev_stack_fits_its_gpus_and_would_not_in_parallel():
+    """The shipped dev stack asked 18 GPUs of 16 while it ran its experiments in parallel."""
+    cfg = load_stack_config("dev")
+    assert cfg.execution == "sequential"
+    raw, region = stack_raw_config("dev")
+    parallel = parse_stack_config({**raw, "execution": "parallel"}, project="eksbench", stack="dev", region=region)
+    found = meaning_problems(parallel)
+    assert any(p.startswith('execution="parallel": experiments resnet50-synthetic (2 x 8), cifar10-elastic (2 x 1)')
+               for p in found), found
+
+
+@pytest.mark.parametrize("stack", ["dev", "p5-fsx"])
+def test_shipped_stacks_ask_no_more_gpus_at_once_than_their_groups_have(stack):
+    raw, region = stack_raw_config(stack)
+    cfg = parse_stack_config(raw, project="eksbench", stack=stack, region=region)
+    assert not [p for p in meaning_problems(cfg) if p.startswith("execution=")]
