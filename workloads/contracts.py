@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from infra.environment import Environment
 from spec import aws_catalog as catalog
 from spec.config import Experiment
-from spec.pins import PIP_PINS, is_training_image
+from spec.pins import is_training_image
 from spec.train_args import TrainArgs, train_args_to_argv
+from workloads.pod_script import ensure_modules, launcher_script  # noqa: F401 - the pods' sh script
 from workloads.train.horovod_bootstrap import HOROVOD_PORT, horovod_env  # noqa: F401 - one definition, shipped
 
 HOROVOD_BOOTSTRAP_MODULE = "workloads.train.horovod_bootstrap"
@@ -323,34 +323,6 @@ def launch_for(e: Experiment, env: Environment, *, job: str, service: str, gpus:
     if e.framework == "paddle":
         return paddle_launch(e, env, job=job, service=service, role=role)
     raise ValueError(f"framework={e.framework!r}: no launch contract; use one of {', '.join(SUPPORTED)}")
-
-
-def ensure_modules(modules: tuple[str, ...]) -> str:
-    """Install the pinned packages only when the image cannot import them (stock PyTorch image)."""
-    if not modules:
-        return ""
-    pins = " ".join(PIP_PINS[m] for m in modules)
-    return (f'python3 -c "import {", ".join(modules)}" 2>/dev/null || '
-            f"PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir --quiet {pins}")
-
-
-def launcher_script(argv: tuple[str, ...], *, results_dir: str, results_uri: str, experiment: str,
-                    prelude: str = "", modules: tuple[str, ...] = ("boto3",)) -> str:
-    """The container's ``sh -c`` script: deps, prelude, then the results launcher around ``argv``.
-
-    The launcher runs as a child so that SIGTERM (activeDeadlineSeconds, eviction) reaches it and it
-    can still write summary.json and upload; a plain ``sh`` as PID 1 would ignore the signal.
-    """
-    launch = ["python3", "-m", "workloads.train.launch", "--results-dir", results_dir, "--results-uri",
-              results_uri, "--experiment", experiment, "--", *argv]
-    lines = ["set -u", f"mkdir -p {shlex.quote(results_dir)}", ensure_modules(modules), prelude,
-             " ".join(shlex.quote(a) for a in launch) + " &",
-             "child=$!",
-             "trap 'kill -TERM $child 2>/dev/null' TERM INT",
-             "wait $child; rc=$?",
-             "if [ $rc -gt 128 ]; then wait $child; rc=$?; fi",
-             "exit $rc"]
-    return "\n".join(line for line in lines if line) + "\n"
 
 
 def evaluation_argv(workload: str, *, results_dir: str, data_dir: str) -> tuple[str, ...]:
