@@ -129,6 +129,20 @@ def pod_host(job: str, index: int | str, service: str) -> str:
     return f"{job}-{index}.{service}"
 
 
+# The kubelet's clusterDomain on EKS nodes (awslabs/amazon-eks-ami nodeadm/internal/kubelet/config.go,
+# defaultKubeletSubConfig: ClusterDomain "cluster.local"); infra.environment's etcd endpoint uses it too.
+CLUSTER_DOMAIN = "cluster.local"
+
+
+def pod_fqdn(job: str, index: int | str, service: str, namespace: str) -> str:
+    """``<job>-<index>.<svc>.<ns>.svc.cluster.local``: the name the kubelet writes into the pod's own
+    /etc/hosts, first on its IP's line, when the pod has a subdomain (kubernetes/kubernetes
+    pkg/kubelet/kubelet_pods.go ``managedHostsFileContent``: "<ip>\t<hostname>.<hostDomainName>\t<hostname>",
+    hostDomainName = "<subdomain>.<namespace>.svc.<clusterDomain>"). So the pod resolves it
+    without DNS, as the canonical name of its own hostname."""
+    return f"{pod_host(job, index, service)}.{namespace}.svc.{CLUSTER_DOMAIN}"
+
+
 # The module each framework runs, all with workloads.train's CLI; a package or module under workloads/train.
 ENTRY_MODULES = {"pytorch": "workloads.train", "tensorflow": "workloads.train.tf_keras",
                  "horovod": "workloads.train.hvd_torch", "paddle": "workloads.train.paddle_ps"}
@@ -217,8 +231,14 @@ def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, g
                    instance_type: str | None = None) -> Launch:
     """torchrun on every pod; the rendezvous id is the Job name, stable for one experiment and run."""
     if e.rdzv_backend == "c10d":
-        # The c10d store is hosted by the agent whose host matches the endpoint: pod index 0.
-        endpoint, port = f"{pod_host(job, 0, service)}:{C10D_PORT}", C10D_PORT
+        # The c10d store is hosted by the agent whose host matches the endpoint: pod index 0. torch
+        # decides it by comparing the endpoint's host with its hostname, the canonical name
+        # getaddrinfo gives for that hostname (from /etc/hosts), or a DNS answer
+        # (torch/distributed/elastic/rendezvous/utils.py _matches_machine_hostname, used by
+        # c10d_rendezvous_backend._create_tcp_store when is_host is not set). The short
+        # "<job>-0.<svc>" matches only through DNS, which may not have the headless Service's
+        # record yet; the full name matches pod 0's /etc/hosts line at once (pod_fqdn).
+        endpoint, port = f"{pod_fqdn(job, 0, service, env.namespace)}:{C10D_PORT}", C10D_PORT
     else:
         endpoint, port = env.etcd_endpoint, None
     nnodes = f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)
