@@ -34,7 +34,8 @@ EFA_RDMA_FAMILIES = ("p4d", "p4de", "p5", "p5e")
 # TRITON_CACHE_DIR is set (torch/_inductor/runtime/cache_dir_utils.py cache_dir, triton_cache_dir;
 # PyTorch tutorial "Compile Time Caching Configuration"). In the pods that is the 2 GiB /tmp
 # emptyDir (infra/pod_security.py), and an emptyDir past its sizeLimit gets the whole pod evicted
-# (Kubernetes docs, "Local ephemeral storage"). Every rank autotunes into its own device's Triton
+# with a grace period of 0, so no summary either (kubelet eviction manager, "emptyDir usage
+# exceeds the limit": kubernetes/kubernetes#45686, pkg/kubelet/eviction). Every rank autotunes into its own device's Triton
 # folder, and Triton caches of autotuning runs reach gigabytes per process (pytorch/helion#1589:
 # ~3 GB with quick and >15 GB with full autotuning effort). Compiled runs get a folder of their own.
 COMPILE_CACHE_DIR = "/var/cache/eksbench-compile"
