@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from infra.environment import Environment
 from spec import aws_catalog as catalog
 from spec.config import Experiment
-from spec.pins import PIP_PINS, is_training_image
+from spec.pins import is_training_image
 from spec.train_args import TrainArgs, train_args_to_argv
+from workloads.pod_script import ensure_modules, launcher_script  # noqa: F401 - the pods' sh script
 from workloads.train.horovod_bootstrap import HOROVOD_PORT, horovod_env  # noqa: F401 - one definition, shipped
 
 HOROVOD_BOOTSTRAP_MODULE = "workloads.train.horovod_bootstrap"
@@ -129,6 +129,20 @@ def pod_host(job: str, index: int | str, service: str) -> str:
     return f"{job}-{index}.{service}"
 
 
+# The kubelet's clusterDomain on EKS nodes (awslabs/amazon-eks-ami nodeadm/internal/kubelet/config.go,
+# defaultKubeletSubConfig: ClusterDomain "cluster.local"); infra.environment's etcd endpoint uses it too.
+CLUSTER_DOMAIN = "cluster.local"
+
+
+def pod_fqdn(job: str, index: int | str, service: str, namespace: str) -> str:
+    """``<job>-<index>.<svc>.<ns>.svc.cluster.local``: the name the kubelet writes into the pod's own
+    /etc/hosts, first on its IP's line, when the pod has a subdomain (kubernetes/kubernetes
+    pkg/kubelet/kubelet_pods.go ``managedHostsFileContent``: "<ip>\t<hostname>.<hostDomainName>\t<hostname>",
+    hostDomainName = "<subdomain>.<namespace>.svc.<clusterDomain>"). So the pod resolves it
+    without DNS, as the canonical name of its own hostname."""
+    return f"{pod_host(job, index, service)}.{namespace}.svc.{CLUSTER_DOMAIN}"
+
+
 # The module each framework runs, all with workloads.train's CLI; a package or module under workloads/train.
 ENTRY_MODULES = {"pytorch": "workloads.train", "tensorflow": "workloads.train.tf_keras",
                  "horovod": "workloads.train.hvd_torch", "paddle": "workloads.train.paddle_ps"}
@@ -217,8 +231,14 @@ def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, g
                    instance_type: str | None = None) -> Launch:
     """torchrun on every pod; the rendezvous id is the Job name, stable for one experiment and run."""
     if e.rdzv_backend == "c10d":
-        # The c10d store is hosted by the agent whose host matches the endpoint: pod index 0.
-        endpoint, port = f"{pod_host(job, 0, service)}:{C10D_PORT}", C10D_PORT
+        # The c10d store is hosted by the agent whose host matches the endpoint: pod index 0. torch
+        # decides it by comparing the endpoint's host with its hostname, the canonical name
+        # getaddrinfo gives for that hostname (from /etc/hosts), or a DNS answer
+        # (torch/distributed/elastic/rendezvous/utils.py _matches_machine_hostname, used by
+        # c10d_rendezvous_backend._create_tcp_store when is_host is not set). The short
+        # "<job>-0.<svc>" matches only through DNS, which may not have the headless Service's
+        # record yet; the full name matches pod 0's /etc/hosts line at once (pod_fqdn).
+        endpoint, port = f"{pod_fqdn(job, 0, service, env.namespace)}:{C10D_PORT}", C10D_PORT
     else:
         endpoint, port = env.etcd_endpoint, None
     nnodes = f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)
@@ -323,34 +343,6 @@ def launch_for(e: Experiment, env: Environment, *, job: str, service: str, gpus:
     if e.framework == "paddle":
         return paddle_launch(e, env, job=job, service=service, role=role)
     raise ValueError(f"framework={e.framework!r}: no launch contract; use one of {', '.join(SUPPORTED)}")
-
-
-def ensure_modules(modules: tuple[str, ...]) -> str:
-    """Install the pinned packages only when the image cannot import them (stock PyTorch image)."""
-    if not modules:
-        return ""
-    pins = " ".join(PIP_PINS[m] for m in modules)
-    return (f'python3 -c "import {", ".join(modules)}" 2>/dev/null || '
-            f"PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir --quiet {pins}")
-
-
-def launcher_script(argv: tuple[str, ...], *, results_dir: str, results_uri: str, experiment: str,
-                    prelude: str = "", modules: tuple[str, ...] = ("boto3",)) -> str:
-    """The container's ``sh -c`` script: deps, prelude, then the results launcher around ``argv``.
-
-    The launcher runs as a child so that SIGTERM (activeDeadlineSeconds, eviction) reaches it and it
-    can still write summary.json and upload; a plain ``sh`` as PID 1 would ignore the signal.
-    """
-    launch = ["python3", "-m", "workloads.train.launch", "--results-dir", results_dir, "--results-uri",
-              results_uri, "--experiment", experiment, "--", *argv]
-    lines = ["set -u", f"mkdir -p {shlex.quote(results_dir)}", ensure_modules(modules), prelude,
-             " ".join(shlex.quote(a) for a in launch) + " &",
-             "child=$!",
-             "trap 'kill -TERM $child 2>/dev/null' TERM INT",
-             "wait $child; rc=$?",
-             "if [ $rc -gt 128 ]; then wait $child; rc=$?; fi",
-             "exit $rc"]
-    return "\n".join(line for line in lines if line) + "\n"
 
 
 def evaluation_argv(workload: str, *, results_dir: str, data_dir: str) -> tuple[str, ...]:

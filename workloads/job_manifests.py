@@ -28,6 +28,17 @@ EVAL_TIMEOUT_MINUTES = 30
 GRACE_SECONDS = 120  # time for the launcher to write summary.json and upload after SIGTERM
 # GPUDirect RDMA over EFA exists on p4d/p4de/p5/p5e only (AWS EFA docs).
 EFA_RDMA_FAMILIES = ("p4d", "p4de", "p5", "p5e")
+# torch.compile's on-disk caches: Inductor's under $TORCHINDUCTOR_CACHE_DIR, by default
+# <tempdir>/torchinductor_<user>, with Triton's kernels in its triton/<device> subfolder unless
+# TRITON_CACHE_DIR is set (torch/_inductor/runtime/cache_dir_utils.py cache_dir, triton_cache_dir;
+# PyTorch tutorial "Compile Time Caching Configuration"). In the pods that is the 2 GiB /tmp
+# emptyDir (infra/pod_security.py), and an emptyDir past its sizeLimit gets the whole pod evicted
+# with a grace period of 0, so no summary either (kubelet eviction manager, "emptyDir usage
+# exceeds the limit": kubernetes/kubernetes#45686, pkg/kubelet/eviction). Every rank autotunes into its own device's Triton
+# folder, and Triton caches of autotuning runs reach gigabytes per process (pytorch/helion#1589:
+# ~3 GB with quick and >15 GB with full autotuning effort). Compiled runs get a folder of their own.
+COMPILE_CACHE_DIR = "/var/cache/eksbench-compile"
+COMPILE_CACHE_GIB = 32
 # Evictions, preemption and node drains are not the workload's fault: they do not count against
 # backoffLimit (Job podFailurePolicy; needs restartPolicy Never).
 IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
@@ -156,6 +167,10 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{_shm_gib(group, max(gpus, 1))}Gi"}},
             code_volume(code_config_map)],
     }
+    if e.compile:  # Inductor and Triton caches on a volume sized for them (COMPILE_CACHE_GIB)
+        spec["volumes"].append({"name": "compile-cache", "emptyDir": {"sizeLimit": f"{COMPILE_CACHE_GIB}Gi"}})
+        spec["containers"][0]["volumeMounts"].append({"name": "compile-cache", "mountPath": COMPILE_CACHE_DIR})
+        spec["containers"][0]["env"].append({"name": "TORCHINDUCTOR_CACHE_DIR", "value": COMPILE_CACHE_DIR})
     if not spec["containers"][0]["resources"]["limits"]:
         del spec["containers"][0]["resources"]["limits"]
     if subdomain:
@@ -178,9 +193,9 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
     """The Indexed Job that runs the experiment on max_nodes pods, one per node.
 
     completions = parallelism = max_nodes. For an elastic run (min < max) a successPolicy marks the
-    Job succeeded once min_nodes pods succeeded: torchrun starts with >= min nodes, every node that
-    took part exits 0 at the end, and pods that never got a node are then terminated by the Job
-    controller instead of waiting forever (JobSuccessPolicy, GA in Kubernetes 1.33).
+    Job succeeded once pod 0 (the summary node) succeeded: torchrun starts with >= min nodes, every
+    node that took part exits 0 at the end, and pods that never got a node are then terminated by
+    the Job controller instead of waiting forever (JobSuccessPolicy, GA in Kubernetes 1.33).
     ``role="PSERVER"`` gives paddle's pserver Job (no GPUs, e.pservers pods).
     """
     job, svc = contracts.base_name(e, run_id), contracts.service_name(e, run_id)
@@ -213,7 +228,13 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
                               region=region, efa=not pserver, git_commit=git_commit)},
     }
     if e.elastic and not pserver:
-        spec["successPolicy"] = {"rules": [{"succeededCount": e.min_nodes}]}
+        # Done when pod 0 succeeded: it writes and uploads the summary, and it exits 0 only when
+        # torchrun finished with >= min_nodes. A rule of succeededCount: min_nodes could be met by
+        # the other pods first, and the Job controller then removes the lingering pods, pod 0
+        # among them, in the middle of its upload ("lingering pods are removed": batch/v1
+        # SuccessPolicy; the leader example of the Kubernetes 1.33 GA post, "Job's SuccessPolicy
+        # Goes GA", uses succeededIndexes "0" with succeededCount 1).
+        spec["successPolicy"] = {"rules": [{"succeededIndexes": "0", "succeededCount": 1}]}
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": metadata(name, env.namespace, label_set=meta, annotations=SKIP_AWAIT), "spec": spec}
 

@@ -48,9 +48,38 @@ def test_torchrun_etcd_is_the_default():
 def test_torchrun_c10d_uses_pod_zero_and_elastic_range():
     e = replace(E, rdzv_backend="c10d", min_nodes=1, max_nodes=4)
     launch = c.launch_for(e, ENV, job="j", service="s", gpus=8)
-    assert flag(launch.argv, "--rdzv_endpoint") == "j-0.s:29400"
+    assert flag(launch.argv, "--rdzv_endpoint") == "j-0.s.eksbench.svc.cluster.local:29400"
     assert flag(launch.argv, "--nnodes") == "1:4"
     assert launch.port == c.C10D_PORT and "etcd" not in launch.modules
+
+
+# What the kubelet writes into an Indexed Job pod's /etc/hosts when the pod has a subdomain
+# (kubernetes/kubernetes pkg/kubelet/kubelet_pods.go managedHostsFileContent).
+KUBELET_HOSTS = ("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"
+                 "::1\tlocalhost ip6-localhost ip6-loopback\n10.0.0.7\tj-0.s.eksbench.svc.cluster.local\tj-0\n")
+
+
+@pytest.mark.local_run
+def test_pod_zero_hosts_the_c10d_store_before_dns_knows_it(tmp_path):
+    """torch's own test (_matches_machine_hostname) in pod 0's situation: hostname j-0, the kubelet's
+    /etc/hosts, and a DNS server that answers nothing (the headless Service's record is not there yet)."""
+    import shutil
+
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare (util-linux) for a private hostname and /etc/hosts")
+    e = replace(E, rdzv_backend="c10d", min_nodes=1, max_nodes=2)
+    host = flag(c.launch_for(e, ENV, job="j", service="s", gpus=8).argv, "--rdzv_endpoint").rsplit(":", 1)[0]
+    (tmp_path / "hosts").write_text(KUBELET_HOSTS)
+    (tmp_path / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+    probe = ("import socket, sys\nfrom torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname\n"
+             "print(socket.gethostname(), _matches_machine_hostname(sys.argv[1]))")
+    inner = (f"hostname j-0 && mount --bind {tmp_path / 'hosts'} /etc/hosts && "
+             f"mount --bind {tmp_path / 'resolv.conf'} /etc/resolv.conf && exec \"$0\" -c \"$1\" \"$2\"")
+    run = subprocess.run(["unshare", "--uts", "--mount", "sh", "-c", inner, sys.executable, probe, host],
+                         capture_output=True, text=True, timeout=120)
+    if run.returncode != 0 and "unshare" in run.stderr:
+        pytest.skip(f"unshare refused: {run.stderr.strip()}")
+    assert run.stdout.split() == ["j-0", "True"], (host, run.stdout, run.stderr)
 
 
 def test_rdzv_id_is_stable_per_experiment_and_run():

@@ -123,11 +123,26 @@ def test_efa_groups_get_devices_and_libfabric_env():
     assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
 
 
-def test_elastic_run_succeeds_once_min_nodes_succeeded():
+def test_elastic_run_succeeds_once_pod_zero_succeeded():
+    """Pod 0 writes and uploads the summary: the Job must not end (removing its lingering pods)
+    because the other pods succeeded first."""
     job = build(CIFAR)["job"]
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == 2
-    assert job["spec"]["successPolicy"] == {"rules": [{"succeededCount": 1}]}
+    assert job["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0", "succeededCount": 1}]}
     assert "--nnodes=1:2" in main_container(job)["command"][2]
+    assert_valid(job)
+
+
+def test_compiled_runs_keep_their_inductor_cache_out_of_the_small_tmp():
+    job = build(replace(RESNET, compile=True, compile_mode="max-autotune"))["job"]
+    vols = {v["name"]: v for v in pod(job)["volumes"]}
+    mounts = {v["name"]: v["mountPath"] for v in main_container(job)["volumeMounts"]}
+    assert vols["compile-cache"]["emptyDir"] == {"sizeLimit": f"{m.COMPILE_CACHE_GIB}Gi"}
+    assert env_of(job)["TORCHINDUCTOR_CACHE_DIR"] == mounts["compile-cache"] == m.COMPILE_CACHE_DIR
+    assert not m.COMPILE_CACHE_DIR.startswith("/tmp/") and m.COMPILE_CACHE_GIB > 2
+    assert vols["eksbench-tmp"]["emptyDir"] == {"sizeLimit": "2Gi"}  # what the cache used to share
+    assert "compile-cache" not in {v["name"] for v in pod(build()["job"])["volumes"]}
+    assert_valid(job)
 
 
 def test_code_config_map_is_immutable_content_named_and_keeps_subfolders():

@@ -8,8 +8,20 @@
 2. Forwards SIGTERM/SIGINT to it (torchrun then stops its workers), and SIGKILLs it if it is
    still alive ``--grace`` seconds later.
 3. Always (success, failure or signal) writes ``<results-dir>/summary.json`` if this is the
-   summary node, then uploads when ``--results-uri`` is given. Exit code = the command's
-   (128 + N when a signal N ended it). Upload failures go to stderr, never change it.
+   summary node, then uploads when ``--results-uri`` is given, summary.json first. Exit code =
+   the command's (128 + N when a signal N ended it). Upload failures go to stderr, never change it.
+4. Holds SIGTERM/SIGINT from its start to its end: while the command runs they are forwarded;
+   before it starts and after it ends they are only recorded, so the summary and the upload
+   finish within the pod's grace period. A Job whose success policy is met removes its lingering
+   pods with SIGTERM (Kubernetes batch/v1 ``SuccessPolicy``: "the lingering pods are removed"),
+   which may reach a pod that is still uploading.
+5. When the results directory cannot be written (a missing mount, a folder owned by another
+   user), the log and summary go to ``$TMPDIR/eksbench-results/<node id>-<pid>/`` instead (the pods'
+   /tmp is a writable emptyDir) and are uploaded from there to the same keys; the summary says
+   why in ``results_dir_error``.
+6. ``--setup-failed CODE`` records a pod whose set-up (package install, prelude) failed or was
+   stopped before the command could start: a failed summary with ``--setup-error`` as its
+   error, uploaded like any other, and exit code CODE; the command is not run.
 
 Several nodes of one Job share the results directory: the node id defaults to
 ``node-<JOB_COMPLETION_INDEX>`` (the Indexed Job's pod index) or the hostname, so each node
@@ -36,10 +48,10 @@ from typing import Any, Mapping, Sequence
 
 from spec.s3_uri import parse_s3_uri
 from workloads.train import summary as figures
-from workloads.train.checkpoint import atomic_write
+from workloads.train.exit_paths import StopSignals, fallback_dir, open_log, write_summary
 from workloads.train.metrics import metrics_dir, read_jsonl, read_rank_metrics
 from workloads.train.progress import ProgressPublisher
-from workloads.train.upload import upload, upload_plan
+from workloads.train.upload import in_upload_order, upload, upload_plan
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summary", choices=("auto", "always", "never"), default="auto",
                    help="auto: only the node with JOB_COMPLETION_INDEX 0 (or none set) writes summary.json")
     p.add_argument("--grace", type=float, default=60.0, help="seconds between a forwarded signal and SIGKILL")
+    p.add_argument("--setup-failed", type=int, default=None, metavar="CODE",
+                   help="do not run the command: the pod's set-up failed (or a signal 128+N stopped it) with CODE; "
+                        "write and upload a failed summary and exit with CODE")
+    p.add_argument("--setup-error", default=None, help="with --setup-failed: what failed, for the summary")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
     return p
 
@@ -203,12 +219,20 @@ def collect_metrics(results_dir: Path, target: float | None, precision: str | No
     return out
 
 
+def progress_total(config: Mapping[str, Any] | None) -> int | None:
+    """The steps a run will take, when known before it starts: ``--steps`` for a step-bounded
+    run. None for an ``--epochs`` run: its steps per epoch are the dataset size over the global
+    batch, which the launcher does not read and an elastic run changes with its world size."""
+    if not config or config.get("epochs"):
+        return None
+    return config.get("steps")
+
+
 class Child:
     """The command, its tee thread and the signal forwarding."""
 
-    def __init__(self, command: Sequence[str], log_path: Path, grace: float):
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log = open(log_path, "ab", buffering=0)
+    def __init__(self, command: Sequence[str], log: Any, grace: float):
+        self.log = log
         self.tail: collections.deque[str] = collections.deque(maxlen=80)
         self.signal_name: str | None = None
         self.grace = grace
@@ -220,7 +244,11 @@ class Child:
     def _copy(self) -> None:
         out = getattr(sys.stdout, "buffer", None)
         for line in iter(self.proc.stdout.readline, b""):
-            self.log.write(line)
+            if self.log is not None:
+                try:
+                    self.log.write(line)
+                except OSError:  # the file system went away: keep the tail and stdout
+                    self.log = None
             self.tail.append(line.decode("utf-8", "replace").rstrip("\n"))
             if out is not None:
                 try:
@@ -244,13 +272,21 @@ class Child:
     def wait(self) -> int:
         rc = self.proc.wait()
         self.tee.join(timeout=10)
-        self.log.close()
+        if self.log is not None:
+            self.log.close()
         return rc
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    environ = dict(os.environ) if environ is None else environ
+    stop = StopSignals().install()  # first: a SIGTERM from here on never kills us before the upload
+    try:
+        return run(build_parser().parse_args(sys.argv[1:] if argv is None else argv),
+                   dict(os.environ) if environ is None else environ, stop)
+    finally:
+        stop.restore()
+
+
+def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         print("error: no command given after --", file=sys.stderr)
@@ -264,42 +300,62 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             return 2
     results = Path(args.results_dir)
     node_id = node_identity(args.node_id, environ, socket.gethostname())
+    dirs = (results, fallback_dir(node_id))
     summary_node = writes_summary(args.summary, environ)
     started = time.time()
     config = train_config(command) if summary_node else None
-    publisher = None
-    try:
-        child = Child(command, results / "logs" / f"{node_id}.log", args.grace)
-    except OSError as e:  # the command does not exist: still a failed run with a summary
-        child = None
-        returncode, tail = 127, [f"cannot start {command[0]!r}: {e}"]
-        print(tail[0], file=sys.stderr)
+    publisher = child = None
+    signal_name = None
+    log, local, results_error = open_log(dirs, node_id)
+    if results_error:
+        print(f"cannot write the results directory ({results_error}); log and summary go to {local}",
+              file=sys.stderr)
+    if args.setup_failed is not None or stop.name:
+        returncode = args.setup_failed if args.setup_failed is not None else 128 + signal.Signals[stop.name]
+        signal_name = (signal.Signals(returncode - 128).name if 128 < returncode < 128 + signal.NSIG
+                       else None)
+        tail = [args.setup_error or f"stopped by {stop.name} before the command started"]
+        if log is not None:
+            log.write((tail[0] + "\n").encode())
+            log.close()
+    else:
+        try:
+            child = Child(command, log, args.grace)
+        except OSError as e:  # the command does not exist: still a failed run with a summary
+            returncode, tail = 127, [f"cannot start {command[0]!r}: {e}"]
+            print(tail[0], file=sys.stderr)
+            if log is not None:
+                log.close()
     if child is not None:
+        stop.child = child
+        if stop.name and child.signal_name is None:  # arrived while the command was starting
+            child.forward(signal.Signals[stop.name])
         if summary_node and bucket is not None:  # live step/total for `bench run` (workloads.train.progress)
-            publisher = ProgressPublisher(results, bucket, prefix, total=(config or {}).get("steps")).start()
-        previous = {sig: signal.signal(sig, child.forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+            publisher = ProgressPublisher(results, bucket, prefix, total=progress_total(config)).start()
         try:
             returncode = child.wait()
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            stop.child = None  # from here on a signal is only recorded
             if publisher is not None:
                 publisher.stop()
         tail = list(child.tail)
+        signal_name = child.signal_name
     if summary_node:
         try:
             metrics = collect_metrics(results, (config or {}).get("target_accuracy"), (config or {}).get("precision"))
         except Exception as e:  # noqa: BLE001 - a summary with the error beats no summary
             metrics = {"metrics_error": f"{type(e).__name__}: {e}"}
         doc = summary_document(experiment=args.experiment, node_id=node_id, command=command,
-                               returncode=returncode, signal_name=child.signal_name if child else None,
+                               returncode=returncode, signal_name=signal_name,
                                started=started, ended=time.time(), metrics=metrics, config=config,
                                environ=environ, log_tail=tail, results_uri=args.results_uri)
-        text = json.dumps(doc, indent=2, sort_keys=False).encode()
-        atomic_write(results / "summary.json", lambda f: f.write(text))
+        if results_error:
+            doc["results_dir_error"] = results_error
+        write_summary(doc, dirs if local in (None, results) else dirs[1:])
     if bucket is not None:
-        errors = upload(upload_plan(results, node_id=node_id, summary_node=summary_node, prefix=prefix), bucket)
-        for err in errors:
+        plans = [upload_plan(d, node_id=node_id, summary_node=summary_node, prefix=prefix) for d in dirs]
+        plan = in_upload_order(list({key: (path, key) for p in plans for path, key in p}.values()), prefix)
+        for err in upload(plan, bucket):
             print(f"upload failed: {err}", file=sys.stderr)
     return exit_code(returncode)
 

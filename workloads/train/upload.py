@@ -2,6 +2,7 @@
 
 Ownership rule (see ``upload_plan``): the summary node (index 0) uploads the whole results
 directory except other nodes' logs; every other node uploads only ``logs/<its node id>.log``.
+The launcher uploads them ``in_upload_order``: summary.json first.
 The results directory lives on the shared file system, so node 0, which finishes after the
 final barrier of all ranks, sees every rank's final metrics file; no two nodes ever upload the
 same key with different content. Credentials come from boto3's default chain (EKS Pod Identity
@@ -29,6 +30,20 @@ def upload_plan(results_dir: str | Path, *, node_id: str, summary_node: bool, pr
             continue
         out.append((p, prefix + rel))
     return out
+
+
+def in_upload_order(plan: list[tuple[Path, str]], prefix: str) -> list[tuple[Path, str]]:
+    """``summary.json`` first, checkpoints last, the rest by key in between.
+
+    summary.json is what ``bench run`` waits for and the record of the run; a pod can be stopped
+    (SIGKILL at the end of its grace period) during a long upload, so it goes before the rest.
+    Checkpoints are the largest files and ``bench run`` does not copy them back.
+    """
+    def rank(item: tuple[Path, str]) -> tuple[int, str]:
+        key = item[1]
+        return (0 if key == f"{prefix}summary.json" else 2 if key.startswith(f"{prefix}checkpoints/") else 1), key
+
+    return sorted(plan, key=rank)
 
 
 def upload(plan: list[tuple[Path, str]], bucket: str, client: Any | None = None) -> list[str]:
