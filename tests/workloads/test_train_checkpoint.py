@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.workloads.conftest import ROOT, child_env, run_training
+from tests.workloads.conftest import child_env, run_training
 from workloads.train.checkpoint import atomic_write, is_due, latest_path, load
 from workloads.train.metrics import read_jsonl
 

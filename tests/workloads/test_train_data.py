@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.workloads.conftest import ROOT, child_env, run_training
+from tests.workloads.conftest import child_env, run_training
 from workloads.train.cifar import read_split, write_standin
 from workloads.train.launch import collect_metrics
 from workloads.train.metrics import read_jsonl, read_rank_metrics

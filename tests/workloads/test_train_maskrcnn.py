@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
 
-from tests.workloads.conftest import ROOT, child_env, run_training
+from tests.workloads.conftest import child_env, run_training
 from workloads.train.detection import coco_index, polygon_mask
 from workloads.train.metrics import read_rank_metrics
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from spec.train_args import TrainArgs
-from tests.workloads.conftest import ROOT, child_env, run_training
+from tests.workloads.conftest import child_env, run_training
 from workloads.train import checkpoint as ckpt
 from workloads.train.launch import nccl_transport
 from workloads.train.metrics import read_jsonl

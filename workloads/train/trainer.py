@@ -29,6 +29,7 @@ from workloads.train import checkpoint as ckpt
 from workloads.train.data import Position, epoch_ends, next_slice
 from workloads.train.cpu_choice import channels_last_for
 from workloads.train.device import StepClock, device_info
+from workloads.train.startup import startup_event
 from workloads.train.metrics import JsonLines, metrics_dir, prune_after
 from workloads.train.schedule import autocast_factory, dist_env, lr_at, set_lr
 
@@ -372,28 +373,13 @@ class Run:
 
 
 
-STARTUP_PHASES = (("launch", "launched", "process"), ("imports", "process", "imported"),
-                  ("process_group", "imported", "process_group"), ("build", "process_group", "built"),
-                  ("resume", "built", "resumed"), ("first_step", "resumed", "first_step"))
-
-
-def startup_event(marks: dict[str, float], first_step_done: float, *, step: int, restart: int) -> dict[str, Any]:
-    """Where this attempt's time before its first step went: seconds per phase, from the launcher's
-    start (``EKSBENCH_LAUNCHED_AT``: torchrun and its rendezvous) or this process's, to the first
-    step's end. ``resume`` holds the FLOP count and the start barriers."""
-    at = {**marks, "first_step": first_step_done}
-    phases = {name: round(at[b] - at[a], 3) for name, a, b in STARTUP_PHASES if a in at and b in at}
-    origin = at.get("launched", at.get("process", first_step_done))
-    return {"event": "startup", "step": step, "restart": restart, "phases_s": phases,
-            "time_to_first_step_s": round(first_step_done - origin, 3), "wall_time": round(first_step_done, 3)}
-
-
 def main(argv: list[str] | None = None, process_started: float | None = None) -> int:
     args = parse_train_args(sys.argv[1:] if argv is None else argv)
     env = dist_env(dict(os.environ))
     marks = {"process": process_started} if process_started else {}
-    try:
-        marks["launched"] = float(os.environ["EKSBENCH_LAUNCHED_AT"])
+    try:  # the launcher's start is this attempt's origin only for the first attempt (restarts are later)
+        if env["restart"] == 0:
+            marks["launched"] = float(os.environ["EKSBENCH_LAUNCHED_AT"])
     except (KeyError, ValueError):
         pass
     run = Run(args, env, marks)
