@@ -86,7 +86,7 @@ def test_an_instance_type_not_offered_is_refused_naming_the_alternatives(project
     c = cfg(project)
     assert "g5.2xlarge offered" in preflight.check_offerings(c)
     bad = cfg(project, gpu_node_groups=[{"name": "p", "instance_type": "p3.16xlarge", "desired_size": 2,
-                                         "max_size": 2}], **{"aws:region": "ap-south-2"})
+                                         "max_size": 3}], **{"aws:region": "ap-south-2"})
     offered = {o["InstanceType"] for o in boto3.client("ec2", region_name="ap-south-2")
                .describe_instance_type_offerings(LocationType="region")["InstanceTypeOfferings"]}
     if "p3.16xlarge" in offered:
