@@ -31,7 +31,8 @@ from infra.environment import Environment
 from spec import aws_catalog as catalog
 from spec.config import Experiment
 from spec.pins import is_training_image
-from spec.train_args import TrainArgs, train_args_to_argv
+from spec.launch_command import Torchrun, torchrun_argv, trainer_argv
+from spec.train_args import TrainArgs
 from workloads.pod_script import ensure_modules, launcher_script  # noqa: F401 - the pods' sh script
 from workloads.train.horovod_bootstrap import HOROVOD_PORT, horovod_env  # noqa: F401 - one definition, shipped
 
@@ -175,7 +176,7 @@ class TrainPaths(Protocol):
 # first step's torch.compile on the slowest rank (max-autotune can take minutes).
 CLUSTER_COLLECTIVE_TIMEOUT_S = 300
 # torchrun's rendezvous settings, the same on the cluster as in the local run
-# (bench.local_plan.torchrun_command): a new round closes 5 s after min nodes joined, an agent
+# (bench.local_plan.torchrun_command; both through spec.launch_command): a new round closes 5 s after min nodes joined, an agent
 # waits up to 300 s to join, and agents that miss 3 heartbeats 2 s apart are dropped.
 RDZV_CONF = {"join_timeout": 300, "last_call_timeout": 5, "keep_alive_interval": 2, "keep_alive_max_attempt": 3}
 
@@ -223,8 +224,8 @@ def train_args_for(e: Experiment, env: TrainPaths, *, instance_type: str | None 
 def train_argv(e: Experiment, env: Environment, *, instance_type: str | None = None) -> tuple[str, ...]:
     """``-m <entry module>`` and its arguments (workloads.train's CLI contract, for every framework);
     the experiment's own ``args`` come last, so they win."""
-    return ("-m", ENTRY_MODULES[e.framework],
-            *train_args_to_argv(train_args_for(e, env, instance_type=instance_type)), *e.args)
+    return trainer_argv(train_args_for(e, env, instance_type=instance_type), e.args,
+                        module=ENTRY_MODULES[e.framework])
 
 
 def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int,
@@ -241,10 +242,9 @@ def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, g
         endpoint, port = f"{pod_fqdn(job, 0, service, env.namespace)}:{C10D_PORT}", C10D_PORT
     else:
         endpoint, port = env.etcd_endpoint, None
-    nnodes = f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)
-    argv = ("torchrun", f"--nnodes={nnodes}", f"--nproc_per_node={gpus}", f"--max_restarts={e.max_restarts}",
-            f"--rdzv_backend={e.rdzv_backend}", f"--rdzv_endpoint={endpoint}", f"--rdzv_id={job}",
-            f"--rdzv_conf={rdzv_conf()}")
+    argv = torchrun_argv(Torchrun(min_nodes=e.min_nodes, max_nodes=e.max_nodes, nproc_per_node=gpus,
+                                  max_restarts=e.max_restarts, rdzv_backend=e.rdzv_backend, rdzv_endpoint=endpoint,
+                                  rdzv_id=job, rdzv_conf=rdzv_conf()))
     modules = ("etcd", "boto3") if e.rdzv_backend == "etcd-v2" else ("boto3",)
     return Launch(argv=argv + train_argv(e, env, instance_type=instance_type), port=port, modules=modules,
                   env={"EKSBENCH_FRAMEWORK": "pytorch"})
