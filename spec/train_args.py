@@ -16,7 +16,9 @@ import argparse
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Callable, Sequence
 
-WORKLOADS = ("resnet50", "cifar10", "maskrcnn")
+from spec.workload_facts import WORKLOADS as WORKLOAD_FACTS
+
+WORKLOADS = tuple(WORKLOAD_FACTS)
 PRECISIONS = ("fp32", "amp-fp16", "bf16")
 # torch.compile modes; "reduce-overhead" and "max-autotune" capture CUDA graphs on GPU.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -82,8 +84,8 @@ class TrainArgs:
     gpu_decode: bool = arg(False, "ImageFolder: decode JPEGs with torchvision.io.decode_jpeg on the GPU",
                            always=False)
     target_accuracy: float | None = arg(None, "cifar10: report time to this accuracy", type=float, always=False)
-    lr: float | None = arg(None, "default: the workload's rule (0.1 x global batch / 256; 0.02 for maskrcnn)",
-                           type=float, always=False)
+    lr: float | None = arg(None, "default: 0.1 x global batch / 256 (0.02 for maskrcnn)", type=float,
+                           always=False)
     # wall-clock minutes between checkpoints; 0 = off
     checkpoint_minutes: float = arg(10.0, "checkpoint every N minutes of wall time (0 = off); with both 0, only "
                                     "at the end", type=_non_negative_float, always=False)

@@ -47,6 +47,7 @@ from typing import Any, Mapping, Sequence
 
 from spec.launch_command import launched_shape, launched_train_args
 from spec.s3_uri import parse_s3_uri
+from spec.workload_facts import WORKLOADS
 from workloads.train import summary as figures
 from workloads.train import summary_fields as F
 from workloads.train.exit_paths import StopSignals, fallback_dir, open_log, write_summary
@@ -186,20 +187,12 @@ def read_logs(results_dir: Path, max_bytes: int = 2_000_000) -> list[str]:
     return out
 
 
-MODEL_NAMES = {
-    "resnet50": "torchvision ResNet-50 v1.5 (torchvision.models.resnet50)",
-    "cifar10": "ResNet-18-style CIFAR-10 network (workloads/train/models.py cifar_resnet)",
-    "maskrcnn": "torchvision Mask R-CNN (maskrcnn_resnet50_fpn, min_size 800, max_size 1333): not TensorPack's "
-                "Mask R-CNN, so compare with TensorPack figures only knowing the two implementations differ",
-}
-
-
 def provenance(environ: Mapping[str, str], command: Sequence[str], config: Mapping[str, Any] | None) -> dict[str, Any]:
     """Where and what ran: instance type (EKSBENCH_INSTANCE_TYPE, set by the Job), framework, model."""
     framework = environ.get("EKSBENCH_FRAMEWORK") or ("pytorch" if config is not None else None)
     workload = (config or {}).get("workload")
     return {F.INSTANCE_TYPE: environ.get("EKSBENCH_INSTANCE_TYPE"), F.FRAMEWORK: framework,
-            "model": MODEL_NAMES.get(workload) if workload else None}
+            "model": WORKLOADS[workload].model if workload in WORKLOADS else None}
 
 
 def _iso(t: float) -> str:
