@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench import progress
+from bench import progress, pulumi_cli
 from bench.lifecycle import BackendError, Control
 from bench.stack_operations import UpProgress, clock_text, destroy_with_retry, last_line
 
@@ -88,10 +88,8 @@ class CloudBackend:
 
     # -- provision
     def provision(self, ctl: Control) -> None:
-        from bench import automation
-
         try:
-            self.stk = automation.open_stack(self.stack, self.root, check_config=False)
+            self.stk = pulumi_cli.open_stack(self.stack, self.root, check_config=False)
         except Exception as e:  # noqa: BLE001 - CommandError from stack select/init
             raise BackendError(f"could not select or create stack {self.stack}: {last_line(e)}") from None
         self.up_progress = UpProgress([r["urn"] for r in self.ready.plan.resources])
@@ -106,14 +104,14 @@ class CloudBackend:
             self.up_thread.join(0.2)
             if ctl.check() and not cancelled:
                 cancelled = True
-                if automation.forward_sigint():
+                if pulumi_cli.forward_sigint():
                     progress.line("pulumi up: cancelling (SIGINT sent to the CLI; waiting for its in-flight "
                                   "operations to finish)", err=True)
             if time.monotonic() >= next_note and self.up_progress.pending():
                 progress.line(f"[{clock_text(time.monotonic() - self.up_progress.t0)}] up: in progress: "
                               + ", ".join(self.up_progress.pending()))
                 next_note = time.monotonic() + self.every
-        automation.sync_stack_file(self.stack, self.root)
+        pulumi_cli.sync_stack_file(self.stack, self.root)
         if ctl.stopping:
             return
         if self.up_error is not None:
@@ -131,10 +129,8 @@ class CloudBackend:
 
     def interrupt(self, signum: int) -> None:
         """Cancel a running ``up`` (one SIGINT to its CLI). Never touches a running destroy."""
-        from bench import automation
-
         if self.up_thread is not None and self.up_thread.is_alive() and self.teardown_started_at is None:
-            automation.forward_sigint()
+            pulumi_cli.forward_sigint()
 
     # -- start
     def start(self, ctl: Control) -> None:
@@ -290,9 +286,7 @@ class CloudBackend:
         events = UpProgress([], verb="destroy", out=lambda text: None)  # a line per group is enough for up
         ok, left = destroy_with_retry(self.stk, stack=self.stack, on_event=events,
                                       log=lambda m: progress.line(m, err=True))
-        from bench import automation
-
-        automation.sync_stack_file(self.stack, self.root)
+        pulumi_cli.sync_stack_file(self.stack, self.root)
         if ok:
             progress.line(f"destroyed in {clock_text(time.monotonic() - self.teardown_started_at).strip()}; the "
                           "results bucket is kept")
@@ -300,7 +294,7 @@ class CloudBackend:
         progress.line(f"error: destroy failed twice; {len(left)} resource(s) left"
                       + (": " + "; ".join(left[:15]) + (" ..." if len(left) > 15 else "") if left else "")
                       + f". They cost money until removed: python -m bench destroy {self.stack} "
-                      f"(or: pulumi destroy -s {self.stack} --cwd {automation.work_dir(self.stack, self.root)})",
+                      f"(or: pulumi destroy -s {self.stack} --cwd {pulumi_cli.work_dir(self.stack, self.root)})",
                       err=True)
         return False
 

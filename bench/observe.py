@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from bench import pulumi_cli
 from bench.errors import fail
+from bench.stack_operations import stack_resources
 from bench.stack_files import ROOT
 
 
@@ -85,9 +87,7 @@ def results_bucket(cfg: Any, root: Path) -> str | None:
     if not cfg.results.home_stack:
         return None
     try:
-        from bench import automation
-
-        return automation.stack_outputs(cfg.results.home_stack, root).get("bucket")
+        return pulumi_cli.stack_outputs(cfg.results.home_stack, root).get("bucket")
     except Exception:  # noqa: BLE001 - no CLI, no backend, no home: local results still work
         return None
 
@@ -99,11 +99,8 @@ def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"stack": stack, "state": None, "outputs": {}, "local_runs": {}, "s3_runs": {},
                            "notes": []}
     try:
-        from bench import automation
-
-        stk = automation.open_stack(stack, root, check_config=False, create=False)
+        stk = pulumi_cli.open_stack(stack, root, check_config=False, create=False)
         info = stk.info()
-        from bench.stack_operations import stack_resources
 
         out["state"] = {"last": info.kind if info else None, "result": info.result if info else None,
                         "ended": str(info.end_time) if info and info.end_time else None,
@@ -219,9 +216,7 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
         raise ValueError(f"no experiment {experiment!r} in stack {stack}")
     outputs: dict[str, Any] = {}
     try:
-        from bench import automation
-
-        outputs = automation.outputs(stack, root) if (run_id in (None, cfg.run_id)) else {}
+        outputs = pulumi_cli.outputs(stack, root) if (run_id in (None, cfg.run_id)) else {}
     except Exception:  # noqa: BLE001 - no CLI / no stack: S3 and local files still work
         outputs = {}
     if outputs.get("kubeconfig"):

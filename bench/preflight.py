@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from bench import progress
+from bench import progress, pulumi_cli
+from bench.pulumi_cli import CLI_MISSING
 
 TEARDOWN_MINUTES = 10.0
 # Service Quotas codes for running on-demand / spot vCPUs, by instance family letter.
@@ -88,8 +89,6 @@ def check_cost(ready: Ready, max_cost: float | None) -> str:
 
 
 def check_pulumi(env: dict[str, str] | None = None) -> str:
-    from bench.automation import CLI_MISSING
-
     env = dict(os.environ if env is None else env)
     exe = shutil.which("pulumi", path=env.get("PATH"))
     if exe is None:
@@ -198,7 +197,7 @@ def check_home(cfg: Any, root: Path, read: Callable[[str, Path], dict[str, Any]]
     if not name:
         return f"results in the existing bucket {cfg.results.bucket}", None
     if read is None:
-        from bench.automation import stack_outputs as read
+        read = pulumi_cli.stack_outputs
     short = name.rsplit("/", 1)[-1]
     try:
         outputs = read(name, root)
