@@ -29,6 +29,8 @@ from typing import Any
 from bench import progress, pulumi_cli
 from bench.lifecycle import BackendError, Control
 from bench.stack_operations import UpProgress, clock_text, destroy_with_retry, last_line
+from spec.results_location import ResultsLocation
+from spec.s3_uri import parse_s3_uri
 
 
 @dataclass
@@ -83,8 +85,13 @@ class CloudBackend:
         return self._s3
 
     @property
+    def run_results(self) -> ResultsLocation:
+        """This run's place in the layout (no bucket: the URIs come from the stack's outputs)."""
+        return ResultsLocation(None, self.cfg.project, self.stack, self.cfg.run_id)
+
+    @property
     def run_dir(self) -> Path:
-        return self.results_root / self.stack / self.cfg.run_id
+        return self.run_results.local_dir(self.results_root)
 
     # -- provision
     def provision(self, ctl: Control) -> None:
@@ -141,7 +148,8 @@ class CloudBackend:
         for e in self.cfg.experiments:
             timeout = e.timeout_minutes * 60.0
             cumulative = cumulative + timeout if self.cfg.execution == "sequential" else timeout
-            uri = uris.get(e.name) or (f"{prefix}{e.name}/" if prefix else "")
+            uri = uris.get(e.name) or (self.run_results.in_bucket(parse_s3_uri(prefix)[0]).child(e.name).uri
+                                       if prefix else "")
             if not uri:
                 raise BackendError(f"the stack has no results URI for experiment {e.name} (output experiment_results)")
             self.watched.append(Watched(name=e.name, uri=uri if uri.endswith("/") else uri + "/",
@@ -331,7 +339,7 @@ class CloudBackend:
         by_name = {w.name: w for w in self.watched}
         for e in self.cfg.experiments:
             w = by_name.get(e.name)
-            dest = self.run_dir / e.name
+            dest = self.run_results.child(e.name).local_dir(self.results_root)
             shape = (f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)) + f"x{e.gpus_per_node}"
             if w is None:
                 rows.append({"experiment": e.name, "status": "not run", "shape": shape})

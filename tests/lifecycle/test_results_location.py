@@ -6,7 +6,8 @@ from bench import automation, observe, pulumi_cli
 
 
 def cfg(**results):
-    return SimpleNamespace(results=SimpleNamespace(home_stack=results.get("home_stack"), bucket=results.get("bucket")))
+    return SimpleNamespace(results=SimpleNamespace(home_stack=results.get("home_stack"), bucket=results.get("bucket")),
+                           region="us-west-2")
 
 
 def test_an_existing_bucket_is_used_as_it_is():
