@@ -26,9 +26,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench import progress
+from bench import progress, pulumi_cli
 from bench.lifecycle import BackendError, Control
 from bench.stack_operations import UpProgress, clock_text, destroy_with_retry, last_line
+from spec.results_location import ResultsLocation
+from spec.s3_uri import parse_s3_uri
 
 
 @dataclass
@@ -83,15 +85,18 @@ class CloudBackend:
         return self._s3
 
     @property
+    def run_results(self) -> ResultsLocation:
+        """This run's place in the layout (no bucket: the URIs come from the stack's outputs)."""
+        return ResultsLocation(None, self.cfg.project, self.stack, self.cfg.run_id)
+
+    @property
     def run_dir(self) -> Path:
-        return self.results_root / self.stack / self.cfg.run_id
+        return self.run_results.local_dir(self.results_root)
 
     # -- provision
     def provision(self, ctl: Control) -> None:
-        from bench import automation
-
         try:
-            self.stk = automation.open_stack(self.stack, self.root, check_config=False)
+            self.stk = pulumi_cli.open_stack(self.stack, self.root, check_config=False)
         except Exception as e:  # noqa: BLE001 - CommandError from stack select/init
             raise BackendError(f"could not select or create stack {self.stack}: {last_line(e)}") from None
         self.up_progress = UpProgress([r["urn"] for r in self.ready.plan.resources])
@@ -106,14 +111,14 @@ class CloudBackend:
             self.up_thread.join(0.2)
             if ctl.check() and not cancelled:
                 cancelled = True
-                if automation.forward_sigint():
+                if pulumi_cli.forward_sigint():
                     progress.line("pulumi up: cancelling (SIGINT sent to the CLI; waiting for its in-flight "
                                   "operations to finish)", err=True)
             if time.monotonic() >= next_note and self.up_progress.pending():
                 progress.line(f"[{clock_text(time.monotonic() - self.up_progress.t0)}] up: in progress: "
                               + ", ".join(self.up_progress.pending()))
                 next_note = time.monotonic() + self.every
-        automation.sync_stack_file(self.stack, self.root)
+        pulumi_cli.sync_stack_file(self.stack, self.root)
         if ctl.stopping:
             return
         if self.up_error is not None:
@@ -131,10 +136,8 @@ class CloudBackend:
 
     def interrupt(self, signum: int) -> None:
         """Cancel a running ``up`` (one SIGINT to its CLI). Never touches a running destroy."""
-        from bench import automation
-
         if self.up_thread is not None and self.up_thread.is_alive() and self.teardown_started_at is None:
-            automation.forward_sigint()
+            pulumi_cli.forward_sigint()
 
     # -- start
     def start(self, ctl: Control) -> None:
@@ -145,7 +148,8 @@ class CloudBackend:
         for e in self.cfg.experiments:
             timeout = e.timeout_minutes * 60.0
             cumulative = cumulative + timeout if self.cfg.execution == "sequential" else timeout
-            uri = uris.get(e.name) or (f"{prefix}{e.name}/" if prefix else "")
+            uri = uris.get(e.name) or (self.run_results.in_bucket(parse_s3_uri(prefix)[0]).child(e.name).uri
+                                       if prefix else "")
             if not uri:
                 raise BackendError(f"the stack has no results URI for experiment {e.name} (output experiment_results)")
             self.watched.append(Watched(name=e.name, uri=uri if uri.endswith("/") else uri + "/",
@@ -290,9 +294,7 @@ class CloudBackend:
         events = UpProgress([], verb="destroy", out=lambda text: None)  # a line per group is enough for up
         ok, left = destroy_with_retry(self.stk, stack=self.stack, on_event=events,
                                       log=lambda m: progress.line(m, err=True))
-        from bench import automation
-
-        automation.sync_stack_file(self.stack, self.root)
+        pulumi_cli.sync_stack_file(self.stack, self.root)
         if ok:
             progress.line(f"destroyed in {clock_text(time.monotonic() - self.teardown_started_at).strip()}; the "
                           "results bucket is kept")
@@ -300,7 +302,7 @@ class CloudBackend:
         progress.line(f"error: destroy failed twice; {len(left)} resource(s) left"
                       + (": " + "; ".join(left[:15]) + (" ..." if len(left) > 15 else "") if left else "")
                       + f". They cost money until removed: python -m bench destroy {self.stack} "
-                      f"(or: pulumi destroy -s {self.stack} --cwd {automation.work_dir(self.stack, self.root)})",
+                      f"(or: pulumi destroy -s {self.stack} --cwd {pulumi_cli.work_dir(self.stack, self.root)})",
                       err=True)
         return False
 
@@ -337,7 +339,7 @@ class CloudBackend:
         by_name = {w.name: w for w in self.watched}
         for e in self.cfg.experiments:
             w = by_name.get(e.name)
-            dest = self.run_dir / e.name
+            dest = self.run_results.child(e.name).local_dir(self.results_root)
             shape = (f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)) + f"x{e.gpus_per_node}"
             if w is None:
                 rows.append({"experiment": e.name, "status": "not run", "shape": shape})

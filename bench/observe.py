@@ -17,7 +17,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from bench import pulumi_cli
 from bench.errors import fail
+from bench.stack_operations import stack_resources
+from spec.results_location import ResultsLocation, results_bucket as resolve_results_bucket
+from spec.s3_uri import parse_s3_uri
 from bench.stack_files import ROOT
 
 
@@ -57,16 +61,18 @@ def _local_runs(results_root: Path, stack: str) -> dict[str, dict[str, str]]:
     return runs
 
 
-def _s3_runs(prefix_uri: str, region: str | None) -> dict[str, dict[str, str]]:
+def _s3_runs(stack_results: ResultsLocation, region: str | None) -> dict[str, dict[str, str]]:
     from bench import s3_results
 
     s3 = s3_results.client(region)
     runs: dict[str, dict[str, str]] = {}
-    for run_id in s3_results.child_prefixes(s3, prefix_uri):
+    for run_id in s3_results.child_prefixes(s3, stack_results.uri):
         exps = {}
-        for exp in s3_results.child_prefixes(s3, f"{prefix_uri}{run_id}/"):
-            summary = s3_results.read_json(s3, f"{prefix_uri}{run_id}/{exp}/", "summary.json")
-            progress = None if summary else s3_results.read_json(s3, f"{prefix_uri}{run_id}/{exp}/", "progress.json")
+        run = stack_results.child(run_id)
+        for exp in s3_results.child_prefixes(s3, run.uri):
+            uri = run.child(exp).uri
+            summary = s3_results.read_json(s3, uri, "summary.json")
+            progress = None if summary else s3_results.read_json(s3, uri, "progress.json")
             if summary:
                 exps[exp] = summary.get("status", "?")
             elif progress:
@@ -80,14 +86,11 @@ def _s3_runs(prefix_uri: str, region: str | None) -> dict[str, dict[str, str]]:
 def results_bucket(cfg: Any, root: Path) -> str | None:
     """Where the stack's results are once the stack itself is gone: ``results.bucket``, or the bucket
     the home stack (``results.home_stack``) exports; None when neither can be read."""
-    if cfg.results.bucket:
-        return cfg.results.bucket
     if not cfg.results.home_stack:
-        return None
+        return resolve_results_bucket(cfg.results, None, region=cfg.region)
     try:
-        from bench import automation
-
-        return automation.stack_outputs(cfg.results.home_stack, root).get("bucket")
+        home = pulumi_cli.stack_outputs(cfg.results.home_stack, root)
+        return resolve_results_bucket(cfg.results, home, region=cfg.region)
     except Exception:  # noqa: BLE001 - no CLI, no backend, no home: local results still work
         return None
 
@@ -99,11 +102,8 @@ def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"stack": stack, "state": None, "outputs": {}, "local_runs": {}, "s3_runs": {},
                            "notes": []}
     try:
-        from bench import automation
-
-        stk = automation.open_stack(stack, root, check_config=False, create=False)
+        stk = pulumi_cli.open_stack(stack, root, check_config=False, create=False)
         info = stk.info()
-        from bench.stack_operations import stack_resources
 
         out["state"] = {"last": info.kind if info else None, "result": info.result if info else None,
                         "ended": str(info.end_time) if info and info.end_time else None,
@@ -113,15 +113,14 @@ def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
         out["notes"].append(f"stack state unknown: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     out["local_runs"] = _local_runs(results_root.resolve(), stack)
     prefix = out["outputs"].get("results_prefix")
-    bucket = None if prefix else results_bucket(cfg, root)
-    stack_prefix = (prefix.rsplit("/", 2)[0] + "/" if prefix else
-                    f"s3://{bucket}/{cfg.project}/{stack}/" if bucket else None)
-    if stack_prefix:
+    bucket = parse_s3_uri(prefix)[0] if prefix else results_bucket(cfg, root)
+    if bucket:
+        stack_results = ResultsLocation(bucket, cfg.project, stack)
         try:
-            out["s3_runs"] = _s3_runs(stack_prefix, cfg.region)
-            out["s3_prefix"] = stack_prefix
+            out["s3_runs"] = _s3_runs(stack_results, cfg.region)
+            out["s3_prefix"] = stack_results.uri
         except Exception as e:  # noqa: BLE001
-            out["notes"].append(f"S3 results not readable at {stack_prefix}: {type(e).__name__}")
+            out["notes"].append(f"S3 results not readable at {stack_results.uri}: {type(e).__name__}")
     else:
         out["notes"].append("no S3 results location known (results.bucket is unset and the home stack's "
                             "outputs could not be read)")
@@ -219,9 +218,7 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
         raise ValueError(f"no experiment {experiment!r} in stack {stack}")
     outputs: dict[str, Any] = {}
     try:
-        from bench import automation
-
-        outputs = automation.outputs(stack, root) if (run_id in (None, cfg.run_id)) else {}
+        outputs = pulumi_cli.outputs(stack, root) if (run_id in (None, cfg.run_id)) else {}
     except Exception:  # noqa: BLE001 - no CLI / no stack: S3 and local files still work
         outputs = {}
     if outputs.get("kubeconfig"):
@@ -231,7 +228,7 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
     uri = (outputs.get("experiment_results") or {}).get(experiment)
     bucket = None if uri else results_bucket(cfg, root)
     if bucket:
-        uri = f"s3://{bucket}/{cfg.project}/{stack}/{run_id or cfg.run_id}/{experiment}/"
+        uri = ResultsLocation(bucket, cfg.project, stack, run_id or cfg.run_id, experiment).uri
     if uri:
         try:
             s3 = s3_results.client(cfg.region)
@@ -246,8 +243,10 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
                     body = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8", "replace")
                     yield from (f"{Path(rel).stem}: {line}" for line in body.splitlines())
             return s3_lines()
-    local = (results_root.resolve() / stack / run_id / experiment) if run_id else \
-        _latest_local_run(results_root.resolve(), stack, experiment)
+    if run_id:
+        local = ResultsLocation(None, cfg.project, stack, run_id, experiment).local_dir(results_root.resolve())
+    else:
+        local = _latest_local_run(results_root.resolve(), stack, experiment)
     if local is not None and local.is_dir():
         return _local_logs(local, follow)
     raise FileNotFoundError(f"no logs for {stack}/{experiment}: not in the cluster, not on S3"

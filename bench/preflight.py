@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from bench import progress
+from bench import progress, pulumi_cli
+from bench.pulumi_cli import CLI_MISSING
+from spec.results_location import ResultsLocation, datasets_uri, results_bucket
 
 TEARDOWN_MINUTES = 10.0
 # Service Quotas codes for running on-demand / spot vCPUs, by instance family letter.
@@ -88,8 +90,6 @@ def check_cost(ready: Ready, max_cost: float | None) -> str:
 
 
 def check_pulumi(env: dict[str, str] | None = None) -> str:
-    from bench.automation import CLI_MISSING
-
     env = dict(os.environ if env is None else env)
     exe = shutil.which("pulumi", path=env.get("PATH"))
     if exe is None:
@@ -192,13 +192,11 @@ def check_quotas(cfg: Any, warn: Callable[[str], None]) -> str:
 
 def check_home(cfg: Any, root: Path, read: Callable[[str, Path], dict[str, Any]] | None = None) -> tuple[str, dict | None]:
     """The home stack's outputs (bucket, datasets_uri, ...) when the stack names one in results.home_stack."""
-    from program.home import home_bucket
-
     name = cfg.results.home_stack
     if not name:
         return f"results in the existing bucket {cfg.results.bucket}", None
     if read is None:
-        from bench.automation import stack_outputs as read
+        read = pulumi_cli.stack_outputs
     short = name.rsplit("/", 1)[-1]
     try:
         outputs = read(name, root)
@@ -208,7 +206,7 @@ def check_home(cfg: Any, root: Path, read: Callable[[str, Path], dict[str, Any]]
                       f"Pulumi.{short}.yaml with eksbench:role: home), or fix results.home_stack in "
                       f"Pulumi.{cfg.stack}.yaml") from None
     try:
-        bucket = home_bucket(name, outputs.get("bucket"), outputs.get("region"), region=cfg.region)
+        bucket = results_bucket(cfg.results, outputs, region=cfg.region)
     except ValueError as e:
         raise Refusal(str(e)) from None
     return f"home stack {name}: results and datasets in s3://{bucket}/", outputs
@@ -223,12 +221,8 @@ def datasets_base(cfg: Any, home: dict[str, Any] | None = None) -> str | None:
         uri = home["datasets_uri"]
         return uri if uri.endswith("/") else uri + "/"
     if cfg.results.bucket:
-        return f"s3://{cfg.results.bucket}/datasets/"
+        return datasets_uri(cfg.results.bucket)
     return None
-
-
-def results_bucket(cfg: Any, home: dict[str, Any] | None = None) -> str | None:
-    return (home or {}).get("bucket") or cfg.results.bucket
 
 
 def check_datasets(cfg: Any, home: dict[str, Any] | None = None) -> str:
@@ -271,17 +265,16 @@ def check_rerun(cfg: Any, results_root: Path, resume: bool, home: dict[str, Any]
     """A run id whose results hold a summary.json already is refused unless --resume."""
     from bench import s3_results
 
-    local = sorted((results_root / cfg.stack / cfg.run_id).glob("*/summary.json"))
+    run = ResultsLocation(results_bucket(cfg.results, home, region=cfg.region), cfg.project, cfg.stack, cfg.run_id)
+    local = sorted(run.local_dir(results_root).glob("*/summary.json"))
     remote: list[str] = []
-    bucket = results_bucket(cfg, home)
-    if bucket:
-        uri = f"s3://{bucket}/{cfg.project}/{cfg.stack}/{cfg.run_id}/"
+    if run.bucket:
         try:
-            remote = s3_results.summaries_under(s3_results.client(cfg.region), uri)
+            remote = s3_results.summaries_under(s3_results.client(cfg.region), run.uri)
         except Exception:  # noqa: BLE001 - the bucket may not exist yet
             remote = []
     if (local or remote) and not resume:
-        where = f"{len(local)} under {results_root / cfg.stack / cfg.run_id}" if local else f"{len(remote)} on S3"
+        where = f"{len(local)} under {run.local_dir(results_root)}" if local else f"{len(remote)} on S3"
         raise Refusal(f"run {cfg.run_id!r} of stack {cfg.stack} already has results ({where} summary.json): set a "
                       f"new eksbench:run_id in Pulumi.{cfg.stack}.yaml, or pass --resume to run it again")
     return f"run id {cfg.run_id}" + (" (resuming)" if local or remote else "")

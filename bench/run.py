@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bench.errors import USAGE_ERROR, fail
 from bench.stack_files import ROOT
+from spec.results_location import ResultsLocation
 
 RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 
@@ -92,7 +93,7 @@ def run_local(args) -> int:
                     f"{', '.join(names) or 'none'}")
     if not names:
         return fail(f"stack {args.stack} has no experiments (eksbench:experiments)")
-    run_dir = Path(args.results_root).resolve() / args.stack / run_id
+    run_dir = ResultsLocation(None, cfg.project, args.stack, run_id).local_dir(Path(args.results_root).resolve())
     done = existing_summaries(run_dir)
     if done and not args.resume and not args.dry_run:
         return fail(f"run {run_id} of stack {args.stack} already has results ({len(done)} summary.json under "

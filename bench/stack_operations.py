@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from bench import progress
+from bench.pulumi_cli import running_cli
 
 
 def clock_text(seconds: float) -> str:
@@ -146,8 +147,6 @@ def destroy_with_retry(stk: Any, *, stack: str, log: Callable[[str], None] = pro
                        on_event: Callable[[Any], None] | None = None, attempts: int = 2) -> tuple[bool, list[str]]:
     """``destroy`` (never ``remove=True``), retried once; (ok, resources left)."""
     from pulumi.automation import errors as auto_errors
-
-    from bench.automation import running_cli
 
     for attempt in range(1, attempts + 1):
         try:

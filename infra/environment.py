@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spec.config import Experiment, StackConfig
+from spec.results_location import ResultsLocation, datasets_uri
 
 ETCD_PORT = 2379
 TRAINER_SERVICE_ACCOUNT = "eksbench-trainer"
@@ -29,18 +30,23 @@ class Environment:
     datasets_dir: str  # <mount>/datasets, one folder per dataset
     results_dir: str  # <mount>/results/<run_id>: metrics, logs and checkpoints of this run
     etcd_endpoint: str  # host:port of the rendezvous etcd
-    results_prefix: str  # key prefix in the results bucket: <project>/<stack>/<run_id>/
+    results: ResultsLocation  # this run's place in the results bucket (no bucket: the program knows it late)
     datasets_prefix_uri: str | None  # s3://... the datasets come from; None: s3://<results bucket>/datasets/
     storage_kind: str = "efs"  # efs: an access point owns the volume for the pods' user; fsx: root-owned
 
     def experiment_results_dir(self, experiment: Experiment) -> str:
         return f"{self.results_dir}/{experiment.name}"
 
+    @property
+    def results_prefix(self) -> str:
+        """The run's key prefix in the results bucket: ``<project>/<stack>/<run_id>/``."""
+        return self.results.prefix
+
     def experiment_results_uri(self, bucket: str, experiment: Experiment) -> str:
-        return f"s3://{bucket}/{self.results_prefix}{experiment.name}/"
+        return self.results.child(experiment.name).in_bucket(bucket).uri
 
     def datasets_uri(self, bucket: str) -> str:
-        return self.datasets_prefix_uri or f"s3://{bucket}/datasets/"
+        return self.datasets_prefix_uri or datasets_uri(bucket)
 
 
 def environment_for(cfg: StackConfig) -> Environment:
@@ -56,7 +62,7 @@ def environment_for(cfg: StackConfig) -> Environment:
         datasets_dir=f"{mount}/datasets",
         results_dir=f"{mount}/results/{cfg.run_id}",
         etcd_endpoint=f"etcd.{cfg.namespace}.svc.cluster.local:{ETCD_PORT}",
-        results_prefix=f"{cfg.project}/{cfg.stack}/{cfg.run_id}/",
+        results=ResultsLocation(None, cfg.project, cfg.stack, cfg.run_id),
         datasets_prefix_uri=uri,
         storage_kind=cfg.storage.kind,
     )

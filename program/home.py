@@ -18,17 +18,18 @@ import pulumi
 from infra.image_repository import ImageRepository, ImageRepositoryArgs
 from infra.results_bucket import ResultsBucket, ResultsBucketArgs
 from spec.config import HomeConfig, StackConfig
+from spec.results_location import DATASETS_PREFIX, ResultsLocation, datasets_uri, home_bucket, results_bucket
 from spec.shape import parse_home_config
 
-DATASETS_PREFIX = "datasets/"
+__all__ = ["DATASETS_PREFIX", "HOME_OUTPUTS", "build_home", "home_bucket", "home_exports", "results_bucket_name"]
 # What the home stack exports, and so what an experiment stack and bench may read from it.
 HOME_OUTPUTS = ("bucket", "datasets_uri", "results_uri", "ecr_repository_url", "region")
 
 
 def home_exports(bucket: str, repository_url: str, *, project: str, region: str) -> dict[str, str]:
     """The home stack's outputs from its bucket name and repository URL (also the mock engine's answer)."""
-    return {"bucket": bucket, "datasets_uri": f"s3://{bucket}/{DATASETS_PREFIX}",
-            "results_uri": f"s3://{bucket}/{project}/", "ecr_repository_url": repository_url, "region": region}
+    return {"bucket": bucket, "datasets_uri": datasets_uri(bucket),
+            "results_uri": ResultsLocation(bucket, project).uri, "ecr_repository_url": repository_url, "region": region}
 
 
 def build_home(raw: Mapping[str, Any], *, project: str, stack: str,
@@ -47,21 +48,7 @@ def results_bucket_name(cfg: StackConfig) -> pulumi.Output[str]:
     """An experiment stack's results bucket: the home stack's (read, never created) or the existing one named."""
     name = cfg.results.home_stack
     if not name:
-        return pulumi.Output.from_input(cfg.results.bucket)
+        return pulumi.Output.from_input(results_bucket(cfg.results, None, region=cfg.region))
     home = pulumi.StackReference("home", stack_name=name)
     return pulumi.Output.all(home.get_output("bucket"), home.get_output("region")).apply(
-        lambda found: home_bucket(name, found[0], found[1], region=cfg.region))
-
-
-def home_bucket(name: str, bucket: Any, home_region: Any, *, region: str) -> str:
-    """The bucket a home stack's outputs name, or ValueError saying what to do (also read by bench.preflight)."""
-    if not isinstance(bucket, str) or not bucket:
-        raise ValueError(f"results.home_stack={name!r}: that stack has no output 'bucket'; create it first "
-                         f"(pulumi up -s {name.rsplit('/', 1)[-1]}, a stack with eksbench:role: home), or fix "
-                         "the name (<organization>/<project>/<stack>)")
-    # FSx links only to a bucket of its own region, and cross-region staging bills per GB.
-    if home_region and home_region != region:
-        raise ValueError(f"results.home_stack={name!r}: that home stack is in {home_region}, this stack in "
-                         f"{region}; name a home stack of {region} (a copy of Pulumi.home.yaml with "
-                         f"aws:region: {region})")
-    return bucket
+        lambda found: results_bucket(cfg.results, {"bucket": found[0], "region": found[1]}, region=cfg.region))

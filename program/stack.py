@@ -35,6 +35,7 @@ from program.validation import image_advisories, meaning_problems
 from spec import aws_catalog as catalog
 from spec.config import HomeConfig, StackConfig
 from spec.fields import ConfigError
+from spec.results_location import ResultsLocation
 from spec.shape import parse_stack_config, stack_role
 from workloads.code_files import read_code_files
 from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs
@@ -133,7 +134,8 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
     k8s = pulumi.ResourceOptions(provider=cluster.provider)
     k8s_ready = [cluster.namespace, system]
     dataset_uri = results_bucket.apply(env.datasets_uri)
-    stack_prefix = f"{cfg.project}/{cfg.stack}/"
+    stack_results = ResultsLocation(None, cfg.project, cfg.stack)
+    stack_prefix = stack_results.prefix
     if cfg.storage.kind == "efs":
         storage = EfsStorage("storage", EfsStorageArgs(
             config=cfg.storage.efs, env=env, cluster_name=name, vpc_id=network.vpc_id,
@@ -144,7 +146,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
             config=cfg.storage.fsx, env=env, cluster_name=name, vpc_id=network.vpc_id, subnet_id=first_gpu_subnet,
             node_security_group_id=cluster.node_security_group_id, datasets_uri=dataset_uri,
             # Not the launcher's keys: one writer per key (infra.fsx_storage).
-            results_uri=results_bucket.apply(lambda b: f"s3://{b}/{stack_prefix}{FSX_EXPORT_PREFIX}"),
+            results_uri=results_bucket.apply(lambda b: stack_results.in_bucket(b).uri + FSX_EXPORT_PREFIX),
             volume_depends_on=k8s_ready, tags=tags), k8s)
     identity = TrainerIdentity("trainer", TrainerIdentityArgs(
         env=env, cluster_name=name, bucket=results_bucket, stack_prefix=stack_prefix, tags=tags),
@@ -181,7 +183,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
         "region": cfg.region,
         "kubeconfig": cluster.kubeconfig,
         "results_bucket": results_bucket,
-        "results_prefix": results_bucket.apply(lambda b: f"s3://{b}/{env.results_prefix}"),
+        "results_prefix": results_bucket.apply(lambda b: env.results.in_bucket(b).uri),
         "experiment_results": suite.results_uris,
         "dataset_uri": dataset_uri,
         "storage_kind": cfg.storage.kind,

@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     from bench.local_etcd import free_port
+    from spec.results_location import ResultsLocation
 
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
@@ -70,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                 (tmp / "bin").mkdir()
                 (tmp / "bin" / "pulumi").write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} \"$@\"\n")
                 (tmp / "bin" / "pulumi").chmod(0o755)
-                prefix = f"s3://{bucket}/eksbench/lc/r1/"
-                outputs = {"cluster_name": "eksbench-lc", "results_prefix": prefix, "node_groups": ["s", "g"],
-                           "experiment_results": {n: f"{prefix}{n}/" for n in ("alpha", "beta")}}
+                run = ResultsLocation(bucket, "eksbench", "lc", "r1")  # what the program exports
+                outputs = {"cluster_name": "eksbench-lc", "results_prefix": run.uri, "node_groups": ["s", "g"],
+                           "experiment_results": {n: run.child(n).uri for n in ("alpha", "beta")}}
                 scenario = {"outputs": outputs, "up_step_s": 0.02,
                             "experiments": {"alpha": {"uri": f"{prefix}alpha/", "after": 1.0},
                                             "beta": {"uri": f"{prefix}beta/", "after": 2.0}}}

@@ -18,12 +18,14 @@ from infra.environment import Environment
 from infra.node_group import gpu_node_group_spec, launch_template_data
 from spec import aws_catalog as catalog
 from spec.config import Experiment, GpuNodeGroup
+from spec.results_location import ResultsLocation
 from workloads import job_manifests as m
 
 EFA_TYPES = sorted(t for t, spec in catalog.INSTANCE_TYPES.items() if spec.efa)
 ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
                   mount_path="/data", datasets_dir="/data/datasets", results_dir="/data/results/run-001",
-                  etcd_endpoint="etcd.eksbench.svc.cluster.local:2379", results_prefix="eksbench/dev/run-001/",
+                  etcd_endpoint="etcd.eksbench.svc.cluster.local:2379",
+                  results=ResultsLocation(None, "eksbench", "dev", "run-001"),
                   datasets_prefix_uri=None)
 CODE = m.code_config_map_manifest({"workloads/__init__.py": ""}, namespace="eksbench")
 P5 = yaml.safe_load((ROOT / "Pulumi.p5-fsx.yaml").read_text())["config"]

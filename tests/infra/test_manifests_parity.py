@@ -16,12 +16,14 @@ import yaml
 from infra.cluster_manifests import device_plugin_manifest, efa_device_plugin_manifest, etcd_manifests
 from infra.environment import GPU_TAINT, Environment
 from spec.pins import DEVICE_PLUGIN_IMAGE, EFA_PLUGIN_TAG, ETCD_IMAGE
+from spec.results_location import ResultsLocation
 from tests.support.k8s_schema import assert_valid
 
 UPSTREAM = Path(__file__).parent / "upstream"
 ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
                   mount_path="/data", datasets_dir="/data/datasets", results_dir="/data/results/run-001",
-                  etcd_endpoint="etcd.eksbench.svc.cluster.local:2379", results_prefix="eksbench/dev/run-001/",
+                  etcd_endpoint="etcd.eksbench.svc.cluster.local:2379",
+                  results=ResultsLocation(None, "eksbench", "dev", "run-001"),
                   datasets_prefix_uri=None)
 
 # Pod-spec fields ours may have that upstream lacks (or sets otherwise), each with why.

@@ -2,11 +2,12 @@
 
 from types import SimpleNamespace
 
-from bench import automation, observe
+from bench import automation, observe, pulumi_cli
 
 
 def cfg(**results):
-    return SimpleNamespace(results=SimpleNamespace(home_stack=results.get("home_stack"), bucket=results.get("bucket")))
+    return SimpleNamespace(results=SimpleNamespace(home_stack=results.get("home_stack"), bucket=results.get("bucket")),
+                           region="us-west-2")
 
 
 def test_an_existing_bucket_is_used_as_it_is():
@@ -15,7 +16,7 @@ def test_an_existing_bucket_is_used_as_it_is():
 
 def test_the_home_stack_names_the_bucket(monkeypatch):
     seen = []
-    monkeypatch.setattr(automation, "stack_outputs", lambda name, root: seen.append(name) or {"bucket": "home-bkt"})
+    monkeypatch.setattr(pulumi_cli, "stack_outputs", lambda name, root: seen.append(name) or {"bucket": "home-bkt"})
     assert observe.results_bucket(cfg(home_stack="organization/eksbench/home"), root=None) == "home-bkt"
     assert seen == ["organization/eksbench/home"]
 
@@ -24,5 +25,5 @@ def test_an_unreadable_home_is_no_location_not_an_error(monkeypatch):
     def fail(name, root):
         raise automation.AutomationError("the Pulumi CLI is not on PATH")
 
-    monkeypatch.setattr(automation, "stack_outputs", fail)
+    monkeypatch.setattr(pulumi_cli, "stack_outputs", fail)
     assert observe.results_bucket(cfg(home_stack="organization/eksbench/home"), root=None) is None

@@ -12,13 +12,15 @@ import pytest
 
 from infra.environment import Environment
 from spec.config import DEFAULT_IMAGE, Experiment
+from spec.results_location import ResultsLocation
 from tests.workloads.conftest import ROOT
 from workloads import contracts as c
 from workloads.train import gate
 
 ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
                   mount_path="/data", datasets_dir="/data/datasets", results_dir="/data/results/run-001",
-                  etcd_endpoint="etcd.eksbench.svc.cluster.local:2379", results_prefix="eksbench/dev/run-001/",
+                  etcd_endpoint="etcd.eksbench.svc.cluster.local:2379",
+                  results=ResultsLocation(None, "eksbench", "dev", "run-001"),
                   datasets_prefix_uri=None)
 E = Experiment(name="resnet50-synthetic", max_nodes=2, min_nodes=2, gpus_per_node=8, batch_size=256, steps=500)
 

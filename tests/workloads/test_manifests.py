@@ -8,13 +8,15 @@ import pytest
 
 from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT, SYSTEM_NODE_LABEL, Environment
 from spec.config import Experiment, GpuNodeGroup
+from spec.results_location import ResultsLocation
 from tests.support.k8s_schema import assert_valid
 from workloads import contracts as c
 from workloads import job_manifests as m
 
 ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
                   mount_path="/data", datasets_dir="/data/datasets", results_dir="/data/results/run-001",
-                  etcd_endpoint="etcd.eksbench.svc.cluster.local:2379", results_prefix="eksbench/dev/run-001/",
+                  etcd_endpoint="etcd.eksbench.svc.cluster.local:2379",
+                  results=ResultsLocation(None, "eksbench", "dev", "run-001"),
                   datasets_prefix_uri=None)
 
 P3 = GpuNodeGroup(name="p3", instance_type="p3.16xlarge", max_size=2, desired_size=2)

@@ -1,0 +1,100 @@
+"""Where results and datasets live: the one spelling of the layout, and the one rule for the bucket.
+
+In the results bucket, each experiment of each run has ``<project>/<stack>/<run>/<experiment>/``;
+prepared datasets have ``datasets/<name>/``. On the user's machine the results of a run are copied
+to ``<results root>/<stack>/<run>/<experiment>/`` (``./results/...`` by default; one project per
+checkout, so no project level). ``ResultsLocation`` names a place at any depth of that layout, and
+the program (the IAM prefix, the exported ``results_prefix``, each Job's results URI), ``bench``
+(preflight, collect, status, logs) and the home stack's outputs all ask it, so they cannot disagree.
+
+The results bucket of an experiment stack is ``results.bucket``, or the one its home stack
+(``results.home_stack``) exports: ``results_bucket`` decides, for the program (through a
+StackReference), preflight and ``bench status``/``bench logs`` (through the CLI) alike.
+
+Standard library only: pure, and shippable to pods like the rest of ``spec``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+DATASETS_PREFIX = "datasets/"
+
+
+@dataclass(frozen=True)
+class ResultsLocation:
+    """A place in the results layout, as deep as the parts given: the project, a stack, a run, an
+    experiment. ``bucket`` is needed for URIs only (the program knows it late, as a Pulumi Output)."""
+
+    bucket: str | None
+    project: str
+    stack: str | None = None
+    run: str | None = None
+    experiment: str | None = None
+
+    def __post_init__(self) -> None:
+        parts = (self.stack, self.run, self.experiment)
+        if any(later is not None for i, p in enumerate(parts) if p is None for later in parts[i + 1:]):
+            raise ValueError(f"{self!r}: a level of the results layout is missing above one that is given")
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(p for p in (self.project, self.stack, self.run, self.experiment) if p is not None)
+
+    @property
+    def prefix(self) -> str:
+        """The key prefix in the bucket: ``<project>/[<stack>/[<run>/[<experiment>/]]]``."""
+        return "".join(f"{p}/" for p in self.parts)
+
+    @property
+    def uri(self) -> str:
+        """``s3://<bucket>/<prefix>``."""
+        if not self.bucket:
+            raise ValueError(f"{self!r}: no bucket, so no S3 URI")
+        return f"s3://{self.bucket}/{self.prefix}"
+
+    def child(self, name: str) -> "ResultsLocation":
+        """One level down: the stack's run ``name``, or the run's experiment ``name``."""
+        for level in ("stack", "run", "experiment"):
+            if getattr(self, level) is None:
+                return replace(self, **{level: name})
+        raise ValueError(f"{self!r}: an experiment is the deepest level of the results layout")
+
+    def in_bucket(self, bucket: str) -> "ResultsLocation":
+        return replace(self, bucket=bucket)
+
+    def local_dir(self, results_root: str | Path) -> Path:
+        """Where ``bench`` keeps this place on the user's machine: ``<results root>/<stack>/...``."""
+        return Path(results_root).joinpath(*self.parts[1:])
+
+
+def datasets_uri(bucket: str) -> str:
+    """The prepared datasets in a results bucket: ``s3://<bucket>/datasets/``."""
+    return f"s3://{bucket}/{DATASETS_PREFIX}"
+
+
+def home_bucket(name: str, bucket: Any, home_region: Any, *, region: str) -> str:
+    """The bucket a home stack's outputs name, or ValueError saying what to do."""
+    if not isinstance(bucket, str) or not bucket:
+        raise ValueError(f"results.home_stack={name!r}: that stack has no output 'bucket'; create it first "
+                         f"(pulumi up -s {name.rsplit('/', 1)[-1]}, a stack with eksbench:role: home), or fix "
+                         "the name (<organization>/<project>/<stack>)")
+    # FSx links only to a bucket of its own region, and cross-region staging bills per GB.
+    if home_region and home_region != region:
+        raise ValueError(f"results.home_stack={name!r}: that home stack is in {home_region}, this stack in "
+                         f"{region}; name a home stack of {region} (a copy of Pulumi.home.yaml with "
+                         f"aws:region: {region})")
+    return bucket
+
+
+def results_bucket(results: Any, home_outputs: Mapping[str, Any] | None, *, region: str) -> str | None:
+    """An experiment stack's results bucket: ``results.bucket`` when the stack names no home stack, else
+    the bucket its home stack's outputs (``bucket``, ``region``) name, checked by ``home_bucket``.
+    ``results`` is a ``spec.config.ResultsConfig``; None when the home stack's outputs are unknown."""
+    if not results.home_stack:
+        return results.bucket
+    if home_outputs is None:
+        return None
+    return home_bucket(results.home_stack, home_outputs.get("bucket"), home_outputs.get("region"), region=region)
