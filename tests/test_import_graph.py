@@ -23,13 +23,21 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts) or "__init__"
 
 
+def python_files(root: Path) -> list[Path]:
+    """The project's own ``.py`` files: what git tracks or would track (never an ignored venv such as
+    ``.venv-checkov``); outside a git checkout, every file but those under hidden or SKIP folders."""
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"], cwd=root,
+                            capture_output=True, text=True)
+    if listed.returncode == 0:
+        return sorted(root / line for line in listed.stdout.splitlines() if (root / line).is_file())
+    return sorted(p for p in root.rglob("*.py")
+                  if not any(part in SKIP or part.startswith(".") for part in p.relative_to(root).parts[:-1]))
+
+
 def project_modules(root: Path) -> dict[str, Path]:
-    found = {}
-    for path in sorted(root.rglob("*.py")):
-        if SKIP & set(path.relative_to(root).parts):
-            continue
-        found[module_name(path, root)] = path
-    return found
+    return {module_name(path, root): path for path in python_files(root)}
 
 
 def imported_names(path: Path, module: str) -> set[str]:

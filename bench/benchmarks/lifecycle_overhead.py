@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                 outputs = {"cluster_name": "eksbench-lc", "results_prefix": run.uri, "node_groups": ["s", "g"],
                            "experiment_results": {n: run.child(n).uri for n in ("alpha", "beta")}}
                 scenario = {"outputs": outputs, "up_step_s": 0.02,
-                            "experiments": {"alpha": {"uri": f"{prefix}alpha/", "after": 1.0},
-                                            "beta": {"uri": f"{prefix}beta/", "after": 2.0}}}
+                            "experiments": {"alpha": {"uri": run.child("alpha").uri, "after": 1.0},
+                                            "beta": {"uri": run.child("beta").uri, "after": 2.0}}}
                 env = dict(os.environ, PATH=f"{tmp / 'bin'}{os.pathsep}{os.environ['PATH']}",
                            PULUMI_BACKEND_URL=f"file://{tmp / 'state'}", PULUMI_CONFIG_PASSPHRASE="x",
                            FAKE_PULUMI_STATE=str(tmp / "state"), FAKE_PULUMI_SCENARIO=json.dumps(scenario),
