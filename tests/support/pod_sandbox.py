@@ -101,7 +101,7 @@ class World:
     claim_owner: tuple[int, int] | None  # EFS: the access point's POSIX user every client becomes
     config_maps: dict[str, dict[str, str]]
     netns: str
-    names: list[str]  # every name a pod may resolve, all to 127.0.0.1
+    names: dict[str, str]  # every name a pod may resolve: a Service's at 127.0.0.1, a pod's at its own IP
     env: dict[str, str]  # the image's PATH, the node's stand-ins
     image_paths: list[str]  # host paths of the stand-in image, bound read-only at the same place
 
@@ -129,6 +129,7 @@ class Pod:
     phase: str = "Pending"  # Running, Succeeded, Failed
     failure: str = ""
     stopping: bool = False
+    ip: str | None = None
     thread: threading.Thread | None = None
 
     @property
@@ -187,6 +188,17 @@ class Kubelet:
 
     def __init__(self, world: World):
         self.world = world
+        self._ips = iter(f"127.1.{n // 250}.{n % 250 + 2}" for n in range(62500))
+
+    def pod_ip(self, pod: Pod) -> str:
+        """The pod's own address on the shared loopback (127.0.0.0/8 is all local): an Indexed Job's pods
+        have the one their DNS name resolves to, others a fresh one. One address per pod matters: torch
+        tells rendezvous nodes apart by their FQDN, which getfqdn() reads from /etc/hosts by address."""
+        if not pod.ip:
+            sub = pod.spec.get("subdomain")
+            pod.ip = self.world.names.get(f"{pod.hostname}.{sub}") if sub else None
+            pod.ip = pod.ip or next(self._ips)
+        return pod.ip
 
     def volumes(self, pod: Pod) -> dict[str, dict]:
         """{volume name: {"path": host folder} or {"tmpfs": bytes}}, made as the kubelet makes them."""
@@ -303,7 +315,7 @@ class Kubelet:
         env = {**self.world.env, "HOSTNAME": pod.hostname}
         if pod.index is not None:  # the Job controller adds it to every container of an Indexed Job's pod
             env["JOB_COMPLETION_INDEX"] = str(pod.index)
-        fields = {"status.podIP": "127.0.0.1", "metadata.name": pod.name, "metadata.namespace": self.world.namespace,
+        fields = {"status.podIP": self.pod_ip(pod), "metadata.name": pod.name, "metadata.namespace": self.world.namespace,
                   "spec.nodeName": "sandbox", "status.hostIP": "127.0.0.1",
                   "metadata.annotations['batch.kubernetes.io/job-completion-index']": str(pod.index)}
         for e in c.get("env", []):
@@ -371,8 +383,8 @@ class Kubelet:
         name the cluster's DNS would answer, all at the one pod IP."""
         sub = pod.spec.get("subdomain")
         own = [f"{pod.hostname}.{sub}.{self.world.namespace}.svc.cluster.local"] if sub else []
-        lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost", "\t".join(["127.0.0.1", *own, pod.hostname]),
-                 *(f"127.0.0.1\t{n}" for n in self.world.names)]
+        lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost", "\t".join([self.pod_ip(pod), *own, pod.hostname]),
+                 *(f"{ip}\t{n}" for n, ip in self.world.names.items())]
         (pod.dir / "hosts").write_text("\n".join(lines) + "\n")
 
     def _fail(self, pod: Pod, run: Container) -> None:

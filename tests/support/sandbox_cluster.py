@@ -196,19 +196,23 @@ class SandboxCluster:
         for d in [dest, *(p for p in dest.rglob("*") if p.is_dir())]:
             os.chmod(d, 0o755)
 
-    def _names(self) -> list[str]:
-        names = []
+    def _names(self) -> dict[str, str]:
+        """Each Service's names at 127.0.0.1 (where its port is forwarded), each Indexed Job pod's
+        ``<job>-<i>.<subdomain>[.<ns>[.svc[.cluster.local]]]`` at an address of its own."""
+        names = {}
         for _, svc in self.of_kind("Service"):
             n, ns = svc["metadata"]["name"], svc["metadata"].get("namespace", self.namespace)
-            names += [n, f"{n}.{ns}", f"{n}.{ns}.svc", f"{n}.{ns}.svc.cluster.local"]
-        for _, job in self.of_kind("Job"):  # an Indexed Job's pods under their headless Service
+            if svc["spec"].get("clusterIP") != "None":
+                names.update(dict.fromkeys([n, f"{n}.{ns}", f"{n}.{ns}.svc", f"{n}.{ns}.svc.cluster.local"],
+                                           "127.0.0.1"))
+        for j, (_, job) in enumerate(self.of_kind("Job")):
             spec = job["spec"]
             sub = spec["template"]["spec"].get("subdomain")
             if spec.get("completionMode") == "Indexed" and sub:
                 for i in range(int(spec.get("completions", 1))):
                     h = f"{job['metadata']['name']}-{i}.{sub}"
-                    names += [h, f"{h}.{self.namespace}", f"{h}.{self.namespace}.svc",
-                              f"{h}.{self.namespace}.svc.cluster.local"]
+                    names.update(dict.fromkeys([h, f"{h}.{self.namespace}", f"{h}.{self.namespace}.svc",
+                                                f"{h}.{self.namespace}.svc.cluster.local"], f"127.0.{j + 1}.{i + 2}"))
         return names
 
     def _env(self) -> dict[str, str]:
