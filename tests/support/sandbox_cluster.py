@@ -224,12 +224,18 @@ class SandboxCluster:
     # -- running the plan ---------------------------------------------------------------------
     def jobs(self) -> list[tuple[str, dict]]:
         """The plan's Jobs in the cluster's order: staging, then each experiment's Jobs as planned."""
-        jobs = self.of_kind("Job")
-        staging = [j for j in jobs if j[1]["metadata"]["labels"].get("app.kubernetes.io/component") == "dataset-staging"]
-        return staging + [j for j in jobs if j not in staging]
+        order = list(self.plan.outputs.get("experiment_results", {}))
+        rank = {"dataset-staging": 0, "training": 1, "pserver": 1, "evaluation": 2, "gate": 3}
 
-    def run(self, job: dict, *, timeout: float = 600) -> JobResult | str:
-        name = job["metadata"]["name"]
+        def key(item):  # an evaluation Job waits (suspended, for its gate) until its training is done
+            labels = item[1]["metadata"]["labels"]
+            exp = labels.get("eksbench.io/experiment")
+            return (order.index(exp) + 1 if exp in order else 0, rank.get(labels.get("app.kubernetes.io/component"), 1))
+        return sorted(self.of_kind("Job"), key=key)
+
+    def run(self, job: dict, *, name: str | None = None, timeout: float = 600) -> JobResult | str:
+        """Runs ``job``; its result is kept under ``name`` (the plan's resource name) or the Job's own."""
+        name = name or job["metadata"]["name"]
         if job["metadata"]["labels"].get("app.kubernetes.io/component") == "gate":
             self.results[name] = GATE_SKIPPED
         else:
@@ -239,7 +245,7 @@ class SandboxCluster:
     def run_all(self, *, only=lambda name, job: True) -> dict[str, JobResult | str]:
         for name, job in self.jobs():
             if only(name, job):
-                self.run(job)
+                self.run(job, name=name)
         return self.results
 
     def objects_under(self, uri: str) -> dict[str, int]:
@@ -250,7 +256,7 @@ class SandboxCluster:
         return out
 
     def read(self, uri: str) -> bytes:
-        bucket, key = parse_s3_uri(uri)
+        bucket, key = uri.removeprefix("s3://").split("/", 1)
         return self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
 
 
