@@ -60,8 +60,8 @@ GRACE_DEFAULT = 30  # terminationGracePeriodSeconds' default (Kubernetes API, Po
 CONFIGMAP_MODE = 0o644  # configMap volume defaultMode's default (Kubernetes API, ConfigMapVolumeSource)
 QUANTITY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 # What a failed container's log says went wrong, found in its last lines: (kind, pattern with the path).
-DIAGNOSES = [("permission denied", re.compile(r"(?:Permission denied|EACCES)\W+'?([^'\s]*)")),
-             ("write under the read-only root", re.compile(r"Read-only file system\W+'?([^'\s]*)")),
+DIAGNOSES = [("permission denied", re.compile(r"(?:Permission denied|EACCES)[:\s]+'?([^'\s]*)")),
+             ("write under the read-only root", re.compile(r"Read-only file system[:\s]+'?([^'\s]*)")),
              ("missing module", re.compile(r"No module named '?([\w.]+)")),
              ("missing env variable", re.compile(r"KeyError: '([A-Z_][A-Z0-9_]*)'|(\w+): parameter not set")),
              ("unresolved name", re.compile(r"(?:Name or service not known|nodename nor servname|"
@@ -390,6 +390,12 @@ class Kubelet:
     def _fail(self, pod: Pod, run: Container) -> None:
         text = run.log.read_text(errors="replace")
         why = "killed" if run.rc < 0 or run.rc == 137 else diagnose(text)
+        if why.startswith("unresolved name: ?"):  # the resolver's message has no name: the ones the spec uses
+            spec = json.dumps([c for c in pod.spec["containers"] + pod.spec.get("initContainers", [])
+                               if c["name"] == run.name])
+            unknown = sorted({n for n in re.findall(r"[a-z0-9-]+(?:\.[a-z0-9-]+)*\.svc(?:\.cluster\.local)?", spec)
+                              if n not in self.world.names})
+            why = f"unresolved name: {', '.join(unknown) or '?'}" + why[len("unresolved name: ?"):]
         pod.phase = "Failed"
         pod.failure = f"Job {pod.job} pod {pod.name} container {run.name}: exit {run.rc}: {why}"
 

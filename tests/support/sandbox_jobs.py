@@ -11,6 +11,7 @@ the Job completes when every index succeeded or a ``successPolicy`` rule is met,
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections import Counter
@@ -55,7 +56,8 @@ def run_job(kubelet: Kubelet, job: dict, *, timeout: float = 600, poll: float = 
 
     def launch(index: int) -> None:
         attempts[index] += 1
-        pod_name = f"{name}-{index}-a{attempts[index]}" if indexed else f"{name}-a{attempts[index]}"
+        # A pod's name is its Job's (and index's) with a random suffix (metadata.generateName).
+        pod_name = f"{name}-{index}-{secrets.token_hex(3)[:5]}" if indexed else f"{name}-{secrets.token_hex(3)[:5]}"
         hostname = f"{name}-{index}" if indexed else pod_name
         pod = Pod(job=name, name=pod_name, index=index if indexed else None, hostname=hostname, spec=pod_spec,
                   dir=kubelet.world.root / "pods" / pod_name)
