@@ -103,3 +103,19 @@ def test_services_and_pods_resolve_inside(bare):
               "socket.create_connection(('etcd.eksbench.svc.cluster.local', 2379)).close()")
     r = bare.run(staging_pod(bare, script))
     assert r.succeeded, r.failures()
+
+
+def test_a_pod_killed_at_its_deadline_leaves_a_summary_that_says_so(bare, dev_plan):
+    """activeDeadlineSeconds ends the Job: its pods get SIGTERM (then SIGKILL after the grace period),
+    and the launcher still writes and uploads a failed summary naming the signal."""
+    import json
+
+    name, job = next((n, j) for n, j in bare.jobs() if n == "experiments-cifar10-elastic-job")
+    job = copy.deepcopy(job)
+    job["spec"]["activeDeadlineSeconds"] = 6
+    r = bare.run(job, name="deadline")
+    assert r.reason == "DeadlineExceeded" and not r.succeeded, r.reason
+    uri = dev_plan.outputs["experiment_results"]["cifar10-elastic"]
+    summary = json.loads(bare.read(uri + "summary.json"))
+    assert summary["status"] == "failed" and summary["signal"] == "SIGTERM", {k: summary.get(k) for k in
+                                                                              ("status", "signal", "error")}
