@@ -77,7 +77,8 @@ def test_a_dropped_capability_is_gone(bare):
 
 
 def test_a_non_root_container_has_no_capabilities(bare):
-    script = ("caps = {l.split(':')[0]: int(l.split()[1], 16) for l in open('/proc/self/status') if l.startswith('Cap')}\n"
+    script = ("caps = {l.split(':')[0]: int(l.split()[1], 16) for l in open('/proc/self/status')\n"
+              "        if l.startswith('Cap')}\n"
               "status = open('/proc/self/status').read()\n"
               "assert caps['CapEff'] == caps['CapPrm'] == caps['CapBnd'] == 0, caps\n"
               "assert 'NoNewPrivs:\\t1' in status\n"
@@ -98,7 +99,8 @@ def test_a_missing_module_env_or_name_fails_naming_it(bare, script, words):
 
 def test_services_and_pods_resolve_inside(bare):
     script = ("import socket\n"
-              "for n in ('etcd.eksbench.svc.cluster.local', 'resnet50-synthetic-run-001-1.resnet50-synthetic-run-001'):\n"
+              "for n in ('etcd.eksbench.svc.cluster.local',\n"
+              "          'resnet50-synthetic-run-001-1.resnet50-synthetic-run-001'):\n"
               "    print(n, socket.gethostbyname(n))\n"
               "socket.create_connection(('etcd.eksbench.svc.cluster.local', 2379)).close()")
     r = bare.run(staging_pod(bare, script))

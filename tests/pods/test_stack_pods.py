@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from tests.support.sandbox_cluster import GATE_SKIPPED
 
 

@@ -45,30 +45,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from infra.file_access import container_process
+from tests.support.pod_failures import diagnose
 
 GRACE_DEFAULT = 30  # terminationGracePeriodSeconds' default (Kubernetes API, PodSpec)
 CONFIGMAP_MODE = 0o644  # configMap volume defaultMode's default (Kubernetes API, ConfigMapVolumeSource)
 QUANTITY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-# What a failed container's log says went wrong, found in its last lines: (kind, pattern with the path).
-DIAGNOSES = [("permission denied", re.compile(r"(?:Permission denied|EACCES)[:\s]+'?([^'\s]*)")),
-             ("write under the read-only root", re.compile(r"Read-only file system[:\s]+'?([^'\s]*)")),
-             ("missing module", re.compile(r"No module named '?([\w.]+)")),
-             ("missing env variable", re.compile(r"KeyError: '([A-Z_][A-Z0-9_]*)'|(\w+): parameter not set")),
-             ("unresolved name", re.compile(r"(?:Name or service not known|nodename nor servname|"
-                                            r"Temporary failure in name resolution|Could not resolve host)\W*(\S*)")),
-             ("command not found", re.compile(r"(\S+): (?:not found|No such file or directory)"))]
-
-
 class SandboxError(AssertionError):
     """A pod that could not run as the manifest says, naming the Job, pod, container and path."""
 
@@ -78,17 +68,6 @@ def quantity(text: str) -> int:
         if str(text).endswith(suffix):
             return int(float(str(text)[:-2]) * n)
     return int(float(text))
-
-
-def diagnose(log: str) -> str:
-    """The first known failure in ``log``: ``kind: path or name``, else its last line."""
-    for line in log.splitlines()[-60:]:
-        for kind, pattern in DIAGNOSES:
-            m = pattern.search(line)
-            if m:
-                return f"{kind}: {next((g for g in m.groups() if g), '?')} ({line.strip()[:200]})"
-    tail = [line for line in log.splitlines() if line.strip()]
-    return tail[-1][:300] if tail else "no output"
 
 
 @dataclass
@@ -187,8 +166,7 @@ class Kubelet:
     """Runs pods' containers in ``world``."""
 
     def __init__(self, world: World):
-        self.world = world
-        self._ips = iter(f"127.1.{n // 250}.{n % 250 + 2}" for n in range(62500))
+        self.world, self._ips = world, iter(f"127.1.{n // 250}.{n % 250 + 2}" for n in range(62500))
 
     def pod_ip(self, pod: Pod) -> str:
         """The pod's own address on the shared loopback (127.0.0.0/8 is all local): an Indexed Job's pods
@@ -288,8 +266,8 @@ class Kubelet:
             src = self._claim_subpath(m["subPath"]) if vol.get("claim") and m.get("subPath") else \
                 Path(vol["path"]) / m.get("subPath", "")
             args += ["--ro-bind" if m.get("readOnly") else "--bind", str(src), m["mountPath"]]
-        args += ["--remount-ro", "/", "--unshare-pid", "--as-pid-1", "--unshare-uts", "--hostname", pod.hostname, "--unshare-ipc",
-                 "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        args += ["--remount-ro", "/", "--unshare-pid", "--as-pid-1", "--unshare-uts", "--hostname", pod.hostname,
+                 "--unshare-ipc", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         caps = {a.upper().removeprefix("CAP_") for a in (ctx.get("capabilities") or {}).get("add", [])}
         if process.uid == 0:
             args += [x for cap in sorted(caps) for x in ("--cap-add", f"CAP_{cap}")]
@@ -315,8 +293,8 @@ class Kubelet:
         env = {**self.world.env, "HOSTNAME": pod.hostname}
         if pod.index is not None:  # the Job controller adds it to every container of an Indexed Job's pod
             env["JOB_COMPLETION_INDEX"] = str(pod.index)
-        fields = {"status.podIP": self.pod_ip(pod), "metadata.name": pod.name, "metadata.namespace": self.world.namespace,
-                  "spec.nodeName": "sandbox", "status.hostIP": "127.0.0.1",
+        fields = {"status.podIP": self.pod_ip(pod), "metadata.name": pod.name,
+                  "metadata.namespace": self.world.namespace, "spec.nodeName": "sandbox", "status.hostIP": "127.0.0.1",
                   "metadata.annotations['batch.kubernetes.io/job-completion-index']": str(pod.index)}
         for e in c.get("env", []):
             if "value" in e:
@@ -420,12 +398,3 @@ def _signal(pid: int, sig: int) -> None:
     except ProcessLookupError:
         pass
 
-
-def shell_words(c: Mapping) -> list[str]:
-    """The words of a container's ``sh -c`` script or argv, for tests that look for a flag."""
-    cmd = c.get("command", [])
-    return shlex.split(cmd[2]) if cmd[:2] == ["/bin/sh", "-c"] else [*cmd, *c.get("args", [])]
-
-
-def manifest_int(value: Any, default: int) -> int:
-    return default if value is None else int(value)

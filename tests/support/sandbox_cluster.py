@@ -21,7 +21,7 @@ from typing import Any
 from spec.s3_uri import parse_s3_uri
 from tests.infra.plan_manifests import kubernetes_objects
 from tests.support.pod_network import PodNetwork
-from tests.support.pod_sandbox import Kubelet, SandboxError, World, quantity  # noqa: F401
+from tests.support.pod_sandbox import Kubelet, World
 from tests.support.sandbox_jobs import JobResult, run_job
 
 GATE_SKIPPED = "skipped: the gate resumes Jobs through the Kubernetes API server, which the sandbox has none of"
