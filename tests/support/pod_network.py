@@ -96,10 +96,11 @@ class PodNetwork:
                 inside.close()
                 continue
             for a, b in ((inside, outside), (outside, inside)):
-                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+                threading.Thread(target=pipe, args=(a, b), daemon=True).start()
 
 
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
+def pipe(src: socket.socket, dst: socket.socket) -> None:
+    """Copy ``src`` to ``dst`` until either side ends, then shut both down."""
     try:
         while data := src.recv(65536):
             dst.sendall(data)

@@ -21,6 +21,7 @@ import time
 
 import pytest
 
+from tests.support.pod_network import pipe
 from tests.workloads.conftest import ROOT, child_env, wait_for
 from workloads.train import launch
 from workloads.train.upload import in_upload_order
@@ -81,19 +82,9 @@ class SlowProxy:
                 return
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            dst.close()
-
     def _serve(self, client: socket.socket) -> None:
         upstream = socket.create_connection(("127.0.0.1", self.port))
-        threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+        threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
         try:
             while data := client.recv(65536):
                 if self.REQUEST.match(data):
