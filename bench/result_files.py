@@ -107,7 +107,7 @@ def _read_local(root: Path, key: str, start: int, length: int) -> bytes:
     """``length`` bytes of a regular file under ``root`` from ``start`` (negative: from the end); no symlinks."""
     from bench.safe_paths import open_under
 
-    with open_under(root, key, os.O_RDONLY) as f:
+    with open_under(root, key, os.O_RDONLY, names_from_disk=True) as f:
         if start < 0:
             f.seek(max(0, os.fstat(f.fileno()).st_size + start))
         return f.read(length)

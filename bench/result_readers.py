@@ -188,28 +188,30 @@ def read_lines(raw: str | bytes, name: str, schema: Schema, *, truncated: bool =
     last line of a file the caller cut at ``MAX_LINES_BYTES`` (``truncated``), which is then said.
     """
     text_ = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-    lines = [ln for ln in text_.splitlines() if ln.strip()]
+    pieces = text_.split("\n", max_lines)  # at most max_lines lines and the uncut rest: never a million strings
+    cut = truncated or (len(pieces) > max_lines and bool(pieces[-1].strip()))
+    lines = [ln for ln in pieces[:max_lines] if ln.strip()]
     out: list[dict[str, Any]] = []
     malformed, bad = 0, []
-    for i, line in enumerate(lines[:max_lines]):
+    for i, line in enumerate(lines):
         try:
             doc = json.loads(line)
         except (ValueError, RecursionError):
             doc = None
         if isinstance(doc, dict):
             kept, wrong = checked(doc, schema)
-            out.append(kept)
+            out.append({k: v for k, v in kept.items() if v is not None})  # null reads as absent: .get(k, default)
             bad += wrong
-        elif i < len(lines) - 1 or (len(lines) == 1 and not truncated):
+        elif i < len(lines) - 1 or (len(lines) == 1 and not cut):
             malformed += 1
     problems = []
     if malformed:
         problems.append(f"skipped {malformed} malformed line(s)")
     if bad:
         problems.append(f"ignored field(s) of the wrong type in {len(bad)} place(s): {_fields(bad)}")
-    if truncated or len(lines) > max_lines:
-        problems.append(f"read only the first {min(len(lines), max_lines):,} line(s)"
-                        + (f" / {MAX_LINES_BYTES // 1024 // 1024} MiB" if truncated else "") + "; the rest was cut")
+    if cut:
+        problems.append(f"read only the first {len(lines):,} line(s) (at most {max_lines:,} lines, "
+                        f"{MAX_LINES_BYTES // 1024 // 1024} MiB); the rest was cut")
     if problems:
         warnings.warn(f"{name}: " + "; ".join(problems), stacklevel=stacklevel + 1)
     return out

@@ -30,15 +30,24 @@ def _dir_flags() -> int:
     return os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
+def _structure_problem(rel: str) -> str:
+    if rel.startswith("/") or any(p in ("", ".", "..") for p in rel.split("/")):
+        return f"path {rel!r} is absolute or has an empty, '.' or '..' component"
+    return ""
+
+
 @contextlib.contextmanager
-def open_under(root: str | Path, rel: str, flags: int, *, make_dirs: bool = False,
-               mode: int = 0o644) -> Iterator[IO[bytes]]:
+def open_under(root: str | Path, rel: str, flags: int, *, make_dirs: bool = False, mode: int = 0o644,
+               names_from_disk: bool = False) -> Iterator[IO[bytes]]:
     """``rel`` under ``root`` opened with ``flags`` (plus O_NOFOLLOW) as a binary file object.
 
     With ``make_dirs``, missing folders on the way are created (0o755). Raises UnsafePath
     naming ``rel`` when it breaks the rule or meets a symlink or a file where a folder must be.
+    ``names_from_disk``: ``rel`` was listed from the file system under ``root`` (a local results
+    tree), so a backslash or a control character is a real name there, not a way out; only the
+    structure is checked (relative, no empty, "." or ".." component).
     """
-    problem = relative_path_problem(rel)
+    problem = _structure_problem(rel) if names_from_disk else relative_path_problem(rel)
     if problem:
         raise UnsafePath(problem)
     *folders, leaf = rel.split("/")
