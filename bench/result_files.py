@@ -18,23 +18,31 @@ from typing import Callable
 
 MARKERS = (re.compile(r"summary\.json"), re.compile(r"metrics/rank-\d+\.jsonl"), re.compile(r"logs/[^/]+\.log"))
 WANTED = re.compile(r"summary\.json|metrics/[^/]+\.jsonl|logs/[^/]+\.log|eval/eval\.json")
+ENDS = tuple(re.compile(rf"(?:^|/)({m.pattern})$") for m in MARKERS)
 SKIP_DIRS = {"checkpoints", "_data", "__pycache__"}
 
 
 def experiment_dirs(keys: list[str]) -> dict[str, set[str]]:
-    """``{experiment dir: {file relative to it}}`` for the keys (relative, "/"-separated) we read."""
+    """``{experiment dir: {file relative to it}}`` for the keys (relative, "/"-separated) we read.
+
+    Linear in the keys (each key is matched against its own few ancestors, not every folder):
+    a 10,000-experiment run lists 10,000s of keys.
+    """
     dirs: set[str] = set()
     for key in keys:
-        for marker in MARKERS:
-            m = re.search(rf"(?:^|/)({marker.pattern})$", key)
+        for marker in ENDS:
+            m = marker.search(key)
             if m:
                 dirs.add(key[:m.start(1)].rstrip("/"))
     out: dict[str, set[str]] = {d: set() for d in dirs}
     for key in keys:
-        for d in dirs:
-            rel = key[len(d) + 1:] if d else key
-            if (not d or key.startswith(d + "/")) and WANTED.fullmatch(rel):
-                out[d].add(rel)
+        parts = key.split("/")
+        for i in range(len(parts)):
+            d = "/".join(parts[:i])
+            if d in out:
+                rel = "/".join(parts[i:])
+                if WANTED.fullmatch(rel):
+                    out[d].add(rel)
     return out
 
 
