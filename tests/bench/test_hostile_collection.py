@@ -128,3 +128,38 @@ def test_each_unsafe_key_is_named_in_one_warning(s3, tmp_path, key, why):
     n, notes, dest, _ = _copy(s3, [key, "ok.log"], tmp_path)
     assert n == 1 and (dest / "ok.log").is_file()
     assert len(notes) == 1 and why in notes[0] and repr(key)[1:-1] in notes[0]
+
+
+# ---- what the watch in bench run and bench status read while a run goes ---------------------------------------
+
+def test_the_watch_reads_summary_and_progress_through_their_readers(s3):
+    """Before: a string where a number or object is reached bench run's live line (``f"{rate:.1f}"``) as it was."""
+    prefix = PREFIX.replace("run-1", f"run-{next(RUNS)}")
+    s3.put_object(Bucket=BUCKET, Key=prefix + "summary.json",
+                  Body=b'{"status": "succeeded", "throughput": "fast", "wall_time_s": NaN}')
+    s3.put_object(Bucket=BUCKET, Key=prefix + "progress.json", Body=b'{"step": "7", "samples_per_s": "many"}')
+    s3.put_object(Bucket=BUCKET, Key=prefix + "eval.json", Body=b"[1, 2]")
+    uri = f"s3://{BUCKET}/{prefix}"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = s3_results.read_json(s3, uri, "summary.json")
+        progress = s3_results.read_json(s3, uri, "progress.json")
+        evaluation = s3_results.read_json(s3, uri, "eval.json")
+    assert summary == {"status": "succeeded"} and progress == {} and evaluation is None
+    notes = [str(w.message) for w in caught]
+    assert notes == [f"{uri}summary.json: ignored field(s) of the wrong type: throughput, wall_time_s",
+                     f"{uri}progress.json: ignored field(s) of the wrong type: step, samples_per_s",
+                     f"{uri}eval.json: expected a JSON object, found list; ignored"]
+
+
+def test_bench_status_reads_a_local_summary_of_the_wrong_shape_as_no_status(tmp_path):
+    """Before: ``json.loads(...).get("status")`` on a list stopped ``bench status`` with a traceback."""
+    from bench.observe import _local_runs
+
+    (tmp_path / "st" / "r1" / "a").mkdir(parents=True)
+    (tmp_path / "st" / "r1" / "a" / "summary.json").write_text("[1, 2]")
+    (tmp_path / "st" / "r1" / "b").mkdir()
+    (tmp_path / "st" / "r1" / "b" / "summary.json").write_text('{"status": "succeeded"}')
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert _local_runs(tmp_path, "st") == {"r1": {"a": "?", "b": "succeeded"}}
