@@ -121,6 +121,16 @@ def _read_local(root: Path, key: str, start: int, length: int) -> bytes:
         return f.read(length)
 
 
+def _read_s3(client, bucket: str, key: str, start: int, length: int) -> bytes:
+    """Up to ``length`` bytes of an object by a Range GET; an empty object answers InvalidRange (416)."""
+    try:
+        return client.get_object(Bucket=bucket, Key=key, Range=_range(start, length))["Body"].read(length)
+    except Exception as e:  # noqa: BLE001 -- botocore's ClientError, told apart by its code
+        if str(getattr(e, "response", {}).get("Error", {}).get("Code", "")) == "InvalidRange":
+            return b""
+        raise
+
+
 def _range(start: int, length: int) -> str:
     """An HTTP Range header value (RFC 9110 section 14.1.2: "bytes=-N" is the last N bytes)."""
     return f"bytes=-{length}" if start < 0 else f"bytes={start}-{start + length - 1}"
@@ -157,5 +167,4 @@ def _s3(uri: str) -> list[ExperimentFiles]:
     rel = [k[len(base):] for k in keys if not any(p in SKIP_DIRS for p in k[len(base):].split("/")[:-1])]
     parts = (bucket, *[p for p in prefix.split("/") if p])
     return _group(parts, f"s3://{bucket}/{prefix}",
-                  rel, lambda key, start, n: client.get_object(Bucket=bucket, Key=base + key,
-                                                              Range=_range(start, n))["Body"].read())
+                  rel, lambda key, start, n: _read_s3(client, bucket, base + key, start, n))

@@ -95,13 +95,13 @@ EVAL_LINE: Schema = {"epoch": integer, "step": integer, "accuracy": number, "ela
 EVENT_LINE: Schema = {"event": text, "step": integer, "wall_time": number}
 
 
-def _short(value: str, limit: int = MAX_TEXT) -> str:
+def cut_text(value: str, limit: int = MAX_TEXT) -> str:
     return value if len(value) <= limit else f"{value[:limit]}… ({len(value) - limit} more characters cut)"
 
 
 def _cut_strings(v: Any) -> Any:
     if isinstance(v, str):
-        return _short(v)
+        return cut_text(v)
     if isinstance(v, list):
         return [_cut_strings(x) for x in v]
     if isinstance(v, dict):
@@ -146,7 +146,7 @@ def _decode(raw: str | bytes, name: str) -> Any:
     except RecursionError:
         raise ValueError("nested too deeply") from None
     except ValueError as e:
-        raise ValueError(f"not valid JSON ({_short(str(e), 200)})") from None
+        raise ValueError(f"not valid JSON ({cut_text(str(e), 200)})") from None
 
 
 def read_document(raw: str | bytes | None, name: str, schema: Schema, *, stacklevel: int = 2) -> dict[str, Any] | None:

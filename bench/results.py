@@ -148,7 +148,7 @@ def _log_error(exp: ExperimentFiles) -> str | None:
         got = exp.read_bytes(rel, R.MAX_LOG_TAIL_BYTES, tail=True)  # the root cause is in the tail
         cause = root_cause(got[0].decode("utf-8", "replace").splitlines()[-200:]) if got else None
         if cause:
-            return R._short(cause)
+            return R.cut_text(cause)
     return None
 
 
