@@ -373,6 +373,6 @@ class CloudBackend:
 
 def _read_local_json(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text())
+        return __import__("bench.result_readers").result_readers.reader_for(path.name)(path.read_bytes(), str(path))
     except (OSError, ValueError):
         return None

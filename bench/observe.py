@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 # --- status -------------------------------------------------------------------------------------------
 
 def _local_runs(results_root: Path, stack: str) -> dict[str, dict[str, str]]:
-    import json
+    from bench.result_readers import read_summary
 
     runs: dict[str, dict[str, str]] = {}
     base = results_root / stack
@@ -54,7 +54,7 @@ def _local_runs(results_root: Path, stack: str) -> dict[str, dict[str, str]]:
         exps = {}
         for exp in sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith("_")):
             try:
-                exps[exp.name] = json.loads((exp / "summary.json").read_text()).get("status", "?")
+                exps[exp.name] = (read_summary((exp / "summary.json").read_bytes(), f"{exp}/summary.json") or {}).get("status") or "?"
             except (OSError, ValueError):
                 exps[exp.name] = "no summary (running, or stopped before its launcher finished)"
         runs[run.name] = exps

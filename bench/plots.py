@@ -9,11 +9,19 @@ throughput(N) / (N x per-node throughput at the smallest size measured).
 from __future__ import annotations
 
 import base64
+import functools
 import io
 from typing import Any
 
 GROUP = ("workload", "gpu", "instance_type", "gpus_per_node", "batch_size", "precision")
 STRAGGLER = 1.2  # a rank whose median step time is this much above the experiment's median
+# Bounds on what one figure draws, so a 10,000-experiment run gives a readable page, not a 400,000-pixel PNG
+MAX_BARS = 60  # experiment runs per bar chart
+MAX_CURVES = 20  # experiment runs on the loss plot
+MAX_GROUPS = 6  # scaling panels
+MAX_STEP_ROWS = 12  # experiment runs in the step-time figure
+# Text from a run is drawn as it is: no mathtext ("$...$" would be parsed, and can fail to parse)
+SAFE_TEXT = {"text.parse_math": False, "text.usetex": False}
 
 
 def _figure(nrows: int = 1, ncols: int = 1, **kw):
@@ -24,10 +32,24 @@ def _figure(nrows: int = 1, ncols: int = 1, **kw):
     return fig, fig.subplots(nrows, ncols, **kw)
 
 
+def _plain_text(draw):
+    """Runs a figure function with SAFE_TEXT: each Text reads ``text.parse_math`` when it is made."""
+    @functools.wraps(draw)
+    def wrapped(*args, **kwargs):
+        import matplotlib
+
+        with matplotlib.rc_context(SAFE_TEXT):
+            return draw(*args, **kwargs)
+    return wrapped
+
+
 def png_data_uri(fig, dpi: int = 96) -> str:
     """The figure as a ``data:image/png;base64,...`` URI (self-contained page)."""
+    import matplotlib
+
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    with matplotlib.rc_context(SAFE_TEXT):
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -41,8 +63,9 @@ def _per_gpu_word(df) -> str:
     return "process" if set(df["gpu"].dropna()) <= {"cpu"} else "GPU"
 
 
+@_plain_text
 def throughput_figure(df):
-    ok = df[df["samples_per_s"].notna()]
+    ok = df[df["samples_per_s"].notna()].head(MAX_BARS)
     if ok.empty:
         return None
     names = labels(ok)
@@ -81,10 +104,11 @@ def scaling_table(df):
     return pd.DataFrame(out, columns=["group", "nodes", "samples_per_s", "ideal_samples_per_s", "efficiency"])
 
 
+@_plain_text
 def scaling_figure(table):
     if table.empty:
         return None
-    groups = list(dict.fromkeys(table["group"]))
+    groups = list(dict.fromkeys(table["group"]))[:MAX_GROUPS]
     fig, axes = _figure(1, len(groups), figsize=(5.5 * len(groups), 4), squeeze=False)
     for ax, name in zip(axes[0], groups):
         g = table[table["group"] == name]
@@ -109,12 +133,14 @@ def _keyed(steps, df):
     return steps.assign(label=[names.get(k, k[2]) for k in keys])
 
 
+@_plain_text
 def loss_figure(steps, df):
     s = _keyed(steps, df).dropna(subset=["loss"])
     if s.empty:
         return None
     fig, ax = _figure(figsize=(11, 4))
-    for name, g in s.groupby("label", sort=False):
+    for name in list(dict.fromkeys(s["label"]))[:MAX_CURVES]:
+        g = s[s["label"] == name]
         curve = g.groupby("step")["loss"].mean()
         ax.plot(curve.index, curve.values, label=f"{name} (mean over ranks)")
     if (s["loss"] > 0).all():
@@ -146,7 +172,8 @@ def stragglers(steps) -> list[dict[str, Any]]:
     return out
 
 
-def step_time_figure(steps, df, max_rows: int = 12):
+@_plain_text
+def step_time_figure(steps, df, max_rows: int = MAX_STEP_ROWS):
     s = _keyed(steps, df).dropna(subset=["step_time_s"])
     if s.empty:
         return None
@@ -179,8 +206,9 @@ def step_time_figure(steps, df, max_rows: int = 12):
     return fig
 
 
+@_plain_text
 def bar_figure(df, column: str, xlabel: str, title: str):
-    ok = df[df[column].notna()]
+    ok = df[df[column].notna()].head(MAX_BARS)
     if ok.empty:
         return None
     fig, ax = _figure(figsize=(11, 0.45 * len(ok) + 1.4))

@@ -10,6 +10,8 @@ pandas and matplotlib are imported inside the command, so ``--help`` stays insta
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import time
 import warnings
@@ -66,6 +68,16 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
+def attr(value: str) -> str:
+    """A value for inside a double-quoted attribute: quotes and ``<&>`` escaped (HTML spec 13.1.2.3)."""
+    return html.escape(value, quote=True)
+
+
+def status_class(status: str) -> str:
+    """The status cell's class: one of the two the style sheet knows, never text from the run."""
+    return f"status-{status}" if status in ("succeeded", "failed") else "status-other"
+
+
 def table(rows: Iterable[dict[str, Any]], columns: Iterable[tuple[str, str]]) -> str:
     columns = list(columns)
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title in columns)
@@ -76,8 +88,8 @@ def table(rows: Iterable[dict[str, Any]], columns: Iterable[tuple[str, str]]) ->
         for key, _ in columns:
             v = r.get(key)
             cls = "num" if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
-            cls += f" status-{status}" if key == "status" else " error" if key == "error" else ""
-            cells.append(f'<td class="{cls.strip()}">{html.escape(fmt(v))}</td>')
+            cls += f" {status_class(status)}" if key == "status" else " error" if key == "error" else ""
+            cells.append(f'<td class="{attr(cls.strip())}">{html.escape(fmt(v))}</td>')
         body.append(f'<tr class="{"failed" if status == "failed" else ""}">{"".join(cells)}</tr>')
     return f'<div class="scroll"><table><tr>{head}</tr>{"".join(body)}</table></div>'
 
@@ -96,7 +108,10 @@ def figure(fig, alt: str, empty: str) -> str:
 
     if fig is None:
         return f'<p class="note">{html.escape(empty)}</p>'
-    return f'<img class="plot" alt="{html.escape(alt)}" src="{png_data_uri(fig)}">'
+    src = png_data_uri(fig)
+    if not src.startswith("data:image/png;base64,"):  # the one kind of URL the page has (and its CSP allows)
+        raise ValueError("a figure must be a PNG data: URI")
+    return f'<img class="plot" alt="{attr(alt)}" src="{attr(src)}">'
 
 
 # ---- sections --------------------------------------------------------------------------
@@ -238,6 +253,31 @@ def what_ran_section(df) -> str:
     return "".join(out)
 
 
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def content_security_policy() -> str:
+    """Nothing but the page's one inline script and style sheet (by hash) and its data: images.
+
+    A value that slipped past the escaping still could not run a script, load a resource or
+    send a form. Hash sources: CSP Level 3 section 8.3 (https://www.w3.org/TR/CSP3/#match-element-to-source-list);
+    a <meta> policy ignores frame-ancestors, so none is given (section 3.3).
+    """
+    return (f"default-src 'none'; script-src {_sha256(LOADED_SCRIPT)}; style-src {_sha256(CSS)}; "
+            "img-src data:; base-uri 'none'; form-action 'none'")
+
+
+def cut_notes(df) -> list[str]:
+    """What the figures leave out of a large run (the tables keep every row)."""
+    from bench import plots
+
+    n = len(df)
+    cut = [(plots.MAX_BARS, "bar charts"), (plots.MAX_CURVES, "loss plot"), (plots.MAX_STEP_ROWS, "step-time figure")]
+    return [f"the {what} show(s) the first {limit} of {n} experiment runs; the tables list all of them"
+            for limit, what in cut if n > limit]
+
+
 def build_html(df, steps, *, sources: list[str], baseline: str | None = None, notes: list[str] = ()) -> str:
     """The whole page (draws the figures)."""
     if baseline:
@@ -246,9 +286,11 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
     body = [f"<h1>eksbench report</h1><p class='meta'>{html.escape(', '.join(sources))} — generated {when}</p>",
             summary_section(df, baseline), throughput_section(df), scaling_section(df), steps_section(steps, df),
             accuracy_section(df), cost_section(df), what_ran_section(df)]
+    notes = list(notes) + cut_notes(df)
     if notes:
         body.append("<h2>Loader warnings</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta http-equiv='Content-Security-Policy' content='{attr(content_security_policy())}'>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
             f"<title>eksbench report</title><style>{CSS}</style><script>{LOADED_SCRIPT}</script></head>"
             f"<body><main>{''.join(body)}</main></body></html>")

@@ -18,23 +18,31 @@ from typing import Callable
 
 MARKERS = (re.compile(r"summary\.json"), re.compile(r"metrics/rank-\d+\.jsonl"), re.compile(r"logs/[^/]+\.log"))
 WANTED = re.compile(r"summary\.json|metrics/[^/]+\.jsonl|logs/[^/]+\.log|eval/eval\.json")
+ENDS = tuple(re.compile(rf"(?:^|/)({m.pattern})$") for m in MARKERS)
 SKIP_DIRS = {"checkpoints", "_data", "__pycache__"}
 
 
 def experiment_dirs(keys: list[str]) -> dict[str, set[str]]:
-    """``{experiment dir: {file relative to it}}`` for the keys (relative, "/"-separated) we read."""
+    """``{experiment dir: {file relative to it}}`` for the keys (relative, "/"-separated) we read.
+
+    Linear in the keys (each key is matched against its own few ancestors, not every folder):
+    a 10,000-experiment run lists 10,000s of keys.
+    """
     dirs: set[str] = set()
     for key in keys:
-        for marker in MARKERS:
-            m = re.search(rf"(?:^|/)({marker.pattern})$", key)
+        for marker in ENDS:
+            m = marker.search(key)
             if m:
                 dirs.add(key[:m.start(1)].rstrip("/"))
     out: dict[str, set[str]] = {d: set() for d in dirs}
     for key in keys:
-        for d in dirs:
-            rel = key[len(d) + 1:] if d else key
-            if (not d or key.startswith(d + "/")) and WANTED.fullmatch(rel):
-                out[d].add(rel)
+        parts = key.split("/")
+        for i in range(len(parts)):
+            d = "/".join(parts[:i])
+            if d in out:
+                rel = "/".join(parts[i:])
+                if WANTED.fullmatch(rel):
+                    out[d].add(rel)
     return out
 
 
@@ -52,20 +60,38 @@ class ExperimentFiles:
     ids: tuple[str | None, str | None, str | None]
     location: str
     files: set[str]
-    reader: Callable[[str], bytes] = field(repr=False)
+    # reader(rel, start, length): ``length`` bytes from ``start``; a negative start counts from the end
+    reader: Callable[[str, int, int], bytes] = field(repr=False)
 
     def name(self, rel: str) -> str:
         return f"{self.location.rstrip('/')}/{rel}"
 
-    def read_text(self, rel: str) -> str | None:
-        """The file's text, None if absent; an unreadable file warns and reads as absent."""
+    def read_bytes(self, rel: str, limit: int, *, tail: bool = False) -> tuple[bytes, bool] | None:
+        """(at most ``limit`` bytes of the file, its head or its tail; whether more was there), None if absent.
+
+        An unreadable file warns and reads as absent. One byte more than ``limit`` is asked for,
+        so a file cut here is known to be cut.
+        """
         if rel not in self.files:
             return None
         try:
-            return self.reader(rel).decode("utf-8", "replace")
+            data = self.reader(rel, -(limit + 1) if tail else 0, limit + 1)
         except Exception as e:  # noqa: BLE001 -- OSError, botocore errors: reported, never raised
             warnings.warn(f"{self.name(rel)}: could not be read ({type(e).__name__}: {e})", stacklevel=2)
             return None
+        if len(data) <= limit:
+            return data, False
+        return (data[1:] if tail else data[:limit]), True
+
+    def read_text(self, rel: str, limit: int = 4 * 1024 * 1024) -> str | None:
+        """The first ``limit`` bytes of the file as text (a larger file reads as absent, with a warning)."""
+        got = self.read_bytes(rel, limit)
+        if got is None:
+            return None
+        if got[1]:
+            warnings.warn(f"{self.name(rel)}: larger than {limit:,} bytes; ignored", stacklevel=2)
+            return None
+        return got[0].decode("utf-8", "replace")
 
 
 def find_experiments(source: str) -> list[ExperimentFiles] | None:
@@ -76,13 +102,38 @@ def find_experiments(source: str) -> list[ExperimentFiles] | None:
 
 
 def _group(root_parts: tuple[str, ...], location: str, keys: list[str],
-           read: Callable[[str], bytes]) -> list[ExperimentFiles]:
+           read: Callable[[str, int, int], bytes]) -> list[ExperimentFiles]:
     out = []
     for d, files in sorted(experiment_dirs(keys).items()):
         prefix = f"{d}/" if d else ""
         out.append(ExperimentFiles(ids=ids_for(root_parts, d), location=f"{location.rstrip('/')}/{d}".rstrip("/"),
-                                   files=files, reader=lambda rel, p=prefix: read(p + rel)))
+                                   files=files, reader=lambda rel, start, n, p=prefix: read(p + rel, start, n)))
     return out
+
+
+def _read_local(root: Path, key: str, start: int, length: int) -> bytes:
+    """``length`` bytes of a regular file under ``root`` from ``start`` (negative: from the end); no symlinks."""
+    from bench.safe_paths import open_under
+
+    with open_under(root, key, os.O_RDONLY, names_from_disk=True) as f:
+        if start < 0:
+            f.seek(max(0, os.fstat(f.fileno()).st_size + start))
+        return f.read(length)
+
+
+def _read_s3(client, bucket: str, key: str, start: int, length: int) -> bytes:
+    """Up to ``length`` bytes of an object by a Range GET; an empty object answers InvalidRange (416)."""
+    try:
+        return client.get_object(Bucket=bucket, Key=key, Range=_range(start, length))["Body"].read(length)
+    except Exception as e:  # noqa: BLE001 -- botocore's ClientError, told apart by its code
+        if str(getattr(e, "response", {}).get("Error", {}).get("Code", "")) == "InvalidRange":
+            return b""
+        raise
+
+
+def _range(start: int, length: int) -> str:
+    """An HTTP Range header value (RFC 9110 section 14.1.2: "bytes=-N" is the last N bytes)."""
+    return f"bytes=-{length}" if start < 0 else f"bytes={start}-{start + length - 1}"
 
 
 def _local(root: Path) -> list[ExperimentFiles]:
@@ -95,7 +146,7 @@ def _local(root: Path) -> list[ExperimentFiles]:
         dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
         rel = PurePosixPath(Path(dirpath).relative_to(root).as_posix())
         keys += [str(rel / f) if str(rel) != "." else f for f in filenames]
-    return _group(root.parts[1:], str(root), keys, lambda key: (root / key).read_bytes())
+    return _group(root.parts[1:], str(root), keys, lambda key, start, n: _read_local(root, key, start, n))
 
 
 def _s3(uri: str) -> list[ExperimentFiles]:
@@ -116,4 +167,4 @@ def _s3(uri: str) -> list[ExperimentFiles]:
     rel = [k[len(base):] for k in keys if not any(p in SKIP_DIRS for p in k[len(base):].split("/")[:-1])]
     parts = (bucket, *[p for p in prefix.split("/") if p])
     return _group(parts, f"s3://{bucket}/{prefix}",
-                  rel, lambda key: client.get_object(Bucket=bucket, Key=base + key)["Body"].read())
+                  rel, lambda key, start, n: _read_s3(client, bucket, base + key, start, n))

@@ -15,11 +15,11 @@ failed run is a row with its status and root cause. The reading (local or S3) is
 
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from typing import Any, Callable, Mapping
 
+from bench import result_readers as R
 from bench.result_files import ExperimentFiles, find_experiments
 from workloads.train import summary_fields as F
 from workloads.train.summary import quantile
@@ -126,38 +126,6 @@ def step_rows(by_rank: Mapping[int, list[dict[str, Any]]], ids: tuple[str | None
             for rank, lines in sorted(by_rank.items()) for r in lines]
 
 
-def parse_jsonl(text: str, name: str) -> list[dict[str, Any]]:
-    """The JSON object lines of ``text``; a bad line warns once (a half-written last line is normal)."""
-    out, bad = [], 0
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    for i, line in enumerate(lines):
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            doc = None
-        if isinstance(doc, dict):
-            out.append(doc)
-        elif i < len(lines) - 1 or len(lines) == 1:
-            bad += 1
-    if bad:
-        warnings.warn(f"{name}: skipped {bad} malformed line(s)", stacklevel=3)
-    return out
-
-
-def parse_json(text: str | None, name: str) -> dict[str, Any] | None:
-    if text is None:
-        return None
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        warnings.warn(f"{name}: not valid JSON ({e}); ignored", stacklevel=3)
-        return None
-    if not isinstance(doc, dict):
-        warnings.warn(f"{name}: expected a JSON object, found {type(doc).__name__}; ignored", stacklevel=3)
-        return None
-    return doc
-
-
 # ---- I/O edges ----------------------------------------------------------------------------
 
 RANK_FILE = re.compile(r"metrics/rank-(\d+)\.jsonl")
@@ -167,8 +135,9 @@ def _rank_lines(exp: ExperimentFiles) -> dict[int, list[dict[str, Any]]]:
     out = {}
     for rel in exp.files:
         m = RANK_FILE.fullmatch(rel)
-        if m:
-            out[int(m.group(1))] = parse_jsonl(exp.read_text(rel) or "", exp.name(rel))
+        got = exp.read_bytes(rel, R.MAX_LINES_BYTES) if m else None
+        if got is not None:
+            out[int(m.group(1))] = R.read_rank_lines(got[0], exp.name(rel), truncated=got[1])
     return dict(sorted(out.items()))
 
 
@@ -176,9 +145,10 @@ def _log_error(exp: ExperimentFiles) -> str | None:
     from workloads.train.launch import root_cause
 
     for rel in sorted(f for f in exp.files if f.startswith("logs/") and f.endswith(".log")):
-        cause = root_cause((exp.read_text(rel) or "").splitlines()[-200:])
+        got = exp.read_bytes(rel, R.MAX_LOG_TAIL_BYTES, tail=True)  # the root cause is in the tail
+        cause = root_cause(got[0].decode("utf-8", "replace").splitlines()[-200:]) if got else None
         if cause:
-            return cause
+            return R.cut_text(cause)
     return None
 
 
@@ -198,21 +168,31 @@ def load(*sources: str) -> "pandas.DataFrame":  # noqa: F821
 
     rows = []
     for exp in _experiments(sources):
-        text = exp.read_text("summary.json")
-        summary = parse_json(text, exp.name("summary.json"))
+        summary = R.read_summary(exp.read_text("summary.json", R.MAX_JSON_BYTES), exp.name("summary.json"))
         by_rank = _rank_lines(exp)
         failed = summary is None or summary.get(F.STATUS) != F.SUCCEEDED
         rows.append(row(summary, ids=exp.ids, by_rank=by_rank,
-                        eval_doc=parse_json(exp.read_text("eval/eval.json"), exp.name("eval/eval.json")),
+                        eval_doc=R.read_eval(exp.read_text("eval/eval.json", R.MAX_JSON_BYTES),
+                                             exp.name("eval/eval.json")),
                         log_error=_log_error(exp) if failed and not (summary or {}).get(F.ERROR) else None,
                         location=exp.location))
     df = pd.DataFrame(rows, columns=list(COLUMNS + EXTRA))
     return df.sort_values(["stack", "run_id", "experiment"], kind="stable", ignore_index=True)
 
 
-def steps(*sources: str) -> "pandas.DataFrame":  # noqa: F821
-    """Per-rank, per-step metrics lines (for loss and step-time curves)."""
+def steps(*sources: str, max_rows: int = R.MAX_STEP_ROWS) -> "pandas.DataFrame":  # noqa: F821
+    """Per-rank, per-step metrics lines (for loss and step-time curves), at most ``max_rows`` of them.
+
+    Past ``max_rows`` the remaining experiment runs are not read, with one warning saying how many.
+    """
     import pandas as pd
 
-    rows = [r for exp in _experiments(sources) for r in step_rows(_rank_lines(exp), exp.ids)]
+    rows: list[dict[str, Any]] = []
+    exps = _experiments(sources)
+    for i, exp in enumerate(exps):
+        if len(rows) >= max_rows:
+            warnings.warn(f"{', '.join(sources)}: step lines of {len(exps) - i} of {len(exps)} experiment run(s) "
+                          f"not read: {max_rows:,} lines already read", stacklevel=2)
+            break
+        rows += step_rows(_rank_lines(exp), exp.ids)
     return pd.DataFrame(rows, columns=list(STEP_COLUMNS))

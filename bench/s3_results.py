@@ -8,7 +8,8 @@ and ``checkpoints/`` (never copied home: gigabytes, and useless without the clus
 
 from __future__ import annotations
 
-import json
+import os
+import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,26 +25,31 @@ def client(region: str | None):
     return boto3.client("s3", region_name=region)
 
 
+def _code(e: Exception) -> str:
+    return str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
+
+
 def _missing(e: Exception) -> bool:
-    code = str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
-    return code in ("NoSuchKey", "404", "NotFound", "NoSuchBucket")
+    return _code(e) in ("NoSuchKey", "404", "NotFound", "NoSuchBucket")
 
 
 def read_json(s3, uri: str, name: str, not_before: datetime | None = None) -> dict[str, Any] | None:
-    """``<uri><name>`` parsed, or None when absent (or older than ``not_before``: a previous attempt's)."""
+    """``<uri><name>`` read by its kind's reader (``bench.result_readers``: shape checked, bad fields
+    dropped with one warning), or None when absent, not a JSON object, larger than the readers'
+    bound, or older than ``not_before`` (a previous attempt's)."""
+    from bench.result_readers import MAX_JSON_BYTES, reader_for
+
     bucket, prefix = parse_s3_uri(uri)
     try:
-        obj = s3.get_object(Bucket=bucket, Key=prefix + name)
+        # one byte more than the bound, so a file over it is known to be (RFC 9110 section 14.1.2)
+        obj = s3.get_object(Bucket=bucket, Key=prefix + name, Range=f"bytes=0-{MAX_JSON_BYTES}")
     except Exception as e:  # noqa: BLE001 - botocore's ClientError; absent is the common case
-        if _missing(e):
+        if _missing(e) or _code(e) == "InvalidRange":  # InvalidRange: an empty object
             return None
         raise
     if not_before is not None and obj["LastModified"] < not_before:
         return None
-    try:
-        return json.loads(obj["Body"].read())
-    except ValueError:
-        return None
+    return reader_for(name)(obj["Body"].read(MAX_JSON_BYTES + 1), f"{uri}{name}")
 
 
 def keys_under(s3, uri: str) -> list[tuple[str, str]]:
@@ -57,15 +63,28 @@ def keys_under(s3, uri: str) -> list[tuple[str, str]]:
 
 
 def download(s3, uri: str, dest: Path) -> int:
-    """Copy everything under ``uri`` to ``dest`` except checkpoints; returns the number of files."""
+    """Copy everything under ``uri`` to ``dest`` except checkpoints; returns the number of files.
+
+    Every key is untrusted (any pod of the run can write any key under the prefix): its path
+    relative to ``uri`` must pass ``datasets.file_checks.relative_path_problem``, and it is
+    written through ``bench.safe_paths.open_under``, which follows no symlink. A key that
+    fails is skipped with one warning naming it; so is one whose folder is already a file.
+    Folder-marker keys ("a/") are skipped quietly, as before.
+    """
+    from bench.safe_paths import UnsafePath, open_under
+
     bucket, _ = parse_s3_uri(uri)
+    dest.mkdir(parents=True, exist_ok=True)
     n = 0
     for key, rel in keys_under(s3, uri):
-        if not rel or rel.endswith("/") or rel.startswith(SKIP_PREFIXES) or ".." in Path(rel).parts:
+        if not rel or rel.endswith("/") or rel.startswith(SKIP_PREFIXES):
             continue
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        s3.download_file(bucket, key, str(target))
+        try:
+            with open_under(dest, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_dirs=True) as f:
+                s3.download_fileobj(bucket, key, f)
+        except (UnsafePath, FileExistsError, NotADirectoryError, IsADirectoryError) as e:
+            warnings.warn(f"s3://{bucket}/{key!r}: not copied to {dest}: {e}", stacklevel=2)
+            continue
         n += 1
     return n
 

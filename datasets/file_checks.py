@@ -33,10 +33,21 @@ def _short(value: object) -> str:
 def path_problem(path: object) -> str:
     """'' when ``path`` is a safe manifest path: relative, "/"-separated, staying under the root; else why not.
 
+    The rules of ``relative_path_problem``, and not the manifest's own name at the root.
+    """
+    problem = relative_path_problem(path)
+    if not problem and path == MANIFEST_NAME:
+        return f"path {path!r} is the manifest itself"
+    return problem
+
+
+def relative_path_problem(path: object) -> str:
+    """'' when ``path`` is relative, "/"-separated and stays under whatever root it is joined to; else why not.
+
     Rejected: non-strings, empty paths and components ("a//b", "a/"), "." and ".." components,
     absolute paths, backslashes, NUL and other control characters, text that is not valid
-    UTF-8 (lone surrogates), components or paths longer than Linux allows, and the
-    manifest's own name at the root.
+    UTF-8 (lone surrogates), and components or paths longer than Linux allows. Manifests
+    (``path_problem``) and results copied home from S3 (``bench.safe_paths``) both use it.
     """
     if not isinstance(path, str):
         return f"path {_short(path)} is not a string"
@@ -59,8 +70,6 @@ def path_problem(path: object) -> str:
         return f"path {_short(path)} has a '.' or '..' component"
     if len(encoded) > PATH_MAX or any(len(p.encode()) > NAME_MAX for p in parts):
         return f"path {_short(path)} is longer than a file system allows"
-    if path == MANIFEST_NAME:
-        return f"path {path!r} is the manifest itself"
     return ""
 
 

@@ -108,3 +108,18 @@ def test_page_renders_in_headless_chromium_with_every_figure_decoded(page, tmp_p
     loaded = re.search(r'data-images-loaded="(\d+)/(\d+)"', dom)
     assert loaded, "the page's load handler did not run"
     assert loaded.groups() == (str(n), str(n)), f"images decoded/total in the browser: {loaded.groups()}"
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/setup-tests installs it: apt-get install chromium)")
+def test_the_pages_policy_blocks_a_script_or_handler_that_got_into_it(page, tmp_path):
+    """Were a value ever to slip past the escaping, the Content-Security-Policy still runs only the page's script."""
+    text = page.read_text()
+    planted = ("<script>document.body.setAttribute('data-planted','script')</script>"
+               "<img src='data:image/png;base64,AA==' onerror=\"document.body.setAttribute('data-planted','handler')\">")
+    hostile = tmp_path / "planted.html"
+    hostile.write_text(text.replace("</main>", planted + "</main>"))
+    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'p'}", "--virtual-time-budget=5000",
+                          "--dump-dom", hostile.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    body = re.search(r"<body[^>]*>", dom).group(0)
+    assert "data-images-loaded=" in body, "the page's own script must still run"
+    assert "data-planted" not in body, f"a planted script or handler ran: {body}"

@@ -1,0 +1,238 @@
+"""One reader per file kind a run leaves: the shape is checked once, the rest of bench trusts it.
+
+Everything under a results prefix was written by pods running an image the user may not have
+built, through a role that can write anywhere under the stack's prefix, so every file is
+untrusted input. Each reader takes the file's text (already cut to ``MAX_*`` by the caller)
+and its name, keeps every field of the expected type, drops the others, and gives ONE
+``warnings.warn`` per file naming the file and the fields it dropped; it never raises.
+
+    summary.json         read_summary    (bench.results, bench status, the watch in bench run)
+    progress.json        read_progress   (bench status, the watch in bench run)
+    eval/eval.json       read_eval       (bench.results, bench run's table)
+    metrics/rank-N.jsonl read_rank_lines (bench.results: steps, stragglers, curves)
+    metrics/eval.jsonl   read_eval_lines
+    metrics/events.jsonl read_event_lines
+
+A field may always be null (the writers leave out what they did not measure). Numbers must be
+finite: JSON from Python may carry ``NaN``/``Infinity``, which would poison every sum.
+Fields a reader does not know are kept as they are: nothing in bench reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from typing import Any, Callable, Mapping
+
+from workloads.train import summary_fields as F
+
+# Bounds: a hostile or runaway run makes the report slower, never the machine fall over.
+MAX_JSON_BYTES = 4 * 1024 * 1024  # summary.json, progress.json, eval.json: a real one is a few KiB
+MAX_LINES_BYTES = 64 * 1024 * 1024  # one metrics/*.jsonl file: a real 10,000-step rank file is ~2 MiB
+MAX_LINES = 200_000  # metrics lines kept per file, the first ones (a run's steps in order)
+MAX_STEP_ROWS = 5_000_000  # metrics lines read over all experiment runs of one ``results.steps`` call
+MAX_LOG_TAIL_BYTES = 256 * 1024  # the end of a log is read for its root cause, never the whole log
+MAX_TEXT = 4_000  # characters kept of any one string field (an error message, a command argument)
+
+Check = Callable[[Any], bool]
+
+
+def number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def integer(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def text(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def flag(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def scalar(v: Any) -> bool:
+    return v is None or text(v) or flag(v) or number(v)
+
+
+def list_of(check: Check) -> Check:
+    return lambda v: isinstance(v, list) and all(check(x) for x in v)
+
+
+def flat_object(v: Any) -> bool:
+    """An object of scalars (device facts): each value shows as a table cell."""
+    return isinstance(v, dict) and all(isinstance(k, str) and scalar(x) for k, x in v.items())
+
+
+# A nested dict is a sub-schema: checked field by field, its bad fields dropped and named "outer.inner".
+Schema = Mapping[str, Any]
+
+THROUGHPUT: Schema = {F.SAMPLES_PER_S_TOTAL: number, F.SAMPLES_PER_S_PER_PROCESS: number,
+                      F.STEP_TIME_P50_S: number, F.STEP_TIME_P95_S: number}
+ACCURACY: Schema = {F.BEST_ACCURACY: number, F.TIME_TO_ACCURACY_S: number, "target_accuracy": number,
+                    "time_to_accuracy_epoch": integer}
+CONFIG: Schema = {"workload": text, "batch_size": integer, "precision": text}
+LAUNCH: Schema = {F.LAUNCH_NODES: integer, F.LAUNCH_PROCS_PER_NODE: integer}
+SUMMARY: Schema = {
+    F.EXPERIMENT: text, F.STATUS: text, F.EXIT_CODE: integer, F.ERROR: text, F.STARTED_AT: text, "ended_at": text,
+    F.WALL_TIME_S: number, F.IMAGE: text, F.GIT_COMMIT: text, F.RESULTS_URI: text, F.COMMAND: list_of(text),
+    F.CONFIG: CONFIG, F.LAUNCH: LAUNCH, F.INSTANCE_TYPE: text, F.FRAMEWORK: text, F.NODES: integer,
+    F.GPUS_PER_NODE: integer, F.DEVICE: flat_object, F.WORLD_SIZES: list_of(integer), F.RESTARTS: integer,
+    F.THROUGHPUT: THROUGHPUT, F.ACCURACY: ACCURACY, F.MFU: number, F.TFLOPS_PER_S: number,
+    F.FLOPS_PER_SAMPLE: number, F.LOOP_SECONDS: number, F.DATA_WAIT_S: number, "coverage": {"steps": integer},
+}
+PROGRESS: Schema = {"step": integer, "total": integer, "samples_per_s": number, "world_size": integer,
+                    "updated_at": text}
+EVAL: Schema = {"workload": text, "checkpoint": text, "step": integer, "epoch": integer, "accuracy": number,
+                "samples": integer, "seconds": number}
+RANK_LINE: Schema = {"step": integer, "loss": number, "step_time_s": number, "samples_per_s": number,
+                     "samples": integer, "warmup": flag, "restart": integer, "world_size": integer,
+                     "wall_time": number}
+EVAL_LINE: Schema = {"epoch": integer, "step": integer, "accuracy": number, "elapsed_s": number}
+EVENT_LINE: Schema = {"event": text, "step": integer, "wall_time": number}
+
+
+def cut_text(value: str, limit: int = MAX_TEXT) -> str:
+    return value if len(value) <= limit else f"{value[:limit]}… ({len(value) - limit} more characters cut)"
+
+
+def _cut_strings(v: Any) -> Any:
+    if isinstance(v, str):
+        return cut_text(v)
+    if isinstance(v, list):
+        return [_cut_strings(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k)[:MAX_TEXT]: _cut_strings(x) for k, x in v.items()}
+    return v
+
+
+def checked(doc: Mapping[str, Any], schema: Schema, where: str = "") -> tuple[dict[str, Any], list[str]]:
+    """(``doc`` with every field that breaks ``schema`` dropped, the dropped fields' dotted names)."""
+    out: dict[str, Any] = {}
+    bad: list[str] = []
+    for key, value in doc.items():
+        name = f"{where}{key}"
+        rule = schema.get(key)
+        if value is None or rule is None:
+            out[key] = _cut_strings(value)
+        elif isinstance(rule, Mapping):
+            if isinstance(value, dict):
+                out[key], inner = checked(value, rule, f"{name}.")
+                bad += inner
+            else:
+                bad.append(name)
+        elif rule(value):
+            out[key] = _cut_strings(value)
+        else:
+            bad.append(name)
+    return out, bad
+
+
+def _fields(bad: list[str], shown: int = 8) -> str:
+    names = list(dict.fromkeys(bad))
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def _decode(raw: str | bytes, name: str) -> Any:
+    """The parsed document, or a ValueError whose text names what is wrong."""
+    if len(raw) > MAX_JSON_BYTES:
+        raise ValueError(f"larger than {MAX_JSON_BYTES // 1024 // 1024} MiB")
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError as e:
+        raise ValueError(f"not valid JSON ({cut_text(str(e), 200)})") from None
+
+
+def read_document(raw: str | bytes | None, name: str, schema: Schema, *, stacklevel: int = 2) -> dict[str, Any] | None:
+    """A JSON object file checked against ``schema``; None when absent or not an object at all."""
+    if raw is None:
+        return None
+    try:
+        doc = _decode(raw, name)
+    except ValueError as e:
+        warnings.warn(f"{name}: {e}; ignored", stacklevel=stacklevel + 1)
+        return None
+    if not isinstance(doc, dict):
+        warnings.warn(f"{name}: expected a JSON object, found {type(doc).__name__}; ignored",
+                      stacklevel=stacklevel + 1)
+        return None
+    out, bad = checked(doc, schema)
+    if bad:
+        warnings.warn(f"{name}: ignored field(s) of the wrong type: {_fields(bad)}", stacklevel=stacklevel + 1)
+    return out
+
+
+def read_summary(raw: str | bytes | None, name: str) -> dict[str, Any] | None:
+    return read_document(raw, name, SUMMARY, stacklevel=2)
+
+
+def read_progress(raw: str | bytes | None, name: str) -> dict[str, Any] | None:
+    return read_document(raw, name, PROGRESS, stacklevel=2)
+
+
+def read_eval(raw: str | bytes | None, name: str) -> dict[str, Any] | None:
+    return read_document(raw, name, EVAL, stacklevel=2)
+
+
+def read_lines(raw: str | bytes, name: str, schema: Schema, *, truncated: bool = False,
+               max_lines: int = MAX_LINES, stacklevel: int = 2) -> list[dict[str, Any]]:
+    """The JSON object lines of a file, each checked against ``schema``; one warning for all that was wrong.
+
+    A half-written last line is normal (the writer was killed) and is dropped quietly; so is the
+    last line of a file the caller cut at ``MAX_LINES_BYTES`` (``truncated``), which is then said.
+    """
+    text_ = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    pieces = text_.split("\n", max_lines)  # at most max_lines lines and the uncut rest: never a million strings
+    cut = truncated or (len(pieces) > max_lines and bool(pieces[-1].strip()))
+    lines = [ln for ln in pieces[:max_lines] if ln.strip()]
+    out: list[dict[str, Any]] = []
+    malformed, bad = 0, []
+    for i, line in enumerate(lines):
+        try:
+            doc = json.loads(line)
+        except (ValueError, RecursionError):
+            doc = None
+        if isinstance(doc, dict):
+            kept, wrong = checked(doc, schema)
+            out.append({k: v for k, v in kept.items() if v is not None})  # null reads as absent: .get(k, default)
+            bad += wrong
+        elif i < len(lines) - 1 or (len(lines) == 1 and not cut):
+            malformed += 1
+    problems = []
+    if malformed:
+        problems.append(f"skipped {malformed} malformed line(s)")
+    if bad:
+        problems.append(f"ignored field(s) of the wrong type in {len(bad)} place(s): {_fields(bad)}")
+    if cut:
+        problems.append(f"read only the first {len(lines):,} line(s) (at most {max_lines:,} lines, "
+                        f"{MAX_LINES_BYTES // 1024 // 1024} MiB); the rest was cut")
+    if problems:
+        warnings.warn(f"{name}: " + "; ".join(problems), stacklevel=stacklevel + 1)
+    return out
+
+
+def read_rank_lines(raw: str | bytes, name: str, *, truncated: bool = False) -> list[dict[str, Any]]:
+    return read_lines(raw, name, RANK_LINE, truncated=truncated)
+
+
+def read_eval_lines(raw: str | bytes, name: str, *, truncated: bool = False) -> list[dict[str, Any]]:
+    return read_lines(raw, name, EVAL_LINE, truncated=truncated)
+
+
+def read_event_lines(raw: str | bytes, name: str, *, truncated: bool = False) -> list[dict[str, Any]]:
+    return read_lines(raw, name, EVENT_LINE, truncated=truncated)
+
+
+READERS: dict[str, Callable[[Any, str], dict[str, Any] | None]] = {
+    "summary.json": read_summary, "progress.json": read_progress, "eval.json": read_eval}
+
+
+def reader_for(file_name: str) -> Callable[[Any, str], dict[str, Any] | None]:
+    """The reader of a JSON object file by its base name; an unknown kind is read with no field rules."""
+    return READERS.get(file_name.rsplit("/", 1)[-1], lambda raw, name: read_document(raw, name, {}, stacklevel=2))
