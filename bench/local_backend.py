@@ -30,6 +30,7 @@ from bench import progress
 from bench.lifecycle import BackendError, Control
 from bench.proc import die_with_parent
 from bench.stack_files import ROOT
+from spec.workload_facts import WORKLOADS
 
 
 def show(path: Path) -> str:
@@ -160,7 +161,7 @@ class ExperimentRun:
             log = Path(self.exp.results_dir) / "logs" / "node-0.log"
             error = (summary or {}).get("error") or "no exception in the log tail"
             progress.line(f"[{self.exp.name}] {error}\n[{self.exp.name}] log: {show(log)}", err=True)
-        if ok and self.exp.evaluate and self.exp.workload == "cifar10":
+        if ok and self.exp.evaluate and WORKLOADS[self.exp.workload].evaluates:
             self._evaluate()
 
     def _evaluate(self) -> None:

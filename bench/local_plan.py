@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Sequence
 
 from spec.config import Experiment, LocalRun
-from spec.train_args import TrainArgs, train_args_to_argv
+from spec.launch_command import Torchrun, launcher_argv, torchrun_argv, trainer_argv
+from spec.train_args import TrainArgs
 from workloads.contracts import EVAL_SUBDIR, evaluation_argv, rdzv_conf, train_args_for
 from workloads.train import cpu_choice
 from workloads.train.cpu_choice import CpuFacts
@@ -138,22 +139,22 @@ def with_rendezvous(exp: LocalExperiment, *, etcd_available: bool) -> LocalExper
 
 def torchrun_command(exp: LocalExperiment, *, python: str, endpoint: str, rdzv_id: str,
                      last_call_timeout: int = 5, join_timeout: int = 300) -> list[str]:
-    return [python, "-m", "torch.distributed.run", f"--nnodes={exp.min_nodes}:{exp.max_nodes}",
-            f"--nproc-per-node={exp.procs_per_node}", f"--rdzv-backend={exp.rdzv_backend}",
-            f"--rdzv-endpoint={endpoint}", f"--rdzv-id={rdzv_id}", f"--max-restarts={exp.max_restarts}",
-            f"--rdzv-conf={rdzv_conf(join_timeout=join_timeout, last_call_timeout=last_call_timeout)}",
-            "--local-addr=127.0.0.1", "--monitor-interval=0.5",
-            "-m", "workloads.train", *train_args_to_argv(exp.train), *exp.extra_args]
+    """The cluster's torchrun and trainer command (spec.launch_command), on loopback."""
+    agent = Torchrun(min_nodes=exp.min_nodes, max_nodes=exp.max_nodes, nproc_per_node=exp.procs_per_node,
+                     max_restarts=exp.max_restarts, rdzv_backend=exp.rdzv_backend, rdzv_endpoint=endpoint,
+                     rdzv_id=rdzv_id,
+                     rdzv_conf=rdzv_conf(join_timeout=join_timeout, last_call_timeout=last_call_timeout),
+                     local_addr="127.0.0.1", monitor_interval=0.5)
+    return [*torchrun_argv(agent, program=(python, "-m", "torch.distributed.run")),
+            *trainer_argv(exp.train, exp.extra_args)]
 
 
 def node_command(exp: LocalExperiment, node: int, *, python: str, endpoint: str, rdzv_id: str,
                  results_uri: str | None = None) -> list[str]:
     """One local "node": the launcher wrapping one torchrun agent; node 0 writes the summary."""
-    cmd = [python, "-m", "workloads.train.launch", "--results-dir", exp.results_dir, "--experiment", exp.name,
-           "--node-id", f"node-{node}", "--summary", "always" if node == 0 else "never", "--grace", "15"]
-    if results_uri:
-        cmd += ["--results-uri", results_uri]
-    return cmd + ["--", *torchrun_command(exp, python=python, endpoint=endpoint, rdzv_id=rdzv_id)]
+    head = launcher_argv(python=python, results_dir=exp.results_dir, results_uri=results_uri, experiment=exp.name,
+                         node_id=f"node-{node}", summary="always" if node == 0 else "never", grace=15)
+    return head + ["--", *torchrun_command(exp, python=python, endpoint=endpoint, rdzv_id=rdzv_id)]
 
 
 def evaluation_dir(exp: LocalExperiment) -> Path:

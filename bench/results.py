@@ -21,6 +21,7 @@ import warnings
 from typing import Any, Callable, Mapping
 
 from bench.result_files import ExperimentFiles, find_experiments
+from workloads.train import summary_fields as F
 from workloads.train.summary import quantile
 
 COLUMNS = ("stack", "run_id", "experiment", "workload", "framework", "status", "instance_type", "gpu", "nodes",
@@ -46,22 +47,6 @@ def instance_price(instance_type: str | None) -> float | None:
 
 # ---- pure: documents -> rows ------------------------------------------------------------
 
-def _flag(command: list[str], name: str) -> str | None:
-    for i, arg in enumerate(command):
-        if arg.startswith(f"{name}="):
-            return arg.split("=", 1)[1]
-        if arg == name and i + 1 < len(command):
-            return command[i + 1]
-    return None
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(str(value).rsplit(":", 1)[-1])  # "1:2" (elastic) -> 2, the most it ran at
-    except (TypeError, ValueError):
-        return None
-
-
 def steady_step_times(by_rank: Mapping[int, list[dict[str, Any]]]) -> list[float]:
     """Each steady (non-warm-up) step's time: the slowest rank's, as a synchronous step ends with it."""
     slowest: dict[tuple[int, int], float] = {}
@@ -86,48 +71,50 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
     """One experiment run as a flat row. ``summary`` None means it was missing or unreadable."""
     by_rank = by_rank or {}
     s = dict(summary or {})
-    cfg = s.get("config") or {}
-    tp = s.get("throughput") or {}
-    acc = s.get("accuracy") or {}
-    device = s.get("device") or {}
-    command = s.get("command") or []
+    cfg = s.get(F.CONFIG) or {}
+    tp = s.get(F.THROUGHPUT) or {}
+    acc = s.get(F.ACCURACY) or {}
+    device = s.get(F.DEVICE) or {}
+    command = s.get(F.COMMAND) or []
+    launch = s.get(F.LAUNCH) or {}
     stack, run_id, experiment = ids
     times = steady_step_times(by_rank)
-    world_sizes = s.get("world_sizes") or sorted({r["world_size"] for v in by_rank.values() for r in v
-                                                   if isinstance(r.get("world_size"), int)})
-    gpus_per_node = s.get("gpus_per_node") or _int(_flag(command, "--nproc-per-node")) or cfg.get("gpus_per_node")
-    nodes = s.get("nodes") or _int(_flag(command, "--nnodes")) or cfg.get("nodes")
+    world_sizes = s.get(F.WORLD_SIZES) or sorted({r["world_size"] for v in by_rank.values() for r in v
+                                                  if isinstance(r.get("world_size"), int)})
+    # what the trainer reported, else the launch shape the launcher recorded (a run that never reported)
+    gpus_per_node = s.get(F.GPUS_PER_NODE) or launch.get(F.LAUNCH_PROCS_PER_NODE)
+    nodes = s.get(F.NODES) or launch.get(F.LAUNCH_NODES)
     world_size = max(world_sizes) if world_sizes else (nodes * gpus_per_node if nodes and gpus_per_node else None)
     gpu = _gpu(s, device)
-    instance_type = s.get("instance_type")
+    instance_type = s.get(F.INSTANCE_TYPE)
     hourly = price(instance_type) if gpu != "cpu" else None
     hourly = hourly * (nodes or 1) if hourly else None
-    wall = s.get("wall_time_s")
-    rate = tp.get("samples_per_s_total")
-    status = s.get("status") or "failed"
-    error = s.get("error") or log_error
-    if status != "succeeded" and not error:
-        error = NO_SUMMARY if summary is None else f"exit code {s.get('exit_code')}, no exception in the log tail"
+    wall = s.get(F.WALL_TIME_S)
+    rate = tp.get(F.SAMPLES_PER_S_TOTAL)
+    status = s.get(F.STATUS) or "failed"
+    error = s.get(F.ERROR) or log_error
+    if status != F.SUCCEEDED and not error:
+        error = NO_SUMMARY if summary is None else f"exit code {s.get(F.EXIT_CODE)}, no exception in the log tail"
     ev_acc = (eval_doc or {}).get("accuracy")
     return {
-        "stack": stack, "run_id": run_id, "experiment": experiment or s.get("experiment"),
-        "workload": cfg.get("workload"), "framework": s.get("framework") or "pytorch", "status": status,
+        "stack": stack, "run_id": run_id, "experiment": experiment or s.get(F.EXPERIMENT),
+        "workload": cfg.get("workload"), "framework": s.get(F.FRAMEWORK) or "pytorch", "status": status,
         "instance_type": instance_type, "gpu": gpu, "nodes": nodes, "gpus_per_node": gpus_per_node,
         "world_size": world_size, "batch_size": cfg.get("batch_size"), "precision": cfg.get("precision"),
-        "samples_per_s": rate, "samples_per_s_per_gpu": tp.get("samples_per_s_per_process"),
-        "step_time_p50_s": tp.get("step_time_p50_s") or quantile(times, 0.5),
-        "step_time_p95_s": tp.get("step_time_p95_s") or quantile(times, 0.95),
-        "mfu": s.get("mfu") if gpu not in (None, "cpu") else None,
+        "samples_per_s": rate, "samples_per_s_per_gpu": tp.get(F.SAMPLES_PER_S_PER_PROCESS),
+        "step_time_p50_s": tp.get(F.STEP_TIME_P50_S) or quantile(times, 0.5),
+        "step_time_p95_s": tp.get(F.STEP_TIME_P95_S) or quantile(times, 0.95),
+        "mfu": s.get(F.MFU) if gpu not in (None, "cpu") else None,
         "wall_s": wall, "cost_usd": round(hourly * wall / 3600, 4) if hourly and wall else None,
-        "accuracy": ev_acc if ev_acc is not None else acc.get("best_accuracy"),
-        "time_to_accuracy_s": acc.get("time_to_accuracy_s"),
-        "restarts": s.get("restarts", max((r.get("restart", 0) for v in by_rank.values() for r in v), default=0)),
-        "results_uri": s.get("results_uri") or location, "error": error,
+        "accuracy": ev_acc if ev_acc is not None else acc.get(F.BEST_ACCURACY),
+        "time_to_accuracy_s": acc.get(F.TIME_TO_ACCURACY_S),
+        "restarts": s.get(F.RESTARTS, max((r.get("restart", 0) for v in by_rank.values() for r in v), default=0)),
+        "results_uri": s.get(F.RESULTS_URI) or location, "error": error,
         "hourly_usd": hourly,
         "usd_per_1k_samples": round(hourly / 3.6 / rate, 6) if hourly and rate else None,
-        "tflops_per_s": s.get("tflops_per_s"), "flops_per_sample": s.get("flops_per_sample"),
-        "loop_seconds": s.get("loop_seconds"), "data_wait_s": s.get("data_wait_s"),
-        "started_at": s.get("started_at"), "image": s.get("image"), "git_commit": s.get("git_commit"),
+        "tflops_per_s": s.get(F.TFLOPS_PER_S), "flops_per_sample": s.get(F.FLOPS_PER_SAMPLE),
+        "loop_seconds": s.get(F.LOOP_SECONDS), "data_wait_s": s.get(F.DATA_WAIT_S),
+        "started_at": s.get(F.STARTED_AT), "image": s.get(F.IMAGE), "git_commit": s.get(F.GIT_COMMIT),
         "device": device or None, "config": cfg or None, "command": command or None,
     }
 
@@ -214,10 +201,10 @@ def load(*sources: str) -> "pandas.DataFrame":  # noqa: F821
         text = exp.read_text("summary.json")
         summary = parse_json(text, exp.name("summary.json"))
         by_rank = _rank_lines(exp)
-        failed = summary is None or summary.get("status") != "succeeded"
+        failed = summary is None or summary.get(F.STATUS) != F.SUCCEEDED
         rows.append(row(summary, ids=exp.ids, by_rank=by_rank,
                         eval_doc=parse_json(exp.read_text("eval/eval.json"), exp.name("eval/eval.json")),
-                        log_error=_log_error(exp) if failed and not (summary or {}).get("error") else None,
+                        log_error=_log_error(exp) if failed and not (summary or {}).get(F.ERROR) else None,
                         location=exp.location))
     df = pd.DataFrame(rows, columns=list(COLUMNS + EXTRA))
     return df.sort_values(["stack", "run_id", "experiment"], kind="stable", ignore_index=True)

@@ -12,11 +12,12 @@ talks to AWS.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from typing import Mapping
 
 from spec import aws_catalog as catalog
 from spec.pins import TRAINING_IMAGE
+from spec.train_args import COMPILE_MODES, PRECISIONS, WORKLOADS
 
 NAME = r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?"
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "paddle")
@@ -110,30 +111,45 @@ class Results:
     bucket: str | None = None  # an existing bucket
 
 
+def choice(default: str, choices: tuple[str, ...]) -> str:
+    """A field whose value is one of ``choices``: the shape check and the README's table read them here."""
+    return field(default=default, metadata={"choices": choices})
+
+
+def choices_of(cls: type, name: str) -> tuple[str, ...]:
+    return cls.__dataclass_fields__[name].metadata["choices"]
+
+
+def default_of(cls: type, name: str):
+    """A field's default, for the shape check (``spec.shape``), so no default is written twice."""
+    f = cls.__dataclass_fields__[name]
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
 @dataclass(frozen=True)
 class Experiment:
     name: str
-    workload: str = "resnet50"
-    framework: str = "pytorch"
+    workload: str = choice("resnet50", WORKLOADS)
+    framework: str = choice("pytorch", FRAMEWORKS)
     min_nodes: int = 1
     max_nodes: int = 1
     gpus_per_node: int = 1
     batch_size: int = 64  # per GPU
-    precision: str = "amp-fp16"
+    precision: str = choice("amp-fp16", PRECISIONS)
     steps: int = 200
     epochs: int = 0  # when > 0, train by epochs instead of steps
     dataset: str = "synthetic"
     image: str = DEFAULT_IMAGE
     args: tuple[str, ...] = ()
     timeout_minutes: int = 120
-    rdzv_backend: str = "etcd-v2"
+    rdzv_backend: str = choice("etcd-v2", RDZV_BACKENDS)
     max_restarts: int = 3
     checkpoint_every: int = 0  # steps; 0 = time-based only (checkpoint_minutes)
     checkpoint_minutes: float = 10.0  # wall-clock minutes between checkpoints (not for synthetic fixed-size runs)
     evaluate: bool = False
     channels_last: bool = True
     compile: bool = False
-    compile_mode: str = "default"  # torch.compile mode (spec.train_args.COMPILE_MODES)
+    compile_mode: str = choice("default", COMPILE_MODES)  # torch.compile mode
     target_accuracy: float | None = None  # report time to this test accuracy (cifar10)
     gpu_decode: bool = False  # ImageFolder data: decode JPEGs on the GPU (nvJPEG)
     node_group: str = ""  # the GPU node group it runs on; "" = the first one

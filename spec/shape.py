@@ -15,14 +15,13 @@ from typing import Any, Mapping
 
 from spec import aws_catalog as catalog
 from spec import compat
-from spec.config import (DEFAULT_IMAGE, FRAMEWORKS, NAME, RDZV_BACKENDS, RETIRED_FRAMEWORKS, Cluster, Efs, Experiment,
-                         Fsx, GpuNodeGroup, HOME_ROLE, HomeConfig, LocalRun, Network, ROLES, Results, StackConfig,
-                         Storage, SystemNodeGroup)
+from spec.config import (DEFAULT_IMAGE, NAME, RETIRED_FRAMEWORKS, Cluster, Efs, Experiment, Fsx, GpuNodeGroup,
+                         HOME_ROLE, HomeConfig, LocalRun, Network, ROLES, Results, StackConfig, Storage,
+                         SystemNodeGroup, choices_of, default_of)
 from spec.fields import ConfigError, Reader, cidr_rule, show
 from spec.pins import training_image
 
 DEFAULT_REGION = "us-west-2"  # the registry of DEFAULT_IMAGE, where no region is known
-from spec.train_args import COMPILE_MODES, PRECISIONS, WORKLOADS
 
 # Capacity types of an EKS managed node group (EKS API CreateNodegroup capacityType; CAPACITY_BLOCK
 # with a launch template that targets the block: EKS user guide, "Capacity Blocks for ML").
@@ -190,10 +189,12 @@ def _gpu_group(r: Reader) -> GpuNodeGroup | None:
         elif not spec.gpus:
             r.fail(r.key("instance_type"), itype, f"is not a GPU instance type; choose one of "
                    f"{', '.join(catalog.GPU_ALTERNATIVES)}", '"p4d.24xlarge"')
-    ami = r.string("ami_type", "AL2023_x86_64_NVIDIA", choices=catalog.GPU_AMI_TYPES)
-    min_size = r.integer("min_size", 0, minimum=0, example="0")
-    max_size = r.integer("max_size", 1, minimum=1, example="2")
-    desired = r.integer("desired_size", max_size if isinstance(max_size, int) else 1, minimum=0, example="2")
+    g = lambda name: default_of(GpuNodeGroup, name)  # noqa: E731 - the dataclass holds the defaults
+    ami = r.string("ami_type", g("ami_type"), choices=catalog.GPU_AMI_TYPES)
+    min_size = r.integer("min_size", g("min_size"), minimum=0, example="0")
+    max_size = r.integer("max_size", g("max_size"), minimum=1, example="2")
+    desired = r.integer("desired_size", max_size if isinstance(max_size, int) else g("desired_size"), minimum=0,
+                        example="2")
     efa_raw = r.raw("efa", "auto")
     if efa_raw == "auto":
         efa = bool(spec and spec.efa)
@@ -202,7 +203,7 @@ def _gpu_group(r: Reader) -> GpuNodeGroup | None:
     else:
         r.fail(r.key("efa"), efa_raw, 'must be "auto", true or false', '"auto"')
         efa = False
-    capacity = r.string("capacity_type", "ON_DEMAND", choices=CAPACITY_TYPES)
+    capacity = r.string("capacity_type", g("capacity_type"), choices=CAPACITY_TYPES)
     pg_raw = r.raw("placement_group", "auto")
     if pg_raw == "auto":
         # A Capacity Block is already placed by AWS (EC2 UltraClusters); a placement group of our own
@@ -215,7 +216,7 @@ def _gpu_group(r: Reader) -> GpuNodeGroup | None:
         placement = False
     group = dict(
         name=name, instance_type=itype, ami_type=ami, desired_size=desired, min_size=min_size, max_size=max_size,
-        disk_size_gib=r.integer("disk_size_gib", 200, minimum=100, maximum=16384, example="200"),
+        disk_size_gib=r.integer("disk_size_gib", g("disk_size_gib"), minimum=100, maximum=16384, example="200"),
         capacity_type=capacity,
         capacity_reservation_id=r.string("capacity_reservation_id", None, pattern=r"cr-[0-9a-f]{8,17}",
                                          example='"cr-0123456789abcdef0"'),
@@ -243,21 +244,23 @@ def _system(r: Reader) -> SystemNodeGroup:
 
 
 def _storage(r: Reader) -> Storage:
-    kind = r.string("kind", "efs", choices=("efs", "fsx"))
-    mount = r.string("mount_path", "/data", pattern=r"/[A-Za-z0-9_/.-]*", example='"/data"')
-    preload = r.boolean("preload", False)
+    d = Storage()
+    kind = r.string("kind", d.kind, choices=("efs", "fsx"))
+    mount = r.string("mount_path", d.mount_path, pattern=r"/[A-Za-z0-9_/.-]*", example='"/data"')
+    preload = r.boolean("preload", d.preload)
     e = Reader(r.mapping("efs"), r.key("efs"), r.problems)
-    efs = Efs(throughput_mode=e.string("throughput_mode", "elastic", choices=("elastic", "bursting")),
-              performance_mode=e.string("performance_mode", "generalPurpose", choices=("generalPurpose", "maxIO")))
+    efs = Efs(throughput_mode=e.string("throughput_mode", d.efs.throughput_mode, choices=("elastic", "bursting")),
+              performance_mode=e.string("performance_mode", d.efs.performance_mode,
+                                        choices=("generalPurpose", "maxIO")))
     e.finish()
     f = Reader(r.mapping("fsx"), r.key("fsx"), r.problems)
-    deployment = f.string("deployment_type", "PERSISTENT_2", choices=("PERSISTENT_2", "SCRATCH_2"))
-    capacity = f.integer("storage_capacity_gib", 1200, minimum=1200, example="1200")
+    deployment = f.string("deployment_type", d.fsx.deployment_type, choices=("PERSISTENT_2", "SCRATCH_2"))
+    capacity = f.integer("storage_capacity_gib", d.fsx.storage_capacity_gib, minimum=1200, example="1200")
     # FSx for Lustre: SSD capacity is 1200 GiB or a multiple of 2400 GiB (PERSISTENT_2, SCRATCH_2).
     if isinstance(capacity, int) and capacity != 1200 and capacity % 2400:
         f.fail(f.key("storage_capacity_gib"), capacity, "must be 1200 or a multiple of 2400 (FSx for Lustre SSD)",
                "2400")
-    throughput = f.integer("per_unit_storage_throughput", 250, example="250")
+    throughput = f.integer("per_unit_storage_throughput", d.fsx.per_unit_storage_throughput, example="250")
     if isinstance(throughput, int) and throughput not in catalog.FSX_PERSISTENT_2_USD_PER_GIB_MONTH:
         f.fail(f.key("per_unit_storage_throughput"), throughput, "must be one of 125, 250, 500, 1000 (MB/s/TiB)",
                "250")
@@ -317,12 +320,14 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
                 region: str | None = None) -> Experiment | None:
     n0 = len(r.problems)
     name = r.string("name", pattern=NAME, example='"resnet50-8gpu"')
-    framework = r.raw("framework", "pytorch")
+    d = lambda name: default_of(Experiment, name)  # noqa: E731 - the dataclass holds the defaults
+    framework = r.raw("framework", d("framework"))
     if framework in RETIRED_FRAMEWORKS:
         r.fail(r.key("framework"), framework, RETIRED_FRAMEWORKS[framework], '"pytorch"')
-    elif framework not in FRAMEWORKS:
-        r.fail(r.key("framework"), framework, f"must be one of {', '.join(FRAMEWORKS)}", '"pytorch"')
-    nodes_raw = r.raw("nodes", 1)
+    elif framework not in choices_of(Experiment, "framework"):
+        r.fail(r.key("framework"), framework, f"must be one of {', '.join(choices_of(Experiment, 'framework'))}",
+               '"pytorch"')
+    nodes_raw = r.raw("nodes", d("max_nodes"))
     min_nodes = max_nodes = None
     if isinstance(nodes_raw, int) and not isinstance(nodes_raw, bool) and nodes_raw >= 1:
         min_nodes = max_nodes = nodes_raw
@@ -342,31 +347,32 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
     # Every GPU of the node unless asked otherwise (program.validation checks it against the group).
     per_node = max(group.gpus_per_node, 1) if group else 1
     gpus = r.integer("gpus_per_node", per_node, minimum=1, example=str(per_node))
-    dataset = r.string("dataset", "synthetic", example='"synthetic"')
+    dataset = r.string("dataset", d("dataset"), example='"synthetic"')
     e = dict(
         name=name, framework=framework, min_nodes=min_nodes, max_nodes=max_nodes, gpus_per_node=gpus,
-        workload=r.string("workload", "resnet50", choices=WORKLOADS),
-        batch_size=r.integer("batch_size", 64, minimum=1, maximum=4096, example="256"),
-        precision=r.string("precision", "amp-fp16", choices=PRECISIONS),
-        steps=r.integer("steps", 200, minimum=1, example="500"),
-        epochs=r.integer("epochs", 0, minimum=0, example="10"),
+        workload=r.string("workload", d("workload"), choices=choices_of(Experiment, "workload")),
+        batch_size=r.integer("batch_size", d("batch_size"), minimum=1, maximum=4096, example="256"),
+        precision=r.string("precision", d("precision"), choices=choices_of(Experiment, "precision")),
+        steps=r.integer("steps", d("steps"), minimum=1, example="500"),
+        epochs=r.integer("epochs", d("epochs"), minimum=0, example="10"),
         dataset=dataset,
         image=r.string("image", default_image, pattern=r"[\w.\-/:]+(:[\w.\-]+|@sha256:[0-9a-f]{64})",
                        example=f'"{default_image}"'),
-        args=r.strings("args", (), example='["--lr", "0.1"]'),
-        timeout_minutes=r.integer("timeout_minutes", 120, minimum=1, maximum=10080, example="120"),
-        rdzv_backend=r.string("rdzv_backend", "etcd-v2", choices=RDZV_BACKENDS),
-        max_restarts=r.integer("max_restarts", 3, minimum=0, maximum=100, example="3"),
-        checkpoint_every=r.integer("checkpoint_every", 0, minimum=0, example="500"),
-        checkpoint_minutes=_number(r, "checkpoint_minutes", 10.0, minimum=0, maximum=1440, example="10"),
-        evaluate=r.boolean("evaluate", False),
-        channels_last=r.boolean("channels_last", True),
-        compile=r.boolean("compile", False),
-        compile_mode=r.string("compile_mode", "default", choices=COMPILE_MODES),
-        target_accuracy=_number(r, "target_accuracy", None, minimum=0, maximum=1, example="0.9"),
-        gpu_decode=r.boolean("gpu_decode", False),
+        args=r.strings("args", d("args"), example='["--lr", "0.1"]'),
+        timeout_minutes=r.integer("timeout_minutes", d("timeout_minutes"), minimum=1, maximum=10080, example="120"),
+        rdzv_backend=r.string("rdzv_backend", d("rdzv_backend"), choices=choices_of(Experiment, "rdzv_backend")),
+        max_restarts=r.integer("max_restarts", d("max_restarts"), minimum=0, maximum=100, example="3"),
+        checkpoint_every=r.integer("checkpoint_every", d("checkpoint_every"), minimum=0, example="500"),
+        checkpoint_minutes=_number(r, "checkpoint_minutes", d("checkpoint_minutes"), minimum=0, maximum=1440,
+                                   example="10"),
+        evaluate=r.boolean("evaluate", d("evaluate")),
+        channels_last=r.boolean("channels_last", d("channels_last")),
+        compile=r.boolean("compile", d("compile")),
+        compile_mode=r.string("compile_mode", d("compile_mode"), choices=choices_of(Experiment, "compile_mode")),
+        target_accuracy=_number(r, "target_accuracy", d("target_accuracy"), minimum=0, maximum=1, example="0.9"),
+        gpu_decode=r.boolean("gpu_decode", d("gpu_decode")),
         node_group=group_name,
-        pservers=r.integer("pservers", 1, minimum=1, maximum=64, example="2"))
+        pservers=r.integer("pservers", d("pservers"), minimum=1, maximum=64, example="2"))
     image = e["image"]
     if isinstance(image, str) and (image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]):
         r.fail(r.key("image"), image, "must pin a version tag or digest (not latest)", f'"{default_image}"')

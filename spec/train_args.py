@@ -2,50 +2,26 @@
 
 Kept apart from the training loop so the manifests' builder, the launcher's summary and
 the local runner can parse or build these arguments without importing torch.
+
+Each ``TrainArgs`` field carries its command-line facts as field metadata (``arg``): the help
+text, the choices, the value's type and whether the argv always spells it out. The parser
+(``build_parser``) and the argv builder (``train_args_to_argv``) both come from them, so a new
+argument is one field. The flag is the field's name with dashes (``batch_size`` ->
+``--batch-size``) unless the metadata names another (``harness`` -> ``--no-harness``).
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields
-from typing import Sequence
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, Callable, Sequence
 
-WORKLOADS = ("resnet50", "cifar10", "maskrcnn")
+from spec.workload_facts import WORKLOADS as WORKLOAD_FACTS
+
+WORKLOADS = tuple(WORKLOAD_FACTS)
 PRECISIONS = ("fp32", "amp-fp16", "bf16")
 # torch.compile modes; "reduce-overhead" and "max-autotune" capture CUDA graphs on GPU.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
-
-@dataclass(frozen=True)
-class TrainArgs:
-    workload: str = "resnet50"
-    batch_size: int = 32
-    precision: str = "fp32"
-    steps: int = 100
-    epochs: int = 0
-    dataset: str = "synthetic"
-    data_dir: str = "/data/datasets"
-    results_dir: str = "results"
-    checkpoint_every: int = 0  # steps; 0 = not step-based (tests and the local run set it)
-    checkpoint_minutes: float = 10.0  # wall-clock minutes between checkpoints; 0 = off
-    image_size: int = 224
-    width_per_group: int = 64
-    channels_last: bool = True
-    compile: bool = False
-    compile_mode: str = "default"
-    warmup_steps: int = 10
-    seed: int = 0
-    target_accuracy: float | None = None
-    lr: float | None = None
-    log_every: int = 50  # a metrics line (one device sync, one .item()) every N steps
-    workers: int = 2
-    gpu_decode: bool = False  # ImageFolder: read JPEG bytes in the workers, decode on the GPU
-    collective_timeout: int = 300
-    harness: bool = True  # False: no metrics files, no checkpoints (the overhead benchmark's bare loop)
-
-    @property
-    def by_epochs(self) -> bool:
-        return self.epochs > 0
 
 
 def _positive(text: str) -> int:
@@ -69,40 +45,76 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def arg(default: Any, help: str | None = None, *, type: Callable[[str], Any] | None = None,
+        choices: tuple[str, ...] | None = None, always: bool = True, flag: str | None = None) -> Any:
+    """A ``TrainArgs`` field with its command-line facts. ``always``: the argv spells the value out
+    even at its default (the contract the manifests show); otherwise only when it differs. A bool
+    with ``always`` is ``--x``/``--no-x``; without, a switch (``--x``, or ``flag="--no-x"`` to
+    turn a default-on value off)."""
+    return field(default=default, metadata={"help": help, "type": type, "choices": choices, "always": always,
+                                            "flag": flag})
+
+
+def flag_of(f: Field) -> str:
+    """The field's flag as the argv and the parser spell it."""
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+# Field order is argv order: the always-spelled arguments first, then the ones that differ from their default.
+@dataclass(frozen=True)
+class TrainArgs:
+    workload: str = arg("resnet50", choices=WORKLOADS)
+    batch_size: int = arg(32, "per process", type=_positive)
+    precision: str = arg("fp32", choices=PRECISIONS)
+    steps: int = arg(100, "global optimizer steps (when --epochs 0)", type=_positive)
+    epochs: int = arg(0, "0 = train by --steps", type=_non_negative)
+    dataset: str = arg("synthetic", '"synthetic" or a folder name under --data-dir')
+    data_dir: str = arg("/data/datasets")
+    results_dir: str = arg("results")
+    # steps; 0 = not step-based (tests and the local run set it)
+    checkpoint_every: int = arg(0, "checkpoint every N steps (0 = not step-based)", type=_non_negative)
+    image_size: int = arg(224, type=_positive)
+    width_per_group: int = arg(64, type=_positive)
+    channels_last: bool = arg(True)
+    warmup_steps: int = arg(10, "steps after each (re)start left out of throughput", type=_non_negative)
+    seed: int = arg(0, type=int)
+    collective_timeout: int = arg(300, "seconds", type=_positive)
+    compile: bool = arg(False, "torch.compile the model", always=False)
+    # ImageFolder: read JPEG bytes in the workers, decode on the GPU
+    gpu_decode: bool = arg(False, "ImageFolder: decode JPEGs with torchvision.io.decode_jpeg on the GPU",
+                           always=False)
+    target_accuracy: float | None = arg(None, "cifar10: report time to this accuracy", type=float, always=False)
+    lr: float | None = arg(None, "default: 0.1 x global batch / 256 (0.02 for maskrcnn)", type=float,
+                           always=False)
+    # wall-clock minutes between checkpoints; 0 = off
+    checkpoint_minutes: float = arg(10.0, "checkpoint every N minutes of wall time (0 = off); with both 0, only "
+                                    "at the end", type=_non_negative_float, always=False)
+    compile_mode: str = arg("default", "torch.compile mode (reduce-overhead and max-autotune use CUDA graphs)",
+                            choices=COMPILE_MODES, always=False)
+    # a metrics line (one device sync, one .item()) every N steps
+    log_every: int = arg(50, "write a metrics line (and sync the device) every N steps", type=_positive,
+                         always=False)
+    workers: int = arg(2, "data loader processes (ImageFolder)", type=_non_negative, always=False)
+    # False: no metrics files, no checkpoints (the overhead benchmark's bare loop)
+    harness: bool = arg(True, "benchmark only: no metrics files and no checkpoints", always=False,
+                        flag="--no-harness")
+
+    @property
+    def by_epochs(self) -> bool:
+        return self.epochs > 0
+
+
 def build_parser(prog: str = "python -m workloads.train") -> argparse.ArgumentParser:
-    d = TrainArgs()
     p = argparse.ArgumentParser(prog=prog, description="Train one benchmark workload (run under torchrun).")
-    p.add_argument("--workload", choices=WORKLOADS, default=d.workload)
-    p.add_argument("--batch-size", type=_positive, default=d.batch_size, help="per process")
-    p.add_argument("--precision", choices=PRECISIONS, default=d.precision)
-    p.add_argument("--steps", type=_positive, default=d.steps, help="global optimizer steps (when --epochs 0)")
-    p.add_argument("--epochs", type=_non_negative, default=d.epochs, help="0 = train by --steps")
-    p.add_argument("--dataset", default=d.dataset, help='"synthetic" or a folder name under --data-dir')
-    p.add_argument("--data-dir", default=d.data_dir)
-    p.add_argument("--results-dir", default=d.results_dir)
-    p.add_argument("--checkpoint-every", type=_non_negative, default=d.checkpoint_every,
-                   help="checkpoint every N steps (0 = not step-based)")
-    p.add_argument("--checkpoint-minutes", type=_non_negative_float, default=d.checkpoint_minutes,
-                   help="checkpoint every N minutes of wall time (0 = off); with both 0, only at the end")
-    p.add_argument("--image-size", type=_positive, default=d.image_size)
-    p.add_argument("--width-per-group", type=_positive, default=d.width_per_group)
-    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=d.channels_last)
-    p.add_argument("--compile", action="store_true", default=d.compile, help="torch.compile the model")
-    p.add_argument("--compile-mode", choices=COMPILE_MODES, default=d.compile_mode,
-                   help="torch.compile mode (reduce-overhead and max-autotune use CUDA graphs)")
-    p.add_argument("--warmup-steps", type=_non_negative, default=d.warmup_steps,
-                   help="steps after each (re)start left out of throughput")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--target-accuracy", type=float, default=None, help="cifar10: report time to this accuracy")
-    p.add_argument("--lr", type=float, default=None, help="default: 0.1 x global batch / 256 (0.02 for maskrcnn)")
-    p.add_argument("--log-every", type=_positive, default=d.log_every,
-                   help="write a metrics line (and sync the device) every N steps")
-    p.add_argument("--workers", type=_non_negative, default=d.workers, help="data loader processes (ImageFolder)")
-    p.add_argument("--gpu-decode", action="store_true", default=d.gpu_decode,
-                   help="ImageFolder: decode JPEGs with torchvision.io.decode_jpeg on the GPU")
-    p.add_argument("--collective-timeout", type=_positive, default=d.collective_timeout, help="seconds")
-    p.add_argument("--no-harness", dest="harness", action="store_false",
-                   help="benchmark only: no metrics files and no checkpoints")
+    for f in fields(TrainArgs):
+        m, flag = f.metadata, flag_of(f)
+        common = {"dest": f.name, "default": f.default, "help": m["help"]}
+        if isinstance(f.default, bool) and m["always"]:
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, **common)
+        elif isinstance(f.default, bool):
+            p.add_argument(flag, action="store_false" if flag.startswith("--no-") else "store_true", **common)
+        else:
+            p.add_argument(flag, type=m["type"] or str, choices=m["choices"], **common)
     return p
 
 
@@ -113,26 +125,13 @@ def parse_train_args(argv: Sequence[str]) -> TrainArgs:
 
 def train_args_to_argv(args: TrainArgs) -> list[str]:
     """The command line that parses back to ``args`` (what the runner and manifests pass)."""
-    d = TrainArgs()
-    out = [f"--workload={args.workload}", f"--batch-size={args.batch_size}", f"--precision={args.precision}",
-           f"--steps={args.steps}", f"--epochs={args.epochs}", f"--dataset={args.dataset}",
-           f"--data-dir={args.data_dir}", f"--results-dir={args.results_dir}",
-           f"--checkpoint-every={args.checkpoint_every}", f"--image-size={args.image_size}",
-           f"--width-per-group={args.width_per_group}",
-           "--channels-last" if args.channels_last else "--no-channels-last",
-           f"--warmup-steps={args.warmup_steps}", f"--seed={args.seed}",
-           f"--collective-timeout={args.collective_timeout}"]
-    if args.compile:
-        out.append("--compile")
-    if args.gpu_decode:
-        out.append("--gpu-decode")
-    if args.target_accuracy is not None:
-        out.append(f"--target-accuracy={args.target_accuracy}")
-    if args.lr is not None:
-        out.append(f"--lr={args.lr}")
-    for name in ("checkpoint_minutes", "compile_mode", "log_every", "workers"):
-        if getattr(args, name) != getattr(d, name):
-            out.append(f"--{name.replace('_', '-')}={getattr(args, name)}")
-    if not args.harness:
-        out.append("--no-harness")
+    out = []
+    for f in fields(TrainArgs):
+        value, flag = getattr(args, f.name), flag_of(f)
+        if not f.metadata["always"] and value == f.default:
+            continue
+        if isinstance(f.default, bool):
+            out.append(flag if not f.metadata["always"] else flag if value else "--no-" + flag[2:])
+        else:
+            out.append(f"{flag}={value}")
     return out

@@ -31,7 +31,9 @@ from infra.environment import Environment
 from spec import aws_catalog as catalog
 from spec.config import Experiment
 from spec.pins import is_training_image
-from spec.train_args import TrainArgs, train_args_to_argv
+from spec.launch_command import Torchrun, torchrun_argv, trainer_argv
+from spec.train_args import TrainArgs
+from spec.workload_facts import WORKLOADS
 from workloads.pod_script import ensure_modules, launcher_script  # noqa: F401 - the pods' sh script
 from workloads.train.horovod_bootstrap import HOROVOD_PORT, horovod_env  # noqa: F401 - one definition, shipped
 
@@ -44,20 +46,12 @@ PADDLE_PORT = 6170  # pserver listen port
 CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the shipped code (spec/, workloads/train/) is mounted here
 CHECKPOINT_FILE = "checkpoints/latest.pt"  # under the results dir (workloads/train/checkpoint.py)
 EVAL_SUBDIR = "eval"
-WORKLOAD_IMAGE_SIZE = {"resnet50": 224, "cifar10": 32, "maskrcnn": 800}
 # Which workloads each framework's training path implements.
 SUPPORTED = {
     "pytorch": ("resnet50", "cifar10", "maskrcnn"),
     "horovod": ("resnet50", "cifar10"),
     "tensorflow": ("resnet50", "cifar10"),
     "paddle": ("resnet50", "cifar10"),
-}
-# What each workload's data path reads (workloads/train: cifar10 always reads the CIFAR batches,
-# resnet50 synthetic tensors or an ImageFolder, maskrcnn COCO or synthetic).
-WORKLOAD_DATASETS = {
-    "resnet50": ("synthetic", "synthetic-imagefolder", "tiny-imagenet-200", "imagenet"),
-    "cifar10": ("cifar10",),
-    "maskrcnn": ("coco2017", "synthetic"),
 }
 IMAGE_EXAMPLES = {
     "tensorflow": "tensorflow/tensorflow:2.17.0-gpu",
@@ -97,12 +91,13 @@ def check_experiment(e: Experiment) -> list[str]:
     if e.framework != "pytorch" and is_training_image(e.image):
         out.append(f'image="{e.image}": framework "{e.framework}" needs an image that has it installed, '
                    f'e.g. "{IMAGE_EXAMPLES[e.framework]}"')
-    if e.evaluate and (e.framework != "pytorch" or e.workload != "cifar10"):
-        out.append(f'evaluate=true: evaluation exists for workload "cifar10" with framework "pytorch" only '
-                   f'(here {e.workload}/{e.framework}); remove it, e.g. evaluate: false')
+    evaluated = [w for w, facts in WORKLOADS.items() if facts.evaluates]
+    if e.evaluate and (e.framework != "pytorch" or e.workload not in evaluated):
+        out.append(f'evaluate=true: evaluation exists for workload "{", ".join(evaluated)}" with framework '
+                   f'"pytorch" only (here {e.workload}/{e.framework}); remove it, e.g. evaluate: false')
     if e.compile and e.framework not in ("pytorch", "horovod"):
         out.append(f'compile=true: torch.compile applies to PyTorch code, not {e.framework}; e.g. compile: false')
-    datasets = WORKLOAD_DATASETS.get(e.workload, ())
+    datasets = WORKLOADS[e.workload].datasets if e.workload in WORKLOADS else ()
     if e.dataset not in datasets:
         out.append(f'dataset="{e.dataset}": workload "{e.workload}" trains on {", ".join(datasets)}; '
                    f'e.g. dataset: "{datasets[0]}"')
@@ -174,9 +169,9 @@ class TrainPaths(Protocol):
 # above the longest legitimate wait: rank 0's checkpoint snapshot, an epoch's evaluation, and the
 # first step's torch.compile on the slowest rank (max-autotune can take minutes).
 CLUSTER_COLLECTIVE_TIMEOUT_S = 300
-# torchrun's rendezvous settings, the same on the cluster as in the local run
-# (bench.local_plan.torchrun_command): a new round closes 5 s after min nodes joined, an agent
-# waits up to 300 s to join, and agents that miss 3 heartbeats 2 s apart are dropped.
+# torchrun's rendezvous settings, the same on the cluster as in the local run (bench.local_plan.torchrun_command;
+# both built by spec.launch_command): a new round closes 5 s after min nodes joined, an agent waits up to
+# 300 s to join, and agents that miss 3 heartbeats 2 s apart are dropped.
 RDZV_CONF = {"join_timeout": 300, "last_call_timeout": 5, "keep_alive_interval": 2, "keep_alive_max_attempt": 3}
 
 
@@ -214,7 +209,7 @@ def train_args_for(e: Experiment, env: TrainPaths, *, instance_type: str | None 
                      epochs=e.epochs, dataset=e.dataset,
                      data_dir=env.datasets_dir,  # the dataset is a folder under it
                      results_dir=env.experiment_results_dir(e), checkpoint_every=every, checkpoint_minutes=minutes,
-                     image_size=WORKLOAD_IMAGE_SIZE[e.workload], channels_last=e.channels_last, compile=e.compile,
+                     image_size=WORKLOADS[e.workload].image_size, channels_last=e.channels_last, compile=e.compile,
                      compile_mode=e.compile_mode, target_accuracy=e.target_accuracy, gpu_decode=e.gpu_decode,
                      workers=loader_workers(instance_type, e.gpus_per_node),
                      collective_timeout=CLUSTER_COLLECTIVE_TIMEOUT_S)
@@ -223,8 +218,8 @@ def train_args_for(e: Experiment, env: TrainPaths, *, instance_type: str | None 
 def train_argv(e: Experiment, env: Environment, *, instance_type: str | None = None) -> tuple[str, ...]:
     """``-m <entry module>`` and its arguments (workloads.train's CLI contract, for every framework);
     the experiment's own ``args`` come last, so they win."""
-    return ("-m", ENTRY_MODULES[e.framework],
-            *train_args_to_argv(train_args_for(e, env, instance_type=instance_type)), *e.args)
+    return trainer_argv(train_args_for(e, env, instance_type=instance_type), e.args,
+                        module=ENTRY_MODULES[e.framework])
 
 
 def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int,
@@ -241,10 +236,9 @@ def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, g
         endpoint, port = f"{pod_fqdn(job, 0, service, env.namespace)}:{C10D_PORT}", C10D_PORT
     else:
         endpoint, port = env.etcd_endpoint, None
-    nnodes = f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)
-    argv = ("torchrun", f"--nnodes={nnodes}", f"--nproc_per_node={gpus}", f"--max_restarts={e.max_restarts}",
-            f"--rdzv_backend={e.rdzv_backend}", f"--rdzv_endpoint={endpoint}", f"--rdzv_id={job}",
-            f"--rdzv_conf={rdzv_conf()}")
+    argv = torchrun_argv(Torchrun(min_nodes=e.min_nodes, max_nodes=e.max_nodes, nproc_per_node=gpus,
+                                  max_restarts=e.max_restarts, rdzv_backend=e.rdzv_backend, rdzv_endpoint=endpoint,
+                                  rdzv_id=job, rdzv_conf=rdzv_conf()))
     modules = ("etcd", "boto3") if e.rdzv_backend == "etcd-v2" else ("boto3",)
     return Launch(argv=argv + train_argv(e, env, instance_type=instance_type), port=port, modules=modules,
                   env={"EKSBENCH_FRAMEWORK": "pytorch"})

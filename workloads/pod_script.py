@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 
+from spec.launch_command import launcher_argv
 from spec.pins import PIP_PINS
 
 
@@ -40,8 +41,7 @@ def launcher_script(argv: tuple[str, ...], *, results_dir: str, results_uri: str
     as a child so that SIGTERM (activeDeadlineSeconds, eviction, a met success policy) reaches
     it through the trap and it can still write summary.json and upload.
     """
-    head = ["python3", "-m", "workloads.train.launch", "--results-dir", results_dir, "--results-uri",
-            results_uri, "--experiment", experiment]
+    head = launcher_argv(python="python3", results_dir=results_dir, results_uri=results_uri, experiment=experiment)
     tail = ["--", *argv]
     give_up = " ".join(shlex.quote(a) for a in head) + ' --setup-failed "$1" --setup-error "$2" ' + \
         " ".join(shlex.quote(a) for a in tail)

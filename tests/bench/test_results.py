@@ -133,3 +133,18 @@ def test_real_local_run_loads_as_one_succeeded_cpu_row(real_run):
     assert r["world_size"] == r["nodes"] * r["gpus_per_node"] and 0 <= r["accuracy"] <= 1
     assert set(s["rank"]) == set(range(r["world_size"])) and s["warmup"].any() and (~s["warmup"]).any()
     assert list(s.columns) == list(results.STEP_COLUMNS)
+
+
+def test_a_cluster_run_that_never_reported_keeps_its_launch_shape():
+    """The launcher records nodes and processes per node from the command it built (spec.launch_command);
+    results read that field, whatever the torchrun flags' spelling."""
+    from workloads.contracts import pytorch_launch
+    from workloads.train.launch import summary_document
+    from tests.workloads.test_contracts import E, ENV
+
+    argv = pytorch_launch(E, ENV, job="j", service="s", gpus=8).argv
+    doc = summary_document(experiment="x", node_id="node-0", command=argv, returncode=1, signal_name=None,
+                           started=0.0, ended=1.0, metrics={}, config=None, environ={}, log_tail=[],
+                           results_uri=None)
+    r = results.row(doc, ids=("s", "r", "x"))
+    assert (r["nodes"], r["gpus_per_node"], r["world_size"]) == (2, 8, 16)

@@ -75,7 +75,7 @@ def test_cluster_torchrun_has_the_local_runs_rendezvous_settings():
                                              procs_per_node=1, train=TrainArgs(), extra_args=(), rdzv_backend="c10d",
                                              max_restarts=1, evaluate=False, results_dir="r"),
                              python="python", endpoint="127.0.0.1:1", rdzv_id="x")
-    assert f"--rdzv-conf={c.rdzv_conf()}" in local
+    assert f"--rdzv_conf={c.rdzv_conf()}" in local  # spelled by spec.launch_command, as on the cluster
 
 
 def bench_plan(stack_text: str, name: str) -> subprocess.CompletedProcess:

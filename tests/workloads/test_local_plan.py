@@ -92,8 +92,9 @@ def test_node_commands_wrap_torchrun_in_the_launcher():
     assert cmd[:3] == ["py", "-m", "workloads.train.launch"]
     assert cmd[cmd.index("--node-id") + 1] == "node-1" and cmd[cmd.index("--summary") + 1] == "never"
     torchrun = cmd[sep + 1:]
-    for flag in ("--nnodes=1:2", "--nproc-per-node=1", "--rdzv-backend=etcd-v2", "--rdzv-endpoint=127.0.0.1:5",
-                 "--rdzv-id=dev-1-e", "--max-restarts=3"):
+    # torchrun's flags as spec.launch_command spells them, for the cluster and the local run alike
+    for flag in ("--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=etcd-v2", "--rdzv_endpoint=127.0.0.1:5",
+                 "--rdzv_id=dev-1-e", "--max_restarts=3"):
         assert flag in torchrun
     train = torchrun[torchrun.index("workloads.train") + 1:]
     assert train[-2:] == ["--lr", "0.2"]

@@ -169,7 +169,7 @@ def test_without_etcd_on_path_the_local_run_uses_c10d(tmp_path):
     assert "c10d rendezvous" in done.stdout and "etcd 127.0.0.1" not in done.stdout
     summary = json.loads((tmp_path / "dev" / "c" / "resnet50-synthetic" / "summary.json").read_text())
     assert summary["status"] == "succeeded" and summary["world_sizes"] == [2]
-    assert "--rdzv-backend=c10d" in summary["command"]
+    assert "--rdzv_backend=c10d" in summary["command"]  # spelled by spec.launch_command
 
 
 def test_a_failing_experiment_is_reported_failed_with_its_log(tmp_path, capsys):

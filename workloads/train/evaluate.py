@@ -17,12 +17,14 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from spec.workload_facts import WORKLOADS
 from workloads.train.checkpoint import atomic_write
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m workloads.train.evaluate", description=__doc__.splitlines()[0])
-    p.add_argument("--workload", choices=("cifar10",), required=True)
+    p.add_argument("--workload", choices=tuple(w for w, facts in WORKLOADS.items() if facts.evaluates),
+                   required=True)
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--data-dir", required=True)
     p.add_argument("--results-dir", required=True)
@@ -47,8 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from workloads.train.checkpoint import load
-    from workloads.train.cifar import accuracy
     from workloads.train.models import build_classifier
+    from workloads.train.registry import WORKLOADS as CODE
     from workloads.train.schedule import autocast_factory
 
     started = time.time()
@@ -62,8 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     precision = saved.get("precision", "fp32")
     if device.type == "cpu" and precision == "amp-fp16":
         precision = "fp32"
-    result = accuracy(model, args.data_dir, device=device, autocast=autocast_factory(precision, device.type),
-                      batch=args.batch_size)
+    result = CODE[args.workload].evaluate(model, args.data_dir, device=device,
+                                          autocast=autocast_factory(precision, device.type), batch=args.batch_size)
     doc = {"workload": args.workload, "checkpoint": args.checkpoint, "step": state.get("step"),
            "epoch": state.get("epoch"), **result, "seconds": round(time.time() - started, 3)}
     text = json.dumps(doc, indent=2).encode()

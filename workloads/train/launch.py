@@ -45,8 +45,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from spec.launch_command import launched_shape, launched_train_args
 from spec.s3_uri import parse_s3_uri
+from spec.workload_facts import WORKLOADS
 from workloads.train import summary as figures
+from workloads.train import summary_fields as F
 from workloads.train.exit_paths import StopSignals, fallback_dir, open_log, write_summary
 from workloads.train.metrics import metrics_dir, read_jsonl, read_rank_metrics
 from workloads.train.progress import ProgressPublisher
@@ -84,19 +87,11 @@ def writes_summary(mode: str, environ: Mapping[str, str]) -> bool:
 
 
 def train_config(command: Sequence[str]) -> dict[str, Any] | None:
-    """The training arguments inside the command (after ``-m workloads.train``), parsed."""
+    """The training arguments inside the command (spec.launch_command built it), as a dict."""
     from dataclasses import asdict
 
-    from spec.train_args import parse_train_args
-
-    cmd = list(command)
-    for i in range(len(cmd) - 1):
-        if cmd[i] == "-m" and cmd[i + 1] == "workloads.train":
-            try:
-                return asdict(parse_train_args(cmd[i + 2:]))
-            except SystemExit:
-                return None
-    return None
+    args = launched_train_args(command)
+    return asdict(args) if args is not None else None
 
 
 ERROR_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?\s*((?:[\w.]+\.)?\w*(?:Error|Exception)\b.*)$")
@@ -137,15 +132,17 @@ def summary_document(*, experiment: str | None, node_id: str, command: Sequence[
                      config: Mapping[str, Any] | None, environ: Mapping[str, str], log_tail: Sequence[str],
                      results_uri: str | None) -> dict[str, Any]:
     code = exit_code(returncode)
-    doc = {"experiment": experiment, "status": "succeeded" if code == 0 else "failed", "exit_code": code,
+    shape = launched_shape(command)
+    doc = {F.EXPERIMENT: experiment, F.STATUS: F.SUCCEEDED if code == 0 else "failed", F.EXIT_CODE: code,
            "signal": signal_name, "node_id": node_id,
-           "started_at": _iso(started), "ended_at": _iso(ended), "wall_time_s": round(ended - started, 3),
-           "image": environ.get("EKSBENCH_IMAGE"), "git_commit": environ.get("EKSBENCH_GIT_COMMIT"),
-           "results_uri": results_uri, "command": list(command), "config": dict(config) if config else None,
+           F.STARTED_AT: _iso(started), "ended_at": _iso(ended), F.WALL_TIME_S: round(ended - started, 3),
+           F.IMAGE: environ.get("EKSBENCH_IMAGE"), F.GIT_COMMIT: environ.get("EKSBENCH_GIT_COMMIT"),
+           F.RESULTS_URI: results_uri, F.COMMAND: list(command), F.CONFIG: dict(config) if config else None,
+           F.LAUNCH: {F.LAUNCH_NODES: shape["nodes"], F.LAUNCH_PROCS_PER_NODE: shape["procs_per_node"]},
            **provenance(environ, command, config)}
     doc.update(metrics)
     if code != 0:
-        doc["error"] = root_cause(log_tail)
+        doc[F.ERROR] = root_cause(log_tail)
         doc["log_tail"] = list(log_tail)
     return doc
 
@@ -190,20 +187,12 @@ def read_logs(results_dir: Path, max_bytes: int = 2_000_000) -> list[str]:
     return out
 
 
-MODEL_NAMES = {
-    "resnet50": "torchvision ResNet-50 v1.5 (torchvision.models.resnet50)",
-    "cifar10": "ResNet-18-style CIFAR-10 network (workloads/train/models.py cifar_resnet)",
-    "maskrcnn": "torchvision Mask R-CNN (maskrcnn_resnet50_fpn, min_size 800, max_size 1333): not TensorPack's "
-                "Mask R-CNN, so compare with TensorPack figures only knowing the two implementations differ",
-}
-
-
 def provenance(environ: Mapping[str, str], command: Sequence[str], config: Mapping[str, Any] | None) -> dict[str, Any]:
     """Where and what ran: instance type (EKSBENCH_INSTANCE_TYPE, set by the Job), framework, model."""
     framework = environ.get("EKSBENCH_FRAMEWORK") or ("pytorch" if config is not None else None)
     workload = (config or {}).get("workload")
-    return {"instance_type": environ.get("EKSBENCH_INSTANCE_TYPE"), "framework": framework,
-            "model": MODEL_NAMES.get(workload) if workload else None}
+    return {F.INSTANCE_TYPE: environ.get("EKSBENCH_INSTANCE_TYPE"), F.FRAMEWORK: framework,
+            "model": WORKLOADS[workload].model if workload in WORKLOADS else None}
 
 
 def _iso(t: float) -> str:

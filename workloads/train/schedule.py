@@ -1,8 +1,9 @@
 """What a training step is run with: the process's place in the job, the learning rate, precision.
 
-``dist_env`` reads torchrun's environment; ``default_lr`` is the linear scaling rule (0.1 per
-256 images of global batch; Mask R-CNN 0.02 per 16), and ``lr_at`` adds torchvision's detection
-reference warm-up; ``set_lr`` applies a rate after a checkpoint restored the old world's;
+``dist_env`` reads torchrun's environment; ``default_lr`` is the workload's linear scaling rule
+(``spec.workload_facts``: 0.1 per 256 images of global batch; Mask R-CNN 0.02 per 16), and
+``lr_at`` adds its warm-up (Mask R-CNN: torchvision's detection reference); ``set_lr`` applies a
+rate after a checkpoint restored the old world's;
 ``autocast_factory`` gives the precision's autocast context. torch is imported inside.
 """
 
@@ -12,6 +13,7 @@ from contextlib import nullcontext
 from typing import Any, Callable
 
 from spec.train_args import TrainArgs
+from spec.workload_facts import WORKLOADS
 
 
 def dist_env(environ: dict[str, str]) -> dict[str, int]:
@@ -24,24 +26,25 @@ def default_lr(args: TrainArgs, world_size: int) -> float:
     if args.lr is not None:
         return args.lr
     gb = args.batch_size * world_size
-    return 0.02 * gb / 16 if args.workload == "maskrcnn" else 0.1 * gb / 256
+    facts = WORKLOADS[args.workload]
+    return facts.base_lr * gb / facts.lr_batch
 
 
 def lr_at(args: TrainArgs, world_size: int, step: int) -> float:
     """The learning rate for global step ``step`` (0-based) in a world of ``world_size`` processes.
 
-    The linear scaling rule (``default_lr``); Mask R-CNN adds torchvision's reference warm-up:
-    linear from 1/1000 of it over the first ``MASKRCNN_WARMUP_STEPS`` steps.
+    The linear scaling rule (``default_lr``), with the workload's warm-up where it has one (Mask
+    R-CNN: torchvision's reference, linear from 1/1000 of it over the first 1000 steps).
     """
     base = default_lr(args, world_size)
-    if args.workload == "maskrcnn" and step < MASKRCNN_WARMUP_STEPS:
-        alpha = step / MASKRCNN_WARMUP_STEPS
-        return base * (MASKRCNN_WARMUP_FACTOR * (1 - alpha) + alpha)
+    facts = WORKLOADS[args.workload]
+    if step < facts.warmup_steps:
+        alpha = step / facts.warmup_steps
+        return base * (facts.warmup_factor * (1 - alpha) + alpha)
     return base
 
 
-MASKRCNN_WARMUP_STEPS = 1000  # torchvision references/detection: warmup_iters = min(1000, len(loader) - 1)
-MASKRCNN_WARMUP_FACTOR = 1.0 / 1000
+MASKRCNN_WARMUP_STEPS = WORKLOADS["maskrcnn"].warmup_steps  # the tests' name for it
 
 
 def set_lr(optimizer: Any, lr: float) -> None:

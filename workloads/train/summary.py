@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Mapping
 
+from workloads.train import summary_fields as F
 from workloads.train.peaks import SOURCES as PEAK_SOURCES
 from workloads.train.peaks import peak_tflops
 
@@ -71,12 +72,12 @@ def throughput(by_rank: Mapping[int, list[dict[str, Any]]]) -> dict[str, Any]:
     total = _rate(samples, seconds)
     procs = (sum(per_line_procs.values()) / len(per_line_procs)) if per_line_procs else 0
     step_times = list(per_step_time.values())
-    return {"samples_per_s_total": total,
-            "samples_per_s_per_process": round(total / procs, 3) if total and procs else None,
+    return {F.SAMPLES_PER_S_TOTAL: total,
+            F.SAMPLES_PER_S_PER_PROCESS: round(total / procs, 3) if total and procs else None,
             "processes": round(procs, 2), "steady_steps": sum(steps_in_line.values()),
             "steady_lines": len(per_line_time),
             "steady_seconds": round(seconds, 3), "steady_samples": samples,
-            "step_time_p50_s": quantile(step_times, 0.5), "step_time_p95_s": quantile(step_times, 0.95),
+            F.STEP_TIME_P50_S: quantile(step_times, 0.5), F.STEP_TIME_P95_S: quantile(step_times, 0.95),
             "step_time_mean_s": round(sum(step_times) / len(step_times), 6) if step_times else None}
 
 
@@ -139,11 +140,11 @@ def step_coverage(by_rank: Mapping[int, list[dict[str, Any]]]) -> dict[str, Any]
 
 def time_to_accuracy(evals: list[dict[str, Any]], target: float | None) -> dict[str, Any]:
     best = max((e["accuracy"] for e in evals), default=None)
-    out: dict[str, Any] = {"best_accuracy": best, "target_accuracy": target, "time_to_accuracy_s": None}
+    out: dict[str, Any] = {F.BEST_ACCURACY: best, "target_accuracy": target, F.TIME_TO_ACCURACY_S: None}
     if target is not None:
         hit = next((e for e in sorted(evals, key=lambda e: e["step"]) if e["accuracy"] >= target), None)
         if hit:
-            out.update(time_to_accuracy_s=hit["elapsed_s"], time_to_accuracy_epoch=hit["epoch"])
+            out.update({F.TIME_TO_ACCURACY_S: hit["elapsed_s"], "time_to_accuracy_epoch": hit["epoch"]})
     return out
 
 
@@ -160,22 +161,22 @@ def metrics_summary(by_rank: Mapping[int, list[dict[str, Any]]], evals: list[dic
     if device:
         device["peak_memory_gib"] = peak_memory(by_rank)
     loop = end.get("loop_seconds")
-    return {"throughput": tp,
+    return {F.THROUGHPUT: tp,
             **efficiency(tp, info, precision or info.get("precision")),
             # the last attempt's whole loop (warm-up, compile, checkpoints, evaluation) beside the steady figure
-            "loop_seconds": loop,
+            F.LOOP_SECONDS: loop,
             "loop_samples_per_s": _rate(end.get("samples", 0), loop) if loop else None,
-            "data_wait_s": data_wait(by_rank),
+            F.DATA_WAIT_S: data_wait(by_rank),
             # the first attempt's start-up: launcher (torchrun, rendezvous), imports, process group, build, ...
             "startup": {k: startup[k] for k in ("phases_s", "time_to_first_step_s")} if startup else None,
             "memory_format": info.get("memory_format"),
-            "device": device or None,
-            "nodes": info.get("nodes"), "gpus_per_node": info.get("gpus_per_node"),
+            F.DEVICE: device or None,
+            F.NODES: info.get("nodes"), F.GPUS_PER_NODE: info.get("gpus_per_node"),
             "coverage": step_coverage(by_rank),
-            "restarts": restarts,
-            "world_sizes": world_sizes,
+            F.RESTARTS: restarts,
+            F.WORLD_SIZES: world_sizes,
             "resumes": [e for e in events if e.get("event") == "resume"],
             "lr_changes": [{k: e.get(k) for k in ("step", "world_size", "saved_world_size", "lr")}
                            for e in events if e.get("event") == "resume"],
-            "accuracy": time_to_accuracy(evals, target_accuracy),
+            F.ACCURACY: time_to_accuracy(evals, target_accuracy),
             "ranks": {str(rank): rank_figures(lines) for rank, lines in by_rank.items()}}

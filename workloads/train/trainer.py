@@ -25,12 +25,14 @@ from dataclasses import asdict
 from typing import Any
 
 from spec.train_args import TrainArgs, parse_train_args
+from spec.workload_facts import WORKLOADS as WORKLOAD_FACTS
 from workloads.train import checkpoint as ckpt
 from workloads.train.data import Position, epoch_ends, next_slice
 from workloads.train.cpu_choice import channels_last_for
 from workloads.train.device import StepClock, device_info
 from workloads.train.startup import startup_event
 from workloads.train.metrics import JsonLines, metrics_dir, prune_after
+from workloads.train.registry import WORKLOADS as WORKLOAD_CODE
 from workloads.train.schedule import autocast_factory, dist_env, lr_at, set_lr
 
 
@@ -60,7 +62,8 @@ class Run:
             dist.init_process_group(backend, timeout=timedelta(seconds=args.collective_timeout))
         self.marks["process_group"] = time.time()
         # The memory format this device trains in (never channels_last on a CPU: workloads.train.cpu_choice).
-        self.channels_last = channels_last_for(self.device.type, args.channels_last) and args.workload != "maskrcnn"
+        self.facts, self.code = WORKLOAD_FACTS[args.workload], WORKLOAD_CODE[args.workload]
+        self.channels_last = channels_last_for(self.device.type, args.channels_last) and self.facts.classifier
         self.autocast = autocast_factory(args.precision, self.device.type)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=args.precision == "amp-fp16")
         self.writer = ckpt.BackgroundWriter()
@@ -77,24 +80,13 @@ class Run:
 
         a = self.args
         torch.manual_seed(a.seed)
-        classifier = a.workload != "maskrcnn"
+        classifier = self.facts.classifier
         if self.device.type == "cuda" and classifier:
             torch.backends.cudnn.benchmark = True  # fixed input shapes: pick the fastest conv algorithms once
-        if a.workload == "maskrcnn":
-            from workloads.train.detection import detection_source
-            from workloads.train.models import build_maskrcnn
-
-            self.source = detection_source(a, device=self.device, rank=self.rank)
-            model, self.backbone_file = build_maskrcnn(num_classes=self.source.num_classes,
-                                                       image_size=a.image_size, data_dir=a.data_dir)
-            self.loss_fn = lambda m, x, y: sum(m(x, y).values())
-        else:
-            self.source = self._classification_source()
-            from workloads.train.models import build_classifier
-
-            model = build_classifier(a.workload, num_classes=self.num_classes, width_per_group=a.width_per_group)
-            ce = torch.nn.CrossEntropyLoss()
-            self.loss_fn = lambda m, x, y: ce(m(x), y)
+        built = self.code.build(a, self.device, self.rank, self.channels_last)
+        self.source, self.loss_fn = built.source, built.loss_fn
+        self.num_classes, self.note = built.num_classes, built.note
+        model = built.model
         model = model.to(self.device)
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
@@ -115,29 +107,6 @@ class Run:
         fused = {"fused": True} if self.device.type == "cuda" else {}
         self.optimizer = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.9, weight_decay=1e-4, **fused)
         self.marks["built"] = time.time()
-
-    def _classification_source(self) -> Any:
-        a = self.args
-        if a.workload == "cifar10":
-            from workloads.train.cifar import CifarImages
-
-            src = CifarImages(a.data_dir, device=self.device, channels_last=self.channels_last, seed=a.seed,
-                              rank=self.rank, batch=a.batch_size)
-            self.num_classes = len(src.classes)
-            return src
-        if a.dataset == "synthetic":
-            from workloads.train.data import SyntheticImages
-
-            self.num_classes = 1000
-            return SyntheticImages(batch=a.batch_size, image_size=a.image_size, num_classes=1000,
-                                   device=self.device, channels_last=self.channels_last, seed=a.seed + self.rank)
-        from workloads.train.data import ImageFolderImages, image_folder_root
-
-        src = ImageFolderImages(image_folder_root(a.data_dir, a.dataset), image_size=a.image_size,
-                                device=self.device, channels_last=self.channels_last, workers=a.workers,
-                                gpu_decode=a.gpu_decode)
-        self.num_classes = src.num_classes
-        return src
 
     def resume(self, now: float) -> tuple[int, Position, float]:
         """Load the latest checkpoint (every rank) and make the metrics files agree with it."""
@@ -204,12 +173,10 @@ class Run:
             torch.cuda.synchronize(self.device)
 
     def evaluate_epoch(self, step: int, epoch: int, started: float, evals: JsonLines | None) -> None:
-        """cifar10: rank 0 measures test accuracy at the end of each epoch."""
-        if self.args.workload != "cifar10" or self.rank != 0 or evals is None:
+        """A workload that evaluates (spec.workload_facts): rank 0 measures test accuracy at the end of each epoch."""
+        if not self.facts.evaluates or self.rank != 0 or evals is None:
             return
-        from workloads.train.cifar import accuracy
-
-        result = accuracy(self.model, self.args.data_dir, device=self.device, autocast=self.autocast)
+        result = self.code.evaluate(self.model, self.args.data_dir, device=self.device, autocast=self.autocast)
         self.model.train()
         evals.write({"step": step, "epoch": epoch, "accuracy": result["accuracy"],
                      "elapsed_s": round(time.time() - started, 3), "wall_time": round(time.time(), 3)})
@@ -228,14 +195,14 @@ class Run:
     def measure_flops(self) -> tuple[float | None, str | None]:
         """Training FLOPs per sample (forward + backward), counted once by FlopCounterMode on a copy of
         the model (its batch-norm statistics and gradients stay untouched), two samples / 2."""
-        if self.args.workload == "maskrcnn":
+        if not self.facts.classifier:  # Mask R-CNN
             return None, "Mask R-CNN's FLOPs depend on each image's size and proposals; not counted"
         import copy
 
         import torch
         from torch.utils.flop_counter import FlopCounterMode
 
-        size = 32 if self.args.workload == "cifar10" else self.args.image_size
+        size = self.facts.flops_image_size or self.args.image_size
         model = copy.deepcopy(self.model).train()
         fmt = torch.channels_last if self.channels_last else torch.contiguous_format
         x = torch.randn(2, 3, size, size, device=self.device).contiguous(memory_format=fmt)
@@ -271,16 +238,15 @@ class Run:
         first_step = step
         print(f"[workloads.train] rank {self.rank}/{self.world} on {self.device} (restart {self.env['restart']}): "
               f"{a.workload} {'from step ' + str(step) if step else 'from scratch'}, lr {self.lr:g}"
-              + (f", backbone {getattr(self, 'backbone_file', None) or 'random init'}" if a.workload == "maskrcnn"
-                 else ""), flush=True)
+              + (f", {self.note}" if self.note else ""), flush=True)
         mdir = metrics_dir(a.results_dir)
         lines = JsonLines(mdir / f"rank-{self.rank}.jsonl") if a.harness else None
         events = JsonLines(mdir / "events.jsonl") if a.harness and self.rank == 0 else None
         evals = JsonLines(mdir / "eval.jsonl") if a.harness and self.rank == 0 else None
         gb = a.batch_size * self.world
         size = self.source.size
-        evaluates = a.workload == "cifar10" and a.harness
-        warmup_lr = a.workload == "maskrcnn"
+        evaluates = self.facts.evaluates and a.harness
+        warmup_lr = self.facts.warmup_steps > 0
         self.train_model.train()
         clock = StepClock(self.device)
         done_here, interval_steps, data_wait = 0, 0, 0.0

@@ -1,0 +1,46 @@
+"""Each workload's plain facts, one entry per workload: its input size, the datasets its data path
+reads, whether it evaluates, its learning-rate rule and the model it names in a summary.
+
+The code that trains it (model, data source, loss) is the matching entry of
+``workloads.train.registry``; adding a workload is one entry here and one there. Everything that
+branches on a workload (the shape check's choices, ``workloads.contracts``, the trainer, its
+schedule, the launcher's summary) asks these entries instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WorkloadFacts:
+    image_size: int  # the cluster's input size (the local run scales it down)
+    datasets: tuple[str, ...]  # what its data path reads; the first is the example an error gives
+    model: str  # what the summary says was trained
+    classifier: bool = True  # an image classifier: cross-entropy, a fixed input shape, FLOPs counted
+    evaluates: bool = False  # test accuracy each epoch, and an evaluation Job where asked
+    flops_image_size: int | None = None  # the input size its FLOPs are counted at (None: --image-size)
+    # The linear scaling rule: lr = base_lr x global batch / lr_batch (unless --lr is given) ...
+    base_lr: float = 0.1
+    lr_batch: int = 256
+    # ... with a linear warm-up from warmup_factor x lr over the first warmup_steps steps (0: none).
+    warmup_steps: int = 0
+    warmup_factor: float = 1.0
+
+
+WORKLOADS: dict[str, WorkloadFacts] = {
+    "resnet50": WorkloadFacts(
+        image_size=224, datasets=("synthetic", "synthetic-imagefolder", "tiny-imagenet-200", "imagenet"),
+        model="torchvision ResNet-50 v1.5 (torchvision.models.resnet50)"),
+    # cifar10 always reads the CIFAR batches, at their own 32 x 32.
+    "cifar10": WorkloadFacts(
+        image_size=32, datasets=("cifar10",), evaluates=True, flops_image_size=32,
+        model="ResNet-18-style CIFAR-10 network (workloads/train/models.py cifar_resnet)"),
+    # Mask R-CNN: 0.02 per 16 images and torchvision's references/detection warm-up
+    # (warmup_iters = min(1000, len(loader) - 1), warmup_factor = 1/1000).
+    "maskrcnn": WorkloadFacts(
+        image_size=800, datasets=("coco2017", "synthetic"), classifier=False, base_lr=0.02, lr_batch=16,
+        warmup_steps=1000, warmup_factor=1.0 / 1000,
+        model="torchvision Mask R-CNN (maskrcnn_resnet50_fpn, min_size 800, max_size 1333): not TensorPack's "
+              "Mask R-CNN, so compare with TensorPack figures only knowing the two implementations differ"),
+}

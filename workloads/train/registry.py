@@ -1,0 +1,93 @@
+"""Each workload's training code, keyed by workload name: its data source, model and loss, and its
+per-epoch evaluation where it has one. The plain facts (input size, datasets, learning-rate rule,
+whether it evaluates) are the same name's entry in ``spec.workload_facts``; adding a workload is
+one entry in each. ``workloads.train.trainer.Run`` asks these entries instead of branching on the
+workload's name. torch, torchvision and the data modules are imported inside the builders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from spec.train_args import TrainArgs
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a workload's builder gives the trainer (the source is built first, then the model)."""
+    source: Any  # .batch(position), .size, and optionally .start(...) and .reseed(seed)
+    model: Any
+    loss_fn: Callable[[Any, Any, Any], Any]  # (model, inputs, targets) -> scalar loss
+    num_classes: int | None = None  # recorded in checkpoints (the evaluation rebuilds the model from it)
+    note: str | None = None  # said once at start-up, e.g. where the weights came from
+
+
+# (args, device, rank, channels_last) -> Built
+Builder = Callable[[TrainArgs, Any, int, bool], Built]
+
+
+@dataclass(frozen=True)
+class WorkloadCode:
+    build: Builder
+    # (model, data_dir, *, device, autocast[, batch]) -> {"accuracy": ..., ...}; with spec's ``evaluates``
+    evaluate: Callable[..., dict[str, Any]] | None = None
+
+
+def _resnet50_source(a: TrainArgs, device: Any, rank: int, channels_last: bool) -> tuple[Any, int]:
+    """Synthetic tensors, or an ImageFolder under --data-dir."""
+    if a.dataset == "synthetic":
+        from workloads.train.data import SyntheticImages
+
+        return SyntheticImages(batch=a.batch_size, image_size=a.image_size, num_classes=1000, device=device,
+                               channels_last=channels_last, seed=a.seed + rank), 1000
+    from workloads.train.data import ImageFolderImages, image_folder_root
+
+    src = ImageFolderImages(image_folder_root(a.data_dir, a.dataset), image_size=a.image_size, device=device,
+                            channels_last=channels_last, workers=a.workers, gpu_decode=a.gpu_decode)
+    return src, src.num_classes
+
+
+def _cifar10_source(a: TrainArgs, device: Any, rank: int, channels_last: bool) -> tuple[Any, int]:
+    from workloads.train.cifar import CifarImages
+
+    src = CifarImages(a.data_dir, device=device, channels_last=channels_last, seed=a.seed, rank=rank,
+                      batch=a.batch_size)
+    return src, len(src.classes)
+
+
+def _classifier(source: Callable[[TrainArgs, Any, int, bool], tuple[Any, int]]) -> Builder:
+    """An image classifier (workloads.train.models.build_classifier) trained with cross-entropy."""
+    def build(a: TrainArgs, device: Any, rank: int, channels_last: bool) -> Built:
+        import torch
+
+        from workloads.train.models import build_classifier
+
+        src, num_classes = source(a, device, rank, channels_last)
+        model = build_classifier(a.workload, num_classes=num_classes, width_per_group=a.width_per_group)
+        ce = torch.nn.CrossEntropyLoss()
+        return Built(src, model, lambda m, x, y: ce(m(x), y), num_classes)
+    return build
+
+
+def _maskrcnn(a: TrainArgs, device: Any, rank: int, channels_last: bool) -> Built:
+    """torchvision's Mask R-CNN on COCO or synthetic detection data; its loss is the sum of its losses."""
+    from workloads.train.detection import detection_source
+    from workloads.train.models import build_maskrcnn
+
+    src = detection_source(a, device=device, rank=rank)
+    model, backbone = build_maskrcnn(num_classes=src.num_classes, image_size=a.image_size, data_dir=a.data_dir)
+    return Built(src, model, lambda m, x, y: sum(m(x, y).values()), note=f"backbone {backbone or 'random init'}")
+
+
+def _cifar10_accuracy(model: Any, data_dir: str, *, device: Any, autocast: Any, **kw: Any) -> dict[str, Any]:
+    from workloads.train.cifar import accuracy
+
+    return accuracy(model, data_dir, device=device, autocast=autocast, **kw)
+
+
+WORKLOADS: dict[str, WorkloadCode] = {
+    "resnet50": WorkloadCode(build=_classifier(_resnet50_source)),
+    "cifar10": WorkloadCode(build=_classifier(_cifar10_source), evaluate=_cifar10_accuracy),
+    "maskrcnn": WorkloadCode(build=_maskrcnn),
+}
