@@ -36,6 +36,7 @@ from spec import aws_catalog as catalog
 from spec.config import HomeConfig, StackConfig
 from spec.fields import ConfigError
 from spec.shape import parse_stack_config, stack_role
+from workloads.autostop import AutostopController, AutostopControllerArgs
 from workloads.code_files import read_code_files
 from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs
 
@@ -171,6 +172,16 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
                                                 execution=cfg.execution, run_id=cfg.run_id, region=cfg.region,
                                                 env=env, bucket=results_bucket, code_files=code_files),
                             pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*workload_deps, staging]))
+
+    if cfg.autostop.enabled:
+        # On the system nodes, after the Jobs exist; it scales the GPU groups to zero once they are done.
+        AutostopController("autostop", AutostopControllerArgs(
+            namespace=cfg.namespace, run_id=cfg.run_id, region=cfg.region, cluster_name=name,
+            cluster_arn=cluster.cluster_arn, node_groups=[g.node_group_name for g in gpu_groups],
+            bucket=results_bucket, results_prefix=env.results_prefix, deadline_minutes=cfg.autostop_deadline_minutes,
+            idle_minutes=cfg.autostop.idle_minutes, code_files=code_files, tags=tags),
+            pulumi.ResourceOptions(provider=cluster.provider,
+                                   depends_on=[cluster.namespace, cluster.pod_identity_agent, system, suite]))
 
     cost = hourly_cost(cfg, nat_gateways=network.nat_gateway_count, today=today)
     if not cfg.experiments:
