@@ -24,7 +24,7 @@ from infra.device_plugins import DevicePlugins, DevicePluginsArgs
 from infra.efs_storage import EfsStorage, EfsStorageArgs
 from infra.eks_cluster import EksCluster, EksClusterArgs
 from infra.environment import environment_for
-from infra.estimate import hourly_cost
+from infra.estimate import cost_after_autostop, hourly_cost
 from infra.etcd import Etcd, EtcdArgs
 from infra.fsx_storage import FSX_EXPORT_PREFIX, FsxStorage, FsxStorageArgs
 from infra.network import Network, NetworkArgs
@@ -200,6 +200,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
         "mount_path": env.mount_path,
         "node_groups": [system.node_group_name, *[g.node_group_name for g in gpu_groups]],
         "estimated_hourly_cost_usd": round(sum(cost.values()), 2),
+        "hourly_cost_after_autostop_usd": cost_after_autostop(cost),
     }
 
 
