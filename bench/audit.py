@@ -78,7 +78,8 @@ def delete_command(arn: str, region: str) -> str:
     if service == "fsx" and kind == "file-system":
         return f"aws fsx delete-file-system {r} --file-system-id {ident}"
     if service == "iam" and kind == "role":
-        return f"aws iam delete-role --role-name {ident.rsplit('/', 1)[-1]} (after delete-role-policy for each inline policy)"
+        role = ident.rsplit("/", 1)[-1]
+        return f"aws iam delete-role --role-name {role} (after delete-role-policy for each inline policy)"
     return f"no single command: delete it in the {service or 'AWS'} console or CLI ({arn})"
 
 
@@ -93,7 +94,8 @@ def _pages(call: Callable[..., dict], key: str, token: str = "NextToken", out_to
             return items
 
 
-def find_leftovers(session: Any, *, project: str, stack: str, cluster: str, vpc_id: str | None = None) -> list[Leftover]:
+def find_leftovers(session: Any, *, project: str, stack: str, cluster: str,
+                   vpc_id: str | None = None) -> list[Leftover]:
     """Every leftover of the stack, tagged or of a kind known to leak; ``session``: a boto3 Session in
     the stack's region. ``vpc_id``: the stack's VPC where known (an existing VPC); else the VPC tagged
     with the stack, if it still exists."""
@@ -113,8 +115,8 @@ def find_leftovers(session: Any, *, project: str, stack: str, cluster: str, vpc_
 
     ec2 = session.client("ec2")
     arn_of = lambda kind, ident: f"arn:aws:ec2:{region}:{account}:{kind}/{ident}"  # noqa: E731
-    vpcs = [vpc_id] if vpc_id else [v["VpcId"] for v in ec2.describe_vpcs(Filters=[
-        {"Name": "tag:eksbench:project", "Values": [project]}, {"Name": "tag:eksbench:stack", "Values": [stack]}])["Vpcs"]]
+    tagged = [{"Name": "tag:eksbench:project", "Values": [project]}, {"Name": "tag:eksbench:stack", "Values": [stack]}]
+    vpcs = [vpc_id] if vpc_id else [v["VpcId"] for v in ec2.describe_vpcs(Filters=tagged)["Vpcs"]]
     # In a VPC of our own everything is ours; in an existing one only what names the cluster: the VPC CNI
     # tags its ENIs cluster.k8s.amazonaws.com/name (aws/amazon-vpc-cni-k8s pkg/awsutils), EKS describes its
     # control-plane ENIs "Amazon EKS <cluster>" and tags its cluster security group aws:eks:cluster-name.
@@ -128,7 +130,8 @@ def find_leftovers(session: Any, *, project: str, stack: str, cluster: str, vpc_
         for eni in _pages(ec2.describe_network_interfaces, "NetworkInterfaces", Filters=in_vpc):
             if ours(eni, eni.get("Description") or ""):
                 add(arn_of("network-interface", eni["NetworkInterfaceId"]), "ec2:network-interface",
-                    f"network interface in the stack's VPC {vpc} ({eni.get('Description') or eni.get('InterfaceType')})")
+                    f"network interface in the stack's VPC {vpc} "
+                    f"({eni.get('Description') or eni.get('InterfaceType')})")
         for sg in _pages(ec2.describe_security_groups, "SecurityGroups", Filters=in_vpc):
             if sg["GroupName"] != "default" and ours(sg, sg["GroupName"]):  # default goes with the VPC
                 add(arn_of("security-group", sg["GroupId"]), "ec2:security-group",
@@ -138,7 +141,8 @@ def find_leftovers(session: Any, *, project: str, stack: str, cluster: str, vpc_
         elbv2 = session.client("elbv2")
         for lb in _pages(elbv2.describe_load_balancers, "LoadBalancers", token="Marker", out_token="NextMarker"):
             if lb.get("VpcId") == vpc:
-                add(lb["LoadBalancerArn"], "elasticloadbalancing:loadbalancer", f"load balancer in the stack's VPC {vpc}")
+                add(lb["LoadBalancerArn"], "elasticloadbalancing:loadbalancer",
+                    f"load balancer in the stack's VPC {vpc}")
         elb = session.client("elb")
         for lb in _pages(elb.describe_load_balancers, "LoadBalancerDescriptions", token="Marker",
                          out_token="NextMarker"):

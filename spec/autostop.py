@@ -41,6 +41,25 @@ def default_deadline_minutes(experiments: Sequence[Any], execution: str) -> int:
     return total + DEADLINE_MARGIN_MINUTES
 
 
+def deadline_problems(cfg: Any) -> list[str]:
+    """A meaning rule (program.validation): a deadline set shorter than the experiments' own timeouts
+    would take the GPUs away from a run that is still allowed to go on."""
+    a = cfg.autostop
+    if not a.enabled or a.deadline_minutes is None or not cfg.experiments:
+        return []
+    times = [e.timeout_minutes + (EVAL_TIMEOUT_MINUTES if e.evaluate else 0) for e in cfg.experiments]
+    least, how = (sum(times), "summed, execution: sequential") if cfg.execution == "sequential" else (
+        max(times), "the longest, execution: parallel")
+    if a.deadline_minutes >= least:
+        return []
+    from spec.fields import problem
+
+    return [problem("autostop.deadline_minutes", a.deadline_minutes,
+                    f"is shorter than the experiments' timeouts ({least} min, {how}), so autostop would stop "
+                    f"the GPUs of a run still within them; leave it unset for "
+                    f"{default_deadline_minutes(cfg.experiments, cfg.execution)}", str(least + DEADLINE_MARGIN_MINUTES))]
+
+
 @dataclass(frozen=True)
 class JobState:
     name: str

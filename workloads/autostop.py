@@ -73,7 +73,8 @@ class AutostopController(pulumi.ComponentResource):
                                                                         code_config_map=code))
         # Credentials are handed out only once the association exists; the pod starts after it.
         self.deployment = k8s_objects.register(
-            f"{name}-deployment", manifest, child_options(self, opts, depends_on=[k8s_role, binding, association, grant]),
+            f"{name}-deployment", manifest,
+            child_options(self, opts, depends_on=[k8s_role, binding, association, grant]),
             kind="Deployment", metadata=m.controller_metadata(args.namespace))
         self.role_arn = role.arn
         self.register_outputs({"role_arn": role.arn})

@@ -54,7 +54,8 @@ def autostop_rbac_manifests(namespace: str) -> list[dict]:
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": controller_metadata(namespace)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": controller_metadata(namespace),
          "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": controller_metadata(namespace),
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": controller_metadata(namespace),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
     ]
@@ -67,8 +68,10 @@ def autostop_network_policy_manifest(namespace: str) -> dict:
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": controller_metadata(namespace),
             "spec": {"podSelector": {"matchLabels": dict(SELECTOR)}, "policyTypes": ["Ingress", "Egress"],
                      "ingress": [],
-                     "egress": [{"to": [dns], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-                                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]},
+                     "egress": [{"to": [dns],
+                                 "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+                                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}],
+                                 "ports": [{"protocol": "TCP", "port": 443}]},
                                 {"to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT}}],
                                  "ports": [{"protocol": "TCP", "port": 80}]}]}}
 

@@ -83,8 +83,8 @@ def test_the_clusters_log_group_and_kubernetes_volumes_are_found_untagged(sessio
     ("arn:aws:elasticloadbalancing:us-west-2:123456789012:loadbalancer/net/k8s-x/abc",
      "aws elbv2 delete-load-balancer --region us-west-2 --load-balancer-arn "
      "arn:aws:elasticloadbalancing:us-west-2:123456789012:loadbalancer/net/k8s-x/abc"),
-    ("arn:aws:elasticloadbalancing:us-west-2:123456789012:loadbalancer/a1b2", "aws elb delete-load-balancer "
-                                                                               "--region us-west-2 --load-balancer-name a1b2"),
+    ("arn:aws:elasticloadbalancing:us-west-2:123456789012:loadbalancer/a1b2",
+     "aws elb delete-load-balancer --region us-west-2 --load-balancer-name a1b2"),
     ("arn:aws:eks:us-west-2:123456789012:nodegroup/eksbench-dev/p3-1/uuid",
      "aws eks delete-nodegroup --region us-west-2 --cluster-name eksbench-dev --nodegroup-name p3-1"),
 ])
