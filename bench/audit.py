@@ -189,6 +189,17 @@ def audit(stack: str, *, root: Path | None = None, session: Any = None, out: Cal
     return 1 if leftovers else 0
 
 
+def audit_after_destroy(stack: str, *, root: Path | None = None, out: Callable[[str], Any] = print) -> bool:
+    """``bench run``'s check after its destroy: True when nothing is left. An audit that cannot run
+    (no tag:GetResources permission, say) does not fail a destroy that succeeded: it says so and how
+    to run it later."""
+    try:
+        return audit(stack, root=root, out=out) == 0
+    except Exception as e:  # noqa: BLE001 - botocore's ClientError and friends: one line
+        out(f"audit {stack}: could not run ({type(e).__name__}: {e}); run it later: python -m bench audit {stack}")
+        return True
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("audit", help="list what a destroyed stack left in AWS, with the command to delete each")
     p.add_argument("stack", help="stack name (Pulumi.<stack>.yaml)")

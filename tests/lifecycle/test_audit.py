@@ -90,3 +90,16 @@ def test_the_clusters_log_group_and_kubernetes_volumes_are_found_untagged(sessio
 ])
 def test_delete_commands(arn, command):
     assert delete_command(arn, "us-west-2") == command
+
+
+def test_an_audit_that_cannot_run_says_so_and_does_not_fail_the_destroy(monkeypatch):
+    import bench.audit as a
+
+    def refused(*args, **kwargs):
+        raise RuntimeError("AccessDenied: tag:GetResources")
+
+    monkeypatch.setattr(a, "audit", refused)
+    lines = []
+    assert a.audit_after_destroy("dev", out=lines.append) is True
+    assert lines == ["audit dev: could not run (RuntimeError: AccessDenied: tag:GetResources); run it later: "
+                     "python -m bench audit dev"]
