@@ -9,9 +9,9 @@ way dataset staging gets it (``datasets.staging_manifests.ENTRYPOINT``). What it
 - Network: nothing in; out only DNS (kube-dns), HTTPS (the API server, the regional EKS and
   S3 endpoints and PyPI for boto3: public addresses AWS does not fix, and a NetworkPolicy
   names no host names, so "any address on 443"), and the EKS Pod Identity agent on
-  169.254.170.23:80 (EKS user guide, "EKS Pod Identity agent": the agent serves credentials at
-  ``http://169.254.170.23/v1/credentials``; the SDK finds it through
-  ``AWS_CONTAINER_CREDENTIALS_FULL_URI``, which EKS injects).
+  169.254.170.23 (EKS user guide, "Set up the Amazon EKS Pod Identity Agent": it listens on that
+  link-local address), port 80: the SDK reads it from ``AWS_CONTAINER_CREDENTIALS_FULL_URI``,
+  ``http://169.254.170.23/v1/credentials``, which EKS injects (plain HTTP, no port given).
 - AWS: its Pod Identity role (``infra.policies.autostop_policy``).
 """
 
