@@ -11,7 +11,8 @@ import importlib
 import signal
 import sys
 
-COMMANDS = ("bench.plan", "bench.run", "bench.data", "bench.cloud", "bench.observe", "bench.report")
+COMMANDS = ("bench.plan", "bench.run", "bench.data", "bench.cloud", "bench.observe", "bench.report",
+            "bench.audit")
 
 
 class Terminated(KeyboardInterrupt):

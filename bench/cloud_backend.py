@@ -298,7 +298,9 @@ class CloudBackend:
         if ok:
             progress.line(f"destroyed in {clock_text(time.monotonic() - self.teardown_started_at).strip()}; the "
                           "results bucket is kept")
-            return True
+            from bench.audit import audit_after_destroy  # what destroy left behind: exit 1 if anything
+
+            return audit_after_destroy(self.stack, root=self.root, out=progress.line)
         progress.line(f"error: destroy failed twice; {len(left)} resource(s) left"
                       + (": " + "; ".join(left[:15]) + (" ..." if len(left) > 15 else "") if left else "")
                       + f". They cost money until removed: python -m bench destroy {self.stack} "

@@ -54,7 +54,7 @@ class EfsStorage(pulumi.ComponentResource):
         nfs = aws.vpc.SecurityGroupIngressRule(f"{name}-sg-nfs", security_group_id=sg.id, ip_protocol="tcp",
                                                from_port=NFS_PORT, to_port=NFS_PORT,
                                                referenced_security_group_id=args.node_security_group_id,
-                                               description="NFS from the cluster's nodes", opts=child)
+                                               description="NFS from the cluster's nodes", tags=tags, opts=child)
         fs = aws.efs.FileSystem(f"{name}-fs", encrypted=True, throughput_mode=args.config.throughput_mode,
                                 performance_mode=args.config.performance_mode,
                                 tags={**tags, "Name": f"{name}-fs"}, opts=child)

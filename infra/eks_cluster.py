@@ -55,6 +55,7 @@ class EksCluster(pulumi.ComponentResource):
     namespace: pulumi.CustomResource
     ready_cluster_name: pulumi.Output[str]
     node_security_group_id: pulumi.Output[str]
+    cluster_arn: pulumi.Output[str]
     kubeconfig: pulumi.Output[str]
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
@@ -115,6 +116,7 @@ class EksCluster(pulumi.ComponentResource):
         self.ready_cluster_name = self.cluster.kubeconfig_json.apply(lambda _: cluster_name)
         created = aws.eks.get_cluster_output(name=self.ready_cluster_name, opts=pulumi.InvokeOutputOptions(parent=self))
         self.node_security_group_id = created.vpc_config.cluster_security_group_id
+        self.cluster_arn = created.arn  # for policies scoped to this cluster (its node groups)
         self.kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig_json)
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.cluster.kubeconfig_json,
                                      enable_server_side_apply=True, opts=child)

@@ -91,12 +91,15 @@ def critical_path(nodes: Iterable[Node]) -> tuple[float, list[Node]]:
     return round(finish[end.urn][0], 2), list(reversed(path))
 
 
+GPU_ITEM = "gpu nodes "  # hourly_cost's line items for GPU groups start with it
+
+
 def hourly_cost(cfg: StackConfig, *, nat_gateways: int, today: str) -> dict[str, float]:
     """USD per hour at desired sizes, by line item (catalog prices as of PRICES_AS_OF). ``today`` (ISO
     date, the caller's clock) decides whether the control plane bills at the extended-support rate."""
     items: dict[str, float] = {}
     for g in cfg.gpu_node_groups:
-        items[f"gpu nodes {g.name} ({g.desired_size}x {g.instance_type})"] = g.desired_size * catalog.hourly_price(
+        items[f"{GPU_ITEM}{g.name} ({g.desired_size}x {g.instance_type})"] = g.desired_size * catalog.hourly_price(
             g.instance_type)
     s = cfg.system_nodes
     items[f"system nodes ({s.desired_size}x {s.instance_type})"] = s.desired_size * catalog.hourly_price(s.instance_type)
@@ -113,3 +116,9 @@ def hourly_cost(cfg: StackConfig, *, nat_gateways: int, today: str) -> dict[str,
         items[f"FSx for Lustre ({f.storage_capacity_gib} GiB {f.deployment_type})"] = (
             f.storage_capacity_gib * per_gib / catalog.HOURS_PER_MONTH)
     return {k: round(v, 4) for k, v in items.items()}
+
+
+def cost_after_autostop(items: dict[str, float]) -> float:
+    """What ``hourly_cost``'s items still bill once the GPU groups are at zero (autostop, ``--keep``):
+    the control plane, NAT, system nodes and FSx. EFS bills per GB stored and is not in it."""
+    return round(sum(v for k, v in items.items() if not k.startswith(GPU_ITEM)), 2)

@@ -39,7 +39,7 @@ IMPORT_EVENTS = ["NEW", "CHANGED", "DELETED"]
 
 
 def lustre_rules(sg: aws.ec2.SecurityGroup, node_security_group_id, name: str,
-                 opts) -> tuple[list, list]:
+                 opts, tags: Mapping[str, str] | None = None) -> tuple[list, list]:
     """Lustre between the nodes and the file system (both ways) and among the file servers, as rules of
     their own: ``(server_rules, node_rules)``.
 
@@ -52,7 +52,7 @@ def lustre_rules(sg: aws.ec2.SecurityGroup, node_security_group_id, name: str,
     """
     server_rules, node_rules = [], []
     for lo, hi in LUSTRE_PORTS:
-        common = dict(ip_protocol="tcp", from_port=lo, to_port=hi, opts=opts)
+        common = dict(ip_protocol="tcp", from_port=lo, to_port=hi, tags=dict(tags or {}), opts=opts)
         server_rules += [
             aws.vpc.SecurityGroupIngressRule(f"{name}-self-{lo}", security_group_id=sg.id,
                                              referenced_security_group_id=sg.id,
@@ -106,7 +106,7 @@ class FsxStorage(pulumi.ComponentResource):
         child = child_options(self, opts)
         sg = aws.ec2.SecurityGroup(f"{name}-sg", vpc_id=args.vpc_id, description="Lustre from EKS nodes to FSx",
                                    tags=tags, opts=child)
-        server_rules, node_rules = lustre_rules(sg, args.node_security_group_id, f"{name}-sg", child)
+        server_rules, node_rules = lustre_rules(sg, args.node_security_group_id, f"{name}-sg", child, tags)
         persistent = config.deployment_type.startswith("PERSISTENT")
         # Encrypted at rest always (AWS-managed key); 2.15 supports data repository associations.
         # FSx checks at creation that its security group lets the servers reach each other on the Lustre

@@ -41,6 +41,8 @@ from spec.config import GpuNodeGroup, SystemNodeGroup
 NODE_GROUP_REPLACE_INPUTS = ("amiType", "capacityType", "clusterName", "diskSize", "instanceTypes",
                              "nodeGroupName", "nodeGroupNamePrefix", "nodeRoleArn", "remoteAccess", "subnetIds")
 
+TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
+
 
 @dataclass(frozen=True)
 class NodeGroupSpec:
@@ -208,7 +210,12 @@ class NodeGroup(pulumi.ComponentResource):
                                     placement_group_name=placement.name if placement else None)
         template = aws.ec2.LaunchTemplate(
             f"{name}-lt", description=f"eksbench node group {spec.name}: IMDSv2 hop limit 1", update_default_version=True,
-            tag_specifications=[{"resource_type": "instance", "tags": tags}, {"resource_type": "volume", "tags": tags}],
+            # What EC2 creates from the template carries the stack's tags, so `bench audit` finds a leftover:
+            # "instance | volume | network-interface | spot-instances-request" can be tagged at launch (EC2 API
+            # reference, LaunchTemplateTagSpecificationRequest); EKS forbids none of them in a node group's
+            # template (EKS API reference, LaunchTemplateSpecification). ENIs the VPC CNI attaches later
+            # are its own (tagged cluster.k8s.amazonaws.com/name): the audit looks for those by VPC.
+            tag_specifications=[{"resource_type": kind, "tags": tags} for kind in TAGGED_AT_LAUNCH],
             tags=tags, opts=child, **data)
         block = spec.capacity_type == "CAPACITY_BLOCK"
         ng = aws.eks.NodeGroup(

@@ -47,6 +47,25 @@ def trainer_policy(*, results_bucket: str, results_prefix: str, datasets_uri: st
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+def nodegroups_arn(cluster_arn: str) -> str:
+    """Every node group of the cluster whose ARN is ``cluster_arn``: a node group's ARN is
+    ``arn:<partition>:eks:<region>:<account>:nodegroup/<cluster>/<nodegroup>/<uuid>`` (Service
+    Authorization Reference, "Actions, resources, and condition keys for Amazon EKS", nodegroup)."""
+    head, _, name = cluster_arn.partition(":cluster/")
+    if not name:
+        raise ValueError(f"{cluster_arn!r}: not an EKS cluster ARN (arn:aws:eks:<region>:<account>:cluster/<name>)")
+    return f"{head}:nodegroup/{name}/*"
+
+
+def autostop_policy(*, cluster_arn: str, bucket: str, key: str) -> dict:
+    """The autostop controller: read and resize this cluster's node groups, write its one record."""
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "ResizeNodeGroups", "Effect": "Allow",
+         "Action": ["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig"], "Resource": nodegroups_arn(cluster_arn)},
+        {"Sid": "WriteRecord", "Effect": "Allow", "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{bucket}/{key}"},
+    ]}
+
+
 def tls_only_bucket_policy(bucket_arn: str) -> dict:
     """Deny every request that does not use TLS (AWS S3 security best practices)."""
     return {"Version": "2012-10-17", "Statement": [{

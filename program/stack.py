@@ -24,7 +24,7 @@ from infra.device_plugins import DevicePlugins, DevicePluginsArgs
 from infra.efs_storage import EfsStorage, EfsStorageArgs
 from infra.eks_cluster import EksCluster, EksClusterArgs
 from infra.environment import environment_for
-from infra.estimate import hourly_cost
+from infra.estimate import cost_after_autostop, hourly_cost
 from infra.etcd import Etcd, EtcdArgs
 from infra.fsx_storage import FSX_EXPORT_PREFIX, FsxStorage, FsxStorageArgs
 from infra.network import Network, NetworkArgs
@@ -37,6 +37,7 @@ from spec.config import HomeConfig, StackConfig
 from spec.fields import ConfigError
 from spec.results_location import ResultsLocation
 from spec.shape import parse_stack_config, stack_role
+from workloads.autostop import AutostopController, AutostopControllerArgs
 from workloads.code_files import read_code_files
 from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs
 
@@ -174,6 +175,16 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
                                                 env=env, bucket=results_bucket, code_files=code_files),
                             pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*workload_deps, staging]))
 
+    if cfg.autostop.enabled:
+        # On the system nodes, after the Jobs exist; it scales the GPU groups to zero once they are done.
+        AutostopController("autostop", AutostopControllerArgs(
+            namespace=cfg.namespace, run_id=cfg.run_id, region=cfg.region, cluster_name=name,
+            cluster_arn=cluster.cluster_arn, node_groups=[g.node_group_name for g in gpu_groups],
+            bucket=results_bucket, results_prefix=env.results_prefix, deadline_minutes=cfg.autostop_deadline_minutes,
+            idle_minutes=cfg.autostop.idle_minutes, code_files=code_files, tags=tags),
+            pulumi.ResourceOptions(provider=cluster.provider,
+                                   depends_on=[cluster.namespace, cluster.pod_identity_agent, system, suite]))
+
     cost = hourly_cost(cfg, nat_gateways=network.nat_gateway_count, today=today)
     if not cfg.experiments:
         pulumi.log.warn(f"experiments=[]: the stack runs no experiment, yet its nodes and control plane bill about "
@@ -191,6 +202,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
         "mount_path": env.mount_path,
         "node_groups": [system.node_group_name, *[g.node_group_name for g in gpu_groups]],
         "estimated_hourly_cost_usd": round(sum(cost.values()), 2),
+        "hourly_cost_after_autostop_usd": cost_after_autostop(cost),
     }
 
 

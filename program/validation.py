@@ -18,6 +18,7 @@ from datasets.catalog import DATASET_NAMES, dataset
 from infra.offerings import offering_problems
 from spec import aws_catalog as catalog
 from spec import compat
+from spec.autostop import deadline_problems
 from spec.config import Experiment, GpuNodeGroup, StackConfig
 from spec.fields import ConfigError, documentation_cidr, placeholder_bucket, problem, show
 from spec.pins import EKS_ADDON_REGISTRY_ACCOUNTS
@@ -35,7 +36,7 @@ def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None
     version calendar) and ``zones`` (the region's usable zone names -> zone ids) are checked when given."""
     problems = (_cluster(cfg, today) + _node_groups(cfg) + _network(cfg, zones) + _storage(cfg)
                 + _datasets(cfg) + _experiments(cfg) + image_problems(cfg))
-    problems += _fsx_deployment(cfg) + _parallel_gpus(cfg)
+    problems += _fsx_deployment(cfg) + _parallel_gpus(cfg) + deadline_problems(cfg)
     if offered is not None:
         problems += offering_problems(cfg, offered)
     if code_files is not None:

@@ -172,6 +172,15 @@ class LocalRun:
     timeout_minutes: int = 10
 
 
+@dataclass(frozen=True)
+class Autostop:
+    """The cluster scales its GPU node groups to zero once the run is over (spec/autostop.py decides).
+    deadline_minutes None: the experiments' budgets plus a margin (spec.autostop.default_deadline_minutes)."""
+    enabled: bool = True
+    deadline_minutes: int | None = None
+    idle_minutes: int = 5
+
+
 ROLES = ("experiment", "home")
 HOME_ROLE = "home"
 
@@ -204,6 +213,7 @@ class StackConfig:
     execution: str
     local: LocalRun
     tags: Mapping[str, str]
+    autostop: Autostop = Autostop()
 
     @property
     def node_groups(self) -> dict[str, GpuNodeGroup]:
@@ -211,3 +221,12 @@ class StackConfig:
 
     def node_group_for(self, experiment: Experiment) -> GpuNodeGroup:
         return self.node_groups.get(experiment.node_group) or self.gpu_node_groups[0]
+
+    @property
+    def autostop_deadline_minutes(self) -> int:
+        """The configured deadline, or the experiments' budgets plus a margin."""
+        from spec.autostop import default_deadline_minutes
+
+        if self.autostop.deadline_minutes is not None:
+            return self.autostop.deadline_minutes
+        return default_deadline_minutes(self.experiments, self.execution)

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from spec import aws_catalog as catalog
 from spec import compat
-from spec.config import (DEFAULT_IMAGE, NAME, RETIRED_FRAMEWORKS, Cluster, Efs, Experiment, Fsx, GpuNodeGroup,
+from spec.config import (Autostop, DEFAULT_IMAGE, NAME, RETIRED_FRAMEWORKS, Cluster, Efs, Experiment, Fsx, GpuNodeGroup,
                          HOME_ROLE, HomeConfig, LocalRun, Network, ROLES, Results, StackConfig, Storage,
                          SystemNodeGroup, choices_of, default_of)
 from spec.fields import ConfigError, Reader, cidr_rule, show
@@ -96,6 +96,7 @@ def parse_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, regi
     execution = top.string("execution", "parallel", choices=("parallel", "sequential"))
     local = _local(Reader(top.mapping("local"), "local", problems))
     tags = top.string_map("tags")
+    autostop = _autostop(Reader(top.mapping("autostop"), "autostop", problems))
     experiments = _experiments(top.raw("experiments", None), groups, problems,
                                default_image=training_image(region) if region else DEFAULT_IMAGE, region=region)
     top.finish()
@@ -104,7 +105,16 @@ def parse_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, regi
     return StackConfig(project=project, stack=stack, region=region, run_id=run_id, namespace=namespace,
                        network=network, cluster=cluster, gpu_node_groups=groups, system_nodes=system,
                        storage=storage, results=results, datasets_uri=datasets_uri, experiments=experiments,
-                       execution=execution, local=local, tags=tags)
+                       execution=execution, local=local, tags=tags, autostop=autostop)
+
+
+def _autostop(r: Reader) -> Autostop:
+    d = Autostop()
+    a = Autostop(enabled=r.boolean("enabled", d.enabled),
+                 deadline_minutes=r.integer("deadline_minutes", None, minimum=10, maximum=20160, example="240"),
+                 idle_minutes=r.integer("idle_minutes", d.idle_minutes, minimum=1, maximum=1440, example="5"))
+    r.finish()
+    return a
 
 
 def _network(r: Reader) -> Network:

@@ -18,13 +18,13 @@ from infra.environment import GPU_NODE_LABEL_KEY, GPU_TOLERATION, SYSTEM_NODE_LA
 from infra.labels import SKIP_AWAIT, labels, metadata
 from infra.pod_security import harden_pod_spec, volume_owner_init_container
 from spec import aws_catalog as catalog
+from spec.autostop import EVAL_TIMEOUT_MINUTES, experiment_budget_minutes
 from spec.config import Experiment, GpuNodeGroup
 from spec.pins import GATE_IMAGE
 from workloads import contracts
 from workloads.results_folders import results_folder_owners
 
 CODE_CONFIG_MAP_LIMIT = 1024 * 1024  # a ConfigMap holds at most 1 MiB (Kubernetes ConfigMap docs)
-EVAL_TIMEOUT_MINUTES = 30
 GRACE_SECONDS = 120  # time for the launcher to write summary.json and upload after SIGTERM
 # GPUDirect RDMA over EFA exists on p4d/p4de/p5/p5e only (AWS EFA docs).
 EFA_RDMA_FAMILIES = ("p4d", "p4de", "p5", "p5e")
@@ -370,4 +370,4 @@ def experiment_manifests(e: Experiment, *, env: Environment, node_group: GpuNode
 
 def suite_budget_minutes(e: Experiment) -> int:
     """How long a successor may have to wait for ``e``: its timeout, its evaluation and start-up slack."""
-    return e.timeout_minutes + (EVAL_TIMEOUT_MINUTES if e.evaluate else 0) + 60
+    return experiment_budget_minutes(e)

@@ -39,6 +39,7 @@ PLUGINS = "DaemonSet.kube-system.*"
 EFA_PLUGIN = "DaemonSet.kube-system.aws-efa-k8s-device-plugin"
 JOBS = "Job.eksbench.*"
 GATES = "Job.eksbench.*-gate"
+AUTOSTOP = "Deployment.eksbench.eksbench-autostop"
 EVERYTHING = "*"
 
 # check id -> (resource patterns it is accepted on, why). Resources read "Kind.namespace.name".
@@ -63,7 +64,8 @@ ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
                                "/var/lib/kubelet/device-plugins (upstream runs both as root)"),
     "CKV_K8S_40": ((PLUGINS,), "high UID: the plugins run as root, see CKV_K8S_23"),
     "CKV_K8S_19": ((EFA_PLUGIN,), "host network: AWS's chart runs the EFA plugin with hostNetwork: true"),
-    "CKV_K8S_38": ((GATES,), "service-account token: the gate reads and resumes Jobs through the API server"),
+    "CKV_K8S_38": ((GATES, AUTOSTOP), "service-account token: the gate reads and resumes Jobs, and the autostop "
+                                      "controller lists them, through the API server"),
 }
 
 # Checks a coming change is expected to fix, with the change (none now: the pod builders of

@@ -177,7 +177,7 @@ def test_existing_bucket_creates_no_bucket():
 
 
 def test_trainer_policy_is_limited_to_datasets_and_results_prefixes(dev):
-    policy = json.loads(one(dev, "aws:iam/rolePolicy:RolePolicy")["inputs"]["policy"])
+    policy = json.loads(one(dev, "aws:iam/rolePolicy:RolePolicy", "trainer-s3")["inputs"]["policy"])
     bucket = "eksbench-home-20261122"  # the home stack's, as the mock engine answers the StackReference
     resources = set()
     listing = [s for s in policy["Statement"] if s["Sid"] == "ListDatasets"][0]
@@ -193,7 +193,7 @@ def test_trainer_policy_is_limited_to_datasets_and_results_prefixes(dev):
     assert [s["Resource"] for s in writes] == [f"arn:aws:s3:::{bucket}/eksbench/dev/*"]
     trust = json.loads(one(dev, "aws:iam/role:Role", "trainer-role")["inputs"]["assumeRolePolicy"])
     assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
-    assoc = one(dev, "aws:eks/podIdentityAssociation:PodIdentityAssociation")["inputs"]
+    assoc = one(dev, "aws:eks/podIdentityAssociation:PodIdentityAssociation", "trainer-association")["inputs"]
     assert (assoc["namespace"], assoc["serviceAccount"]) == ("eksbench", "eksbench-trainer")
 
 
@@ -206,7 +206,7 @@ def test_no_aws_keys_anywhere_in_the_cluster(dev):
 def test_device_plugin_and_etcd_are_pinned_and_etcd_speaks_v2(dev):
     ds = one(dev, "kubernetes:apps/v1:DaemonSet")["inputs"]["spec"]["template"]["spec"]
     assert ds["containers"][0]["image"] == DEVICE_PLUGIN_IMAGE and ":v0." in DEVICE_PLUGIN_IMAGE
-    etcd = one(dev, "kubernetes:apps/v1:Deployment")["inputs"]["spec"]["template"]["spec"]
+    etcd = one(dev, "kubernetes:apps/v1:Deployment", "etcd-deployment")["inputs"]["spec"]["template"]["spec"]
     assert etcd["containers"][0]["image"] == ETCD_IMAGE and ":v3.5." in ETCD_IMAGE
     assert "--enable-v2=true" in etcd["containers"][0]["command"]
     assert etcd["nodeSelector"] == {"eksbench.io/pool": "system"}
@@ -236,7 +236,7 @@ def test_bottlerocket_groups_get_no_device_plugin():
 def test_every_output_is_present(dev):
     expected = {"cluster_name", "region", "kubeconfig", "results_bucket", "results_prefix", "experiment_results",
                 "dataset_uri", "storage_kind", "storage_id", "mount_path", "node_groups",
-                "estimated_hourly_cost_usd"}
+                "estimated_hourly_cost_usd", "hourly_cost_after_autostop_usd"}
     assert set(dev.outputs) == expected
     assert all(v not in (None, "", "<unknown>") for v in dev.outputs.values()), dev.outputs
     assert dev.outputs["kubeconfig"] == "[secret]"

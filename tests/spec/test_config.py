@@ -55,7 +55,7 @@ def test_good_config_parses_with_defaults():
 
 
 @pytest.mark.parametrize("raw, expected", [
-    (with_(["storag"], {"kind": "efs"}), 'storag={"kind": "efs"}: unknown key; allowed keys here: cluster,'),
+    (with_(["storag"], {"kind": "efs"}), 'storag={"kind": "efs"}: unknown key; allowed keys here: autostop, cluster,'),
     (with_(["storage", "kind"], "nfs"), 'storage.kind="nfs": must be one of efs, fsx, e.g. "efs"'),
     (with_(["storage", "knd"], "efs"), 'storage.knd="efs": unknown key'),
     (with_(["gpu_node_groups", 0, "instance_type"], "m5.large"), 'gpu_node_groups[0].instance_type="m5.large": is not a GPU instance type'),

@@ -24,7 +24,7 @@ NEW_DIR = 0o755  # mkdir under the default umask 022
 HOST_PATHS_WRITTEN = {"/var/lib/kubelet/device-plugins"}  # the device plugins' sockets; /dev/infiniband is read
 # Containers that write nothing on the shared claim, each with why (a new container must be added here
 # or to shared_writes, so a new writer is never skipped).
-NO_SHARED_WRITES = {"gate": "no shared mount", "etcd": "emptyDir only",
+NO_SHARED_WRITES = {"gate": "no shared mount", "autostop": "no shared mount", "etcd": "emptyDir only",
                     "nvidia-device-plugin-ctr": "hostPath only", "aws-efa-k8s-device-plugin": "hostPath only"}
 
 

@@ -21,20 +21,26 @@ import urllib.request
 from typing import Any, Callable
 
 SA = "/var/run/secrets/kubernetes.io/serviceaccount/"
+API = "https://kubernetes.default.svc"
+
+
+def request(path: str, body: dict | None = None, *, api: str = API, sa: str = SA) -> Any:
+    """GET ``path`` of the API server, or PATCH it with ``body`` (a JSON merge patch), as the pod's
+    service account. Shared with the autostop controller (workloads.train.autostop)."""
+    with open(sa + "token") as f:  # re-read each time: projected tokens rotate
+        token = f.read()
+    req = urllib.request.Request(api + path, method="PATCH" if body else "GET",
+                                 data=json.dumps(body).encode() if body else None,
+                                 headers={"Authorization": "Bearer " + token,
+                                          "Content-Type": "application/merge-patch+json"})
+    ctx = ssl.create_default_context(cafile=sa + "ca.crt") if api.startswith("https:") else None
+    with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
+        return json.load(r)
 
 
 def call(spec: dict, name: str, body: dict | None = None) -> Any:
     """GET the Job ``name``, or PATCH it with ``body`` (a JSON merge patch)."""
-    with open(SA + "token") as f:  # re-read each time: projected tokens rotate
-        token = f.read()
-    url = "https://kubernetes.default.svc/apis/batch/v1/namespaces/%s/jobs/%s" % (spec["namespace"], name)
-    req = urllib.request.Request(url, method="PATCH" if body else "GET",
-                                 data=json.dumps(body).encode() if body else None,
-                                 headers={"Authorization": "Bearer " + token,
-                                          "Content-Type": "application/merge-patch+json"})
-    ctx = ssl.create_default_context(cafile=SA + "ca.crt")
-    with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
-        return json.load(r)
+    return request("/apis/batch/v1/namespaces/%s/jobs/%s" % (spec["namespace"], name), body)
 
 
 def job_state(spec: dict, name: str) -> str:

@@ -1,0 +1,110 @@
+"""The autostop controller in the plans of both example stacks: its role, RBAC, NetworkPolicy and
+Deployment, each scoped as tightly as it can be (workloads/autostop.py)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from bench.plan import evaluate, evaluate_config
+from infra.environment import SYSTEM_NODE_LABEL
+from spec.pins import STAGING_IMAGE
+from tests.infra.test_program import DEV, P5_FILLED
+from tests.support.k8s_schema import schema_errors
+
+
+@pytest.fixture(scope="module", params=["dev", "p5-fsx"])
+def plan(request):
+    return evaluate("dev") if request.param == "dev" else evaluate_config("p5-fsx", P5_FILLED)
+
+
+def one(plan, typ, name):
+    found = [r for r in plan.resources if r["type"] == typ and r["name"] == name]
+    assert len(found) == 1, [r["name"] for r in plan.resources if r["type"] == typ]
+    return found[0]["inputs"]
+
+
+def outputs(plan):
+    return plan.outputs if isinstance(plan.outputs, dict) else dict(plan.outputs)
+
+
+def test_the_role_may_resize_this_clusters_node_groups_and_write_one_key(plan):
+    cluster = outputs(plan)["cluster_name"]
+    trust = json.loads(one(plan, "aws:iam/role:Role", "autostop-role")["assumeRolePolicy"])
+    assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    statements = json.loads(one(plan, "aws:iam/rolePolicy:RolePolicy", "autostop-policy")["policy"])["Statement"]
+    assert [(s["Action"], s["Resource"]) for s in statements] == [
+        (["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig"],
+         f"arn:aws:eks:{outputs(plan)['region']}:123456789012:nodegroup/{cluster}/*"),
+        ("s3:PutObject", outputs(plan)["results_prefix"].replace("s3://", "arn:aws:s3:::") + "autostop.json")]
+    association = one(plan, "aws:eks/podIdentityAssociation:PodIdentityAssociation", "autostop-association")
+    assert (association["serviceAccount"], association["clusterName"]) == ("eksbench-autostop", cluster)
+
+
+def test_rbac_reads_jobs_of_the_namespace_only(plan):
+    role = one(plan, "kubernetes:rbac.authorization.k8s.io/v1:Role", "autostop-rbac-role")
+    assert role["metadata"]["namespace"] == "eksbench"
+    assert role["rules"] == [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]}]
+    binding = one(plan, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "autostop-rbac-binding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "eksbench-autostop", "namespace": "eksbench"}]
+
+
+def test_network_policy_lets_nothing_in_and_only_dns_https_and_the_pod_identity_agent_out(plan):
+    spec = one(plan, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "autostop-network-policy")["spec"]
+    assert spec["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "eksbench-autostop"}}
+    assert sorted(spec["policyTypes"]) == ["Egress", "Ingress"] and not spec.get("ingress")
+    ports = sorted((p["protocol"], int(p["port"])) for rule in spec["egress"] for p in rule["ports"])
+    assert ports == [("TCP", 53), ("TCP", 80), ("TCP", 443), ("UDP", 53)]
+    agent = [r for r in spec["egress"] if r["ports"][0]["port"] == 80][0]
+    assert agent["to"] == [{"ipBlock": {"cidr": "169.254.170.23/32"}}]
+
+
+def test_the_deployment_runs_the_shipped_code_on_the_system_nodes_and_watches_the_gpu_groups(plan):
+    deployment = one(plan, "kubernetes:apps/v1:Deployment", "autostop-deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == SYSTEM_NODE_LABEL and pod["serviceAccountName"] == "eksbench-autostop"
+    (container,) = pod["containers"]
+    assert container["image"] == STAGING_IMAGE and "workloads.train.autostop" in container["command"][-1]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    spec = json.loads(env["EKSBENCH_AUTOSTOP"])
+    gpu_groups = outputs(plan)["node_groups"][1:]  # the system group is first, and never scaled
+    assert spec["node_groups"] == gpu_groups and spec["cluster"] == outputs(plan)["cluster_name"]
+    assert f"s3://{spec['bucket']}/{spec['key']}" == outputs(plan)["results_prefix"] + "autostop.json"
+
+
+def test_the_controllers_objects_pass_the_kubernetes_schema():
+    from workloads import autostop_manifests as m
+    from workloads.job_manifests import code_config_map_manifest
+
+    code = code_config_map_manifest({"workloads/train/autostop.py": "pass"}, namespace="eksbench")
+    spec = m.autostop_spec(namespace="eksbench", run_id="run-001", cluster="eksbench-dev", node_groups=["p3-1"],
+                           region="us-west-2", bucket="b", key="eksbench/dev/run-001/autostop.json",
+                           deadline_minutes=330, idle_minutes=5)
+    objects = [*m.autostop_rbac_manifests("eksbench"), m.autostop_network_policy_manifest("eksbench"),
+               m.autostop_deployment_manifest(namespace="eksbench", spec=spec, code_config_map=code)]
+    assert [e for o in objects for e in schema_errors(o)] == []
+
+
+def test_the_dev_deadline_is_the_sequential_budgets_plus_a_margin():
+    deployment = one(evaluate("dev"), "kubernetes:apps/v1:Deployment", "autostop-deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    spec = json.loads(env["EKSBENCH_AUTOSTOP"])
+    # resnet50 60 min + 60 slack; cifar10 90 min + 30 evaluation + 60 slack; 30 margin.
+    assert (spec["deadline_minutes"], spec["idle_minutes"]) == (120 + 180 + 30, 5)
+
+
+def test_autostop_disabled_builds_no_controller():
+    config = copy.deepcopy(DEV)
+    config["eksbench:autostop"] = {"enabled": False}
+    plan = evaluate_config("dev", config)
+    assert not [r for r in plan.resources if r["name"].startswith("autostop")]
+
+
+def test_the_cost_after_autostop_is_everything_but_the_gpu_nodes(plan):
+    from infra.estimate import cost_after_autostop
+
+    assert cost_after_autostop({"gpu nodes p3 (2x p3.16xlarge)": 48.96, "system nodes (2x m6i.large)": 0.192,
+                                "EKS control plane": 0.1, "NAT gateways (1)": 0.045}) == 0.34
+    assert 0 < outputs(plan)["hourly_cost_after_autostop_usd"] < outputs(plan)["estimated_hourly_cost_usd"] / 10

@@ -1,0 +1,80 @@
+"""``AutostopController``: the controller that scales the run's GPU node groups to zero when it is over.
+
+Registers the controller's IAM role (``infra.policies.autostop_policy``: this cluster's node
+groups and one S3 key), its Pod Identity association, its RBAC and NetworkPolicy and the
+Deployment (``workloads.autostop_manifests``; the program in ``workloads/train/autostop.py``).
+It should come after the experiments (``opts.depends_on``): the run's Jobs exist before it
+first looks, so it never sees an empty run that is only about to start.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+from infra import k8s_objects
+from infra.component_options import child_options
+from infra.policies import autostop_policy, pod_identity_trust_policy
+from workloads import autostop_manifests as m
+from workloads.job_manifests import code_config_map_manifest
+
+RECORD = "autostop.json"  # beside the run's results: s3://<bucket>/<project>/<stack>/<run_id>/autostop.json
+
+
+@dataclass(frozen=True)
+class AutostopControllerArgs:
+    """namespace, run_id, region: the run. cluster_name and cluster_arn: the cluster whose node groups
+    it may resize (cluster_arn scopes the policy). node_groups: the GPU node groups' names.
+    bucket: the results bucket; results_prefix ``<project>/<stack>/<run_id>/``, where the record goes.
+    deadline_minutes, idle_minutes: spec.config.Autostop, resolved. code_files: read_code_files(),
+    the same ConfigMap the experiments mount. tags: on every AWS resource."""
+    namespace: str
+    run_id: str
+    region: str
+    cluster_name: str
+    cluster_arn: pulumi.Input[str]
+    node_groups: Sequence[pulumi.Input[str]]
+    bucket: pulumi.Input[str]
+    results_prefix: str
+    deadline_minutes: int
+    idle_minutes: int
+    code_files: Mapping[str, str]
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+class AutostopController(pulumi.ComponentResource):
+    role_arn: pulumi.Output[str]
+    deployment: pulumi.CustomResource
+
+    def __init__(self, name: str, args: AutostopControllerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("eksbench:workloads:AutostopController", name, None, opts)
+        child, tags, key = child_options(self, opts), dict(args.tags), f"{args.results_prefix}{RECORD}"
+        role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps(pod_identity_trust_policy()),
+                            tags=tags, opts=child)
+        policy = pulumi.Output.all(args.cluster_arn, args.bucket).apply(
+            lambda a: json.dumps(autostop_policy(cluster_arn=a[0], bucket=a[1], key=key)))
+        grant = aws.iam.RolePolicy(f"{name}-policy", role=role.id, policy=policy, opts=child)
+        sa, k8s_role, binding = (k8s_objects.register(f"{name}-{r}", o, child) for r, o in
+                                 zip(("sa", "rbac-role", "rbac-binding"), m.autostop_rbac_manifests(args.namespace)))
+        association = aws.eks.PodIdentityAssociation(
+            f"{name}-association", cluster_name=args.cluster_name, namespace=args.namespace,
+            service_account=m.NAME, role_arn=role.arn, tags=tags, opts=child_options(self, opts, depends_on=[sa]))
+        k8s_objects.register(f"{name}-network-policy", m.autostop_network_policy_manifest(args.namespace), child)
+        code = code_config_map_manifest(args.code_files, namespace=args.namespace)
+        spec = pulumi.Output.all(args.bucket, *args.node_groups).apply(lambda a: m.autostop_spec(
+            namespace=args.namespace, run_id=args.run_id, cluster=args.cluster_name, node_groups=a[1:],
+            region=args.region, bucket=a[0], key=key, deadline_minutes=args.deadline_minutes,
+            idle_minutes=args.idle_minutes))
+        manifest = spec.apply(lambda s: m.autostop_deployment_manifest(namespace=args.namespace, spec=s,
+                                                                        code_config_map=code))
+        # Credentials are handed out only once the association exists; the pod starts after it.
+        self.deployment = k8s_objects.register(
+            f"{name}-deployment", manifest,
+            child_options(self, opts, depends_on=[k8s_role, binding, association, grant]),
+            kind="Deployment", metadata=m.controller_metadata(args.namespace))
+        self.role_arn = role.arn
+        self.register_outputs({"role_arn": role.arn})

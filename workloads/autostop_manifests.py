@@ -1,0 +1,97 @@
+"""The autostop controller's Kubernetes objects, as plain dicts (pure; ``workloads/autostop.py`` registers them).
+
+One pod on the system nodes runs ``python3 -m workloads.train.autostop`` from the code ConfigMap
+(the trainer's code, so no image of our own) in the pinned staging image, which gets boto3 the
+way dataset staging gets it (``datasets.staging_manifests.ENTRYPOINT``). What it may do:
+
+- Kubernetes: get, list and watch Jobs in the namespace (a Role, not a ClusterRole); no Pods,
+  no writes.
+- Network: nothing in; out only DNS (kube-dns), HTTPS (the API server, the regional EKS and
+  S3 endpoints and PyPI for boto3: public addresses AWS does not fix, and a NetworkPolicy
+  names no host names, so "any address on 443"), and the EKS Pod Identity agent on
+  169.254.170.23 (EKS user guide, "Set up the Amazon EKS Pod Identity Agent": it listens on that
+  link-local address), port 80: the SDK reads it from ``AWS_CONTAINER_CREDENTIALS_FULL_URI``,
+  ``http://169.254.170.23/v1/credentials``, which EKS injects (plain HTTP, no port given).
+- AWS: its Pod Identity role (``infra.policies.autostop_policy``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+from infra.environment import SYSTEM_NODE_LABEL
+from infra.labels import labels, metadata
+from infra.pod_security import harden_pod_spec
+from spec.pins import PIP_PINS, STAGING_IMAGE
+from workloads import contracts
+from workloads.job_manifests import code_mount, code_volume
+
+NAME = "eksbench-autostop"
+MODULE = "workloads.train.autostop"
+HEARTBEAT = "/tmp/autostop-alive"  # touched after every look; the liveness probe reads its age
+POD_IDENTITY_AGENT = "169.254.170.23/32"
+ENTRYPOINT = (f'python -c "import boto3" 2>/dev/null || pip install --no-cache-dir --quiet --root-user-action=ignore '
+              f'{PIP_PINS["boto3"]} && exec python -m {MODULE}')
+SELECTOR = {"app.kubernetes.io/name": NAME}
+
+
+def autostop_spec(*, namespace: str, run_id: str, cluster: str, node_groups: Sequence[str], region: str,
+                  bucket: str, key: str, deadline_minutes: int, idle_minutes: int) -> str:
+    """The controller's instructions (``EKSBENCH_AUTOSTOP``), as workloads.train.autostop reads them."""
+    return json.dumps({"namespace": namespace, "run_id": run_id, "cluster": cluster, "node_groups": list(node_groups),
+                       "region": region, "bucket": bucket, "key": key, "deadline_minutes": deadline_minutes,
+                       "idle_minutes": idle_minutes, "heartbeat": HEARTBEAT}, sort_keys=True)
+
+
+def controller_metadata(namespace: str) -> dict:
+    return metadata(NAME, namespace, label_set=labels(NAME, component="autostop"))
+
+
+def autostop_rbac_manifests(namespace: str) -> list[dict]:
+    """ServiceAccount, Role (get/list/watch Jobs in the namespace) and RoleBinding."""
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": controller_metadata(namespace)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": controller_metadata(namespace),
+         "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": controller_metadata(namespace),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
+    ]
+
+
+def autostop_network_policy_manifest(namespace: str) -> dict:
+    """Nothing in; DNS, HTTPS and the Pod Identity agent out (the module docstring says why)."""
+    dns = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+           "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": controller_metadata(namespace),
+            "spec": {"podSelector": {"matchLabels": dict(SELECTOR)}, "policyTypes": ["Ingress", "Egress"],
+                     "ingress": [],
+                     "egress": [{"to": [dns],
+                                 "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+                                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}],
+                                 "ports": [{"protocol": "TCP", "port": 443}]},
+                                {"to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT}}],
+                                 "ports": [{"protocol": "TCP", "port": 80}]}]}}
+
+
+def autostop_deployment_manifest(*, namespace: str, spec: str, code_config_map: dict) -> dict:
+    """One replica (Recreate: never two controllers) on the system nodes, hardened like every pod; it
+    keeps its service-account token (it lists Jobs through the API server)."""
+    alive = ["python3", "-c", f"import os,sys,time; sys.exit(time.time() - os.path.getmtime('{HEARTBEAT}') > 300)"]
+    container = {"name": "autostop", "image": STAGING_IMAGE, "command": ["sh", "-c", ENTRYPOINT],
+                 "env": [{"name": "EKSBENCH_AUTOSTOP", "value": spec},
+                         {"name": "PYTHONPATH", "value": contracts.CODE_ROOT}],
+                 "volumeMounts": [code_mount()],
+                 # The installer runs first: give it two minutes before the heartbeat counts.
+                 "livenessProbe": {"exec": {"command": alive}, "initialDelaySeconds": 120, "periodSeconds": 60},
+                 "readinessProbe": {"exec": {"command": alive}, "initialDelaySeconds": 30, "periodSeconds": 30},
+                 "resources": {"requests": {"cpu": "10m", "memory": "128Mi"},
+                               "limits": {"cpu": "200m", "memory": "256Mi"}}}
+    pod = harden_pod_spec({"serviceAccountName": NAME, "nodeSelector": dict(SYSTEM_NODE_LABEL),
+                           "enableServiceLinks": False, "containers": [container],
+                           "volumes": [code_volume(code_config_map)]})
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": controller_metadata(namespace),
+            "spec": {"replicas": 1, "selector": {"matchLabels": dict(SELECTOR)}, "strategy": {"type": "Recreate"},
+                     "template": {"metadata": {"labels": labels(NAME, component="autostop")}, "spec": pod}}}
