@@ -18,7 +18,6 @@ collect: the results prefix of each experiment copied to ./results/<stack>/<run-
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass, field
