@@ -62,6 +62,10 @@ class ResultsLocation:
                 return replace(self, **{level: name})
         raise ValueError(f"{self!r}: an experiment is the deepest level of the results layout")
 
+    def key(self, name: str) -> str:
+        """The key of a file kept at this level, beside what is below it (e.g. the run's ``autostop.json``)."""
+        return f"{self.prefix}{name}"
+
     def in_bucket(self, bucket: str) -> "ResultsLocation":
         return replace(self, bucket=bucket)
 

@@ -19,6 +19,7 @@ import pulumi_aws as aws
 from infra import k8s_objects
 from infra.component_options import child_options
 from infra.policies import autostop_policy, pod_identity_trust_policy
+from spec.results_location import ResultsLocation
 from workloads import autostop_manifests as m
 from workloads.job_manifests import code_config_map_manifest
 
@@ -29,7 +30,7 @@ RECORD = "autostop.json"  # beside the run's results: s3://<bucket>/<project>/<s
 class AutostopControllerArgs:
     """namespace, run_id, region: the run. cluster_name and cluster_arn: the cluster whose node groups
     it may resize (cluster_arn scopes the policy). node_groups: the GPU node groups' names.
-    bucket: the results bucket; results_prefix ``<project>/<stack>/<run_id>/``, where the record goes.
+    bucket: the results bucket; results: the run's place in it (``ResultsLocation``), where the record goes.
     deadline_minutes, idle_minutes: spec.config.Autostop, resolved. code_files: read_code_files(),
     the same ConfigMap the experiments mount. tags: on every AWS resource."""
     namespace: str
@@ -39,7 +40,7 @@ class AutostopControllerArgs:
     cluster_arn: pulumi.Input[str]
     node_groups: Sequence[pulumi.Input[str]]
     bucket: pulumi.Input[str]
-    results_prefix: str
+    results: ResultsLocation
     deadline_minutes: int
     idle_minutes: int
     code_files: Mapping[str, str]
@@ -52,7 +53,7 @@ class AutostopController(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: AutostopControllerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:workloads:AutostopController", name, None, opts)
-        child, tags, key = child_options(self, opts), dict(args.tags), f"{args.results_prefix}{RECORD}"
+        child, tags, key = child_options(self, opts), dict(args.tags), args.results.key(RECORD)
         role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps(pod_identity_trust_policy()),
                             tags=tags, opts=child)
         policy = pulumi.Output.all(args.cluster_arn, args.bucket).apply(
