@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 import pulumi
-import pulumi_aws as aws
 
 from infra import k8s_objects
 from infra.cluster_manifests import service_account_manifest
 from infra.component_options import child_options
 from infra.environment import Environment
-from infra.policies import pod_identity_trust_policy, trainer_policy
+from infra.pod_identity import pod_identity_role
+from infra.policies import trainer_policy
 
 
 @dataclass(frozen=True)
@@ -41,13 +41,11 @@ class TrainerIdentity(pulumi.ComponentResource):
         super().__init__("eksbench:infra:TrainerIdentity", name, None, opts)
         env, tags = args.env, dict(args.tags)
         child = child_options(self, opts)
-        role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps(pod_identity_trust_policy()),
-                            tags=tags, opts=child)
         policy = pulumi.Output.from_input(args.bucket).apply(lambda b: json.dumps(trainer_policy(
             results_bucket=b, results_prefix=args.stack_prefix, datasets_uri=env.datasets_uri(b))))
-        aws.iam.RolePolicy(f"{name}-s3", role=role.id, policy=policy, opts=child)
+        identity = pod_identity_role(name, policy=policy, policy_name="s3", cluster_name=args.cluster_name,
+                                     namespace=env.namespace, service_account=env.service_account, tags=tags,
+                                     opts=child)
         self.service_account = k8s_objects.register(f"{name}-sa", service_account_manifest(env), child)
-        aws.eks.PodIdentityAssociation(f"{name}-association", cluster_name=args.cluster_name, namespace=env.namespace,
-                                       service_account=env.service_account, role_arn=role.arn, tags=tags, opts=child)
-        self.role_arn = role.arn
-        self.register_outputs({"role_arn": role.arn})
+        self.role_arn = identity.role.arn
+        self.register_outputs({"role_arn": identity.role.arn})

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import pulumi
-import pulumi_aws as aws
 
 from infra import k8s_objects
 from infra.component_options import child_options
-from infra.policies import autostop_policy, pod_identity_trust_policy
+from infra.pod_identity import pod_identity_role
+from infra.policies import autostop_policy
 from spec.results_location import ResultsLocation
 from workloads import autostop_manifests as m
 from workloads.job_manifests import code_config_map_manifest
@@ -54,16 +54,13 @@ class AutostopController(pulumi.ComponentResource):
     def __init__(self, name: str, args: AutostopControllerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:workloads:AutostopController", name, None, opts)
         child, tags, key = child_options(self, opts), dict(args.tags), args.results.key(RECORD)
-        role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps(pod_identity_trust_policy()),
-                            tags=tags, opts=child)
-        policy = pulumi.Output.all(args.cluster_arn, args.bucket).apply(
-            lambda a: json.dumps(autostop_policy(cluster_arn=a[0], bucket=a[1], key=key)))
-        grant = aws.iam.RolePolicy(f"{name}-policy", role=role.id, policy=policy, opts=child)
         sa, k8s_role, binding = (k8s_objects.register(f"{name}-{r}", o, child) for r, o in
                                  zip(("sa", "rbac-role", "rbac-binding"), m.autostop_rbac_manifests(args.namespace)))
-        association = aws.eks.PodIdentityAssociation(
-            f"{name}-association", cluster_name=args.cluster_name, namespace=args.namespace,
-            service_account=m.NAME, role_arn=role.arn, tags=tags, opts=child_options(self, opts, depends_on=[sa]))
+        policy = pulumi.Output.all(args.cluster_arn, args.bucket).apply(
+            lambda a: json.dumps(autostop_policy(cluster_arn=a[0], bucket=a[1], key=key)))
+        identity = pod_identity_role(name, policy=policy, policy_name="policy", cluster_name=args.cluster_name,
+                                     namespace=args.namespace, service_account=m.NAME, tags=tags, opts=child,
+                                     association_opts=child_options(self, opts, depends_on=[sa]))
         k8s_objects.register(f"{name}-network-policy", m.autostop_network_policy_manifest(args.namespace), child)
         code = code_config_map_manifest(args.code_files, namespace=args.namespace)
         spec = pulumi.Output.all(args.bucket, *args.node_groups).apply(lambda a: m.autostop_spec(
@@ -75,7 +72,7 @@ class AutostopController(pulumi.ComponentResource):
         # Credentials are handed out only once the association exists; the pod starts after it.
         self.deployment = k8s_objects.register(
             f"{name}-deployment", manifest,
-            child_options(self, opts, depends_on=[k8s_role, binding, association, grant]),
+            child_options(self, opts, depends_on=[k8s_role, binding, identity.association, identity.grant]),
             kind="Deployment", metadata=m.controller_metadata(args.namespace))
-        self.role_arn = role.arn
-        self.register_outputs({"role_arn": role.arn})
+        self.role_arn = identity.role.arn
+        self.register_outputs({"role_arn": identity.role.arn})
