@@ -20,8 +20,8 @@ from spec.config import Experiment, LocalRun
 from spec.launch_command import Torchrun, launcher_argv, torchrun_argv, trainer_argv
 from spec.train_args import TrainArgs
 from workloads.contracts import EVAL_SUBDIR, evaluation_argv, rdzv_conf, train_args_for
-from workloads.train import cpu_choice
 from workloads.train.cpu_choice import CpuFacts
+from workloads.train.cpu_choice import choose as choose_for_cpu
 
 STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with a generated stand-in
 CIFAR_STANDIN = {"train": 256, "test": 200}
@@ -96,14 +96,14 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         notes.append(f"dataset {exp.dataset}: synthetic tensors locally")
     # The cluster's arguments for this experiment (contracts.train_args_for), scaled down.
     cluster = train_args_for(exp, LocalPaths(datasets_dir=data_dir, results_dir=results_dir))
+    precision, channels_last = exp.precision, cluster.channels_last
+    if not gpu:
+        choice = choose_for_cpu(exp.precision, cluster.channels_last, cpu)
+        precision, channels_last = choice.precision, choice.channels_last
+        notes.extend(choice.why)
     # Minutes-apart checkpoints never come in a short local run: checkpoint a third of the way
     # instead, so elastic restarts have something to resume from. A run the cluster does not
     # checkpoint (fixed-size synthetic) is not checkpointed here either (only the final save).
-    precision, channels_last = exp.precision, cluster.channels_last
-    if not gpu:
-        choice = cpu_choice.choose(exp.precision, cluster.channels_last, cpu)
-        precision, channels_last = choice.precision, choice.channels_last
-        notes.extend(choice.why)
     checkpointed = cluster.checkpoint_every > 0 or cluster.checkpoint_minutes > 0
     every = min(cluster.checkpoint_every or steps, max(1, steps // 3)) if checkpointed else 0
     train = replace(
