@@ -88,3 +88,11 @@ def cifar_tarball(path: Path, *, per_batch: int = 20, seed: int = 0) -> str:
             info.size, info.mtime = len(data), 0
             tar.addfile(info, io.BytesIO(data))
     return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def tells_size(text: str, size: int, folder) -> bool:
+    """Whether ``text`` shows ``size`` as a number, with ``folder`` (a temporary path whose random
+    name or counter may hold the same digits) taken out first."""
+    import re
+
+    return re.search(rf"\b{size}\b", text.replace(str(folder), "<folder>")) is not None
