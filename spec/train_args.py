@@ -66,7 +66,8 @@ class TrainArgs:
     workload: str = arg("resnet50", choices=WORKLOADS)
     batch_size: int = arg(32, "per process", type=_positive)
     precision: str = arg("fp32", choices=PRECISIONS)
-    steps: int = arg(100, "global optimizer steps (when --epochs 0)", type=_positive)
+    steps: int = arg(100, "global optimizer steps (when --epochs 0); allreduce: timed iterations per message size",
+                     type=_positive)
     epochs: int = arg(0, "0 = train by --steps", type=_non_negative)
     dataset: str = arg("synthetic", '"synthetic" or a folder name under --data-dir')
     data_dir: str = arg("/data/datasets")
@@ -76,7 +77,8 @@ class TrainArgs:
     image_size: int = arg(224, type=_positive)
     width_per_group: int = arg(64, type=_positive)
     channels_last: bool = arg(True)
-    warmup_steps: int = arg(10, "steps after each (re)start left out of throughput", type=_non_negative)
+    warmup_steps: int = arg(10, "steps after each (re)start left out of throughput; allreduce: untimed iterations "
+                            "per message size", type=_non_negative)
     seed: int = arg(0, type=int)
     collective_timeout: int = arg(300, "seconds", type=_positive)
     compile: bool = arg(False, "torch.compile the model", always=False)
@@ -95,6 +97,9 @@ class TrainArgs:
     log_every: int = arg(50, "write a metrics line (and sync the device) every N steps", type=_positive,
                          always=False)
     workers: int = arg(2, "data loader processes (ImageFolder)", type=_non_negative, always=False)
+    # allreduce: messages double from 8 B up to this (nccl-tests' -b 8 -f 2 -e), less where memory is short
+    max_bytes: int = arg(2**30, "allreduce: the largest message in bytes (capped by free memory)", type=_positive,
+                         always=False)
     # False: no metrics files, no checkpoints (the overhead benchmark's bare loop)
     harness: bool = arg(True, "benchmark only: no metrics files and no checkpoints", always=False,
                         flag="--no-harness")

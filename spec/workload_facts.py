@@ -26,6 +26,9 @@ class WorkloadFacts:
     # ... with a linear warm-up from warmup_factor x lr over the first warmup_steps steps (0: none).
     warmup_steps: int = 0
     warmup_factor: float = 1.0
+    # Not a model at all: times a collective (workloads.train.registry gives it its own loop). No
+    # samples/s, loss or FLOPs; --steps and --warmup-steps count iterations per message size.
+    collective: bool = False
 
 
 WORKLOADS: dict[str, WorkloadFacts] = {
@@ -43,4 +46,9 @@ WORKLOADS: dict[str, WorkloadFacts] = {
         warmup_steps=1000, warmup_factor=1.0 / 1000,
         model="torchvision Mask R-CNN (maskrcnn_resnet50_fpn, min_size 800, max_size 1333): not TensorPack's "
               "Mask R-CNN, so compare with TensorPack figures only knowing the two implementations differ"),
+    # nccl-tests' all_reduce_perf in torch.distributed: sum of float32, in place, 8 B doubling up to
+    # --max-bytes. It reads no data ("synthetic": buffers it fills itself) and has no images.
+    "allreduce": WorkloadFacts(
+        image_size=1, datasets=("synthetic",), classifier=False, collective=True,
+        model="torch.distributed all_reduce (sum, float32, in place), message sizes 8 B to --max-bytes"),
 }

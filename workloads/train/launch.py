@@ -50,6 +50,9 @@ from spec.s3_uri import parse_s3_uri
 from spec.workload_facts import WORKLOADS
 from workloads.train import summary as figures
 from workloads.train import summary_fields as F
+from spec.fabric import FABRIC_EXIT_CODE
+from workloads.train.allreduce import LINES_FILE as ALLREDUCE_LINES
+from workloads.train.fabric_check import TransportWatch, busbw_summary, judge
 from workloads.train.exit_paths import StopSignals, fallback_dir, open_log, write_summary
 from workloads.train.metrics import metrics_dir, read_jsonl, read_rank_metrics
 from workloads.train.progress import ProgressPublisher
@@ -199,11 +202,15 @@ def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-def collect_metrics(results_dir: Path, target: float | None, precision: str | None = None) -> dict[str, Any]:
+def collect_metrics(results_dir: Path, target: float | None, precision: str | None = None, *,
+                    instance_type: str | None = None) -> dict[str, Any]:
     mdir = metrics_dir(results_dir)
     out = figures.metrics_summary(read_rank_metrics(results_dir), read_jsonl(mdir / "eval.jsonl"),
                                   read_jsonl(mdir / "events.jsonl"), target, precision)
     out.update(nccl_transport(read_logs(results_dir)))
+    busbw = read_jsonl(mdir / ALLREDUCE_LINES)  # the allreduce workload's lines, where it ran
+    if busbw:
+        out[F.BUSBW] = busbw_summary(busbw, instance_type=instance_type, nodes=out.get(F.NODES))
     return out
 
 
@@ -219,8 +226,9 @@ def progress_total(config: Mapping[str, Any] | None) -> int | None:
 class Child:
     """The command, its tee thread and the signal forwarding."""
 
-    def __init__(self, command: Sequence[str], log: Any, grace: float):
+    def __init__(self, command: Sequence[str], log: Any, grace: float, watch: TransportWatch | None = None):
         self.log = log
+        self.watch = watch
         self.tail: collections.deque[str] = collections.deque(maxlen=80)
         self.signal_name: str | None = None
         self.grace = grace
@@ -237,7 +245,10 @@ class Child:
                     self.log.write(line)
                 except OSError:  # the file system went away: keep the tail and stdout
                     self.log = None
-            self.tail.append(line.decode("utf-8", "replace").rstrip("\n"))
+            text = line.decode("utf-8", "replace").rstrip("\n")
+            self.tail.append(text)
+            if self.watch is not None and self.watch.sees(text):  # fabric: strict, NCCL on sockets: stop now
+                self.forward(signal.SIGTERM)
             if out is not None:
                 try:
                     out.write(line)
@@ -308,7 +319,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
             log.close()
     else:
         try:
-            child = Child(command, log, args.grace)
+            child = Child(command, log, args.grace, TransportWatch(environ))
         except OSError as e:  # the command does not exist: still a failed run with a summary
             returncode, tail = 127, [f"cannot start {command[0]!r}: {e}"]
             print(tail[0], file=sys.stderr)
@@ -328,15 +339,24 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
                 publisher.stop()
         tail = list(child.tail)
         signal_name = child.signal_name
+        if child.watch.tripped:
+            returncode = FABRIC_EXIT_CODE
     if summary_node:
         try:
-            metrics = collect_metrics(results, (config or {}).get("target_accuracy"), (config or {}).get("precision"))
+            metrics = collect_metrics(results, (config or {}).get("target_accuracy"), (config or {}).get("precision"),
+                                      instance_type=environ.get("EKSBENCH_INSTANCE_TYPE"))
         except Exception as e:  # noqa: BLE001 - a summary with the error beats no summary
             metrics = {"metrics_error": f"{type(e).__name__}: {e}"}
+        checked, fabric_error = judge(metrics, environ, provenance(environ, command, config)[F.FRAMEWORK])
+        metrics.update(checked)
+        if fabric_error:  # fabric: strict (spec.fabric): the run fails whatever its command returned
+            returncode = FABRIC_EXIT_CODE
         doc = summary_document(experiment=args.experiment, node_id=node_id, command=command,
                                returncode=returncode, signal_name=signal_name,
                                started=started, ended=time.time(), metrics=metrics, config=config,
                                environ=environ, log_tail=tail, results_uri=args.results_uri)
+        if fabric_error:
+            doc[F.ERROR] = fabric_error
         if results_error:
             doc["results_dir_error"] = results_error
         write_summary(doc, dirs if local in (None, results) else dirs[1:])

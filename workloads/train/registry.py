@@ -1,5 +1,6 @@
 """Each workload's training code, keyed by workload name: its data source, model and loss, and its
-per-epoch evaluation where it has one. The plain facts (input size, datasets, learning-rate rule,
+per-epoch evaluation where it has one; or, for a workload that trains no model (the all-reduce
+benchmark), its own ``run`` loop in place of the training loop. The plain facts (input size, datasets, learning-rate rule,
 whether it evaluates) are the same name's entry in ``spec.workload_facts``; adding a workload is
 one entry in each. ``workloads.train.trainer.Run`` asks these entries instead of branching on the
 workload's name. torch, torchvision and the data modules are imported inside the builders.
@@ -29,7 +30,9 @@ Builder = Callable[[TrainArgs, Any, int, bool], Built]
 
 @dataclass(frozen=True)
 class WorkloadCode:
-    build: Builder
+    build: Builder | None = None  # a model trained by workloads.train.trainer.Run.train
+    # ... or its own loop: (the trainer's Run, process group up) -> steps done; build is then None
+    run: Callable[[Any], int] | None = None
     # (model, data_dir, *, device, autocast[, batch]) -> {"accuracy": ..., ...}; with spec's ``evaluates``
     evaluate: Callable[..., dict[str, Any]] | None = None
 
@@ -80,6 +83,12 @@ def _maskrcnn(a: TrainArgs, device: Any, rank: int, channels_last: bool) -> Buil
     return Built(src, model, lambda m, x, y: sum(m(x, y).values()), note=f"backbone {backbone or 'random init'}")
 
 
+def _allreduce(run: Any) -> int:
+    from workloads.train.allreduce import run_allreduce
+
+    return run_allreduce(run)
+
+
 def _cifar10_accuracy(model: Any, data_dir: str, *, device: Any, autocast: Any, **kw: Any) -> dict[str, Any]:
     from workloads.train.cifar import accuracy
 
@@ -90,4 +99,5 @@ WORKLOADS: dict[str, WorkloadCode] = {
     "resnet50": WorkloadCode(build=_classifier(_resnet50_source)),
     "cifar10": WorkloadCode(build=_classifier(_cifar10_source), evaluate=_cifar10_accuracy),
     "maskrcnn": WorkloadCode(build=_maskrcnn),
+    "allreduce": WorkloadCode(run=_allreduce),
 }

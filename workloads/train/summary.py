@@ -165,7 +165,7 @@ def metrics_summary(by_rank: Mapping[int, list[dict[str, Any]]], evals: list[dic
             **efficiency(tp, info, precision or info.get("precision")),
             # the last attempt's whole loop (warm-up, compile, checkpoints, evaluation) beside the steady figure
             F.LOOP_SECONDS: loop,
-            "loop_samples_per_s": _rate(end.get("samples", 0), loop) if loop else None,
+            "loop_samples_per_s": _rate(end["samples"], loop) if loop and end.get("samples") else None,
             F.DATA_WAIT_S: data_wait(by_rank),
             # the first attempt's start-up: launcher (torchrun, rendezvous), imports, process group, build, ...
             "startup": {k: startup[k] for k in ("phases_s", "time_to_first_step_s")} if startup else None,

@@ -41,3 +41,12 @@ TFLOPS_PER_S = "tflops_per_s"
 FLOPS_PER_SAMPLE = "flops_per_sample"
 LOOP_SECONDS = "loop_seconds"
 DATA_WAIT_S = "data_wait_s"
+# The allreduce workload's bus bandwidth (workloads.train.fabric_check.busbw_summary)
+BUSBW = "busbw"
+BUSBW_CURVE = "curve"  # in BUSBW: [{bytes, time_us, algbw_gbps, busbw_gbps}], ascending bytes
+BUSBW_PEAK_GBPS = "peak_gbps"  # in BUSBW
+BUSBW_AT_1GIB_GBPS = "at_1gib_gbps"  # in BUSBW
+BUSBW_EXPECTED = "expected"  # in BUSBW: the published figure and the comparison (spec.fabric.busbw_check)
+# The NCCL transport judged against the node group's fabric (spec.fabric.fabric_verdict)
+FABRIC = "fabric"
+FLAGS = "flags"  # what the run is marked with: "degraded (NCCL on sockets)", "busbw below expected (...)"

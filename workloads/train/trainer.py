@@ -350,8 +350,11 @@ def main(argv: list[str] | None = None, process_started: float | None = None) ->
         pass
     run = Run(args, env, marks)
     try:
-        run.build()
-        steps = run.train()
+        if run.code.run is not None:  # a workload with its own loop (workloads.train.registry)
+            steps = run.code.run(run)
+        else:
+            run.build()
+            steps = run.train()
     finally:
         run.close()
     if env["rank"] == 0:

@@ -1,0 +1,131 @@
+"""What a node group's fabric should deliver, and whether a run's NCCL used it.
+
+Two plain facts, no I/O:
+
+- ``EXPECTED_BUSBW``: published all-reduce bus bandwidth per instance type and node count, each
+  with its source. A run whose peak bus bandwidth falls below ``BELOW_FRACTION`` of the figure,
+  compared at the largest message size both measured, is flagged (``busbw_check``).
+- ``fabric_verdict``: on an EFA group, NCCL should run over aws-ofi-nccl (``NET/OFI``); NCCL that
+  fell back to TCP (``NET/Socket``) delivers a small fraction of the bandwidth and is not an error
+  to NCCL, only a line in its INIT log. Mode ``check`` marks such a run degraded; ``strict``
+  fails it.
+
+Bus bandwidth is nccl-tests' (NVIDIA/nccl-tests doc/PERFORMANCE.md, "Bus bandwidth", AllReduce):
+``busbw = algbw x 2(n-1)/n`` with ``algbw = S / t``, S the message size in bytes and GB = 1e9 bytes
+(src/common.cu ``getBw``: ``(count * typesize) / 1.0E9 / sec``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+FABRIC_MODES = ("check", "strict")
+EFA_TRANSPORT = "NET/OFI"  # aws-ofi-nccl, NCCL's network plugin for EFA
+SOCKETS = "NET/Socket"
+DEGRADED = "degraded (NCCL on sockets)"
+# Below this share of the published figure a run is flagged. Run-to-run spread alone is about 10%:
+# one driver update moved all-reduce busbw from 362 to 328 GB/s (NVIDIA/nccl-tests#297), and
+# 64 MiB figures vary between runs (NVIDIA/nccl#1469); 0.8 flags what that spread does not explain.
+BELOW_FRACTION = 0.8
+
+
+def bus_bandwidth(algbw: float, world_size: int) -> float:
+    """nccl-tests' AllReduce bus bandwidth: ``algbw x 2(n-1)/n`` (0 for a single rank)."""
+    return algbw * 2 * (world_size - 1) / world_size
+
+
+@dataclass(frozen=True)
+class ExpectedBusbw:
+    """Published all-reduce busbw (GB/s) at message sizes (bytes), out-of-place column, float sum."""
+    points: tuple[tuple[int, float], ...]  # (bytes, busbw GB/s), ascending bytes
+    source: str
+
+
+AWSOME_NCCL_TESTS = ("aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/README.md "
+                     "(commit 7217859f, all_reduce_perf -b 8 -f 2, out-of-place busbw)")
+# (instance type, nodes) -> figure. Only pairs with a published run; no figure, no flag.
+EXPECTED_BUSBW: dict[tuple[str, int], ExpectedBusbw] = {
+    ("p4de.24xlarge", 2): ExpectedBusbw(points=((2**29, 74.28), (2**30, 76.79), (2**31, 78.33)),
+                                        source="2 x p4de.24xlarge, " + AWSOME_NCCL_TESTS),
+    ("p5.48xlarge", 2): ExpectedBusbw(points=((2**29, 393.34), (2**30, 436.95), (2**31, 443.72),
+                                              (2**32, 465.87), (2**33, 479.28)),
+                                      source="2 x p5.48xlarge (EFA installer 1.28.0, aws-ofi-nccl 1.7.3, NCCL 2.18.5), "
+                                             + AWSOME_NCCL_TESTS),
+}
+
+
+def busbw_check(curve: Sequence[tuple[int, float]], *, instance_type: str | None, nodes: int | None,
+                fraction: float = BELOW_FRACTION) -> dict:
+    """Measured ``curve`` ((bytes, busbw GB/s), any order) against the published figure.
+
+    Compared at the largest message size both have; ``below`` is None where there is no figure
+    or no common size (the note says which)."""
+    expected = EXPECTED_BUSBW.get((instance_type or "", nodes or 0))
+    out = {"expected_gbps": None, "compared_at_bytes": None, "measured_gbps": None, "fraction": None,
+           "below": None, "source": None}
+    if expected is None:
+        out["note"] = f"no published all-reduce figure for {nodes} x {instance_type} (spec/fabric.py)"
+        return out
+    measured = dict(curve)
+    common = [b for b, _ in expected.points if b in measured]
+    if not common:
+        sizes = ", ".join(str(b) for b, _ in expected.points)
+        out.update(source=expected.source, note=f"no measured size matches the published ones ({sizes} B)")
+        return out
+    at = max(common)
+    want = dict(expected.points)[at]
+    got = measured[at]
+    out.update(expected_gbps=want, compared_at_bytes=at, measured_gbps=got, fraction=round(got / want, 4),
+               below=got < fraction * want, source=expected.source,
+               note=f"{got:.4g} GB/s at {at} B is {got / want:.0%} of the published {want:.4g} GB/s "
+                    f"(flagged below {fraction:.0%})")
+    return out
+
+
+def below_expected_flag(check: dict) -> str | None:
+    """The flag a run below its published figure carries, None otherwise."""
+    if not check.get("below"):
+        return None
+    return (f"busbw below expected ({check['measured_gbps']:.4g} of {check['expected_gbps']:.4g} GB/s "
+            f"at {check['compared_at_bytes']} B)")
+
+
+@dataclass(frozen=True)
+class FabricVerdict:
+    verdict: str  # "EFA (NET/OFI)", DEGRADED, "unverified (...)" or "not checked (...)"
+    flag: str | None  # what the run is marked with (None: nothing to mark)
+    fails: bool  # fabric: strict and EFA not shown
+
+
+def fabric_verdict(transport: str | Sequence[str] | None, *, efa_expected: bool, framework: str | None,
+                   mode: str = "check") -> FabricVerdict:
+    """Judge the NCCL transport(s) a run's logs named (``workloads.train.launch.nccl_transport``).
+
+    Only PyTorch experiments on an EFA group are judged. Any node on ``NET/Socket`` is degraded; a
+    run with no NCCL INIT line cannot show it used EFA, which ``strict`` also fails.
+    """
+    if not efa_expected:
+        return FabricVerdict("not checked (no EFA on the node group)", None, False)
+    if framework != "pytorch":
+        return FabricVerdict(f"not checked (framework {framework})", None, False)
+    strict = mode == "strict"
+    seen = [transport] if isinstance(transport, str) else list(transport or [])
+    if not seen:
+        return FabricVerdict("unverified (no NCCL INIT line in the logs)",
+                             "fabric unverified (no NCCL INIT line)" if strict else None, strict)
+    if SOCKETS in seen:
+        return FabricVerdict(DEGRADED, DEGRADED, strict)
+    if set(seen) == {EFA_TRANSPORT}:
+        return FabricVerdict(f"EFA ({EFA_TRANSPORT})", None, False)
+    other = ", ".join(t for t in seen if t != EFA_TRANSPORT)
+    return FabricVerdict(f"degraded (NCCL on {other})", f"degraded (NCCL on {other})", strict)
+
+
+# The pod's environment carries the two facts the launcher judges by (workloads.job_manifests sets
+# them): whether the pod was given EFA devices, and the experiment's ``fabric`` mode.
+EFA_ENV = "EKSBENCH_EFA"
+FABRIC_ENV = "EKSBENCH_FABRIC"
+# The launcher's exit code for a run ``fabric: strict`` failed; the Job fails at once on it
+# (podFailurePolicy FailJob) instead of retrying on the same fabric.
+FABRIC_EXIT_CODE = 86
