@@ -19,12 +19,16 @@ from typing import Sequence
 from spec.config import Experiment, LocalRun
 from spec.launch_command import Torchrun, launcher_argv, torchrun_argv, trainer_argv
 from spec.train_args import TrainArgs
+from spec.workload_facts import WORKLOADS
 from workloads.contracts import EVAL_SUBDIR, evaluation_argv, rdzv_conf, train_args_for
 from workloads.train.cpu_choice import CpuFacts
 from workloads.train.cpu_choice import choose as choose_for_cpu
 
 STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with a generated stand-in
 CIFAR_STANDIN = {"train": 256, "test": 200}
+# A collective workload's largest message here: processes share this machine's memory and cores,
+# and loopback gloo says nothing about a fabric past this size anyway (--max-bytes in args overrides).
+LOCAL_MAX_BYTES = 2**26
 
 
 @dataclass(frozen=True)
@@ -106,8 +110,12 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
     # checkpoint (fixed-size synthetic) is not checkpointed here either (only the final save).
     checkpointed = cluster.checkpoint_every > 0 or cluster.checkpoint_minutes > 0
     every = min(cluster.checkpoint_every or steps, max(1, steps // 3)) if checkpointed else 0
+    max_bytes = cluster.max_bytes
+    if WORKLOADS[exp.workload].collective and max_bytes > LOCAL_MAX_BYTES:
+        max_bytes = LOCAL_MAX_BYTES
+        notes.append(f"messages up to {LOCAL_MAX_BYTES} B (--max-bytes), gloo over loopback")
     train = replace(
-        cluster, batch_size=min(exp.batch_size, local.batch_size), precision=precision, steps=steps, epochs=0,
+        cluster, max_bytes=max_bytes, batch_size=min(exp.batch_size, local.batch_size), precision=precision, steps=steps, epochs=0,
         channels_last=channels_last,
         dataset=dataset, checkpoint_every=every, checkpoint_minutes=0.0,
         image_size=local.image_size, width_per_group=local.width_per_group,

@@ -220,3 +220,54 @@ def bar_figure(df, column: str, xlabel: str, title: str):
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def _bytes(n: float) -> str:
+    """8 B, 64 KiB, 1 GiB: a power-of-two size as people write it."""
+    n = int(n)
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:g} {unit}"
+    return f"{n} B"
+
+
+def busbw_curves(df) -> list[tuple[str, list[tuple[int, float]], Any]]:
+    """(label, [(bytes, busbw GB/s)], the published comparison) for each run with a busbw curve."""
+    out = []
+    for name, r in zip(labels(df), df.itertuples()):
+        b = r.busbw if isinstance(r.busbw, dict) else {}
+        points = [(p["bytes"], p["busbw_gbps"]) for p in b.get("curve") or []
+                  if isinstance(p, dict) and isinstance(p.get("bytes"), int) and p["bytes"] > 0
+                  and isinstance(p.get("busbw_gbps"), (int, float))]
+        if points:
+            out.append((name, points, b.get("expected") if isinstance(b.get("expected"), dict) else None))
+    return out[:MAX_CURVES]
+
+
+@_plain_text
+def busbw_figure(df):
+    """All-reduce bus bandwidth against message size (log-log), one line per run; the published
+    figure it is compared with, where there is one, as a cross."""
+    curves = busbw_curves(df)
+    if not curves:
+        return None
+    fig, ax = _figure(figsize=(11, 4.5))
+    for name, points, expected in curves:
+        line, = ax.plot([b for b, _ in points], [v for _, v in points], "o-", ms=3, label=name)
+        if expected and isinstance(expected.get("expected_gbps"), (int, float)):
+            ax.plot([expected["compared_at_bytes"]], [expected["expected_gbps"]], "x", ms=10, mew=2,
+                    color=line.get_color(), label=f"{name}: published figure")
+    # Plain tick labels (the page draws no mathtext: SAFE_TEXT): 8 B, 1 KiB, 1 MiB, 1 GiB, ...
+    sizes = sorted({b for _, points, _ in curves for b, _ in points})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([2**k for k in range(sizes[0].bit_length() - 1, sizes[-1].bit_length()) if k % 3 == 0 or
+                   2**k in (sizes[0], sizes[-1])])
+    ax.set_xticklabels([_bytes(t) for t in ax.get_xticks()], fontsize=8)
+    ax.minorticks_off()
+    ax.set_ylim(bottom=0)
+    ax.set(xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)",
+           title="All-reduce bus bandwidth (nccl-tests busbw = algbw x 2(n-1)/n)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -20,13 +20,15 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from bench.errors import fail
+from bench.report_fabric import fabric_section
 
 SUMMARY = (("experiment", "experiment"), ("workload", "workload"), ("status", "status"), ("gpu", "GPU"),
            ("instance_type", "instance"), ("shape", "nodes × per node"), ("batch_size", "batch"),
            ("precision", "precision"),
            ("samples_per_s", "samples/s"), ("samples_per_s_per_gpu", "samples/s per GPU"),
            ("step_time_p50_s", "step p50 s"), ("step_time_p95_s", "step p95 s"), ("mfu", "MFU"),
-           ("wall_s", "wall s"), ("accuracy", "accuracy"), ("restarts", "restarts"), ("error", "error"))
+           ("wall_s", "wall s"), ("accuracy", "accuracy"), ("restarts", "restarts"), ("flags", "flags"),
+           ("error", "error"))
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222;margin:0;background:#fafafa}
 main{max-width:1240px;margin:0 auto;padding:20px 28px;background:#fff;min-height:100vh}
@@ -132,8 +134,9 @@ def summary_section(df, baseline: str | None) -> str:
     if baseline:
         cols.insert(10, ("vs_baseline", f"× {baseline}"))
     rows = [dict(r, experiment=name, shape=_shape(r)) for r, name in zip(records(df), labels(df))]
-    if not any(r["error"] for r in rows):
-        cols.remove(("error", "error"))
+    for key in ("flags", "error"):  # shown when some run has one
+        if not any(r[key] for r in rows):
+            cols.remove((key, key))
     failed = sum(r["status"] != "succeeded" for r in rows)
     note = f"{len(rows)} experiment run(s), {failed} not succeeded." + (
         f" The × column is throughput relative to the latest succeeded run of {baseline}." if baseline else "")
@@ -284,8 +287,8 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
         df = with_baseline(df, baseline)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [f"<h1>eksbench report</h1><p class='meta'>{html.escape(', '.join(sources))} — generated {when}</p>",
-            summary_section(df, baseline), throughput_section(df), scaling_section(df), steps_section(steps, df),
-            accuracy_section(df), cost_section(df), what_ran_section(df)]
+            summary_section(df, baseline), throughput_section(df), scaling_section(df), fabric_section(df),
+            steps_section(steps, df), accuracy_section(df), cost_section(df), what_ran_section(df)]
     notes = list(notes) + cut_notes(df)
     if notes:
         body.append("<h2>Loader warnings</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")

@@ -29,7 +29,7 @@ COLUMNS = ("stack", "run_id", "experiment", "workload", "framework", "status", "
            "step_time_p50_s", "step_time_p95_s", "mfu", "wall_s", "cost_usd", "accuracy", "time_to_accuracy_s",
            "restarts", "results_uri", "error")
 EXTRA = ("hourly_usd", "usd_per_1k_samples", "tflops_per_s", "flops_per_sample", "loop_seconds", "data_wait_s",
-         "started_at", "image", "git_commit", "device", "config", "command")
+         "started_at", "image", "git_commit", "device", "config", "command", "busbw", "fabric", "flags")
 STEP_COLUMNS = ("stack", "run_id", "experiment", "rank", "step", "loss", "step_time_s", "samples_per_s", "warmup",
                 "restart", "world_size", "wall_time")
 LOCAL_IMAGE = "local (no container)"
@@ -116,7 +116,15 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         "loop_seconds": s.get(F.LOOP_SECONDS), "data_wait_s": s.get(F.DATA_WAIT_S),
         "started_at": s.get(F.STARTED_AT), "image": s.get(F.IMAGE), "git_commit": s.get(F.GIT_COMMIT),
         "device": device or None, "config": cfg or None, "command": command or None,
+        # the allreduce workload's bus bandwidth, and the NCCL transport judged (spec.fabric)
+        "busbw": _dict(s.get(F.BUSBW)) or None,
+        "fabric": _dict(s.get(F.FABRIC)).get("verdict"),
+        "flags": ("; ".join(str(f) for f in s[F.FLAGS] if f) or None) if isinstance(s.get(F.FLAGS), list) else None,
     }
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def step_rows(by_rank: Mapping[int, list[dict[str, Any]]], ids: tuple[str | None, ...]) -> list[dict[str, Any]]:

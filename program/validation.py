@@ -250,6 +250,9 @@ def _fits(key: str, e: Experiment, group: GpuNodeGroup) -> list[str]:
     if e.gpus_per_node > group.gpus_per_node:
         out.append(problem(f"{key}.gpus_per_node", e.gpus_per_node, f"must be <= {group.gpus_per_node}",
                            str(group.gpus_per_node)))
+    if e.fabric == "strict" and not group.efa:
+        out.append(problem(f"{key}.fabric", e.fabric, f"judges NCCL's EFA transport, and node group {group.name!r} "
+                           f"({group.instance_type}) has no EFA; use it on an EFA group, or \"check\"", '"check"'))
     if e.max_nodes > group.max_size:
         nodes = f"{e.min_nodes}:{e.max_nodes}" if e.elastic else e.max_nodes
         out.append(problem(f"{key}.nodes", nodes, f"needs {e.max_nodes} nodes but node group {group.name!r} has "

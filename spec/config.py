@@ -16,6 +16,7 @@ from dataclasses import MISSING, dataclass, field
 from typing import Mapping
 
 from spec import aws_catalog as catalog
+from spec.fabric import FABRIC_MODES
 from spec.pins import TRAINING_IMAGE
 from spec.train_args import COMPILE_MODES, PRECISIONS, WORKLOADS
 
@@ -154,6 +155,8 @@ class Experiment:
     gpu_decode: bool = False  # ImageFolder data: decode JPEGs on the GPU (nvJPEG)
     node_group: str = ""  # the GPU node group it runs on; "" = the first one
     pservers: int = 1  # paddle only
+    # On an EFA group: "check" marks a run whose NCCL fell back to sockets degraded; "strict" fails it (spec.fabric)
+    fabric: str = choice("check", FABRIC_MODES)
 
     @property
     def elastic(self) -> bool:

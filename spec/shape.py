@@ -382,7 +382,8 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
         target_accuracy=_number(r, "target_accuracy", d("target_accuracy"), minimum=0, maximum=1, example="0.9"),
         gpu_decode=r.boolean("gpu_decode", d("gpu_decode")),
         node_group=group_name,
-        pservers=r.integer("pservers", d("pservers"), minimum=1, maximum=64, example="2"))
+        pservers=r.integer("pservers", d("pservers"), minimum=1, maximum=64, example="2"),
+        fabric=r.string("fabric", d("fabric"), choices=choices_of(Experiment, "fabric")))
     image = e["image"]
     if isinstance(image, str) and (image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]):
         r.fail(r.key("image"), image, "must pin a version tag or digest (not latest)", f'"{default_image}"')

@@ -48,7 +48,7 @@ CHECKPOINT_FILE = "checkpoints/latest.pt"  # under the results dir (workloads/tr
 EVAL_SUBDIR = "eval"
 # Which workloads each framework's training path implements.
 SUPPORTED = {
-    "pytorch": ("resnet50", "cifar10", "maskrcnn"),
+    "pytorch": ("resnet50", "cifar10", "maskrcnn", "allreduce"),
     "horovod": ("resnet50", "cifar10"),
     "tensorflow": ("resnet50", "cifar10"),
     "paddle": ("resnet50", "cifar10"),
@@ -97,6 +97,12 @@ def check_experiment(e: Experiment) -> list[str]:
                    f'"pytorch" only (here {e.workload}/{e.framework}); remove it, e.g. evaluate: false')
     if e.compile and e.framework not in ("pytorch", "horovod"):
         out.append(f'compile=true: torch.compile applies to PyTorch code, not {e.framework}; e.g. compile: false')
+    if e.fabric == "strict" and e.framework != "pytorch":
+        out.append(f'fabric="strict": judges NCCL\'s transport in PyTorch runs only (here {e.framework}); '
+                   f'e.g. fabric: "check"')
+    if e.workload in WORKLOADS and WORKLOADS[e.workload].collective and e.max_nodes * e.gpus_per_node < 2:
+        out.append(f'nodes={e.max_nodes}: workload "{e.workload}" times a collective between processes and needs at '
+                   f'least 2 (nodes x gpus_per_node = {e.max_nodes * e.gpus_per_node}); e.g. nodes: 2')
     datasets = WORKLOADS[e.workload].datasets if e.workload in WORKLOADS else ()
     if e.dataset not in datasets:
         out.append(f'dataset="{e.dataset}": workload "{e.workload}" trains on {", ".join(datasets)}; '

@@ -20,6 +20,7 @@ from infra.pod_security import harden_pod_spec, volume_owner_init_container
 from spec import aws_catalog as catalog
 from spec.autostop import EVAL_TIMEOUT_MINUTES, experiment_budget_minutes
 from spec.config import Experiment, GpuNodeGroup
+from spec.fabric import EFA_ENV, FABRIC_ENV, FABRIC_EXIT_CODE
 from spec.pins import GATE_IMAGE
 from workloads import contracts
 from workloads.results_folders import results_folder_owners
@@ -43,6 +44,16 @@ COMPILE_CACHE_GIB = 32
 # backoffLimit (Job podFailurePolicy; needs restartPolicy Never).
 IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
                                   "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+
+
+def training_failure_policy() -> dict:
+    """IGNORE_DISRUPTIONS, and fail the Job at once when the launcher says ``fabric: strict`` failed
+    (spec.fabric.FABRIC_EXIT_CODE): a retry would land on the same fabric. Kubernetes batch/v1
+    PodFailurePolicyOnExitCodesRequirement: containerName, operator In|NotIn, values (exit codes, not 0)."""
+    policy = copy.deepcopy(IGNORE_DISRUPTIONS)
+    policy["rules"].append({"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In",
+                                                                 "values": [FABRIC_EXIT_CODE]}})
+    return policy
 
 
 def experiment_labels(e: Experiment, *, run_id: str, instance: str, component: str) -> dict[str, str]:
@@ -119,7 +130,8 @@ def _efa(group: GpuNodeGroup, gpus: int) -> tuple[dict[str, str], list[dict]]:
     spec = catalog.INSTANCE_TYPES[group.instance_type]
     # The pod's share of the node's interfaces, from the count the launch template creates (one source).
     count = max(1, catalog.efa_interfaces(group.instance_type) * gpus // max(spec.gpus, 1))
-    env = [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "FI_EFA_FORK_SAFE", "value": "1"}]
+    env = [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "FI_EFA_FORK_SAFE", "value": "1"},
+           {"name": EFA_ENV, "value": "1"}]  # the launcher judges NCCL's transport by it (spec.fabric)
     if group.instance_type.split(".")[0] in EFA_RDMA_FAMILIES:
         env.append({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"})
     return {"vpc.amazonaws.com/efa": str(count)}, env
@@ -142,7 +154,8 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
                 # the summary's instance_type, and the transport NCCL picked (its INIT lines name
                 # NET/OFI or NET/Socket; workloads.train.launch.nccl_transport reads them from the logs)
                 {"name": "EKSBENCH_INSTANCE_TYPE", "value": group.instance_type},
-                {"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_DEBUG_SUBSYS", "value": "INIT,NET"}]
+                {"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_DEBUG_SUBSYS", "value": "INIT,NET"},
+                {"name": FABRIC_ENV, "value": e.fabric}]
     if git_commit:
         base_env.append({"name": "EKSBENCH_GIT_COMMIT", "value": git_commit})
     if region:
@@ -220,7 +233,7 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
         "backoffLimit": e.max_restarts if e.framework == "pytorch" else 0,
         "activeDeadlineSeconds": e.timeout_minutes * 60,
         "suspend": suspend,
-        "podFailurePolicy": copy.deepcopy(IGNORE_DISRUPTIONS),
+        "podFailurePolicy": training_failure_policy(),
         "template": {
             "metadata": {"labels": {**meta, "eksbench.io/peers": job}},
             "spec": _pod_spec(e, env=env, group=node_group, code_config_map=code_config_map, script=script,
