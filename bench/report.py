@@ -287,7 +287,8 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
         df = with_baseline(df, baseline)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [f"<h1>eksbench report</h1><p class='meta'>{html.escape(', '.join(sources))} — generated {when}</p>",
-            summary_section(df, baseline), throughput_section(df), scaling_section(df), fabric_section(df),
+            summary_section(df, baseline), throughput_section(df), scaling_section(df),
+            fabric_section(df, figure=figure, table=table),
             steps_section(steps, df), accuracy_section(df), cost_section(df), what_ran_section(df)]
     notes = list(notes) + cut_notes(df)
     if notes:

@@ -1,14 +1,14 @@
 """The report's fabric section: the all-reduce bus bandwidth curve against the published figure,
 and each run's NCCL transport as judged against its node group (``spec.fabric``).
 
-Kept beside ``bench.report`` (which calls ``fabric_section``) so the page's other sections stay
+Kept beside ``bench.report`` (which calls ``fabric_section`` with its own ``figure`` and ``table``) so the page's other sections stay
 in one file of their own size; the figure is ``bench.plots.busbw_figure``.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Callable
 
 
 def busbw_rows(df) -> list[dict[str, Any]]:
@@ -38,9 +38,9 @@ def transport_rows(df) -> list[dict[str, Any]]:
             for name, r in zip(plots.labels(df), df.itertuples()) if r.fabric]
 
 
-def fabric_section(df) -> str:
+def fabric_section(df, *, figure: Callable[..., str], table: Callable[..., str]) -> str:
+    """The section's HTML; ``figure`` and ``table`` are ``bench.report``'s, which calls this."""
     from bench import plots
-    from bench.report import figure, table
     from spec.fabric import BELOW_FRACTION
 
     parts = ["<h2>Bus bandwidth (all-reduce)</h2>"]
