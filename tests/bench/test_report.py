@@ -23,9 +23,25 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def page(scaling_tree, tmp_path_factory):
+def fabric_tree(tmp_path_factory):
+    """gpu/r1/nccl-2n: an allreduce run on 2 x p4de whose NCCL fell back to sockets (as the launcher writes it)."""
+    from tests.bench.conftest import summary, write_experiment
+    from workloads.train.fabric_check import busbw_summary, judge
+
+    lines = [{"bytes": 2**k, "time_us": 2**k / 1e3 / min(2**k / 2**20, 9.0), "algbw_gbps": 0.0,
+              "busbw_gbps": round(min(2**k / 2**20, 9.0) * 1.875, 4), "world_size": 16} for k in range(3, 31)]
+    metrics = {"nccl_transport": "NET/Socket", "busbw": busbw_summary(lines, instance_type="p4de.24xlarge", nodes=2)}
+    metrics.update(judge(metrics, {"EKSBENCH_EFA": "1"}, "pytorch")[0])
+    root = tmp_path_factory.mktemp("fabric") / "results"
+    write_experiment(root, "gpu/r1/nccl-2n", summary("nccl-2n", nodes=2, throughput={}, instance_type="p4de.24xlarge",
+                                                     config={"workload": "allreduce"}, **metrics), ranks=0)
+    return root / "gpu"
+
+
+@pytest.fixture(scope="module")
+def page(scaling_tree, fabric_tree, tmp_path_factory):
     out = tmp_path_factory.mktemp("out") / "report.html"
-    done = run_cli(str(scaling_tree), "--out", str(out), "--baseline", "resnet50-1n")
+    done = run_cli(str(scaling_tree), str(fabric_tree), "--out", str(out), "--baseline", "resnet50-1n")
     assert done.returncode == 0, done.stderr
     return out
 
@@ -35,12 +51,12 @@ def test_report_is_self_contained_and_has_every_section(page):
 
     text = page.read_text()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", text), "the page must load nothing from the network"
-    for heading in ("Summary", "Throughput", "Scaling efficiency", "Loss curves", "Step time distribution",
-                    "Time to accuracy", "Cost", "What ran"):
+    for heading in ("Summary", "Throughput", "Scaling efficiency", "Bus bandwidth (all-reduce)", "Loss curves",
+                    "Step time distribution", "Time to accuracy", "Cost", "What ran"):
         assert f"<h2>{heading}" in text, heading
     images = IMG.findall(text)
     assert {alt for alt, _ in images} >= {"throughput per experiment", "scaling vs nodes", "loss curves",
-                                          "step time per rank", "cost per run"}
+                                          "step time per rank", "cost per run", "busbw per message size"}
     for alt, data in images:
         with Image.open(io.BytesIO(base64.b64decode(data))) as im:
             im.load()
@@ -57,6 +73,14 @@ def test_report_numbers_scaling_baseline_cost_and_failures(page, scaling_tree):
     from bench.plots import scaling_table
     t = scaling_table(results.load(scaling_tree))
     assert t["efficiency"].tolist() == [1.0, 0.95, 0.85]
+
+
+def test_report_flags_a_degraded_fabric_and_busbw_below_the_published_figure(page):
+    text = page.read_text()
+    # the synthetic curve tops out at 9 x 1.875 = 16.88 GB/s; 2 x p4de published 76.79 at 1 GiB (22%)
+    assert "busbw below expected (16.88 of 76.79 GB/s at 1073741824 B); degraded (NCCL on sockets)" not in text
+    assert "degraded (NCCL on sockets); busbw below expected (16.88 of 76.79 GB/s at 1073741824 B)" in text
+    assert "<th>flags</th>" in text and "awsome-distributed-training" in text and ">0.2198<" in text
 
 
 def test_single_size_says_so_and_cpu_cost_is_na(tmp_path, scaling_tree):
@@ -105,6 +129,7 @@ def test_page_renders_in_headless_chromium_with_every_figure_decoded(page, tmp_p
     dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'p2'}", "--virtual-time-budget=5000",
                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
     n = len(IMG.findall(page.read_text()))
+    assert "busbw per message size" in {alt for alt, _ in IMG.findall(page.read_text())}
     loaded = re.search(r'data-images-loaded="(\d+)/(\d+)"', dom)
     assert loaded, "the page's load handler did not run"
     assert loaded.groups() == (str(n), str(n)), f"images decoded/total in the browser: {loaded.groups()}"
