@@ -28,7 +28,7 @@ STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with 
 CIFAR_STANDIN = {"train": 256, "test": 200}
 # A collective workload's largest message here: processes share this machine's memory and cores,
 # and loopback gloo says nothing about a fabric past this size anyway (--max-bytes in args overrides).
-LOCAL_MAX_BYTES = 2**26
+LOCAL_MAX_BYTES = 2**24
 
 
 @dataclass(frozen=True)
@@ -110,10 +110,13 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
     # checkpoint (fixed-size synthetic) is not checkpointed here either (only the final save).
     checkpointed = cluster.checkpoint_every > 0 or cluster.checkpoint_minutes > 0
     every = min(cluster.checkpoint_every or steps, max(1, steps // 3)) if checkpointed else 0
-    max_bytes = cluster.max_bytes
-    if WORKLOADS[exp.workload].collective and max_bytes > LOCAL_MAX_BYTES:
-        max_bytes = LOCAL_MAX_BYTES
-        notes.append(f"messages up to {LOCAL_MAX_BYTES} B (--max-bytes), gloo over loopback")
+    max_bytes, extra = cluster.max_bytes, tuple(exp.args)
+    if WORKLOADS[exp.workload].collective:
+        # The cluster's size (a --max-bytes in args too) is for GPU memory and a fabric, not this machine.
+        extra, dropped = without_flag(extra, "--max-bytes")
+        max_bytes = min(max_bytes, LOCAL_MAX_BYTES)
+        notes.append(f"messages up to {max_bytes} B (not {' '.join(dropped) or cluster.max_bytes}), "
+                     "gloo over loopback")
     train = replace(
         cluster, max_bytes=max_bytes, batch_size=min(exp.batch_size, local.batch_size), precision=precision, steps=steps, epochs=0,
         channels_last=channels_last,
@@ -126,9 +129,24 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         skip = f"framework {exp.framework}: the local runner runs pytorch experiments only"
     return LocalExperiment(
         name=exp.name, workload=exp.workload, min_nodes=lo, max_nodes=hi,
-        procs_per_node=min(exp.gpus_per_node, local.procs_per_node), train=train, extra_args=tuple(exp.args),
+        procs_per_node=min(exp.gpus_per_node, local.procs_per_node), train=train, extra_args=extra,
         rdzv_backend=exp.rdzv_backend, max_restarts=exp.max_restarts, evaluate=exp.evaluate,
         results_dir=results_dir, notes=tuple(notes), skip=skip)
+
+
+def without_flag(args: Sequence[str], flag: str) -> tuple[tuple[str, ...], list[str]]:
+    """``args`` without ``flag=V`` or ``flag V``, and what was taken out."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    it = iter(args)
+    for a in it:
+        if a.startswith(flag + "="):
+            dropped.append(a)
+        elif a == flag:
+            dropped += [a, next(it, "")]
+        else:
+            kept.append(a)
+    return tuple(kept), dropped
 
 
 def plan_local(experiments: Sequence[Experiment], local: LocalRun, *, run_dir: Path,

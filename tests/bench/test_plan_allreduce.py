@@ -65,3 +65,21 @@ def test_strict_without_efa_and_a_single_process_allreduce_are_named_problems():
     with pytest.raises(ConfigError) as e:
         evaluate_config("dev", with_experiment(DEV, fabric="loose"), today=TODAY)
     assert any("experiments[2].fabric" in p and "check, strict" in p for p in e.value.problems), e.value.problems
+
+
+def test_the_local_run_caps_the_messages_and_args_still_win(tmp_path):
+    from bench.local_plan import LOCAL_MAX_BYTES, scale_experiment
+    from spec.config import Experiment, LocalRun
+
+    e = Experiment(name="nccl", workload="allreduce", min_nodes=2, max_nodes=2, steps=20)
+    local = scale_experiment(e, LocalRun(), results_dir=str(tmp_path), data_dir=str(tmp_path))
+    assert local.train.max_bytes == LOCAL_MAX_BYTES and local.train.steps == 20
+    assert any("gloo over loopback" in n for n in local.notes)
+    sized = scale_experiment(Experiment(name="n", workload="allreduce", min_nodes=2, max_nodes=2,
+                                        args=("--max-bytes=8589934592", "--seed", "3", "--max-bytes", "64")),
+                             LocalRun(), results_dir=str(tmp_path), data_dir=str(tmp_path))
+    assert sized.extra_args == ("--seed", "3") and sized.train.max_bytes == LOCAL_MAX_BYTES
+    assert any("not --max-bytes=8589934592 --max-bytes 64" in n for n in sized.notes), sized.notes
+    other = scale_experiment(Experiment(name="r", workload="resnet50"), LocalRun(), results_dir=str(tmp_path),
+                             data_dir=str(tmp_path))
+    assert other.train.max_bytes == 2**30  # not a collective: untouched (and not on its command line)

@@ -11,7 +11,7 @@ import pytest
 from spec.launch_command import Torchrun, launcher_argv, torchrun_argv, trainer_argv
 from spec.train_args import TrainArgs
 from tests.workloads.conftest import child_env, run_training
-from workloads.train.allreduce import bandwidths, memory_cap, message_sizes
+from workloads.train.allreduce import bandwidths, mem_available, memory_cap, message_sizes
 from workloads.train.metrics import metrics_dir, read_jsonl
 
 
@@ -82,3 +82,11 @@ def test_sizes_double_from_8_bytes_and_memory_caps_the_largest():
     # 24 GiB host shared by 2 processes: (12 GiB - 1 GiB) / 2 = 5.5 GiB -> 4 GiB
     assert memory_cap(24 * 2**30, 2) == 2**32
     assert memory_cap(0) == 8
+
+
+def test_host_memory_counts_the_page_cache_the_kernel_can_drop():
+    # A busy host: 90 MiB free, 20 GiB available (proc(5) MemAvailable)
+    meminfo = "MemTotal:       24000000 kB\nMemFree:           92160 kB\nMemAvailable:   20971520 kB\n"
+    assert mem_available(meminfo) == 20971520 * 1024
+    assert memory_cap(mem_available(meminfo), 2) == 2**32  # (10 GiB - 1 GiB) / 2 -> 4 GiB
+    assert mem_available("MemTotal: 1 kB\n") is None

@@ -21,6 +21,7 @@ from typing import Any
 from spec.fabric import bus_bandwidth
 from workloads.train.device import device_info
 from workloads.train.metrics import JsonLines, metrics_dir
+from workloads.train.startup import startup_event
 
 MIN_BYTES = 8
 ELEMENT_BYTES = 4  # float32
@@ -53,14 +54,30 @@ def bandwidths(nbytes: int, seconds: float, world_size: int) -> tuple[float, flo
     return algbw, bus_bandwidth(algbw, world_size)
 
 
+def mem_available(meminfo: str) -> int | None:
+    """``MemAvailable`` of /proc/meminfo in bytes: free memory plus the page cache the kernel can
+    drop (proc(5)); plain free memory (``MemFree``, sysconf's available pages) leaves the cache out
+    and can be a few MiB on a busy machine with GiBs to spare."""
+    for line in meminfo.splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
 def free_memory(device: Any) -> tuple[int, int]:
     """(free bytes, processes sharing them): the GPU's own, or the host's available memory."""
     if device.type == "cuda":
         import torch
 
         return torch.cuda.mem_get_info(device)[0], 1
-    pages = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return pages, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    try:
+        with open("/proc/meminfo") as f:
+            available = mem_available(f.read())
+    except OSError:
+        available = None
+    if available is None:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return available, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
 
 
 def _time_per_op(run: Any, buf: Any, iters: int) -> tuple[float, float]:
@@ -134,6 +151,8 @@ def run_allreduce(run: Any) -> int:
         algbw, busbw = bandwidths(nbytes, mean_s, run.world)
         if run.rank == 0:
             print(f"{nbytes:>12} {mean_s * 1e6:>12.2f} {algbw:>11.4f} {busbw:>11.4f}", flush=True)
+        if events and nbytes == sizes[0]:  # the start-up record, as the training loop's first step writes it
+            events.write(startup_event(run.marks, time.time(), step=1, restart=run.env["restart"]))
         if lines:
             lines.write({"bytes": nbytes, "count": nbytes // ELEMENT_BYTES, "dtype": "float32",
                          "warmup_iters": a.warmup_steps, "iters": a.steps, "time_us": round(mean_s * 1e6, 3),
