@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import functools
 import io
+import math
 from typing import Any
 
 GROUP = ("workload", "gpu", "instance_type", "gpus_per_node", "batch_size", "precision")
@@ -20,6 +21,8 @@ MAX_BARS = 60  # experiment runs per bar chart
 MAX_CURVES = 20  # experiment runs on the loss plot
 MAX_GROUPS = 6  # scaling panels
 MAX_STEP_ROWS = 12  # experiment runs in the step-time figure
+MAX_SIZES = 40  # message sizes per busbw curve (8 B to 8 GiB is 31)
+MAX_MESSAGE = 2**50  # bytes; past 2**63 numpy holds an int as an object and cannot take its log
 # Text from a run is drawn as it is: no mathtext ("$...$" would be parsed, and can fail to parse)
 SAFE_TEXT = {"text.parse_math": False, "text.usetex": False}
 
@@ -231,16 +234,24 @@ def _bytes(n: float) -> str:
     return f"{n} B"
 
 
+def _number(v: Any) -> bool:
+    """A finite int or float from a results file (not a bool, NaN or infinity)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def busbw_curves(df) -> list[tuple[str, list[tuple[int, float]], Any]]:
     """(label, [(bytes, busbw GB/s)], the published comparison) for each run with a busbw curve."""
     out = []
     for name, r in zip(labels(df), df.itertuples()):
         b = r.busbw if isinstance(r.busbw, dict) else {}
-        points = [(p["bytes"], p["busbw_gbps"]) for p in b.get("curve") or []
-                  if isinstance(p, dict) and isinstance(p.get("bytes"), int) and p["bytes"] > 0
-                  and isinstance(p.get("busbw_gbps"), (int, float))]
+        curve = b.get("curve") if isinstance(b.get("curve"), list) else []
+        points = [(p["bytes"], float(p["busbw_gbps"])) for p in curve[:MAX_SIZES]
+                  if isinstance(p, dict) and _number(p.get("bytes")) and isinstance(p["bytes"], int) and 0 < p["bytes"] <= MAX_MESSAGE
+                  and _number(p.get("busbw_gbps"))]
+        e = b.get("expected") if isinstance(b.get("expected"), dict) else {}
+        known = isinstance(e.get("compared_at_bytes"), int) and e["compared_at_bytes"] > 0 and _number(e.get("expected_gbps"))
         if points:
-            out.append((name, points, b.get("expected") if isinstance(b.get("expected"), dict) else None))
+            out.append((name, points, e if known else None))
     return out[:MAX_CURVES]
 
 
@@ -254,7 +265,7 @@ def busbw_figure(df):
     fig, ax = _figure(figsize=(11, 4.5))
     for name, points, expected in curves:
         line, = ax.plot([b for b, _ in points], [v for _, v in points], "o-", ms=3, label=name)
-        if expected and isinstance(expected.get("expected_gbps"), (int, float)):
+        if expected:
             ax.plot([expected["compared_at_bytes"]], [expected["expected_gbps"]], "x", ms=10, mew=2,
                     color=line.get_color(), label=f"{name}: published figure")
     # Plain tick labels (the page draws no mathtext: SAFE_TEXT): 8 B, 1 KiB, 1 MiB, 1 GiB, ...

@@ -148,3 +148,16 @@ def test_the_pages_policy_blocks_a_script_or_handler_that_got_into_it(page, tmp_
     body = re.search(r"<body[^>]*>", dom).group(0)
     assert "data-images-loaded=" in body, "the page's own script must still run"
     assert "data-planted" not in body, f"a planted script or handler ran: {body}"
+
+
+def test_a_hostile_busbw_document_gives_a_page_not_a_traceback(tmp_path):
+    from tests.bench.conftest import summary, write_experiment
+
+    hostile = {"curve": [{"bytes": 2**100, "busbw_gbps": 1.0}, {"bytes": "8", "busbw_gbps": 1.0}, {"bytes": True, "busbw_gbps": 2.0},
+                         {"bytes": 16, "busbw_gbps": float("nan")}, *({"bytes": 2**k, "busbw_gbps": 1.0}
+                                                                      for k in range(3, 200))],
+               "peak_gbps": "<script>x</script>", "expected": {"compared_at_bytes": "1 GiB", "expected_gbps": 1.0}}
+    write_experiment(tmp_path, "dev/r1/ar", summary("ar", throughput={}, busbw=hostile, flags=[1, None, "<b>"],
+                                                    fabric="degraded"), ranks=0)
+    text = report.write_report([str(tmp_path / "dev")], tmp_path / "h.html").read_text()
+    assert "busbw per message size" in text and "<script>x" not in text and "&lt;b&gt;" in text
