@@ -144,11 +144,20 @@ class ExperimentRun:
             self.wall = time.monotonic() - self.t0
 
     def progress_line(self) -> str:
-        from workloads.train.metrics import last_step, rank_files
+        from spec.workload_facts import WORKLOADS
+        from workloads.train.metrics import last_step, metrics_dir, rank_files
 
+        took = f"{time.monotonic() - self.t0:5.1f}s"
+        if WORKLOADS[self.exp.workload].collective:  # no steps: one line per message size measured
+            from workloads.train.allreduce import LINES_FILE, message_sizes
+
+            try:
+                done = (metrics_dir(self.exp.results_dir) / LINES_FILE).read_bytes().count(b"\n")
+            except OSError:
+                done = 0
+            return f"[{self.exp.name}] message size {done}/{len(message_sizes(self.exp.train.max_bytes))}  {took}"
         steps = max((last_step(p) for p in rank_files(self.exp.results_dir).values()), default=0)
-        return (f"[{self.exp.name}] step {steps}/{self.exp.train.steps}  "
-                f"{time.monotonic() - self.t0:5.1f}s")
+        return f"[{self.exp.name}] step {steps}/{self.exp.train.steps}  {took}"
 
     def finish(self) -> None:
         for p in self.procs:

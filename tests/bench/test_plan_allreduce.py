@@ -83,3 +83,20 @@ def test_the_local_run_caps_the_messages_and_args_still_win(tmp_path):
     other = scale_experiment(Experiment(name="r", workload="resnet50"), LocalRun(), results_dir=str(tmp_path),
                              data_dir=str(tmp_path))
     assert other.train.max_bytes == 2**30  # not a collective: untouched (and not on its command line)
+
+
+def test_the_local_progress_of_an_allreduce_counts_message_sizes(tmp_path):
+    import time
+
+    from bench.local_backend import ExperimentRun
+    from bench.local_plan import scale_experiment
+    from spec.config import Experiment, LocalRun
+
+    exp = scale_experiment(Experiment(name="nccl", workload="allreduce", min_nodes=2, max_nodes=2), LocalRun(),
+                           results_dir=str(tmp_path), data_dir=str(tmp_path))
+    run = ExperimentRun(exp, stack="s", run_id="r", etcd=None, env={}, timeout_s=60)
+    run.t0 = time.monotonic()
+    assert "message size 0/22" in run.progress_line()  # 8 B .. 16 MiB
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "allreduce.jsonl").write_text('{"bytes": 8}\n{"bytes": 16}\n')
+    assert "message size 2/22" in run.progress_line()
