@@ -35,12 +35,12 @@ def test_report_is_self_contained_and_has_every_section(page):
 
     text = page.read_text()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", text), "the page must load nothing from the network"
-    for heading in ("Summary", "Throughput", "Scaling efficiency", "Loss curves", "Step time distribution",
+    for heading in ("Where the time went", "Summary", "Throughput", "Scaling efficiency", "Loss curves", "Step time distribution",
                     "Time to accuracy", "Cost", "What ran"):
         assert f"<h2>{heading}" in text, heading
     images = IMG.findall(text)
     assert {alt for alt, _ in images} >= {"throughput per experiment", "scaling vs nodes", "loss curves",
-                                          "step time per rank", "cost per run"}
+                                          "step time per rank", "cost per run", "timeline of each run"}
     for alt, data in images:
         with Image.open(io.BytesIO(base64.b64decode(data))) as im:
             im.load()
