@@ -288,7 +288,7 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
         df = with_baseline(df, baseline)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [f"<h1>eksbench report</h1><p class='meta'>{html.escape(', '.join(sources))} — generated {when}</p>",
-            timeline_section(timelines or []), summary_section(df, baseline), throughput_section(df), scaling_section(df), steps_section(steps, df),
+            timeline_section(timelines or [], table=table, figure=figure), summary_section(df, baseline), throughput_section(df), scaling_section(df), steps_section(steps, df),
             accuracy_section(df), cost_section(df), what_ran_section(df)]
     notes = list(notes) + cut_notes(df)
     if notes:

@@ -9,7 +9,7 @@ never taken from the file, which lies in the bucket beside what the pods wrote.
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Callable
 
 from bench import timeline as T
 
@@ -36,9 +36,10 @@ def _minutes(value: Any) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
-def timeline_section(timelines: list[tuple[str, dict[str, Any]]]) -> str:
+def timeline_section(timelines: list[tuple[str, dict[str, Any]]], *, table: Callable[..., str],
+                     figure: Callable[..., str]) -> str:
+    """The section's HTML; ``table`` and ``figure`` are the report's own renderers (bench.report)."""
     from bench import plots
-    from bench.report import figure, table
 
     head = "<h2>Where the time went</h2>"
     if not timelines:

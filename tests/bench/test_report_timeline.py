@@ -7,6 +7,7 @@ import warnings
 
 from bench import report_timeline as RT
 from bench import timeline as T
+from bench.report import figure, table
 from tests.bench.conftest import timeline_doc
 
 
@@ -20,7 +21,7 @@ def test_the_section_leads_with_the_figures_derived_from_the_marks(tmp_path):
     # the file's own "figures" (999) are not trusted: 400 s to the first step; 2 nodes x (900 s - 400 s stepping)
     assert figs["minutes_to_first_step"] == round(400 / 60, 2)
     assert figs["idle_gpu_node_minutes"] == round(2 * 500 / 60, 2)
-    section = RT.timeline_section(timelines)
+    section = RT.timeline_section(timelines, table=table, figure=figure)
     assert section.startswith("<h2>Where the time went</h2>")
     assert f'<td class="">{400 / 60:.1f}</td>' in section and f"{2 * 500 / 60:.1f} (about $" in section
     assert "nothing left" in section and 'alt="timeline of each run"' in section
@@ -39,13 +40,13 @@ def test_a_hostile_timeline_is_escaped_or_dropped(tmp_path):
     assert any("phases" in str(w.message) for w in caught)
     label, got = timelines[0]
     assert got["phases"] == [] and got["figures"]["idle_gpu_node_minutes"] is None
-    section = RT.timeline_section(timelines)
+    section = RT.timeline_section(timelines, table=table, figure=figure)
     assert "<script>" not in section and "<img src=x" not in section and "LEFTOVERS" in section
 
 
 def test_no_timeline_says_where_one_comes_from(tmp_path):
     assert RT.load_timelines([str(tmp_path)]) == []
-    assert "No timeline.json" in RT.timeline_section([])
+    assert "No timeline.json" in RT.timeline_section([], table=table, figure=figure)
 
 
 def test_the_figure_draws_every_phase(tmp_path):
