@@ -13,6 +13,7 @@ and its name, keeps every field of the expected type, drops the others, and give
     metrics/eval.jsonl   read_eval_lines
     metrics/events.jsonl read_event_lines
     timeline.json        read_timeline   (bench report; the run's own record, beside the experiments)
+    autostop.json        read_autostop   (bench status; the cluster's controller, beside the experiments)
 
 A field may always be null (the writers leave out what they did not measure). Numbers must be
 finite: JSON from Python may carry ``NaN``/``Infinity``, which would poison every sum.
@@ -247,13 +248,26 @@ def read_event_lines(raw: str | bytes, name: str, *, truncated: bool = False) ->
     return read_lines(raw, name, EVENT_LINE, truncated=truncated)
 
 
+def _scaled_group(v: Any) -> bool:
+    return isinstance(v, dict) and text(v.get("name")) and (v.get("changed") is None or flag(v["changed"]))
+
+
+# autostop.json (workloads/train/autostop.py ``act``): written by the controller in the cluster.
+AUTOSTOP: Schema = {"decided_at": text, "action": text, "reason": text, "cluster": text, "run_id": text,
+                    "node_groups": list_of(_scaled_group)}
+
+
+def read_autostop(raw: str | bytes | None, name: str) -> dict[str, Any] | None:
+    return read_document(raw, name, AUTOSTOP, stacklevel=2)
+
+
 def read_timeline(raw: str | bytes | None, name: str) -> dict[str, Any] | None:
     return read_document(raw, name, TIMELINE, stacklevel=2)
 
 
 READERS: dict[str, Callable[[Any, str], dict[str, Any] | None]] = {
     "summary.json": read_summary, "progress.json": read_progress, "eval.json": read_eval,
-    "timeline.json": read_timeline}
+    "timeline.json": read_timeline, "autostop.json": read_autostop}
 
 
 def reader_for(file_name: str) -> Callable[[Any, str], dict[str, Any] | None]:
