@@ -132,7 +132,10 @@ class CloudBackend:
 
     def _up(self) -> None:
         try:
-            result = self.stk.up(on_event=self.up_progress, suppress_progress=True)
+            # refresh: the GPU groups' sizes may have been set to zero outside Pulumi (autostop, --keep); without
+            # reading them back Pulumi sees no diff and a re-run's Jobs wait on empty groups (`pulumi up --refresh`:
+            # "refresh the state of the stack's resources before this update", pulumi.com/docs/cli/commands/pulumi_up/)
+            result = self.stk.up(on_event=self.up_progress, suppress_progress=True, refresh=True)
             self.outputs = {k: v.value for k, v in result.outputs.items()}
         except BaseException as e:  # noqa: BLE001 - handed to the main thread
             self.up_error = e

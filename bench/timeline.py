@@ -110,8 +110,9 @@ class Recorder:
 
     def experiment(self, name: str, *, pods_started: float | None = None, first_step: float | None = None,
                    last_step: float | None = None, source: str = "") -> None:
-        """What is known of an experiment; a later call fills only what an earlier one left unknown,
-        except that a pod start seen in the Kubernetes API wins (it is when the container started)."""
+        """What is known of an experiment; a later call fills only what an earlier one left unknown: the
+        first source to see a mark keeps it (the Kubernetes API sees a container start before the
+        experiment's summary arrives, and its startedAt is the container's own)."""
         e = self.experiments.setdefault(name, {"pods_started": None, "first_step": None, "last_step": None,
                                                "source": source})
         for key, value in (("pods_started", pods_started), ("first_step", first_step), ("last_step", last_step)):

@@ -69,3 +69,14 @@ def test_a_failed_up_still_writes_what_happened(project):
     names = [p["name"] for p in doc["phases"]]
     assert names[:2] == [T.PREFLIGHT, T.UP] and T.TEARDOWN in names and T.TRAINING not in names
     assert doc["figures"]["minutes_to_first_step"] is None
+
+
+def test_up_refreshes_so_a_rerun_after_autostop_or_keep_gets_its_gpu_nodes_back(project):
+    # autostop and --keep set the GPU groups to zero through the EKS API, outside Pulumi's state; only an
+    # up that reads the resources back first (`pulumi up --refresh`) sees the difference and restores them
+    stack = project.write_stack()
+    project.scenario = ok_scenario(project)
+    done = project.run(stack)
+    assert done.returncode == 0, done.stdout + done.stderr
+    up = [c for c in project.commands() if c[:1] == ["up"]]
+    assert len(up) == 1 and "--refresh" in up[0], up
