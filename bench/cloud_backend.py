@@ -14,6 +14,7 @@ teardown: ``pulumi destroy``, retried once, then reported with the resources lef
     command to finish it. With ``keep``: the GPU node groups are scaled to zero instead.
 collect: the results prefix of each experiment copied to ./results/<stack>/<run-id>/<exp>/
     (checkpoints skipped), one row each for the results table.
+Each phase leaves its marks in the run's timeline (``bench.timeline``, ``bench.run_timeline``).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def timeline_section(timelines: list[tuple[str, dict[str, Any]]], *, table: Call
 
     head = "<h2>Where the time went</h2>"
     if not timelines:
-        return head + ("<p class='note'>No timeline.json under the sources: <code>bench run</code> on AWS writes "
+        return head + ("<p class='note'>No timeline.json under the sources: bench run on AWS writes "
                        "one beside the run's results; local runs have none.</p>")
     rows = []
     for label, doc in timelines:
@@ -57,7 +57,7 @@ def timeline_section(timelines: list[tuple[str, dict[str, Any]]], *, table: Call
     cols = [("run", "stack/run"), ("first_step", "minutes to the first step"),
             ("idle", "GPU node-minutes billed while nothing stepped"), ("billed", "GPU billing window, minutes"),
             ("nodes", "GPU nodes"), ("audit", "audit after destroy")]
-    intro = ("<p>The figures a run can lower: minutes from <code>bench run</code>'s start to the first training "
+    intro = ("<p>The figures a run can lower: minutes from bench run's start to the first training "
              "step, and GPU node-minutes billed while no experiment was stepping (GPU nodes × the part of their "
              "billing window, node groups' creation to the teardown's end, that no experiment's first-to-last step "
              "covers).</p>")

@@ -199,7 +199,9 @@ def scale_to_zero(outputs: dict[str, Any], *, region: str, stack: str) -> bool:
         except Exception as e:  # noqa: BLE001
             ok = False
             progress.line(f"error: could not scale node group {name} to zero: {type(e).__name__}: {e}", err=True)
-    progress.line(f"--keep: the stack stays up (control plane, NAT, system nodes and storage still cost "
+    after = outputs.get("hourly_cost_after_autostop_usd")  # infra/estimate.py cost_after_autostop, exported
+    figure = f"about ${after:.2f}/h: " if isinstance(after, (int, float)) and not isinstance(after, bool) else ""
+    progress.line(f"--keep: the stack stays up ({figure}control plane, NAT, system nodes and storage still cost "
                   f"money); destroy it later with: python -m bench destroy {stack}")
     return ok
 

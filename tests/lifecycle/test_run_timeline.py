@@ -80,3 +80,20 @@ def test_up_refreshes_so_a_rerun_after_autostop_or_keep_gets_its_gpu_nodes_back(
     assert done.returncode == 0, done.stdout + done.stderr
     up = [c for c in project.commands() if c[:1] == ["up"]]
     assert len(up) == 1 and "--refresh" in up[0], up
+
+
+def test_keep_records_its_scale_down_as_the_teardown_and_says_what_still_bills(project):
+    stack = project.write_stack()
+    eks = boto3.client("eks", region_name=REGION)
+    role = "arn:aws:iam::123456789012:role/eks"
+    eks.create_cluster(name="eksbench-lc", roleArn=role, resourcesVpcConfig={"subnetIds": []})
+    for ng in ("system-ng", "gpu-g5-ng"):
+        eks.create_nodegroup(clusterName="eksbench-lc", nodegroupName=ng, nodeRole=role, subnets=["subnet-1"],
+                             scalingConfig={"minSize": 0, "desiredSize": 2, "maxSize": 2})
+    project.scenario = ok_scenario(project, outputs=project.outputs(hourly_cost_after_autostop_usd=0.34))
+    done = project.run(stack, "--keep")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "--keep: the stack stays up (about $0.34/h: control plane" in done.stdout
+    doc = json.loads((project.results / stack / "r1" / T.FILE).read_text())
+    names = [p["name"] for p in doc["phases"]]
+    assert names[-1] == T.TEARDOWN and T.AUDIT not in names and doc["audit"]["clean"] is None
