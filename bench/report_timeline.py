@@ -15,7 +15,7 @@ from bench import timeline as T
 
 
 def load_timelines(sources: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """(``stack/run``, document) of each readable ``timeline.json`` under the sources."""
+    """(a label naming the stack and the run, document) of each readable ``timeline.json`` under the sources."""
     from bench.result_files import files_named
     from bench.result_readers import MAX_JSON_BYTES, read_timeline
 
@@ -28,7 +28,7 @@ def load_timelines(sources: list[str]) -> list[tuple[str, dict[str, Any]]]:
             seen.add(where)
             doc = {**doc, "phases": doc.get("phases") or [], "experiments": doc.get("experiments") or []}
             doc["figures"] = T.figures(doc)
-            out.append((f"{doc.get('stack') or '?'}/{doc.get('run_id') or '?'}", doc))
+            out.append((f"stack {doc.get('stack') or '?'}, run {doc.get('run_id') or '?'}", doc))
     return out
 
 
@@ -54,7 +54,7 @@ def timeline_section(timelines: list[tuple[str, dict[str, Any]]], *, table: Call
                      + (f" (about ${f['idle_gpu_usd']:.2f})" if f.get("idle_gpu_usd") else ""),
                      "billed": _minutes(f["gpu_billed_minutes"]), "nodes": doc.get("gpu_nodes"),
                      "audit": "nothing left" if audit is True else "LEFTOVERS" if audit is False else "not run"})
-    cols = [("run", "stack/run"), ("first_step", "minutes to the first step"),
+    cols = [("run", "run"), ("first_step", "minutes to the first step"),
             ("idle", "GPU node-minutes billed while nothing stepped"), ("billed", "GPU billing window, minutes"),
             ("nodes", "GPU nodes"), ("audit", "audit after destroy")]
     intro = ("<p>The figures a run can lower: minutes from bench run's start to the first training "

@@ -16,7 +16,7 @@ def test_the_section_leads_with_the_figures_derived_from_the_marks(tmp_path):
     run.mkdir(parents=True)
     (run / "timeline.json").write_text(json.dumps(timeline_doc()))
     timelines = RT.load_timelines([str(tmp_path)])
-    assert [label for label, _ in timelines] == ["gpu/r1"]
+    assert [label for label, _ in timelines] == ["stack gpu, run r1"]
     figs = timelines[0][1]["figures"]
     # the file's own "figures" (999) are not trusted: 400 s to the first step; 2 nodes x (900 s - 400 s stepping)
     assert figs["minutes_to_first_step"] == round(400 / 60, 2)
@@ -52,7 +52,7 @@ def test_no_timeline_says_where_one_comes_from(tmp_path):
 def test_the_figure_draws_every_phase(tmp_path):
     from bench import plots
 
-    fig = plots.timeline_figure([("gpu/r1", timeline_doc())])
+    fig = plots.timeline_figure([("stack gpu, run r1", timeline_doc())])
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels[:2] == [T.PREFLIGHT, T.UP] and "steps: resnet50-2n" in labels
