@@ -38,8 +38,9 @@ def plan(stack: str, root: Path = ROOT):
 
 
 def up(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = print) -> dict[str, Any]:
-    """``pulumi up`` only (the Jobs start, nothing waits for them); returns the stack outputs."""
-    result = open_stack(stack, root).up(on_output=on_output)
+    """``pulumi up --refresh`` only (the Jobs start, nothing waits for them); returns the stack outputs."""
+    # refresh: the GPU groups' sizes autostop or --keep set to zero are read back, so the update restores them
+    result = open_stack(stack, root).up(on_output=on_output, refresh=True)
     return {k: v.value for k, v in result.outputs.items()}
 
 

@@ -14,6 +14,7 @@ teardown: ``pulumi destroy``, retried once, then reported with the resources lef
     command to finish it. With ``keep``: the GPU node groups are scaled to zero instead.
 collect: the results prefix of each experiment copied to ./results/<stack>/<run-id>/<exp>/
     (checkpoints skipped), one row each for the results table.
+Each phase leaves its marks in the run's timeline (``bench.timeline``, ``bench.run_timeline``).
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench import progress, pulumi_cli
+from bench import progress, pulumi_cli, run_timeline
+from bench import timeline as T
 from bench.lifecycle import BackendError, Control
-from bench.stack_operations import UpProgress, clock_text, destroy_with_retry, last_line
+from bench.stack_operations import UpProgress, clock_text, destroy_with_retry, last_line, scale_to_zero
 from spec.results_location import ResultsLocation
 from spec.s3_uri import parse_s3_uri
 
@@ -56,7 +58,7 @@ class CloudBackend:
 
     def __init__(self, *, stack: str, ready: Any, root: Path, results_root: Path, keep: bool = False,
                  poll: float = 15.0, progress_every: float = 30.0, resume: bool = False,
-                 kube_every: float = 60.0, fatal_after_s: float = 300.0):
+                 kube_every: float = 60.0, fatal_after_s: float = 300.0, timeline: T.Recorder | None = None):
         self.stack, self.ready, self.cfg = stack, ready, ready.cfg
         self.root, self.results_root = root, results_root
         self.keep, self.poll, self.every = keep, poll, progress_every
@@ -73,6 +75,7 @@ class CloudBackend:
         self.last_summary_at: float | None = None  # monotonic: when the last summary was seen
         self.teardown_started_at: float | None = None
         self._s3: Any = None
+        self.timeline = timeline or T.Recorder(stack=stack, run_id=self.cfg.run_id, gpu_nodes=0, gpu_hourly_usd=0.0)
 
     # -- helpers
     @property
@@ -102,6 +105,7 @@ class CloudBackend:
         progress.line(f"pulumi up -s {self.stack}: about {self.ready.provision_minutes:.0f} min "
                       f"(${self.ready.hourly_usd:.2f}/h from now)")
         ctl.start_billing()
+        self.timeline.begin(T.UP, "pulumi up through the Automation API, start to return")
         self.up_thread = threading.Thread(target=self._up, name=f"pulumi-up-{self.stack}", daemon=True)
         self.up_thread.start()
         cancelled = False
@@ -118,6 +122,7 @@ class CloudBackend:
                               + ", ".join(self.up_progress.pending()))
                 next_note = time.monotonic() + self.every
         pulumi_cli.sync_stack_file(self.stack, self.root)
+        run_timeline.record_up(self.timeline, self.up_progress)
         if ctl.stopping:
             return
         if self.up_error is not None:
@@ -128,7 +133,10 @@ class CloudBackend:
 
     def _up(self) -> None:
         try:
-            result = self.stk.up(on_event=self.up_progress, suppress_progress=True)
+            # refresh: the GPU groups' sizes may have been set to zero outside Pulumi (autostop, --keep); without
+            # reading them back Pulumi sees no diff and a re-run's Jobs wait on empty groups (`pulumi up --refresh`:
+            # "refresh the state of the stack's resources before this update", pulumi.com/docs/cli/commands/pulumi_up/)
+            result = self.stk.up(on_event=self.up_progress, suppress_progress=True, refresh=True)
             self.outputs = {k: v.value for k, v in result.outputs.items()}
         except BaseException as e:  # noqa: BLE001 - handed to the main thread
             self.up_error = e
@@ -181,6 +189,9 @@ class CloudBackend:
                           f"{str(e).splitlines()[0] if str(e) else ''}); following S3 only", err=True)
             return
         state, w.reasons = kube.summarize(pods)
+        self.timeline.experiment(w.name, pods_started=kube.containers_started_at(pods),
+                                 source="Kubernetes API: the first container's startedAt")
+        run_timeline.record_nodes_ready(self.timeline, self.kube)
         if state and not w.finished:
             w.state = state if state != "succeeded" else "running"
         if any(kube.is_fatal(r) for r in w.reasons):
@@ -268,6 +279,9 @@ class CloudBackend:
         w.state = state
         w.ended_at = self.last_summary_at = time.monotonic()
         s = w.summary or {}
+        steps = T.steps_from_summary(w.summary)
+        if steps:
+            self.timeline.experiment(w.name, **steps)
         if state == "succeeded":
             tp = (s.get("throughput") or {}).get("samples_per_s_total")
             progress.line(f"[{w.name}] succeeded" + (f": {tp} samples/s" if tp else ""))
@@ -278,6 +292,17 @@ class CloudBackend:
 
     # -- teardown
     def teardown(self, ctl: Control) -> bool:
+        self.timeline.begin(T.TEARDOWN, "pulumi destroy (--keep: the GPU groups scaled to zero), start to end")
+        try:
+            ok = self._teardown(ctl)
+        finally:
+            self.timeline.end(T.TEARDOWN)
+        if ok is None:  # destroyed: what did it leave behind? (exit 1 if anything)
+            ok = run_timeline.audit(self.timeline, self.stack, root=self.root)
+        return ok
+
+    def _teardown(self, ctl: Control) -> bool | None:
+        """False: something is left; True: nothing was created or --keep scaled down; None: destroyed."""
         self.teardown_started_at = time.monotonic()
         if self.last_summary_at is not None:
             progress.line(f"tearing down {self.teardown_started_at - self.last_summary_at:.3f}s after the last "
@@ -288,7 +313,7 @@ class CloudBackend:
             progress.line("waiting for pulumi up to finish cancelling before the teardown", err=True)
             self.up_thread.join()
         if self.keep:
-            return self._scale_to_zero()
+            return scale_to_zero(self.outputs, region=self.cfg.region, stack=self.stack)
         progress.line(f"pulumi destroy -s {self.stack}" + (f" ({ctl.reason})" if ctl.reason else ""))
         events = UpProgress([], verb="destroy", out=lambda text: None)  # a line per group is enough for up
         ok, left = destroy_with_retry(self.stk, stack=self.stack, on_event=events,
@@ -297,39 +322,13 @@ class CloudBackend:
         if ok:
             progress.line(f"destroyed in {clock_text(time.monotonic() - self.teardown_started_at).strip()}; the "
                           "results bucket is kept")
-            from bench.audit import audit_after_destroy  # what destroy left behind: exit 1 if anything
-
-            return audit_after_destroy(self.stack, root=self.root, out=progress.line)
+            return None
         progress.line(f"error: destroy failed twice; {len(left)} resource(s) left"
                       + (": " + "; ".join(left[:15]) + (" ..." if len(left) > 15 else "") if left else "")
                       + f". They cost money until removed: python -m bench destroy {self.stack} "
                       f"(or: pulumi destroy -s {self.stack} --cwd {pulumi_cli.work_dir(self.stack, self.root)})",
                       err=True)
         return False
-
-    def _scale_to_zero(self) -> bool:
-        import boto3
-
-        cluster = self.outputs.get("cluster_name")
-        groups = list(self.outputs.get("node_groups") or [])[1:]  # [system, *gpu groups]
-        if not cluster or not groups:
-            progress.line(f"--keep: the stack has no GPU node groups to scale down (up did not finish?); "
-                          f"it is left as it is: python -m bench destroy {self.stack}", err=True)
-            return False
-        eks = boto3.client("eks", region_name=self.cfg.region)
-        ok = True
-        for name in groups:
-            try:
-                current = eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]["scalingConfig"]
-                eks.update_nodegroup_config(clusterName=cluster, nodegroupName=name, scalingConfig={
-                    "minSize": 0, "desiredSize": 0, "maxSize": max(1, int(current.get("maxSize", 1)))})
-                progress.line(f"--keep: node group {name} scaled to 0 nodes")
-            except Exception as e:  # noqa: BLE001
-                ok = False
-                progress.line(f"error: could not scale node group {name} to zero: {type(e).__name__}: {e}", err=True)
-        progress.line(f"--keep: the stack stays up (control plane, NAT, system nodes and storage still cost "
-                      f"money); destroy it later with: python -m bench destroy {self.stack}")
-        return ok
 
     # -- collect
     def collect(self, ctl: Control) -> list[dict[str, Any]]:

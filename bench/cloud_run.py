@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import progress
+from bench import progress, run_timeline
+from bench.timeline import PREFLIGHT
 from bench.errors import USAGE_ERROR, fail
 from bench.stack_files import ROOT
 
@@ -52,23 +54,53 @@ def run_stack(stack: str, opts: CloudRunOptions) -> CloudOutcome:
     from bench.preflight import Refusal, preflight
 
     results_root = Path(opts.results_root).resolve()
+    started = time.time()
     try:
         ready = preflight(stack, Path(opts.root), max_cost=opts.max_cost, results_root=results_root,
                           resume=opts.resume)
     except Refusal as e:
         return CloudOutcome(code=USAGE_ERROR, refusal=str(e))
+    timeline = run_timeline.recorder(stack, ready, started=started)
+    timeline.span(PREFLIGHT, started, time.time(), "bench run's clock: config, cost, CLI, credentials, quotas, data")
     deadline = opts.deadline_minutes or ready.default_deadline_minutes
     progress.line(f"run {ready.cfg.run_id} of stack {stack}: deadline {deadline:.0f} min"
                   + (f", budget ${opts.max_cost:.2f}" if opts.max_cost is not None else "")
                   + ("; --keep: the stack stays up, GPU nodes scaled to zero" if opts.keep else ""))
     ctl = Control(deadline_s=deadline * 60, hourly_usd=ready.hourly_usd, max_cost_usd=opts.max_cost)
     backend = CloudBackend(stack=stack, ready=ready, root=Path(opts.root), results_root=results_root,
-                           keep=opts.keep, poll=opts.poll, progress_every=opts.progress_every, resume=opts.resume)
+                           keep=opts.keep, poll=opts.poll, progress_every=opts.progress_every, resume=opts.resume,
+                           timeline=timeline)
     outcome = run_lifecycle(backend, ctl)
+    _write_timeline(timeline, backend, ready)
     overhead = None
     if backend.last_summary_at is not None and backend.teardown_started_at is not None:
         overhead = backend.teardown_started_at - backend.last_summary_at
     return CloudOutcome(code=outcome.code, rows=outcome.rows, timings=outcome.timings, overhead_s=overhead)
+
+
+def _write_timeline(timeline: Any, backend: Any, ready: Any) -> None:
+    """``timeline.json`` beside the run's results (./results and the bucket), and its figures printed."""
+    from spec.results_location import results_bucket
+    from spec.s3_uri import parse_s3_uri
+
+    doc = timeline.document()
+    bucket = backend.outputs.get("results_bucket")
+    if not bucket and backend.outputs.get("results_prefix"):
+        bucket = parse_s3_uri(backend.outputs["results_prefix"])[0]
+    if not bucket:
+        try:
+            bucket = results_bucket(ready.cfg.results, ready.home, region=ready.cfg.region)
+        except ValueError:
+            bucket = None
+    try:
+        s3 = backend.s3 if bucket else None
+    except Exception:  # noqa: BLE001 - no client, no upload; the local copy is written anyway
+        bucket, s3 = None, None
+    where = run_timeline.write(doc, run=backend.run_results, results_root=backend.results_root, bucket=bucket, s3=s3)
+    for line in run_timeline.summary_lines(doc):
+        progress.line(line)
+    if where:
+        progress.line(f"timeline: {', '.join(where)}")
 
 
 def run_cloud(args) -> int:

@@ -168,6 +168,10 @@ class KubeClient:
         with self._open(f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": selector}) as r:
             return json.load(r).get("items") or []
 
+    def nodes(self) -> list[dict[str, Any]]:
+        with self._open("/api/v1/nodes", {}) as r:
+            return json.load(r).get("items") or []
+
     def log_tail(self, namespace: str, pod: str, lines: int = 20, previous: bool = False) -> list[str]:
         query = {"tailLines": str(lines)}
         if previous:
@@ -180,6 +184,40 @@ class KubeClient:
                         {"follow": "true", "tailLines": str(tail)}, timeout=3600) as r:
             for raw in r:
                 yield raw.decode("utf-8", "replace").rstrip("\n")
+
+
+# When things happened, for the run's timeline. Fields: Kubernetes API core/v1 ContainerStateRunning and
+# ContainerStateTerminated ``startedAt``, NodeCondition ``type: Ready`` with ``lastTransitionTime``.
+
+
+def containers_started_at(pods: list[dict[str, Any]]) -> float | None:
+    """The earliest start of any container of the pods (the image was pulled by then), epoch seconds."""
+    from bench.timeline import parse_iso
+
+    times = [parse_iso(((c.get("state") or {}).get(kind) or {}).get("startedAt"))
+             for pod in pods for c in ((pod.get("status") or {}).get("containerStatuses") or [])
+             for kind in ("running", "terminated")]
+    times = [t for t in times if t is not None]
+    return min(times) if times else None
+
+
+def gpu_nodes_ready_at(nodes: list[dict[str, Any]], expected: int) -> float | None:
+    """When the last of ``expected`` GPU nodes (those with the GPU groups' taint) turned Ready; None before."""
+    from bench.timeline import parse_iso
+    from infra.environment import GPU_TAINT
+
+    ready = []
+    for node in nodes:
+        if not any(t.get("key") == GPU_TAINT["key"] for t in (node.get("spec") or {}).get("taints") or []):
+            continue
+        for c in (node.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "Ready" and c.get("status") == "True":
+                t = parse_iso(c.get("lastTransitionTime"))
+                if t is not None:
+                    ready.append(t)
+    if expected <= 0 or len(ready) < expected:
+        return None
+    return sorted(ready)[expected - 1]
 
 
 def experiment_selector(experiment: str, run_id: str) -> str:

@@ -61,14 +61,20 @@ def _local_runs(results_root: Path, stack: str) -> dict[str, dict[str, str]]:
     return runs
 
 
-def _s3_runs(stack_results: ResultsLocation, region: str | None) -> dict[str, dict[str, str]]:
+def _s3_runs(stack_results: ResultsLocation, region: str | None,
+             autostops: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, str]]:
+    """Each run's experiments and their state; each run's ``autostop.json`` goes into ``autostops``."""
     from bench import s3_results
+    from workloads.autostop import RECORD
 
     s3 = s3_results.client(region)
     runs: dict[str, dict[str, str]] = {}
     for run_id in s3_results.child_prefixes(s3, stack_results.uri):
         exps = {}
         run = stack_results.child(run_id)
+        record = s3_results.read_json(s3, run.uri, RECORD)
+        if record is not None and autostops is not None:
+            autostops[run_id] = record
         for exp in s3_results.child_prefixes(s3, run.uri):
             uri = run.child(exp).uri
             summary = s3_results.read_json(s3, uri, "summary.json")
@@ -100,7 +106,7 @@ def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
 
     cfg = load_stack_config(stack, root)
     out: dict[str, Any] = {"stack": stack, "state": None, "outputs": {}, "local_runs": {}, "s3_runs": {},
-                           "notes": []}
+                           "autostop": {}, "notes": []}
     try:
         stk = pulumi_cli.open_stack(stack, root, check_config=False, create=False)
         info = stk.info()
@@ -109,6 +115,7 @@ def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
                         "ended": str(info.end_time) if info and info.end_time else None,
                         "resources": len(stack_resources(stk))}
         out["outputs"] = {k: v.value for k, v in stk.outputs().items()}
+        out["after_autostop_usd"] = after_autostop_usd(cfg, out["outputs"])
     except Exception as e:  # noqa: BLE001 - no CLI, no backend: say so, show the results anyway
         out["notes"].append(f"stack state unknown: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     out["local_runs"] = _local_runs(results_root.resolve(), stack)
@@ -117,7 +124,7 @@ def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
     if bucket:
         stack_results = ResultsLocation(bucket, cfg.project, stack)
         try:
-            out["s3_runs"] = _s3_runs(stack_results, cfg.region)
+            out["s3_runs"] = _s3_runs(stack_results, cfg.region, out["autostop"])
             out["s3_prefix"] = stack_results.uri
         except Exception as e:  # noqa: BLE001
             out["notes"].append(f"S3 results not readable at {stack_results.uri}: {type(e).__name__}")
@@ -125,6 +132,30 @@ def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
         out["notes"].append("no S3 results location known (results.bucket is unset and the home stack's "
                             "outputs could not be read)")
     return out
+
+
+def after_autostop_usd(cfg: Any, outputs: dict[str, Any], today: str | None = None) -> float:
+    """USD per hour the stack bills with its GPU groups at zero (``infra.estimate.cost_after_autostop``): the
+    stack's own output when it has one, else the estimate from the config (NAT gateways: none in an existing
+    VPC, one for ``single``, one per zone for ``per_az``, as infra/network.py makes them)."""
+    import datetime
+
+    from infra.estimate import cost_after_autostop, hourly_cost
+
+    value = outputs.get("hourly_cost_after_autostop_usd")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    net = cfg.network
+    nat = 0 if net.existing_vpc_id else 1 if net.nat == "single" else len(net.azs) or net.az_count
+    return cost_after_autostop(hourly_cost(cfg, nat_gateways=nat, today=today or datetime.date.today().isoformat()))
+
+
+def autostop_lines(run_id: str, record: dict[str, Any]) -> list[str]:
+    """What the cluster's autostop controller did in a run: when, why, which groups from what size."""
+    groups = [f"{g['name']} {(g['before'] if isinstance(g.get('before'), dict) else {}).get('desiredSize', '?')}->0"
+              for g in record.get("node_groups") or [] if g.get("changed") is not False]
+    return [f"      autostop: at {record.get('decided_at') or '?'} scaled "
+            + (", ".join(groups) or "nothing") + f": {record.get('reason') or '(no reason given)'}"]
 
 
 def render_status(st: dict[str, Any]) -> str:
@@ -135,6 +166,10 @@ def render_status(st: dict[str, Any]) -> str:
                      + (f" at {state['ended']}" if state["ended"] else "")
                      + f", {state['resources']} resource(s) held"
                      + (" (costs money: `python -m bench destroy " + st["stack"] + "`)" if state["resources"] else ""))
+        if state["resources"] and st.get("after_autostop_usd") is not None:
+            lines.append(f"  with the GPU groups at zero (autostop, --keep) the stack still bills about "
+                         f"${st['after_autostop_usd']:.2f}/h until destroyed: the control plane, NAT, system nodes "
+                         f"and storage (infra/estimate.py; EFS also per GB-month stored)")
     for note in st["notes"]:
         lines.append(f"  {note}")
     for where, runs in (("local", st["local_runs"]), (st.get("s3_prefix", "S3"), st["s3_runs"])):
@@ -144,6 +179,8 @@ def render_status(st: dict[str, Any]) -> str:
         for run_id, exps in runs.items():
             lines.append(f"    {run_id}")
             lines += [f"      {name}: {status}" for name, status in exps.items()] or ["      (no experiments)"]
+            if run_id in st.get("autostop", {}) and where != "local":
+                lines += autostop_lines(run_id, st["autostop"][run_id])
     return "\n".join(lines)
 
 

@@ -117,8 +117,32 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
         "critical_path": [{"urn": n.urn, "type": n.type, "minutes": minutes_for(n),
                            "source": DURATIONS.get(n.type, (0, "API call"))[1] or "API call"} for n in path],
     }
+    if isinstance(cfg, StackConfig):
+        estimate["first_step"] = first_steps(cfg, nodes)
     return Plan(stack=stack, resources=[r.as_json() for r in regs], outputs=monitor.stack_outputs,
                 warnings=collect.messages, estimate=estimate, seconds=seconds, cost_items=items)
+
+
+def first_steps(cfg: Any, nodes: list) -> list[dict[str, Any]]:
+    """Per experiment: when its Job exists, its GPU nodes joined and its image is pulled (``infra.estimate``)."""
+    from infra.estimate import first_step_minutes, finish_times
+    from spec import compat
+
+    finish = finish_times(nodes)
+    by_name = {n.urn.rsplit("::", 1)[-1]: n.urn for n in nodes}
+    out = []
+    for e in cfg.experiments:
+        # resource names: infra/node_group.py f"{name}-ng" of program/stack.py's f"gpu-{group}"; the suite's
+        # f"{name}-job" of workloads/training_job.py (the suite names its children experiments-<experiment>)
+        job = next((urn for name, urn in by_name.items() if name.endswith(f"-{e.name}-job")), None)
+        group = by_name.get(f"gpu-{e.node_group}-ng")
+        if job is None or group is None:
+            continue
+        row = compat.find_image(e.image)
+        out.append({"experiment": e.name, "image": e.image, "image_mb": row.size_mb if row else None,
+                    **first_step_minutes(job_created=finish[job], nodes_joined=finish[group],
+                                         image_mb=row.size_mb if row else None)})
+    return out
 
 
 def render(plan: Plan) -> str:
@@ -147,7 +171,26 @@ def render(plan: Plan) -> str:
         if step["minutes"] >= 0.1:
             lines.append(f"  {step['minutes']:5.1f} min  {step['type']}  {step['urn'].rsplit('::', 1)[-1]}"
                          f"  ({step['source']})")
+    lines += render_first_steps(est.get("first_step") or [])
     return "\n".join(lines)
+
+
+def render_first_steps(rows: list[dict[str, Any]]) -> list[str]:
+    from infra.estimate import DURATIONS, IMAGE_PULL_SOURCE
+
+    if not rows:
+        return []
+    lines = ["\nEstimated time to each experiment's first pod running its image (from the start of pulumi up; "
+             "start-up in the pod not included):"]
+    for r in rows:
+        pull = (f"+ image pull {r['image_pull']:.1f} min ({r['image_mb'] / 1000:.1f} GB unpacked)"
+                if r["image_pull"] is not None else "+ image pull unknown (not an image of spec/compat.py's list)")
+        lines.append(f"  {r['experiment']}: Job created at {r['job_created']:.1f} min, GPU nodes booted and joined at "
+                     f"{r['gpu_nodes_joined']:.1f} min {pull}"
+                     + (f" = {r['image_running']:.1f} min" if r["image_running"] is not None else ""))
+    lines.append(f"  (node boot and join: {DURATIONS['aws:eks/nodeGroup:NodeGroup'][1]}, the group is ACTIVE once "
+                 f"its nodes joined; image pull: {IMAGE_PULL_SOURCE})")
+    return lines
 
 
 def main(args: argparse.Namespace) -> int:

@@ -2,7 +2,8 @@
 
 Loads the sources with ``bench.results`` (local folders or s3:// prefixes, any level) and
 writes a single self-contained HTML file (figures are embedded PNGs, no network needed):
-summary table, throughput, scaling efficiency, loss curves, step-time distributions with
+where a cloud run's time went (``timeline.json``: minutes to the first step, GPU node-minutes billed
+while nothing stepped, each phase drawn), summary table, throughput, scaling efficiency, loss curves, step-time distributions with
 restarts and stragglers, time to accuracy, estimated cost, and what ran (config, image,
 versions, commit). ``--baseline`` adds each run's throughput as a ratio to that experiment's.
 pandas and matplotlib are imported inside the command, so ``--help`` stays instant.
@@ -281,14 +282,17 @@ def cut_notes(df) -> list[str]:
             for limit, what in cut if n > limit]
 
 
-def build_html(df, steps, *, sources: list[str], baseline: str | None = None, notes: list[str] = ()) -> str:
-    """The whole page (draws the figures)."""
+def build_html(df, steps, *, sources: list[str], baseline: str | None = None, notes: list[str] = (),
+               timelines: list | None = None) -> str:
+    """The whole page (draws the figures); ``timelines``: ``bench.report_timeline.load_timelines``'s."""
+    from bench.report_timeline import timeline_section
+
     if baseline:
         df = with_baseline(df, baseline)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [f"<h1>eksbench report</h1><p class='meta'>{html.escape(', '.join(sources))} — generated {when}</p>",
-            summary_section(df, baseline), throughput_section(df), scaling_section(df),
-            fabric_section(df, figure=figure, table=table),
+            timeline_section(timelines or [], table=table, figure=figure), summary_section(df, baseline),
+            throughput_section(df), scaling_section(df), fabric_section(df, figure=figure, table=table),
             steps_section(steps, df), accuracy_section(df), cost_section(df), what_ran_section(df)]
     notes = list(notes) + cut_notes(df)
     if notes:
@@ -303,11 +307,13 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
 def write_report(sources: list[str], out: str | Path, baseline: str | None = None) -> Path:
     """Load, render and write; returns the path. Raises LookupError with a one-line reason."""
     from bench import results
+    from bench.report_timeline import load_timelines
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         df = results.load(*sources)
         steps = results.steps(*sources)
+        timelines = load_timelines(list(sources))
     notes = list(dict.fromkeys(str(w.message) for w in caught))
     if df.empty:
         raise LookupError(f"nothing loadable under {', '.join(sources)}"
@@ -315,7 +321,7 @@ def write_report(sources: list[str], out: str | Path, baseline: str | None = Non
     if baseline and baseline not in set(df["experiment"]):
         raise LookupError(f"--baseline={baseline!r}: no such experiment; found: {', '.join(sorted(set(df['experiment'])))}")
     try:
-        page = build_html(df, steps, sources=sources, baseline=baseline, notes=notes)
+        page = build_html(df, steps, sources=sources, baseline=baseline, notes=notes, timelines=timelines)
     except KeyError:
         raise LookupError(f"--baseline={baseline!r}: no succeeded run with a throughput") from None
     path = Path(out)

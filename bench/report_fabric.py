@@ -7,7 +7,6 @@ in one file of their own size; the figure is ``bench.plots.busbw_figure``.
 
 from __future__ import annotations
 
-import html
 from typing import Any, Callable
 
 

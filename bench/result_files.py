@@ -168,3 +168,42 @@ def _s3(uri: str) -> list[ExperimentFiles]:
     parts = (bucket, *[p for p in prefix.split("/") if p])
     return _group(parts, f"s3://{bucket}/{prefix}",
                   rel, lambda key, start, n: _read_s3(client, bucket, base + key, start, n))
+
+
+def files_named(source: str, name: str, limit: int, most: int = 100) -> list[tuple[str, bytes]]:
+    """(location, at most ``limit`` + 1 bytes) of each file called ``name`` under the source (run-level files
+    such as ``timeline.json``), the first ``most`` in key order; unreadable ones warn and are left out."""
+    found: list[tuple[str, bytes]] = []
+    if source.startswith("s3://"):
+        import boto3
+
+        bucket, _, prefix = source[len("s3://"):].partition("/")
+        prefix = prefix.strip("/")
+        client = boto3.client("s3")
+        try:
+            keys = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=f"{prefix}/" if prefix else "") for o in page.get("Contents", [])
+                if o["Key"].rsplit("/", 1)[-1] == name]
+        except Exception as e:  # noqa: BLE001 -- one line, as for the experiments
+            warnings.warn(f"{source}: could not list objects ({type(e).__name__}: {e})", stacklevel=2)
+            return []
+        for key in sorted(keys)[:most]:
+            try:
+                found.append((f"s3://{bucket}/{key}", _read_s3(client, bucket, key, 0, limit + 1)))
+            except Exception as e:  # noqa: BLE001
+                warnings.warn(f"s3://{bucket}/{key}: could not be read ({type(e).__name__}: {e})", stacklevel=2)
+        return found
+    root = Path(source)
+    if not root.is_dir():
+        return []
+    root = root.resolve()
+    keys = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+        keys += [Path(dirpath, f).relative_to(root).as_posix() for f in filenames if f == name]
+    for key in sorted(keys)[:most]:
+        try:
+            found.append((str(root / key), _read_local(root, key, 0, limit + 1)))
+        except OSError as e:
+            warnings.warn(f"{root / key}: could not be read ({type(e).__name__}: {e})", stacklevel=2)
+    return found

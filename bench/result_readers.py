@@ -12,6 +12,8 @@ and its name, keeps every field of the expected type, drops the others, and give
     metrics/rank-N.jsonl read_rank_lines (bench.results: steps, stragglers, curves)
     metrics/eval.jsonl   read_eval_lines
     metrics/events.jsonl read_event_lines
+    timeline.json        read_timeline   (bench report; the run's own record, beside the experiments)
+    autostop.json        read_autostop   (bench status; the cluster's controller, beside the experiments)
 
 A field may always be null (the writers leave out what they did not measure). Numbers must be
 finite: JSON from Python may carry ``NaN``/``Infinity``, which would poison every sum.
@@ -93,6 +95,23 @@ RANK_LINE: Schema = {"step": integer, "loss": number, "step_time_s": number, "sa
                      "wall_time": number}
 EVAL_LINE: Schema = {"epoch": integer, "step": integer, "accuracy": number, "elapsed_s": number}
 EVENT_LINE: Schema = {"event": text, "step": integer, "wall_time": number}
+
+
+def _span(v: Any) -> bool:
+    return (isinstance(v, dict) and text(v.get("name")) and number(v.get("start_s")) and number(v.get("end_s"))
+            and v["end_s"] >= v["start_s"])
+
+
+def _stepping(v: Any) -> bool:
+    return isinstance(v, dict) and text(v.get("name")) and all(
+        v.get(k) is None or number(v[k]) for k in ("pods_started_s", "first_step_s", "last_step_s"))
+
+
+# timeline.json (bench/timeline.py; written by bench run, but it lies in the bucket beside what pods wrote).
+# Its "figures" are not read: the report derives them again from the marks.
+TIMELINE: Schema = {"stack": text, "run_id": text, "started_at": text, "gpu_nodes": integer,
+                    "gpu_hourly_usd": number, "phases": list_of(_span), "experiments": list_of(_stepping),
+                    "audit": {"clean": flag, "lines": list_of(text)}}
 
 
 def cut_text(value: str, limit: int = MAX_TEXT) -> str:
@@ -229,8 +248,26 @@ def read_event_lines(raw: str | bytes, name: str, *, truncated: bool = False) ->
     return read_lines(raw, name, EVENT_LINE, truncated=truncated)
 
 
+def _scaled_group(v: Any) -> bool:
+    return isinstance(v, dict) and text(v.get("name")) and (v.get("changed") is None or flag(v["changed"]))
+
+
+# autostop.json (workloads/train/autostop.py ``act``): written by the controller in the cluster.
+AUTOSTOP: Schema = {"decided_at": text, "action": text, "reason": text, "cluster": text, "run_id": text,
+                    "node_groups": list_of(_scaled_group)}
+
+
+def read_autostop(raw: str | bytes | None, name: str) -> dict[str, Any] | None:
+    return read_document(raw, name, AUTOSTOP, stacklevel=2)
+
+
+def read_timeline(raw: str | bytes | None, name: str) -> dict[str, Any] | None:
+    return read_document(raw, name, TIMELINE, stacklevel=2)
+
+
 READERS: dict[str, Callable[[Any, str], dict[str, Any] | None]] = {
-    "summary.json": read_summary, "progress.json": read_progress, "eval.json": read_eval}
+    "summary.json": read_summary, "progress.json": read_progress, "eval.json": read_eval,
+    "timeline.json": read_timeline, "autostop.json": read_autostop}
 
 
 def reader_for(file_name: str) -> Callable[[Any, str], dict[str, Any] | None]:

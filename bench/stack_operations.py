@@ -53,14 +53,16 @@ class _Group:
     failed: int = 0
     t0: float | None = None
     announced_done: bool = False
+    wall_start: float | None = None  # epoch seconds (the run's timeline)
+    wall_done: float | None = None
 
 
 class UpProgress:
     """Turns engine events into a line per resource group: started, done (n resources, time), failed."""
 
     def __init__(self, planned_urns: list[str], *, verb: str = "up", clock: Callable[[], float] = time.monotonic,
-                 out: Callable[[str], None] = progress.line):
-        self.verb, self.clock, self.out = verb, clock, out
+                 out: Callable[[str], None] = progress.line, wall: Callable[[], float] = time.time):
+        self.verb, self.clock, self.out, self.wall = verb, clock, out, wall
         self.t0 = clock()
         self.groups: dict[str, _Group] = {}
         self.in_flight: dict[str, str] = {}
@@ -91,7 +93,7 @@ class UpProgress:
             self.in_flight[meta.urn] = g.name
             g.started += 1
             if g.t0 is None:
-                g.t0 = self.clock()
+                g.t0, g.wall_start = self.clock(), self.wall()
                 total = f" ({g.planned} planned)" if g.planned else ""
                 self._say(f"{g.name} started{total}")
         elif outs is not None:
@@ -100,6 +102,7 @@ class UpProgress:
                 return
             g = self.groups[name]
             g.done += 1
+            g.wall_done = self.wall()
             if not g.announced_done and g.done >= max(g.planned, 1) and g.done >= g.started:
                 g.announced_done = True
                 self._say(f"{g.name} done ({g.done} resources, {clock_text(self.clock() - (g.t0 or self.t0)).strip()})")
@@ -121,6 +124,13 @@ class UpProgress:
                 if g.t0 is not None and not g.announced_done:
                     g.announced_done = True
                     self._say(f"{g.name} done ({g.done} resources, {clock_text(self.clock() - g.t0).strip()})")
+
+    def spans(self) -> dict[str, tuple[float, float]]:
+        """Each group's (first resource started, last resource done), epoch seconds; groups that made nothing
+        are left out."""
+        with self._lock:
+            return {g.name: (g.wall_start, g.wall_done) for g in self.groups.values()
+                    if g.wall_start is not None and g.wall_done is not None}
 
     def pending(self) -> list[str]:
         return [f"{g.name} {g.done}/{max(g.planned, g.started)}" for g in self.groups.values()
@@ -166,6 +176,34 @@ def destroy_with_retry(stk: Any, *, stack: str, log: Callable[[str], None] = pro
         if attempt < attempts:
             time.sleep(2)
     return False, stack_resources(stk)
+
+
+def scale_to_zero(outputs: dict[str, Any], *, region: str, stack: str) -> bool:
+    """``bench run --keep``'s teardown: every GPU node group of the stack to min 0, desired 0 (EKS API)."""
+    import boto3
+
+    cluster = outputs.get("cluster_name")
+    groups = list(outputs.get("node_groups") or [])[1:]  # [system, *gpu groups]
+    if not cluster or not groups:
+        progress.line(f"--keep: the stack has no GPU node groups to scale down (up did not finish?); "
+                      f"it is left as it is: python -m bench destroy {stack}", err=True)
+        return False
+    eks = boto3.client("eks", region_name=region)
+    ok = True
+    for name in groups:
+        try:
+            current = eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]["scalingConfig"]
+            eks.update_nodegroup_config(clusterName=cluster, nodegroupName=name, scalingConfig={
+                "minSize": 0, "desiredSize": 0, "maxSize": max(1, int(current.get("maxSize", 1)))})
+            progress.line(f"--keep: node group {name} scaled to 0 nodes")
+        except Exception as e:  # noqa: BLE001
+            ok = False
+            progress.line(f"error: could not scale node group {name} to zero: {type(e).__name__}: {e}", err=True)
+    after = outputs.get("hourly_cost_after_autostop_usd")  # infra/estimate.py cost_after_autostop, exported
+    figure = f"about ${after:.2f}/h: " if isinstance(after, (int, float)) and not isinstance(after, bool) else ""
+    progress.line(f"--keep: the stack stays up ({figure}control plane, NAT, system nodes and storage still cost "
+                  f"money); destroy it later with: python -m bench destroy {stack}")
+    return ok
 
 
 def last_line(e: Exception) -> str:

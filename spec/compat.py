@@ -48,6 +48,9 @@ class TrainingImage:
     ptx: tuple[str, ...]  # compute capabilities with PTX (JIT-compiled on newer GPUs)
     end_of_patch: str  # ISO date; AWS's "eop"
     source: str
+    # MB unpacked: the DLC build's image_size_baseline (docker inspect's Size; the build fails above 1.2x),
+    # aws/deep-learning-containers pytorch/training/buildspec-<version>-ec2.yml. No compressed size is published.
+    size_mb: int | None = None
 
     @property
     def name(self) -> str:
@@ -84,7 +87,8 @@ IMAGES: tuple[TrainingImage, ...] = (
         # `pip install torch==2.10.0 --index-url https://download.pytorch.org/whl/cu130`, base image CUDA
         # 13.0.2); its architectures: pytorch/pytorch RELEASE.md, "PyTorch CUDA Support Matrix", CUDA 13.0:
         # Turing 7.5, Ampere 8.0/8.6, Hopper 9.0, Blackwell 10.0/12.0+PTX; no Volta (CUDA 13.0 removed sm_70).
-        source="aws/deep-learning-containers 2.10-gpu-ec2.yml + Dockerfile.gpu; pytorch/pytorch RELEASE.md"),
+        source="aws/deep-learning-containers 2.10-gpu-ec2.yml + Dockerfile.gpu; pytorch/pytorch RELEASE.md",
+        size_mb=28_000),  # buildspec-2-10-ec2.yml BuildEC2GPUPTTrainPy3cu130DockerImage (commit 3ccf24e)
     TrainingImage(
         pins.DLC_REPOSITORY,
         (pins.DLC_TAG_CU126, "2.6-gpu-py312-cu126-ubuntu22.04-ec2-v1", "2.6.0-gpu-py312-ec2", "2.6-gpu-py312-ec2"),
@@ -96,7 +100,8 @@ IMAGES: tuple[TrainingImage, ...] = (
         # Dockerfile records TORCH_CUDA_ARCH_LIST "5.2;7.0+PTX;7.5;8.0;8.6;9.0"; PyTorch's own 2.6 cu126
         # wheels carry 5.0, 6.0, 7.0, 7.5, 8.0, 8.6, 9.0 (RELEASE.md support matrix). Listed here: what both
         # say (SASS 7.0-9.0; the PTX neither source is sure of is left out, so no GPU is claimed on PTX alone).
-        source="aws/deep-learning-containers 2.6-gpu-ec2.yml + Dockerfile.gpu; pytorch/pytorch RELEASE.md"),
+        source="aws/deep-learning-containers 2.6-gpu-ec2.yml + Dockerfile.gpu; pytorch/pytorch RELEASE.md",
+        size_mb=19_700),  # buildspec-2-6-ec2.yml BuildEC2GPUPTTrainPy3cu126DockerImage (commit 056a90d)
 )
 
 # The driver each CUDA release needs without the forward-compatibility package. toolkit_driver: NVIDIA CUDA

@@ -65,7 +65,24 @@ def scaling_tree(tmp_path_factory) -> Path:
                          restart_at=5 if n == 4 else None)
     write_experiment(root, "gpu/r1/broken", summary("broken", status="failed", error="RuntimeError: NCCL timeout",
                                                     throughput={}), ranks=1, steps=3)
+    (root / "gpu" / "r1" / "timeline.json").write_text(json.dumps(timeline_doc()))
     return root / "gpu"
+
+
+def timeline_doc(**extra: Any) -> dict[str, Any]:
+    """A run's timeline.json (bench/timeline.py): 2 GPU nodes billed 100..1000 s, stepping 400..800 s."""
+    spans = [("preflight", 0, 20), ("pulumi up", 20, 300), ("up: cluster", 30, 90), ("up: node groups", 100, 340),
+             ("image pull and pod start", 340, 380), ("start-up to first step", 380, 400),
+             ("training (first to last step)", 400, 800), ("teardown", 900, 1000), ("audit", 1000, 1030)]
+    doc = {"version": 1, "stack": "gpu", "run_id": "r1", "started_at": "2026-11-24T00:00:00.000000Z",
+           "gpu_nodes": 2, "gpu_hourly_usd": 48.96,
+           "phases": [{"name": n, "start_s": a, "end_s": b, "source": "fixture"} for n, a, b in spans],
+           "experiments": [{"name": "resnet50-1n", "pods_started_s": 380, "first_step_s": 400, "last_step_s": 600},
+                           {"name": "resnet50-2n", "pods_started_s": 385, "first_step_s": 500, "last_step_s": 800}],
+           "audit": {"clean": True, "lines": ["audit gpu: nothing left in us-west-2"]},
+           "figures": {"minutes_to_first_step": 999}}
+    doc.update(extra)
+    return doc
 
 
 @pytest.fixture(scope="session")

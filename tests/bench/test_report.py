@@ -51,12 +51,13 @@ def test_report_is_self_contained_and_has_every_section(page):
 
     text = page.read_text()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", text), "the page must load nothing from the network"
-    for heading in ("Summary", "Throughput", "Scaling efficiency", "Bus bandwidth (all-reduce)", "Loss curves",
-                    "Step time distribution", "Time to accuracy", "Cost", "What ran"):
+    for heading in ("Where the time went", "Summary", "Throughput", "Scaling efficiency", "Bus bandwidth (all-reduce)",
+                    "Loss curves", "Step time distribution", "Time to accuracy", "Cost", "What ran"):
         assert f"<h2>{heading}" in text, heading
     images = IMG.findall(text)
     assert {alt for alt, _ in images} >= {"throughput per experiment", "scaling vs nodes", "loss curves",
-                                          "step time per rank", "cost per run", "busbw per message size"}
+                                          "step time per rank", "cost per run", "busbw per message size",
+                                          "timeline of each run"}
     for alt, data in images:
         with Image.open(io.BytesIO(base64.b64decode(data))) as im:
             im.load()
