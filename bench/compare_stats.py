@@ -189,4 +189,4 @@ def compare_step_times(a: Sequence[float], b: Sequence[float], *, samples_per_st
     low, high = (low * scale if low is not None else None), (high * scale if high is not None else None)
     return Comparison(scale * w.mean_b / w.mean_a, low, high, verdict(low, high),
                       "steady step times: Welch's t, Fieller's interval on mean step time", len(a), len(b),
-                      w.p_two_sided, w.df, confidence)
+                      w.p_two_sided if scale == 1 else None, w.df, confidence)  # the test is of step times

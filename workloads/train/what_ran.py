@@ -54,7 +54,8 @@ WHY = {
     F.EFA_INSTALLER: f"no {EFA_INSTALLED} in the image",
     F.DRIVER: "no NVIDIA driver (CPU run) or NVML and nvidia-smi both failed",
     "trainer": "the trainer did not report (it failed before its first step)",
-    "local": "a local run on this machine: no instance, node group or zone",
+    "local": "a local run on this machine: no container image, instance or node group",
+    "cpu": "a CPU run: no GPU, so no NVIDIA driver and no NCCL (gloo)",
 }
 
 
@@ -111,9 +112,11 @@ def what_ran(*, environ: Mapping[str, str], device: Mapping[str, Any] | None, no
             continue
         if local and (key in JOB_ENV or key in (F.AMI_RELEASE, F.IMAGE_DIGEST)):
             why[key] = WHY["local"]
+        elif key in (F.NCCL, F.DRIVER) and (device or {}).get("name") == "cpu":
+            why[key] = WHY["cpu"]
         elif key in WHY:
             why[key] = WHY[key]
-        elif key in DEVICE_FIELDS[:4] and not device:
+        elif key in DEVICE_FIELDS and not device:
             why[key] = WHY["trainer"]
         elif key in JOB_ENV:
             why[key] = f"{JOB_ENV[key]} is not set in the pod"
