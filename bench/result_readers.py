@@ -88,7 +88,8 @@ SUMMARY: Schema = {
     F.GPUS_PER_NODE: integer, F.DEVICE: flat_object, F.WORLD_SIZES: list_of(integer), F.RESTARTS: integer,
     F.THROUGHPUT: THROUGHPUT, F.ACCURACY: ACCURACY, F.MFU: number, F.TFLOPS_PER_S: number,
     F.FLOPS_PER_SAMPLE: number, F.LOOP_SECONDS: number, F.DATA_WAIT_S: number, "coverage": {"steps": integer},
-    F.WHAT_RAN: flat_object, F.WHAT_RAN_UNKNOWN: map_of(text), "startup": STARTUP,
+    F.WHAT_RAN: flat_object, F.WHAT_RAN_UNKNOWN: map_of(text), F.STARTUP: STARTUP,
+    F.SAMPLES_PER_EPOCH: integer,
 }
 PROGRESS: Schema = {"step": integer, "total": integer, "samples_per_s": number, "world_size": integer,
                     "updated_at": text}

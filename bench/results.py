@@ -31,7 +31,7 @@ COLUMNS = ("stack", "run_id", "experiment", "workload", "framework", "status", "
            "restarts", "results_uri", "error")
 EXTRA = ("hourly_usd", "usd_per_1k_samples", "tflops_per_s", "flops_per_sample", "loop_seconds", "data_wait_s",
          "started_at", "image", "git_commit", "device", "config", "command", "what_ran", "what_ran_unknown",
-         "startup")
+         "startup", "samples_per_epoch")
 STEP_COLUMNS = ("stack", "run_id", "experiment", "rank", "step", "loss", "step_time_s", "samples_per_s", "warmup",
                 "restart", "world_size", "wall_time")
 LOCAL_IMAGE = what_ran.LOCAL_IMAGE
@@ -118,7 +118,8 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         "loop_seconds": s.get(F.LOOP_SECONDS), "data_wait_s": s.get(F.DATA_WAIT_S),
         "started_at": s.get(F.STARTED_AT), "image": s.get(F.IMAGE), "git_commit": s.get(F.GIT_COMMIT),
         "device": device or None, "config": cfg or None, "command": command or None,
-        "what_ran": s.get(F.WHAT_RAN), "what_ran_unknown": s.get(F.WHAT_RAN_UNKNOWN), "startup": s.get("startup"),
+        "what_ran": s.get(F.WHAT_RAN), "what_ran_unknown": s.get(F.WHAT_RAN_UNKNOWN), "startup": s.get(F.STARTUP),
+        "samples_per_epoch": s.get(F.SAMPLES_PER_EPOCH),
     }
 
 

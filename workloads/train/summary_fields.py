@@ -40,6 +40,8 @@ MFU = "mfu"
 TFLOPS_PER_S = "tflops_per_s"
 FLOPS_PER_SAMPLE = "flops_per_sample"
 LOOP_SECONDS = "loop_seconds"
+SAMPLES_PER_EPOCH = "samples_per_epoch"  # samples trained per epoch (None: synthetic data, no epochs)
+STARTUP = "startup"  # the first attempt's start-up: phases_s and time_to_first_step_s (workloads.train.startup)
 DATA_WAIT_S = "data_wait_s"
 # What ran, one flat object (workloads.train.what_ran): each field null where the pod cannot know it,
 # with the reason in WHAT_RAN_UNKNOWN ({field: why}). `bench compare` and the report list what differs.
