@@ -3,8 +3,9 @@
 Loads the sources with ``bench.results`` (local folders or s3:// prefixes, any level) and
 writes a single self-contained HTML file (figures are embedded PNGs, no network needed):
 summary table, throughput, scaling efficiency, loss curves, step-time distributions with
-restarts and stragglers, time to accuracy, estimated cost, and what ran (config, image,
-versions, commit). ``--baseline`` adds each run's throughput as a ratio to that experiment's.
+restarts and stragglers, time to accuracy, the change between runs of an experiment
+(``bench.report_compare``), estimated cost and cost per result (``bench.report_cost``), and
+what ran (config, image, versions, driver, instance, commit). ``--baseline`` adds each run's throughput as a ratio to that experiment's.
 pandas and matplotlib are imported inside the command, so ``--help`` stays instant.
 """
 
@@ -227,10 +228,13 @@ def cost_section(df) -> str:
             ("hourly_usd", "USD/hour (estimate)"), ("cost_usd", "cost USD (estimate)"),
             ("usd_per_1k_samples", "USD per 1,000 samples (estimate)")]
     fig = plots.bar_figure(df, "cost_usd", "USD (estimate)", "Estimated cost per run")
+    from bench.report_cost import cost_per_result_section
+
     return ("<h2>Cost <span class='estimate'>(estimate)</span></h2>"
             f"<p class='estimate'>Estimate: instance price × nodes × wall time, {html.escape(_price_source())}; "
             "per 1,000 samples at steady throughput. Not a bill.</p>"
-            + table(rows, cols) + (figure(fig, "cost per run", "") if fig is not None else ""))
+            + table(rows, cols) + (figure(fig, "cost per run", "") if fig is not None else "")
+            + cost_per_result_section(df, plots.labels(df)))
 
 
 def what_ran_section(df) -> str:
@@ -243,6 +247,9 @@ def what_ran_section(df) -> str:
         facts = [("stack", r["stack"]), ("run", r["run_id"]), ("started", r["started_at"]), ("image", r["image"]),
                  ("git commit", r["git_commit"]), ("results", r["results_uri"])]
         facts += [(f"device {k}", v) for k, v in (r["device"] or {}).items()]
+        unknown = r.get("what_ran_unknown") or {}
+        facts += [(k, v if v is not None else f"unknown: {unknown.get(k, 'not reported')}")
+                  for k, v in (r.get("what_ran") or {}).items()]
         rows = [{"key": k, "value": v} for k, v in facts]
         cfg = json.dumps(r["config"] or {}, indent=1, sort_keys=True)
         cmd = " ".join(r["command"] or [])
@@ -278,14 +285,17 @@ def cut_notes(df) -> list[str]:
             for limit, what in cut if n > limit]
 
 
-def build_html(df, steps, *, sources: list[str], baseline: str | None = None, notes: list[str] = ()) -> str:
-    """The whole page (draws the figures)."""
+def build_html(df, steps, *, sources: list[str], baseline: str | None = None, notes: list[str] = (),
+               runs: list | None = None) -> str:
+    """The whole page (draws the figures); ``runs`` (bench.results.runs) for the change between runs."""
+    from bench.report_compare import change_section
+
     if baseline:
         df = with_baseline(df, baseline)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [f"<h1>eksbench report</h1><p class='meta'>{html.escape(', '.join(sources))} — generated {when}</p>",
             summary_section(df, baseline), throughput_section(df), scaling_section(df), steps_section(steps, df),
-            accuracy_section(df), cost_section(df), what_ran_section(df)]
+            accuracy_section(df), change_section(runs or []), cost_section(df), what_ran_section(df)]
     notes = list(notes) + cut_notes(df)
     if notes:
         body.append("<h2>Loader warnings</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
@@ -302,7 +312,8 @@ def write_report(sources: list[str], out: str | Path, baseline: str | None = Non
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        df = results.load(*sources)
+        runs = results.runs(*sources)
+        df = results.frame([r for r, _ in runs])
         steps = results.steps(*sources)
     notes = list(dict.fromkeys(str(w.message) for w in caught))
     if df.empty:
@@ -311,7 +322,7 @@ def write_report(sources: list[str], out: str | Path, baseline: str | None = Non
     if baseline and baseline not in set(df["experiment"]):
         raise LookupError(f"--baseline={baseline!r}: no such experiment; found: {', '.join(sorted(set(df['experiment'])))}")
     try:
-        page = build_html(df, steps, sources=sources, baseline=baseline, notes=notes)
+        page = build_html(df, steps, sources=sources, baseline=baseline, notes=notes, runs=runs)
     except KeyError:
         raise LookupError(f"--baseline={baseline!r}: no succeeded run with a throughput") from None
     path = Path(out)

@@ -183,9 +183,14 @@ def runs(*sources: str) -> list[tuple[dict[str, Any], dict[int, list[dict[str, A
 
 def load(*sources: str) -> "pandas.DataFrame":  # noqa: F821
     """One row per experiment run found under the sources (see the module docstring)."""
+    return frame([r for r, _ in runs(*sources)])
+
+
+def frame(rows: list[dict[str, Any]]) -> "pandas.DataFrame":  # noqa: F821
+    """The rows as ``load`` gives them: every column, sorted by stack, run and experiment."""
     import pandas as pd
 
-    df = pd.DataFrame([r for r, _ in runs(*sources)], columns=list(COLUMNS + EXTRA))
+    df = pd.DataFrame(rows, columns=list(COLUMNS + EXTRA))
     return df.sort_values(["stack", "run_id", "experiment"], kind="stable", ignore_index=True)
 
 
