@@ -228,13 +228,25 @@ def cost_section(df) -> str:
             ("hourly_usd", "USD/hour (estimate)"), ("cost_usd", "cost USD (estimate)"),
             ("usd_per_1k_samples", "USD per 1,000 samples (estimate)")]
     fig = plots.bar_figure(df, "cost_usd", "USD (estimate)", "Estimated cost per run")
-    from bench.report_cost import cost_per_result_section
+    from bench import report_cost
 
+    per_result = report_cost.cost_rows(records(df), plots.labels(df))
     return ("<h2>Cost <span class='estimate'>(estimate)</span></h2>"
             f"<p class='estimate'>Estimate: instance price × nodes × wall time, {html.escape(_price_source())}; "
             "per 1,000 samples at steady throughput. Not a bill.</p>"
             + table(rows, cols) + (figure(fig, "cost per run", "") if fig is not None else "")
-            + cost_per_result_section(df, plots.labels(df)))
+            + "<h3>Cost per result <span class='estimate'>(estimate)</span></h3>"
+            f"<p class='estimate'>{html.escape(report_cost.intro(per_result))}</p>"
+            + table(per_result, report_cost.COLUMNS))
+
+
+def change_section(runs) -> str:
+    from bench import report_compare
+
+    rows = report_compare.change_rows(runs)
+    return "<h2>Change between runs</h2>" + (
+        f"<p>{html.escape(report_compare.INTRO)}</p>" + table(rows, report_compare.COLUMNS) if rows
+        else f'<p class="note">{html.escape(report_compare.NOTHING)}</p>')
 
 
 def what_ran_section(df) -> str:
@@ -288,7 +300,6 @@ def cut_notes(df) -> list[str]:
 def build_html(df, steps, *, sources: list[str], baseline: str | None = None, notes: list[str] = (),
                runs: list | None = None) -> str:
     """The whole page (draws the figures); ``runs`` (bench.results.runs) for the change between runs."""
-    from bench.report_compare import change_section
 
     if baseline:
         df = with_baseline(df, baseline)

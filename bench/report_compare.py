@@ -2,12 +2,12 @@
 
 Where the sources hold an experiment in two or more runs (run ids) of one stack, its first run
 (A) is compared with its last (B): throughput ratio with a 95% interval, the verdict, and what
-differs between what ran. Several rows of one experiment in one run are its repeats.
+differs between what ran. Several rows of one experiment in one run are its repeats. Rows and
+words only; ``bench.report`` draws the table.
 """
 
 from __future__ import annotations
 
-import html
 from typing import Any, Mapping, Sequence
 
 from bench import compare
@@ -50,23 +50,15 @@ def differences_text(diffs: Sequence[Mapping[str, Any]]) -> str | None:
     return "; ".join(f"{d['field']}: {val(d['a'])} → {val(d['b'])}" for d in diffs) or None
 
 
-def change_section(runs: Sequence[compare.Run]) -> str:
-    from bench.report import table
-
-    head = "<h2>Change between runs</h2>"
-    rows = change_rows(runs)
-    if not rows:
-        return head + ('<p class="note">Each experiment ran once here, so there is nothing to compare: give the '
-                       "report two runs of a stack (or its whole folder), or use <code>python -m bench compare A B"
-                       "</code>.</p>")
-    cols = [("experiment", "experiment"), ("a", "A: first run (rows)"), ("b", "B: last run (rows)"),
-            ("a_rate", "A samples/s"), ("b_rate", "B samples/s"), ("ratio", "B / A"),
-            ("interval", f"{CONFIDENCE:.0%} interval"), ("verdict", "verdict"), ("from", "from"),
-            ("differs", "what differs (A → B)")]
-    return (head + "<p>Throughput of the last run over the first, with a "
-            f"{CONFIDENCE:.0%} interval (Fieller's, with Welch's degrees of freedom) from the repeats when each "
-            "side has two or more, else from batch means of the steady step times; the verdict says faster or "
-            "slower only when the interval excludes 1. What differs lists what ran (image, versions, driver, "
-            "instance, zone, shape) where the two sides disagree.</p>"
-            + table(rows, cols) + f"<p class='note'>{html.escape('python -m bench compare A B')} prints the same "
-            "for any two results, with --json.</p>")
+COLUMNS = [("experiment", "experiment"), ("a", "A: first run (rows)"), ("b", "B: last run (rows)"),
+           ("a_rate", "A samples/s"), ("b_rate", "B samples/s"), ("ratio", "B / A"),
+           ("interval", f"{CONFIDENCE:.0%} interval"), ("verdict", "verdict"), ("from", "from"),
+           ("differs", "what differs (A → B)")]
+INTRO = ("Throughput of the last run over the first, with a "
+         f"{CONFIDENCE:.0%} interval (Fieller's, with Welch's degrees of freedom) from the repeats when each "
+         "side has two or more, else from batch means of the steady step times; the verdict says faster or "
+         "slower only when the interval excludes 1. What differs lists what ran (image, versions, driver, "
+         "instance, zone, shape) where the two sides disagree. python -m bench compare A B prints the same "
+         "for any two results, with --json.")
+NOTHING = ("Each experiment ran once here, so there is nothing to compare: give the report two runs of a stack "
+           "(or its whole folder), or use python -m bench compare A B.")

@@ -1,8 +1,9 @@
-"""The report's "Cost per result" table: ``bench.cost`` for every run, estimates labelled with the price date."""
+"""The report's "Cost per result" table: ``bench.cost`` for every run, estimates labelled with the price date.
+
+Rows and words only; ``bench.report`` draws the table."""
 
 from __future__ import annotations
 
-import html
 from typing import Any, Mapping, Sequence
 
 from bench import cost
@@ -31,17 +32,14 @@ def _cell(seconds: float | None, usd: float | None) -> str | None:
     return f"{seconds:,.0f} s" + (f" (${usd:,.4g})" if usd is not None else "")
 
 
-def cost_per_result_section(df, names: Sequence[str]) -> str:
-    from bench.report import records, table
+COLUMNS = [("experiment", "experiment"), ("usd_per_1k_samples", "USD per 1,000 samples"),
+           ("usd_per_epoch", "USD per epoch"), ("usd_experiment", "USD per experiment"),
+           ("before", "before first step"), ("steps", "steps"), ("after", "after last step"), ("notes", "notes")]
 
-    rows = cost_rows(records(df), names)
+
+def intro(rows: Sequence[Mapping[str, Any]]) -> str:
     label = rows[0]["estimate"].removeprefix("estimate: ") if rows else ""
-    cols = [("experiment", "experiment"), ("usd_per_1k_samples", "USD per 1,000 samples"),
-            ("usd_per_epoch", "USD per epoch"), ("usd_experiment", "USD per experiment"),
-            ("before", "before first step"), ("steps", "steps"), ("after", "after last step"), ("notes", "notes")]
-    return ("<h3>Cost per result <span class='estimate'>(estimate)</span></h3>"
-            f"<p class='estimate'>Estimates ({html.escape(label)}): price × nodes × time. Per 1,000 samples and "
-            "per epoch at the steady throughput; per experiment over the time measured, with the time before the "
-            "first step and after the last apart. Without a run's timeline.json the time before its pods started "
-            "(nodes, image pull, staging) and teardown are not known, and not counted.</p>"
-            + table(rows, cols))
+    return (f"Estimates ({label}): price × nodes × time. Per 1,000 samples and per epoch at the steady "
+            "throughput; per experiment over the time measured, with the time before the first step and after "
+            "the last apart. Without a run's timeline.json the time before its pods started (nodes, image "
+            "pull, staging) and teardown are not known, and not counted.")
