@@ -11,11 +11,13 @@ slower, or no change at this noise), ``bench.compare_stats``:
 - **repeats** (two or more runs a side: ``repeats:``, or the runs of a stack): Welch's t and
   Fieller's interval on the runs' samples/s;
 - otherwise **steady step times** (each steady step's time, the slowest rank's, from the
-  metrics lines' ``step_times_s``): the same on the batch means of the step times, so that
-  neighbouring steps, which are correlated (clocks, caches, data loader), do not pass for
-  independent samples. At most 20 batches a side (Schmeiser, "Batch size effects in the
-  analysis of simulation output", Operations Research 30(3), 1982: 10 to 30 batches); runs
-  shorter than that use every step.
+  metrics lines' ``step_times_s``): the ratio of the mean step times, its variance from batch
+  means, so that neighbouring steps, which are correlated (clocks, caches, data loader), do
+  not pass for independent samples. At most 20 batches a side (Schmeiser, "Batch size effects
+  in the analysis of simulation output", Operations Research 30(3), 1982: 10 to 30 batches);
+  runs shorter than that use every step. Such an interval holds the noise within one run, not
+  the noise between runs (another node, the machine's load): the output says so, and only
+  repeats measure that.
 
 Then what differs between the two sides: image, commit, versions, instance, zone, shape
 (``what_ran`` of the summaries, ``workloads.train.what_ran``).
@@ -37,6 +39,8 @@ from bench.errors import fail
 from workloads.train import summary_fields as F
 
 MAX_BATCHES = 20
+STEP_NOTE = ("from one run a side: the interval holds the noise within a run, not between runs (another "
+             "node, the machine's load, clocks); repeats measure that")
 SLOWER_EXIT = 1
 # Row fields compared besides what_ran (older summaries have no what_ran: their device record stands in).
 ROW_FACTS = ("workload", "framework", "gpu", "instance_type", "nodes", "gpus_per_node", "world_size", "batch_size",
@@ -82,15 +86,6 @@ def step_samples(by_rank: Mapping[int, list[Mapping[str, Any]]]) -> tuple[list[f
     total_steps = sum(steps.values())
     per = sum(samples.values()) / total_steps if total_steps and sum(samples.values()) else None
     return [per_step[k] for k in sorted(per_step) if per_step[k] > 0], per
-
-
-def batch_means(values: Sequence[float], max_batches: int = MAX_BATCHES) -> list[float]:
-    """Means of ``max_batches`` consecutive equal batches (the last ``len % max_batches`` values left
-    out), or the values themselves when there are no more than ``max_batches``."""
-    if len(values) <= max_batches:
-        return list(values)
-    size = len(values) // max_batches
-    return [sum(values[i * size:(i + 1) * size]) / size for i in range(max_batches)]
 
 
 # ---- pure: runs -> comparison ----------------------------------------------------------------
@@ -144,15 +139,17 @@ def compare_experiment(name: str, a_runs: Sequence[Run], b_runs: Sequence[Run],
                                        confidence)
     else:
         sides = []
-        for runs in (a, b):
+        for runs in (a, b):  # one run a side, or one against several: the runs' steps pooled, in order
             got = [step_samples(lines) for _, lines in runs]
             per = [p for _, p in got if p]
-            sides.append(([m for times, _ in got for m in batch_means(times)], sum(per) / len(per) if per else None))
+            sides.append(([t for times, _ in got for t in times], sum(per) / len(per) if per else None))
         (ta, ka), (tb, kb) = sides
         if len(ta) < 2 or len(tb) < 2 or not ka or not kb:
             doc["note"] = "fewer than 2 steady steps with times (and samples) a side: no interval"
             return doc
-        result = S.compare_step_times(ta, tb, samples_per_step_a=ka, samples_per_step_b=kb, confidence=confidence)
+        result = S.compare_step_times(ta, tb, samples_per_step_a=ka, samples_per_step_b=kb,
+                                      max_batches=MAX_BATCHES, confidence=confidence)
+        doc["note"] = STEP_NOTE
     doc.update({k: v for k, v in result.to_dict().items() if k != "confidence"})
     return doc
 
@@ -172,12 +169,19 @@ def comparison(a_runs: Sequence[Run], b_runs: Sequence[Run], *, a: str, b: str) 
 
 # ---- text ------------------------------------------------------------------------------------
 
+def clean(text: Any, limit: int = 200) -> str:
+    """Run text for a terminal: no control characters (an escape sequence from a hostile summary
+    would drive the terminal), cut to ``limit`` characters."""
+    out = "".join(ch if ch.isprintable() else "?" for ch in str(text))
+    return out if len(out) <= limit else out[:limit] + "…"
+
+
 def _num(v: Any, spec: str = ".4g") -> str:
     return "—" if v is None else format(v, spec)
 
 
 def _value(v: Any) -> str:
-    return "unknown" if v is None else str(v)
+    return "unknown" if v is None else clean(v)
 
 
 def render(doc: Mapping[str, Any]) -> str:
@@ -185,27 +189,29 @@ def render(doc: Mapping[str, Any]) -> str:
     rows = [head]
     for e in doc["experiments"]:
         method = "repeats" if (e["method"] or "").startswith("repeats") else "step times" if e["method"] else "—"
-        rows.append((e["experiment"], f"{_num(e['a_samples_per_s'])} ({e['a_runs']})",
+        rows.append((clean(e["experiment"]), f"{_num(e['a_samples_per_s'])} ({e['a_runs']})",
                      f"{_num(e['b_samples_per_s'])} ({e['b_runs']})", _num(e["ratio"], ".3f"),
                      f"[{_num(e['low'], '.3f')}, {_num(e['high'], '.3f')}]" if e["ratio"] is not None else "—",
-                     e["verdict"] or e["note"] or "—",
+                     e["verdict"] or e["note"] or "—",  # ours: never run text
                      f"{method}, n={e['n_a']}+{e['n_b']}" if e["n_a"] else method))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
-    lines = [f"A: {doc['a']}", f"B: {doc['b']}", ""]
+    lines = [f"A: {clean(doc['a'], 1000)}", f"B: {clean(doc['b'], 1000)}", ""]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.append("(runs) per side; n: samples a side (runs, or batch means of steady step times).")
+    if any(e["note"] == STEP_NOTE for e in doc["experiments"]):
+        lines.append(f"step times: {STEP_NOTE}.")
     changed = [e for e in doc["experiments"] if e["differences"]]
     if changed:
         lines += ["", "What differs (A -> B):"]
         for e in changed:
-            parts = [f"{d['field']} {', '.join(map(_value, d['a']))} -> {', '.join(map(_value, d['b']))}"
+            parts = [f"{clean(d['field'], 60)} {', '.join(map(_value, d['a']))} -> {', '.join(map(_value, d['b']))}"
                      for d in e["differences"]]
-            lines.append(f"  {e['experiment']}: " + "; ".join(parts))
+            lines.append(f"  {clean(e['experiment'])}: " + "; ".join(parts))
     else:
         lines += ["", "What ran is the same on both sides (as far as the summaries know)."]
     for side in ("a", "b"):
         if doc[f"only_in_{side}"]:
-            lines.append(f"only in {side.upper()}: {', '.join(doc[f'only_in_{side}'])}")
+            lines.append(f"only in {side.upper()}: {clean(', '.join(doc[f'only_in_{side}']), 2000)}")
     return "\n".join(lines)
 
 

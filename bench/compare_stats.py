@@ -110,14 +110,43 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Welch:
     """Welch's test; each sample needs at least 2 values."""
     if len(a) < 2 or len(b) < 2:
         raise ValueError(f"Welch's test needs at least 2 values a side, got {len(a)} and {len(b)}")
-    ma, sa = mean_and_variance(a)
-    mb, sb = mean_and_variance(b)
-    va, vb = sa / len(a), sb / len(b)
+    (ma, sa), (mb, sb) = mean_and_variance(a), mean_and_variance(b)
+    return welch_from(ma, sa / len(a), len(a), mb, sb / len(b), len(b))
+
+
+def welch_from(ma: float, va: float, na: int, mb: float, vb: float, nb: int) -> Welch:
+    """Welch's test from each side's mean, variance of the mean and number of (independent) values."""
     if va + vb == 0:
-        return Welch(ma, mb, len(a), len(b), va, vb, None, None, None)
+        return Welch(ma, mb, na, nb, va, vb, None, None, None)
     t = (mb - ma) / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    return Welch(ma, mb, len(a), len(b), va, vb, t, df, 2.0 * (1.0 - t_cdf(abs(t), df)))
+    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
+    return Welch(ma, mb, na, nb, va, vb, t, df, 2.0 * (1.0 - t_cdf(abs(t), df)))
+
+
+def batch_means(values: Sequence[float], max_batches: int) -> list[float]:
+    """Means of ``max_batches`` consecutive batches that cover every value, their sizes differing by at
+    most one (the first ``len % max_batches`` one longer), or the values themselves when there are no
+    more than ``max_batches``."""
+    n = len(values)
+    if n <= max_batches:
+        return list(values)
+    size, longer = divmod(n, max_batches)
+    out, start = [], 0
+    for i in range(max_batches):
+        end = start + size + (i < longer)
+        out.append(sum(values[start:end]) / (end - start))
+        start = end
+    return out
+
+
+def batched(values: Sequence[float], max_batches: int) -> tuple[float, float, int]:
+    """(the mean of every value, the variance of that mean from the batch means, the number of batches):
+    the method of batch means for correlated values (Law and Kelton, "Simulation Modeling and
+    Analysis", batch means). The mean is of all values, so a ratio of two such means is the ratio
+    of the runs' throughputs, whatever the batches."""
+    means = batch_means(values, max_batches)
+    _, var = mean_and_variance(means)
+    return sum(values) / len(values), var / len(means), len(means)
 
 
 def fieller(w: Welch, confidence: float = CONFIDENCE) -> tuple[float | None, float | None]:
@@ -158,6 +187,11 @@ class Comparison:
         return asdict(self)
 
 
+def _mean_var_of_mean(xs: Sequence[float]) -> tuple[float, float]:
+    m, v = mean_and_variance(xs)
+    return m, v / len(xs)
+
+
 def verdict(low: float | None, high: float | None) -> str:
     if low is not None and low > 1.0:
         return FASTER
@@ -176,17 +210,22 @@ def compare_throughputs(a: Sequence[float], b: Sequence[float], confidence: floa
 
 
 def compare_step_times(a: Sequence[float], b: Sequence[float], *, samples_per_step_a: float,
-                       samples_per_step_b: float, confidence: float = CONFIDENCE) -> Comparison:
-    """One run a side: ``a`` and ``b`` are steady step times (s per step, or per-interval means).
+                       samples_per_step_b: float, max_batches: int | None = None,
+                       confidence: float = CONFIDENCE) -> Comparison:
+    """One run a side: ``a`` and ``b`` are steady step times in order (s per step).
 
     Throughput is samples per step / mean step time, so B over A is
     (samples_per_step_b / samples_per_step_a) x mean(a) / mean(b): Fieller's interval for the
-    ratio of mean step times (A's over B's), scaled by the constant batch ratio.
+    ratio of mean step times (A's over B's), scaled by the constant batch ratio. With
+    ``max_batches``, each side's variance comes from that many batch means (``batched``).
     """
-    w = welch(b, a)  # "mean_b / mean_a" of this test is mean(a) / mean(b)
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"need at least 2 step times a side, got {len(a)} and {len(b)}")
+    sa, sb = (batched(x, max_batches) if max_batches else (*_mean_var_of_mean(x), len(x)) for x in (a, b))
+    w = welch_from(*sb, *sa)  # "mean_b / mean_a" of this test is mean(a) / mean(b)
     scale = samples_per_step_b / samples_per_step_a
     low, high = fieller(w, confidence)
     low, high = (low * scale if low is not None else None), (high * scale if high is not None else None)
     return Comparison(scale * w.mean_b / w.mean_a, low, high, verdict(low, high),
-                      "steady step times: Welch's t, Fieller's interval on mean step time", len(a), len(b),
+                      "steady step times: Welch's t, Fieller's interval on mean step time", sa[2], sb[2],
                       w.p_two_sided if scale == 1 else None, w.df, confidence)  # the test is of step times

@@ -68,8 +68,13 @@ def test_step_samples_are_each_steps_slowest_rank_and_the_global_batch(tree):
     times, per_step = compare.step_samples(by_rank)
     assert len(times) == 190 and per_step == 64  # 200 steps less 10 warm-up; 2 ranks x 32
     assert times[0] == max(by_rank[0][1]["step_times_s"][0], by_rank[1][1]["step_times_s"][0])
-    assert len(compare.batch_means(times)) == 20 and compare.batch_means([1.0, 2.0]) == [1.0, 2.0]
-    assert compare.batch_means(list(range(45)), 20)[:2] == [0.5, 2.5]  # batches of 2, the last 5 left out
+    assert len(S.batch_means(times, 20)) == 20 and S.batch_means([1.0, 2.0], 20) == [1.0, 2.0]
+    # 45 values in 20 batches: five of 3 values, then fifteen of 2; every value in one batch.
+    means = S.batch_means(list(range(45)), 20)
+    assert means[:2] == [1.0, 4.0] and means[5] == 15.5 and means[-1] == 43.5
+    # A run that slows down at its end: the mean is of every step (its throughput), the batches give the spread.
+    mean, var_of_mean, n = S.batched([1.0] * 20 + [2.0] * 5, 20)
+    assert mean == 30 / 25 and n == 20 and var_of_mean > 0
 
 
 def test_repeats_of_one_run_are_no_change(tree):
@@ -105,6 +110,7 @@ def test_cli_table_json_and_exit_codes(tree, tmp_path):
     done = run_cli(str(tree / "r1"), str(tree / "r3"))
     assert done.returncode == 0, done.stderr
     assert "faster" in done.stdout and "driver 580.1 -> 590.2" in done.stdout and "step times, n=20+20" in done.stdout
+    assert "not between runs" in done.stdout  # what an interval from one run a side cannot see
     slower = run_cli(str(tree / "r3"), str(tree / "r1"), "--json")
     assert slower.returncode == compare.SLOWER_EXIT
     doc = json.loads(slower.stdout)
@@ -116,6 +122,15 @@ def test_cli_table_json_and_exit_codes(tree, tmp_path):
     (tmp_path / "empty").mkdir()
     empty = run_cli(str(tmp_path / "empty"), str(tree / "r1"))
     assert empty.returncode == 2 and "nothing loadable" in empty.stderr and "Traceback" not in empty.stderr
+
+
+def test_run_text_cannot_drive_the_terminal(tree, tmp_path):
+    root = tmp_path / "hostile"
+    write_run(root, "a/x", seed=1)
+    write_run(root, "b/x", seed=2, driver="\x1b]0;pwned\x07\x1b[31m590")
+    done = run_cli(str(root / "a"), str(root / "b"))
+    assert done.returncode == 0 and "\x1b" not in done.stdout and "\x07" not in done.stdout
+    assert "driver 580.1 -> ?]0;pwned??[31m590" in done.stdout
 
 
 def test_hostile_step_times_are_dropped_with_a_warning(tree, tmp_path):
