@@ -235,7 +235,7 @@ def cost_section(df) -> str:
             f"<p class='estimate'>Estimate: instance price × nodes × wall time, {html.escape(_price_source())}; "
             "per 1,000 samples at steady throughput. Not a bill.</p>"
             + table(rows, cols) + (figure(fig, "cost per run", "") if fig is not None else "")
-            + "<h3>Cost per result <span class='estimate'>(estimate)</span></h3>"
+            + "<h2>Cost per result <span class='estimate'>(estimate)</span></h2>"
             f"<p class='estimate'>{html.escape(report_cost.intro(per_result))}</p>"
             + table(per_result, report_cost.COLUMNS))
 
