@@ -6,7 +6,8 @@ field nobody can know from inside the pod is null with the reason in ``what_ran_
 
 - from the Job (env set by ``workloads.job_manifests`` from the stack's config, ``JOB_ENV``):
   image, instance type, node group, AMI type, capacity type, placement group, and the zone
-  when the group is pinned to one (``availability_zone``). Pods cannot ask anyone else: the
+  when the group sits in one (``availability_zone``, or the zone ``program.stack`` chose for
+  an EFA, placement-group or Capacity Block group). Pods cannot ask anyone else: the
   downward API exposes pod fields, not node labels (kubernetes/kubernetes#40610; KEP-4742 copies
   only topology labels, beta in 1.35), and the launch template's hop limit 1
   (``infra.node_group.METADATA_OPTIONS``) keeps IMDS out of reach of pods.
@@ -49,7 +50,8 @@ WHY = {
                     "has no status.containerStatuses)",
     F.AMI_RELEASE: "EKS picks the AMI release; a pod cannot read it (no node labels in the downward API, "
                    "IMDS hop limit 1)",
-    F.ZONE: "the node group spans zones; a pod cannot read its node's zone label",
+    F.ZONE: "the node group spans zones (or sits in an existing VPC's subnet); a pod cannot read its node's "
+            "zone label",
     F.AWS_OFI_NCCL: "no 'NET/OFI Using aws-ofi-nccl' line in the node logs (no EFA, gloo, or NCCL_DEBUG unset)",
     F.EFA_INSTALLER: f"no {EFA_INSTALLED} in the image",
     F.DRIVER: "no NVIDIA driver (CPU run) or NVML and nvidia-smi both failed",
