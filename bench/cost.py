@@ -81,7 +81,8 @@ def timing_from_timeline(timeline: Mapping[str, Any]) -> tuple[list[Phase], list
             seconds = _seconds(p["end"] - p["start"])
         where = p.get("where") if p.get("where") in WHERE else PHASE_WHERE.get(p["name"])
         if seconds is None or where is None:
-            notes.append(f"timeline phase {p['name'][:60]!r} left out (no seconds, or not known before/after the steps)")
+            notes.append(f"timeline phase {p['name'][:60]!r} left out (no seconds, or not known before or "
+                         "after the steps)")
             continue
         phases.append(Phase(p["name"], where, seconds))
     return phases, notes

@@ -5,7 +5,8 @@ writes a single self-contained HTML file (figures are embedded PNGs, no network 
 summary table, throughput, scaling efficiency, loss curves, step-time distributions with
 restarts and stragglers, time to accuracy, the change between runs of an experiment
 (``bench.report_compare``), estimated cost and cost per result (``bench.report_cost``), and
-what ran (config, image, versions, driver, instance, commit). ``--baseline`` adds each run's throughput as a ratio to that experiment's.
+what ran (config, image, versions, driver, instance, commit). ``--baseline`` adds each run's
+throughput as a ratio to that experiment's.
 pandas and matplotlib are imported inside the command, so ``--help`` stays instant.
 """
 
@@ -300,7 +301,6 @@ def cut_notes(df) -> list[str]:
 def build_html(df, steps, *, sources: list[str], baseline: str | None = None, notes: list[str] = (),
                runs: list | None = None) -> str:
     """The whole page (draws the figures); ``runs`` (bench.results.runs) for the change between runs."""
-
     if baseline:
         df = with_baseline(df, baseline)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -58,8 +58,8 @@ INTRO = ("Throughput of the last run over the first, with a "
          f"{CONFIDENCE:.0%} interval (Fieller's, with Welch's degrees of freedom) from the repeats when each "
          "side has two or more, else from batch means of the steady step times; the verdict says faster or "
          "slower only when the interval excludes 1. An interval from one run a side holds the noise within "
-         "that run only, not between runs (another node, the machine's load): repeats measure that. What differs lists what ran (image, versions, driver, "
-         "instance, zone, shape) where the two sides disagree. python -m bench compare A B prints the same "
-         "for any two results, with --json.")
+         "that run only, not between runs (another node, the machine's load): repeats measure that. What "
+         "differs lists what ran (image, versions, driver, instance, zone, shape) where the two sides "
+         "disagree. python -m bench compare A B prints the same for any two results, with --json.")
 NOTHING = ("Each experiment ran once here, so there is nothing to compare: give the report two runs of a stack "
            "(or its whole folder), or use python -m bench compare A B.")
