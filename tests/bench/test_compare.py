@@ -77,6 +77,23 @@ def test_step_samples_are_each_steps_slowest_rank_and_the_global_batch(tree):
     assert mean == 30 / 25 and n == 20 and var_of_mean > 0
 
 
+def one_rank_run(times: list[float], warmup: int = 5) -> dict[int, list[dict]]:
+    return {0: [{"step": i + 1, "steps": 1, "samples": 8, "step_time_s": t, "step_times_s": [t], "restart": 0,
+                 "warmup": i < warmup} for i, t in enumerate(times)]}
+
+
+def test_a_run_that_slows_at_its_end_is_compared_by_all_its_steps():
+    """25 steady steps, the last 5 three times as long: throughput 8 / 0.14 against 8 / 0.1, a ratio of 0.714.
+    (Batch means that left the last 25 mod 20 steps out gave about 1.0, "no change".)"""
+    a = [0.1 + 0.001 * (-1) ** i for i in range(30)]
+    b = a[:25] + [0.3] * 5
+    rows = [{"experiment": "x", "status": "succeeded", "samples_per_s": 8 / (sum(t[5:]) / 25)} for t in (a, b)]
+    e = compare.compare_experiment("x", [(rows[0], one_rank_run(a))], [(rows[1], one_rank_run(b))])
+    assert e["ratio"] == pytest.approx(0.1 / 0.14, rel=0.01)
+    assert e["ratio"] == pytest.approx(e["b_samples_per_s"] / e["a_samples_per_s"], rel=1e-9)
+    assert e["low"] < e["ratio"] < e["high"]  # 5 slow steps of 25: too few to call it slower at 95% (p = 0.058)
+
+
 def test_repeats_of_one_run_are_no_change(tree):
     doc = compare.comparison(results.runs(str(tree / "r1")), results.runs(str(tree / "r2")), a="r1", b="r2")
     (e,) = doc["experiments"]
