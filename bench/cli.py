@@ -12,7 +12,7 @@ import signal
 import sys
 
 COMMANDS = ("bench.plan", "bench.run", "bench.data", "bench.cloud", "bench.observe", "bench.report",
-            "bench.audit")
+            "bench.audit", "bench.compare")
 
 
 class Terminated(KeyboardInterrupt):

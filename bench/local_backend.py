@@ -31,6 +31,7 @@ from bench.lifecycle import BackendError, Control
 from bench.proc import die_with_parent
 from bench.stack_files import ROOT
 from spec.workload_facts import WORKLOADS
+from workloads.train.what_ran import LOCAL_IMAGE
 
 
 def show(path: Path) -> str:
@@ -50,7 +51,7 @@ def child_env(cpus: int, processes: int, tmpdir: Path | None = None) -> dict[str
     if tmpdir is not None:
         tmpdir.mkdir(parents=True, exist_ok=True)
         env["TMPDIR"] = str(tmpdir)
-    env.setdefault("EKSBENCH_IMAGE", "local (no container)")
+    env.setdefault("EKSBENCH_IMAGE", LOCAL_IMAGE)
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                                 timeout=5).stdout.strip()

@@ -3,9 +3,12 @@
 Loads the sources with ``bench.results`` (local folders or s3:// prefixes, any level) and
 writes a single self-contained HTML file (figures are embedded PNGs, no network needed):
 where a cloud run's time went (``timeline.json``: minutes to the first step, GPU node-minutes billed
-while nothing stepped, each phase drawn), summary table, throughput, scaling efficiency, loss curves, step-time distributions with
-restarts and stragglers, time to accuracy, estimated cost, and what ran (config, image,
-versions, commit). ``--baseline`` adds each run's throughput as a ratio to that experiment's.
+while nothing stepped, each phase drawn), summary table, throughput, scaling efficiency, the
+all-reduce bus bandwidth and fabric flags (``bench.report_fabric``), loss curves, step-time
+distributions with restarts and stragglers, time to accuracy, the change between runs of an
+experiment (``bench.report_compare``), estimated cost and cost per result (``bench.report_cost``),
+and what ran (config, image, versions, driver, instance, commit). ``--baseline`` adds each run's
+throughput as a ratio to that experiment's.
 pandas and matplotlib are imported inside the command, so ``--help`` stays instant.
 """
 
@@ -231,10 +234,25 @@ def cost_section(df) -> str:
             ("hourly_usd", "USD/hour (estimate)"), ("cost_usd", "cost USD (estimate)"),
             ("usd_per_1k_samples", "USD per 1,000 samples (estimate)")]
     fig = plots.bar_figure(df, "cost_usd", "USD (estimate)", "Estimated cost per run")
+    from bench import report_cost
+
+    per_result = report_cost.cost_rows(records(df), plots.labels(df))
     return ("<h2>Cost <span class='estimate'>(estimate)</span></h2>"
             f"<p class='estimate'>Estimate: instance price × nodes × wall time, {html.escape(_price_source())}; "
             "per 1,000 samples at steady throughput. Not a bill.</p>"
-            + table(rows, cols) + (figure(fig, "cost per run", "") if fig is not None else ""))
+            + table(rows, cols) + (figure(fig, "cost per run", "") if fig is not None else "")
+            + "<h2>Cost per result <span class='estimate'>(estimate)</span></h2>"
+            f"<p class='estimate'>{html.escape(report_cost.intro(per_result))}</p>"
+            + table(per_result, report_cost.COLUMNS))
+
+
+def change_section(runs) -> str:
+    from bench import report_compare
+
+    rows = report_compare.change_rows(runs)
+    return "<h2>Change between runs</h2>" + (
+        f"<p>{html.escape(report_compare.INTRO)}</p>" + table(rows, report_compare.COLUMNS) if rows
+        else f'<p class="note">{html.escape(report_compare.NOTHING)}</p>')
 
 
 def what_ran_section(df) -> str:
@@ -247,6 +265,9 @@ def what_ran_section(df) -> str:
         facts = [("stack", r["stack"]), ("run", r["run_id"]), ("started", r["started_at"]), ("image", r["image"]),
                  ("git commit", r["git_commit"]), ("results", r["results_uri"])]
         facts += [(f"device {k}", v) for k, v in (r["device"] or {}).items()]
+        unknown = r.get("what_ran_unknown") or {}
+        facts += [(k, v if v is not None else f"unknown: {unknown.get(k, 'not reported')}")
+                  for k, v in (r.get("what_ran") or {}).items()]
         rows = [{"key": k, "value": v} for k, v in facts]
         cfg = json.dumps(r["config"] or {}, indent=1, sort_keys=True)
         cmd = " ".join(r["command"] or [])
@@ -283,8 +304,9 @@ def cut_notes(df) -> list[str]:
 
 
 def build_html(df, steps, *, sources: list[str], baseline: str | None = None, notes: list[str] = (),
-               timelines: list | None = None) -> str:
-    """The whole page (draws the figures); ``timelines``: ``bench.report_timeline.load_timelines``'s."""
+               timelines: list | None = None, runs: list | None = None) -> str:
+    """The whole page (draws the figures); ``timelines``: ``bench.report_timeline.load_timelines``'s;
+    ``runs`` (bench.results.runs) for the change between runs."""
     from bench.report_timeline import timeline_section
 
     if baseline:
@@ -293,7 +315,8 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
     body = [f"<h1>eksbench report</h1><p class='meta'>{html.escape(', '.join(sources))} — generated {when}</p>",
             timeline_section(timelines or [], table=table, figure=figure), summary_section(df, baseline),
             throughput_section(df), scaling_section(df), fabric_section(df, figure=figure, table=table),
-            steps_section(steps, df), accuracy_section(df), cost_section(df), what_ran_section(df)]
+            steps_section(steps, df), accuracy_section(df), change_section(runs or []), cost_section(df),
+            what_ran_section(df)]
     notes = list(notes) + cut_notes(df)
     if notes:
         body.append("<h2>Loader warnings</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
@@ -311,7 +334,8 @@ def write_report(sources: list[str], out: str | Path, baseline: str | None = Non
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        df = results.load(*sources)
+        runs = results.runs(*sources)
+        df = results.frame([r for r, _ in runs])
         steps = results.steps(*sources)
         timelines = load_timelines(list(sources))
     notes = list(dict.fromkeys(str(w.message) for w in caught))
@@ -321,7 +345,8 @@ def write_report(sources: list[str], out: str | Path, baseline: str | None = Non
     if baseline and baseline not in set(df["experiment"]):
         raise LookupError(f"--baseline={baseline!r}: no such experiment; found: {', '.join(sorted(set(df['experiment'])))}")
     try:
-        page = build_html(df, steps, sources=sources, baseline=baseline, notes=notes, timelines=timelines)
+        page = build_html(df, steps, sources=sources, baseline=baseline, notes=notes, timelines=timelines,
+                          runs=runs)
     except KeyError:
         raise LookupError(f"--baseline={baseline!r}: no succeeded run with a throughput") from None
     path = Path(out)

@@ -64,6 +64,10 @@ def list_of(check: Check) -> Check:
     return lambda v: isinstance(v, list) and all(check(x) for x in v)
 
 
+def map_of(check: Check) -> Check:
+    return lambda v: isinstance(v, dict) and all(isinstance(k, str) and check(x) for k, x in v.items())
+
+
 def flat_object(v: Any) -> bool:
     """An object of scalars (device facts): each value shows as a table cell."""
     return isinstance(v, dict) and all(isinstance(k, str) and scalar(x) for k, x in v.items())
@@ -76,7 +80,8 @@ THROUGHPUT: Schema = {F.SAMPLES_PER_S_TOTAL: number, F.SAMPLES_PER_S_PER_PROCESS
                       F.STEP_TIME_P50_S: number, F.STEP_TIME_P95_S: number}
 ACCURACY: Schema = {F.BEST_ACCURACY: number, F.TIME_TO_ACCURACY_S: number, "target_accuracy": number,
                     "time_to_accuracy_epoch": integer}
-CONFIG: Schema = {"workload": text, "batch_size": integer, "precision": text}
+CONFIG: Schema = {"workload": text, "batch_size": integer, "precision": text, "epochs": integer, "steps": integer}
+STARTUP: Schema = {"time_to_first_step_s": number, "phases_s": map_of(number)}
 LAUNCH: Schema = {F.LAUNCH_NODES: integer, F.LAUNCH_PROCS_PER_NODE: integer}
 SUMMARY: Schema = {
     F.EXPERIMENT: text, F.STATUS: text, F.EXIT_CODE: integer, F.ERROR: text, F.STARTED_AT: text, "ended_at": text,
@@ -85,6 +90,8 @@ SUMMARY: Schema = {
     F.GPUS_PER_NODE: integer, F.DEVICE: flat_object, F.WORLD_SIZES: list_of(integer), F.RESTARTS: integer,
     F.THROUGHPUT: THROUGHPUT, F.ACCURACY: ACCURACY, F.MFU: number, F.TFLOPS_PER_S: number,
     F.FLOPS_PER_SAMPLE: number, F.LOOP_SECONDS: number, F.DATA_WAIT_S: number, "coverage": {"steps": integer},
+    F.WHAT_RAN: flat_object, F.WHAT_RAN_UNKNOWN: map_of(text), F.STARTUP: STARTUP,
+    F.SAMPLES_PER_EPOCH: integer,
 }
 PROGRESS: Schema = {"step": integer, "total": integer, "samples_per_s": number, "world_size": integer,
                     "updated_at": text}
@@ -92,7 +99,7 @@ EVAL: Schema = {"workload": text, "checkpoint": text, "step": integer, "epoch": 
                 "samples": integer, "seconds": number}
 RANK_LINE: Schema = {"step": integer, "loss": number, "step_time_s": number, "samples_per_s": number,
                      "samples": integer, "warmup": flag, "restart": integer, "world_size": integer,
-                     "wall_time": number}
+                     "wall_time": number, "steps": integer, "step_times_s": list_of(number)}
 EVAL_LINE: Schema = {"epoch": integer, "step": integer, "accuracy": number, "elapsed_s": number}
 EVENT_LINE: Schema = {"event": text, "step": integer, "wall_time": number}
 

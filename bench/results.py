@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 from bench import result_readers as R
 from bench.result_files import ExperimentFiles, find_experiments
 from workloads.train import summary_fields as F
+from workloads.train import what_ran
 from workloads.train.summary import quantile
 
 COLUMNS = ("stack", "run_id", "experiment", "workload", "framework", "status", "instance_type", "gpu", "nodes",
@@ -29,10 +30,12 @@ COLUMNS = ("stack", "run_id", "experiment", "workload", "framework", "status", "
            "step_time_p50_s", "step_time_p95_s", "mfu", "wall_s", "cost_usd", "accuracy", "time_to_accuracy_s",
            "restarts", "results_uri", "error")
 EXTRA = ("hourly_usd", "usd_per_1k_samples", "tflops_per_s", "flops_per_sample", "loop_seconds", "data_wait_s",
-         "started_at", "image", "git_commit", "device", "config", "command", "busbw", "fabric", "flags")
+         "started_at", "image", "git_commit", "device", "config", "command", "busbw", "fabric", "flags",
+         "what_ran", "what_ran_unknown",
+         "startup", "samples_per_epoch")
 STEP_COLUMNS = ("stack", "run_id", "experiment", "rank", "step", "loss", "step_time_s", "samples_per_s", "warmup",
                 "restart", "world_size", "wall_time")
-LOCAL_IMAGE = "local (no container)"
+LOCAL_IMAGE = what_ran.LOCAL_IMAGE
 NO_SUMMARY = "no summary.json: the launcher did not finish (killed, evicted or timed out)"
 
 
@@ -120,6 +123,8 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         "busbw": _dict(s.get(F.BUSBW)) or None,
         "fabric": _dict(s.get(F.FABRIC)).get("verdict"),
         "flags": ("; ".join(str(f) for f in s[F.FLAGS] if f) or None) if isinstance(s.get(F.FLAGS), list) else None,
+        "what_ran": s.get(F.WHAT_RAN), "what_ran_unknown": s.get(F.WHAT_RAN_UNKNOWN), "startup": s.get(F.STARTUP),
+        "samples_per_epoch": s.get(F.SAMPLES_PER_EPOCH),
     }
 
 
@@ -170,20 +175,30 @@ def _experiments(sources: tuple[str, ...]) -> list[ExperimentFiles]:
     return found
 
 
-def load(*sources: str) -> "pandas.DataFrame":  # noqa: F821
-    """One row per experiment run found under the sources (see the module docstring)."""
-    import pandas as pd
-
-    rows = []
+def runs(*sources: str) -> list[tuple[dict[str, Any], dict[int, list[dict[str, Any]]]]]:
+    """Each experiment run's row with its rank lines (``bench compare`` needs both)."""
+    out = []
     for exp in _experiments(sources):
         summary = R.read_summary(exp.read_text("summary.json", R.MAX_JSON_BYTES), exp.name("summary.json"))
         by_rank = _rank_lines(exp)
         failed = summary is None or summary.get(F.STATUS) != F.SUCCEEDED
-        rows.append(row(summary, ids=exp.ids, by_rank=by_rank,
+        out.append((row(summary, ids=exp.ids, by_rank=by_rank,
                         eval_doc=R.read_eval(exp.read_text("eval/eval.json", R.MAX_JSON_BYTES),
                                              exp.name("eval/eval.json")),
                         log_error=_log_error(exp) if failed and not (summary or {}).get(F.ERROR) else None,
-                        location=exp.location))
+                        location=exp.location), by_rank))
+    return out
+
+
+def load(*sources: str) -> "pandas.DataFrame":  # noqa: F821
+    """One row per experiment run found under the sources (see the module docstring)."""
+    return frame([r for r, _ in runs(*sources)])
+
+
+def frame(rows: list[dict[str, Any]]) -> "pandas.DataFrame":  # noqa: F821
+    """The rows as ``load`` gives them: every column, sorted by stack, run and experiment."""
+    import pandas as pd
+
     df = pd.DataFrame(rows, columns=list(COLUMNS + EXTRA))
     return df.sort_values(["stack", "run_id", "experiment"], kind="stable", ignore_index=True)
 

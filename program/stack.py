@@ -11,6 +11,7 @@ here: it is the home stack's (``program.home``; ``export_stack`` builds that sta
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 from typing import Any, Mapping
@@ -113,6 +114,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
                         network.private_subnet_ids)
     subnet_by_az = dict(zip(network.azs, network.private_subnet_ids))
     gpu_groups, first_gpu_subnet = [], None
+    placed: dict[str, Any] = {}  # single-zone groups with the zone chosen here: the Jobs tell their summaries
     for i, g in enumerate(cfg.gpu_node_groups):
         single_zone = g.efa or g.placement_group or g.capacity_type == "CAPACITY_BLOCK"
         if cfg.network.existing_vpc_id:
@@ -128,6 +130,8 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
             # Block serves one: such a group gets one subnet.
             zones = zones[:1] if single_zone else zones
             subnets = [subnet_by_az[z] for z in zones]
+            if single_zone and not g.availability_zone:
+                placed[g.name] = dataclasses.replace(g, availability_zone=zones[0])
         first_gpu_subnet = first_gpu_subnet or subnets[0]
         gpu_groups.append(node_group(f"gpu-{g.name}", gpu_node_group_spec(g, lustre_client=lustre), subnets))
 
@@ -170,7 +174,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
                                                            region=cfg.region, env=env, source_uri=dataset_uri),
                              pulumi.ResourceOptions(provider=cluster.provider, depends_on=workload_deps))
     suite = ExperimentSuite("experiments",
-                            ExperimentSuiteArgs(experiments=cfg.experiments, node_groups=cfg.node_groups,
+                            ExperimentSuiteArgs(experiments=cfg.experiments, node_groups={**cfg.node_groups, **placed},
                                                 execution=cfg.execution, run_id=cfg.run_id, region=cfg.region,
                                                 env=env, bucket=results_bucket, code_files=code_files),
                             pulumi.ResourceOptions(provider=cluster.provider, depends_on=[*workload_deps, staging]))

@@ -24,6 +24,8 @@ from spec.fabric import EFA_ENV, FABRIC_ENV, FABRIC_EXIT_CODE
 from spec.pins import GATE_IMAGE
 from workloads import contracts
 from workloads.results_folders import results_folder_owners
+from workloads.train import summary_fields as F
+from workloads.train.what_ran import JOB_ENV
 
 CODE_CONFIG_MAP_LIMIT = 1024 * 1024  # a ConfigMap holds at most 1 MiB (Kubernetes ConfigMap docs)
 GRACE_SECONDS = 120  # time for the launcher to write summary.json and upload after SIGTERM
@@ -137,6 +139,16 @@ def _efa(group: GpuNodeGroup, gpus: int) -> tuple[dict[str, str], list[dict]]:
     return {"vpc.amazonaws.com/efa": str(count)}, env
 
 
+def what_ran_env(group: GpuNodeGroup) -> dict[str, str]:
+    """The summary's ``what_ran`` facts the stack's config knows about the node (workloads.train.what_ran):
+    instance type, node group, AMI type, capacity type, placement group, and the zone where pinned."""
+    out = {F.INSTANCE_TYPE: group.instance_type, F.NODE_GROUP: group.name, F.AMI_TYPE: group.ami_type,
+           F.CAPACITY_TYPE: group.capacity_type, F.PLACEMENT_GROUP: "cluster" if group.placement_group else "none"}
+    if group.availability_zone:
+        out[F.ZONE] = group.availability_zone
+    return out
+
+
 def pod_ip_env(name: str) -> dict:
     """The pod's IP through the downward API (status.podIP)."""
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
@@ -151,11 +163,11 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
     base_env = [{"name": "EKSBENCH_IMAGE", "value": e.image}, {"name": "EKSBENCH_RUN_ID", "value": run_id},
                 {"name": "EKSBENCH_EXPERIMENT", "value": e.name}, {"name": "PYTHONPATH", "value": contracts.CODE_ROOT},
                 {"name": "PYTHONUNBUFFERED", "value": "1"},
-                # the summary's instance_type, and the transport NCCL picked (its INIT lines name
-                # NET/OFI or NET/Socket; workloads.train.launch.nccl_transport reads them from the logs)
-                {"name": "EKSBENCH_INSTANCE_TYPE", "value": group.instance_type},
+                # the transport NCCL picked (its INIT lines name NET/OFI or NET/Socket, and aws-ofi-nccl's
+                # version; workloads.train.launch.nccl_transport and what_ran read them from the logs)
                 {"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_DEBUG_SUBSYS", "value": "INIT,NET"},
                 {"name": FABRIC_ENV, "value": e.fabric}]
+    base_env += [{"name": JOB_ENV[k], "value": v} for k, v in what_ran_env(group).items()]  # the summary's what_ran
     if git_commit:
         base_env.append({"name": "EKSBENCH_GIT_COMMIT", "value": git_commit})
     if region:

@@ -52,8 +52,10 @@ def test_report_is_self_contained_and_has_every_section(page):
     text = page.read_text()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", text), "the page must load nothing from the network"
     for heading in ("Where the time went", "Summary", "Throughput", "Scaling efficiency", "Bus bandwidth (all-reduce)",
-                    "Loss curves", "Step time distribution", "Time to accuracy", "Cost", "What ran"):
+                    "Loss curves", "Step time distribution", "Time to accuracy", "Change between runs", "Cost",
+                    "What ran"):
         assert f"<h2>{heading}" in text, heading
+    assert "<h2>Cost per result" in text
     images = IMG.findall(text)
     assert {alt for alt, _ in images} >= {"throughput per experiment", "scaling vs nodes", "loss curves",
                                           "step time per rank", "cost per run", "busbw per message size",

@@ -77,6 +77,9 @@ def test_fsx_efa_training_writes_its_results(fsx_cluster, fsx_plan):
     assert [c["name"] for c in spec["initContainers"]] == ["volume-owner"]
     result(fsx_cluster, "experiments-resnet50-synthetic-job")
     uri = fsx_plan.outputs["experiment_results"]["resnet50-synthetic"]
-    assert_results(fsx_cluster, uri, nodes=2)
+    ran = assert_results(fsx_cluster, uri, nodes=2)["what_ran"]  # the Job's facts, through the launcher
+    zone = {e["name"]: e.get("value") for e in main["env"]}["EKSBENCH_ZONE"]  # the one zone the program chose
+    assert (ran["instance_type"], ran["node_group"], ran["placement_group"], ran["zone"]) == (
+        "p5.48xlarge", "p5", "cluster", zone) and zone
     results = fsx_cluster.world.shared / "results" / "run-001" / "resnet50-synthetic"
     assert results.stat().st_uid == 0  # handed to the EFA pods' root by the init container

@@ -57,6 +57,7 @@ from workloads.train.exit_paths import StopSignals, fallback_dir, open_log, writ
 from workloads.train.metrics import metrics_dir, read_jsonl, read_rank_metrics
 from workloads.train.progress import ProgressPublisher
 from workloads.train.upload import in_upload_order, upload, upload_plan
+from workloads.train.what_ran import read_efa_installer, what_ran
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -214,6 +215,15 @@ def collect_metrics(results_dir: Path, target: float | None, precision: str | No
     return out
 
 
+def what_ran_record(environ: Mapping[str, str], metrics: Mapping[str, Any], results_dir: Path,
+                    command: Sequence[str]) -> dict[str, Any]:
+    """The summary's ``what_ran`` and ``what_ran_unknown`` (workloads.train.what_ran says where each comes from)."""
+    nodes = metrics.get(F.NODES) or launched_shape(command)["nodes"]
+    ran, why = what_ran(environ=environ, device=metrics.get(F.DEVICE), nodes=nodes, log_texts=read_logs(results_dir),
+                        efa_installed=read_efa_installer())
+    return {F.WHAT_RAN: ran, F.WHAT_RAN_UNKNOWN: why}
+
+
 def progress_total(config: Mapping[str, Any] | None) -> int | None:
     """The steps a run will take, when known before it starts: ``--steps`` for a step-bounded
     run. None for an ``--epochs`` run: its steps per epoch are the dataset size over the global
@@ -351,6 +361,10 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
         metrics.update(checked)
         if fabric_error:  # fabric: strict (spec.fabric): the run fails whatever its command returned
             returncode = FABRIC_EXIT_CODE
+        try:
+            metrics.update(what_ran_record(environ, metrics, results, command))
+        except Exception as e:  # noqa: BLE001 - as above
+            metrics["what_ran_error"] = f"{type(e).__name__}: {e}"
         doc = summary_document(experiment=args.experiment, node_id=node_id, command=command,
                                returncode=returncode, signal_name=signal_name,
                                started=started, ended=time.time(), metrics=metrics, config=config,

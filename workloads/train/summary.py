@@ -168,10 +168,11 @@ def metrics_summary(by_rank: Mapping[int, list[dict[str, Any]]], evals: list[dic
             "loop_samples_per_s": _rate(end["samples"], loop) if loop and end.get("samples") else None,
             F.DATA_WAIT_S: data_wait(by_rank),
             # the first attempt's start-up: launcher (torchrun, rendezvous), imports, process group, build, ...
-            "startup": {k: startup[k] for k in ("phases_s", "time_to_first_step_s")} if startup else None,
+            F.STARTUP: {k: startup[k] for k in ("phases_s", "time_to_first_step_s")} if startup else None,
             "memory_format": info.get("memory_format"),
             F.DEVICE: device or None,
             F.NODES: info.get("nodes"), F.GPUS_PER_NODE: info.get("gpus_per_node"),
+            F.SAMPLES_PER_EPOCH: info.get("samples_per_epoch"),
             "coverage": step_coverage(by_rank),
             F.RESTARTS: restarts,
             F.WORLD_SIZES: world_sizes,

@@ -40,6 +40,8 @@ MFU = "mfu"
 TFLOPS_PER_S = "tflops_per_s"
 FLOPS_PER_SAMPLE = "flops_per_sample"
 LOOP_SECONDS = "loop_seconds"
+SAMPLES_PER_EPOCH = "samples_per_epoch"  # samples trained per epoch (None: synthetic data, no epochs)
+STARTUP = "startup"  # the first attempt's start-up: phases_s and time_to_first_step_s (workloads.train.startup)
 DATA_WAIT_S = "data_wait_s"
 # The allreduce workload's bus bandwidth (workloads.train.fabric_check.busbw_summary)
 BUSBW = "busbw"
@@ -50,3 +52,24 @@ BUSBW_EXPECTED = "expected"  # in BUSBW: the published figure and the comparison
 # The NCCL transport judged against the node group's fabric (spec.fabric.fabric_verdict)
 FABRIC = "fabric"
 FLAGS = "flags"  # what the run is marked with: "degraded (NCCL on sockets)", "busbw below expected (...)"
+# What ran, one flat object (workloads.train.what_ran): each field null where the pod cannot know it,
+# with the reason in WHAT_RAN_UNKNOWN ({field: why}). `bench compare` and the report list what differs.
+WHAT_RAN = "what_ran"
+WHAT_RAN_UNKNOWN = "what_ran_unknown"
+IMAGE_DIGEST = "image_digest"
+TORCH = "torch"
+CUDA = "cuda"
+CUDNN = "cudnn"
+NCCL = "nccl"
+AWS_OFI_NCCL = "aws_ofi_nccl"
+EFA_INSTALLER = "efa_installer"
+DRIVER = "driver"
+KERNEL = "kernel"
+AMI_TYPE = "ami_type"
+AMI_RELEASE = "ami_release"
+ZONE = "zone"
+CAPACITY_TYPE = "capacity_type"
+PLACEMENT_GROUP = "placement_group"
+NODE_GROUP = "node_group"
+WHAT_RAN_FIELDS = (IMAGE, IMAGE_DIGEST, TORCH, CUDA, CUDNN, NCCL, AWS_OFI_NCCL, EFA_INSTALLER, DRIVER, KERNEL,
+                   AMI_TYPE, AMI_RELEASE, INSTANCE_TYPE, ZONE, CAPACITY_TYPE, PLACEMENT_GROUP, NODE_GROUP, NODES)

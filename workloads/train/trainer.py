@@ -186,10 +186,13 @@ class Run:
         local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         flops, note = self.measure_flops()
         cuda = self.device.type == "cuda"
+        gb, size = self.args.batch_size * self.world, self.source.size
         return {"world_size": self.world, "nodes": max(1, self.world // max(local, 1)),
                 "gpus_per_node": local if cuda else 0, "processes_per_node": local,
                 "device": device_info(self.device, self.world), "flops_per_sample": flops, "flops_note": note,
                 "precision": self.args.precision, "lr": self.lr,
+                # samples trained per epoch (an epoch's incomplete last batch is dropped); None: no epochs
+                "samples_per_epoch": size // gb * gb if size else None,
                 "memory_format": "channels_last" if self.channels_last else "contiguous"}
 
     def measure_flops(self) -> tuple[float | None, str | None]:

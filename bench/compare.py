@@ -1,0 +1,257 @@
+"""``python -m bench compare A B [--json]``: per experiment, is B faster than A, or is it noise?
+
+A and B are results at any level (an experiment, a run, a whole stack's runs), local folders,
+names under ``--results-root`` (``dev/run-001``) or ``s3://`` prefixes, read like ``bench report``
+reads them (untrusted input, bounded, ``bench.results``). Experiments are matched by name; only
+succeeded runs with a throughput count.
+
+For each experiment, the throughput ratio B / A with a 95% interval and a verdict (faster,
+slower, or no change at this noise), ``bench.compare_stats``:
+
+- **repeats** (two or more runs a side: ``repeats:``, or the runs of a stack): Welch's t and
+  Fieller's interval on the runs' samples/s;
+- otherwise **steady step times** (each steady step's time, the slowest rank's, from the
+  metrics lines' ``step_times_s``): the ratio of the mean step times, its variance from batch
+  means, so that neighbouring steps, which are correlated (clocks, caches, data loader), do
+  not pass for independent samples. At most 20 batches a side (Schmeiser, "Batch size effects
+  in the analysis of simulation output", Operations Research 30(3), 1982: 10 to 30 batches);
+  runs shorter than that use every step. Such an interval holds the noise within one run, not
+  the noise between runs (another node, the machine's load): the output says so, and only
+  repeats measure that.
+
+Then what differs between the two sides: image, commit, versions, instance, zone, shape
+(``what_ran`` of the summaries, ``workloads.train.what_ran``).
+
+Exit codes: 0 compared and no experiment slower; 1 at least one experiment slower (for CI
+gates); 2 refused (a source missing or empty, or no experiment in common).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from bench import compare_stats as S
+from bench.errors import fail
+from workloads.train import summary_fields as F
+
+MAX_BATCHES = 20
+STEP_NOTE = ("from one run a side: the interval holds the noise within a run, not between runs (another "
+             "node, the machine's load, clocks); repeats measure that")
+SLOWER_EXIT = 1
+# Row fields compared besides what_ran (older summaries have no what_ran: their device record stands in).
+ROW_FACTS = ("workload", "framework", "gpu", "instance_type", "nodes", "gpus_per_node", "world_size", "batch_size",
+             "precision", "image", "git_commit")
+DEVICE_FACTS = (F.TORCH, F.CUDA, F.CUDNN, F.NCCL, F.DRIVER)
+
+Run = tuple[Mapping[str, Any], Mapping[int, list[Mapping[str, Any]]]]  # (row, rank lines), bench.results.runs
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("compare", help="is B faster than A? throughput ratio, 95%% interval, what changed",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("a", metavar="A", help="baseline results: a folder, a name under --results-root, or s3://")
+    p.add_argument("b", metavar="B", help="the results to compare with A")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of the table")
+    p.add_argument("--results-root", default="results", metavar="DIR",
+                   help="where local runs land (default: results): A and B may be names under it")
+    p.set_defaults(func=main)
+
+
+# ---- pure: lines -> samples ------------------------------------------------------------------
+
+def step_samples(by_rank: Mapping[int, list[Mapping[str, Any]]]) -> tuple[list[float], float | None]:
+    """(each steady step's time, the slowest rank's, in order; global samples per step).
+
+    A line without ``step_times_s`` gives one value, its interval's time over its steps.
+    """
+    per_step: dict[tuple[int, int], float] = {}
+    samples: dict[tuple[int, int], float] = {}
+    steps: dict[tuple[int, int], int] = {}
+    for lines in by_rank.values():
+        for r in lines:
+            step, t = r.get("step"), r.get("step_time_s")
+            if r.get("warmup") or not isinstance(step, int) or not isinstance(t, (int, float)):
+                continue
+            restart, n = r.get("restart", 0), max(int(r.get("steps", 1)), 1)
+            times = r.get("step_times_s") or [t / n]
+            for k, d in enumerate(times):
+                key = (restart, step - len(times) + 1 + k)
+                per_step[key] = max(per_step.get(key, 0.0), d)
+            samples[(restart, step)] = samples.get((restart, step), 0.0) + (r.get("samples") or 0)
+            steps[(restart, step)] = max(steps.get((restart, step), 0), n)
+    total_steps = sum(steps.values())
+    per = sum(samples.values()) / total_steps if total_steps and sum(samples.values()) else None
+    return [per_step[k] for k in sorted(per_step) if per_step[k] > 0], per
+
+
+# ---- pure: runs -> comparison ----------------------------------------------------------------
+
+def by_experiment(runs: Iterable[Run]) -> dict[str, list[Run]]:
+    out: dict[str, list[Run]] = {}
+    for row, lines in runs:
+        out.setdefault(str(row.get("experiment")), []).append((row, lines))
+    return out
+
+
+def usable(runs: Sequence[Run]) -> list[Run]:
+    return [(r, ln) for r, ln in runs if r.get("status") == F.SUCCEEDED and r.get("samples_per_s")]
+
+
+def facts(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What ran, flat: the summary's what_ran, else the row's shape and device record."""
+    out = {k: row.get(k) for k in ROW_FACTS}
+    device = row.get("device") or {}
+    out.update({k: device.get(k) for k in DEVICE_FACTS})
+    out.update({k: v for k, v in (row.get("what_ran") or {}).items() if v is not None or k not in out})
+    return out
+
+
+def differences(a_rows: Sequence[Mapping[str, Any]], b_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each fact whose values differ between the sides: ``{field, a: [values], b: [values]}`` (null: unknown)."""
+    a_facts, b_facts = [facts(r) for r in a_rows], [facts(r) for r in b_rows]
+    keys = list(dict.fromkeys(k for f in a_facts + b_facts for k in f))
+    out = []
+    for k in keys:
+        a = sorted({json.dumps(f.get(k)) for f in a_facts})
+        b = sorted({json.dumps(f.get(k)) for f in b_facts})
+        if a != b:
+            out.append({"field": k, "a": [json.loads(x) for x in a], "b": [json.loads(x) for x in b]})
+    return out
+
+
+def compare_experiment(name: str, a_runs: Sequence[Run], b_runs: Sequence[Run],
+                       confidence: float = S.CONFIDENCE) -> dict[str, Any]:
+    a, b = usable(a_runs), usable(b_runs)
+    rate = lambda rs: sum(r["samples_per_s"] for r, _ in rs) / len(rs) if rs else None  # noqa: E731
+    doc: dict[str, Any] = {"experiment": name, "a_runs": len(a), "b_runs": len(b), "a_samples_per_s": rate(a),
+                           "b_samples_per_s": rate(b), "ratio": None, "low": None, "high": None, "verdict": None,
+                           "method": None, "n_a": None, "n_b": None, "p_value": None, "df": None, "note": None,
+                           "differences": differences([r for r, _ in a_runs], [r for r, _ in b_runs])}
+    if not a or not b:
+        doc["note"] = f"no succeeded run with a throughput in {'A' if not a else 'B'}"
+        return doc
+    if len(a) >= 2 and len(b) >= 2:
+        result = S.compare_throughputs([r["samples_per_s"] for r, _ in a], [r["samples_per_s"] for r, _ in b],
+                                       confidence)
+    else:
+        sides = []
+        for runs in (a, b):  # one run a side, or one against several: the runs' steps pooled, in order
+            got = [step_samples(lines) for _, lines in runs]
+            per = [p for _, p in got if p]
+            sides.append(([t for times, _ in got for t in times], sum(per) / len(per) if per else None))
+        (ta, ka), (tb, kb) = sides
+        if len(ta) < 2 or len(tb) < 2 or not ka or not kb:
+            doc["note"] = "fewer than 2 steady steps with times (and samples) a side: no interval"
+            return doc
+        result = S.compare_step_times(ta, tb, samples_per_step_a=ka, samples_per_step_b=kb,
+                                      max_batches=MAX_BATCHES, confidence=confidence)
+        doc["note"] = STEP_NOTE
+    doc.update({k: v for k, v in result.to_dict().items() if k != "confidence"})
+    return doc
+
+
+def comparison(a_runs: Sequence[Run], b_runs: Sequence[Run], *, a: str, b: str) -> dict[str, Any]:
+    """The whole comparison as one document (what ``--json`` prints)."""
+    ga, gb = by_experiment(a_runs), by_experiment(b_runs)
+    if len(ga) == len(gb) == 1 and set(ga) != set(gb):  # one experiment a side: compare them whatever their names
+        (na, ra), (nb, rb) = next(iter(ga.items())), next(iter(gb.items()))
+        ga, gb = {f"{na} vs {nb}": ra}, {f"{na} vs {nb}": rb}
+    common = [n for n in ga if n in gb]
+    experiments = [compare_experiment(n, ga[n], gb[n]) for n in sorted(common)]
+    return {"a": a, "b": b, "confidence": S.CONFIDENCE, "experiments": experiments,
+            "only_in_a": sorted(set(ga) - set(gb)), "only_in_b": sorted(set(gb) - set(ga)),
+            "slower": [e["experiment"] for e in experiments if e["verdict"] == S.SLOWER]}
+
+
+# ---- text ------------------------------------------------------------------------------------
+
+def clean(text: Any, limit: int = 200) -> str:
+    """Run text for a terminal: no control characters (an escape sequence from a hostile summary
+    would drive the terminal), cut to ``limit`` characters."""
+    out = "".join(ch if ch.isprintable() else "?" for ch in str(text))
+    return out if len(out) <= limit else out[:limit] + "…"
+
+
+def _num(v: Any, spec: str = ".4g") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def _value(v: Any) -> str:
+    return "unknown" if v is None else clean(v)
+
+
+def render(doc: Mapping[str, Any]) -> str:
+    head = ("experiment", "A samples/s", "B samples/s", "B/A", f"{doc['confidence']:.0%} interval", "verdict", "from")
+    rows = [head]
+    for e in doc["experiments"]:
+        method = "repeats" if (e["method"] or "").startswith("repeats") else "step times" if e["method"] else "—"
+        rows.append((clean(e["experiment"]), f"{_num(e['a_samples_per_s'])} ({e['a_runs']})",
+                     f"{_num(e['b_samples_per_s'])} ({e['b_runs']})", _num(e["ratio"], ".3f"),
+                     f"[{_num(e['low'], '.3f')}, {_num(e['high'], '.3f')}]" if e["ratio"] is not None else "—",
+                     e["verdict"] or e["note"] or "—",  # ours: never run text
+                     f"{method}, n={e['n_a']}+{e['n_b']}" if e["n_a"] else method))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
+    lines = [f"A: {clean(doc['a'], 1000)}", f"B: {clean(doc['b'], 1000)}", ""]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.append("(runs) per side; n: samples a side (runs, or batch means of steady step times).")
+    if any(e["note"] == STEP_NOTE for e in doc["experiments"]):
+        lines.append(f"step times: {STEP_NOTE}.")
+    changed = [e for e in doc["experiments"] if e["differences"]]
+    if changed:
+        lines += ["", "What differs (A -> B):"]
+        for e in changed:
+            parts = [f"{clean(d['field'], 60)} {', '.join(map(_value, d['a']))} -> {', '.join(map(_value, d['b']))}"
+                     for d in e["differences"]]
+            lines.append(f"  {clean(e['experiment'])}: " + "; ".join(parts))
+    else:
+        lines += ["", "What ran is the same on both sides (as far as the summaries know)."]
+    for side in ("a", "b"):
+        if doc[f"only_in_{side}"]:
+            lines.append(f"only in {side.upper()}: {clean(', '.join(doc[f'only_in_{side}']), 2000)}")
+    return "\n".join(lines)
+
+
+# ---- I/O edges -------------------------------------------------------------------------------
+
+def resolve(source: str, results_root: str) -> str | None:
+    """The source as given (s3:// or an existing folder), else under the results root, else None."""
+    if source.startswith("s3://") or Path(source).exists():
+        return source
+    under = Path(results_root) / source
+    return str(under) if under.exists() else None
+
+
+def load_side(source: str) -> tuple[list[Run], list[str]]:
+    from bench import results
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runs = results.runs(source)
+    return runs, list(dict.fromkeys(str(w.message) for w in caught))
+
+
+def main(args) -> int:
+    sources = []
+    for given in (args.a, args.b):
+        found = resolve(given, args.results_root)
+        if found is None:
+            return fail(f"no results at {given!r} (nor under {args.results_root}/): give a results folder, "
+                        "e.g. results/dev/run-001, or an s3:// prefix")
+        sources.append(found)
+    loaded = []
+    for source in sources:
+        runs, notes = load_side(source)
+        for n in notes:
+            print(f"warning: {n}", file=sys.stderr)
+        if not runs:
+            return fail(f"nothing loadable under {source} (no summary.json, metrics/ or logs/)")
+        loaded.append(runs)
+    doc = comparison(loaded[0], loaded[1], a=sources[0], b=sources[1])
+    if not doc["experiments"]:
+        return fail(f"no experiment in both: A has {', '.join(doc['only_in_a'])}; B has {', '.join(doc['only_in_b'])}")
+    print(json.dumps(doc, indent=1) if args.json else render(doc))
+    return SLOWER_EXIT if doc["slower"] else 0
