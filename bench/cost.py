@@ -11,9 +11,9 @@ Block prices, storage or network).
 
 Where the time comes from:
 
-- ``timing_from_timeline``: a run's ``timeline.json`` when it has one: phases with seconds (or
-  start and end), each placed before, during or after the steps by its ``where`` or its name
-  (``PHASE_WHERE``). Provisioning, image pull and teardown are known only from there.
+- ``timing_from_timeline``: a run's ``timeline.json`` (``bench.timeline``) when it has one: the GPU
+  nodes' billing window split at the experiment's first and last step. Provisioning, image pull
+  and teardown are known only from there.
 - ``timing_from_summary`` otherwise: what the pod measured, the launcher's wall time split by
   the trainer's start-up record (``startup``: launcher to the first step's end) and its loop
   time. The time before the pod started (nodes, image pull) is then unknown and said to be.
@@ -26,11 +26,6 @@ from typing import Any, Mapping, Sequence
 
 BEFORE, STEPS, AFTER = "before first step", "steps", "after last step"
 WHERE = (BEFORE, STEPS, AFTER)
-# Phase names of a timeline and where they fall (a phase may also say so itself with "where").
-PHASE_WHERE = {"provisioning": BEFORE, "cluster": BEFORE, "nodes": BEFORE, "scheduling": BEFORE,
-               "image_pull": BEFORE, "staging": BEFORE, "startup": BEFORE, "launch": BEFORE,
-               "training": STEPS, "steps": STEPS, "final_save": AFTER, "upload": AFTER, "collect": AFTER,
-               "teardown": AFTER, "destroy": AFTER}
 NOT_IN_POD = "the time before the pod started (nodes, image pull, staging) is not in the summary: no timeline.json"
 
 
@@ -67,25 +62,26 @@ def timing_from_summary(*, wall_s: float | None, loop_seconds: float | None,
             Phase("after the last step (final checkpoint, exit; restarts)", AFTER, after)], notes
 
 
-def timing_from_timeline(timeline: Mapping[str, Any]) -> tuple[list[Phase], list[str]]:
-    """(phases, notes) from a timeline: ``{"phases": [{"name", "seconds" | "start"+"end", "where"?}]}``.
-
-    A phase whose place is neither given nor known by its name is left out and named in the notes.
+def timing_from_timeline(timeline: Mapping[str, Any], experiment: str | None) -> tuple[list[Phase], list[str]]:
+    """(phases, notes) for one experiment from ``bench run``'s ``timeline.json`` (``bench.timeline``):
+    the GPU nodes' billing window (node groups' creation to teardown's end) split at the experiment's
+    first and last step. Every experiment of a run shares the run's window, so with several
+    experiments each one's time before and after its steps includes the others' (said in the notes).
     """
-    phases, notes = [], []
-    for p in timeline.get("phases") or []:
-        if not isinstance(p, Mapping) or not isinstance(p.get("name"), str):
-            continue
-        seconds = _seconds(p.get("seconds"))
-        if seconds is None and _seconds(p.get("start")) is not None and _seconds(p.get("end")) is not None:
-            seconds = _seconds(p["end"] - p["start"])
-        where = p.get("where") if p.get("where") in WHERE else PHASE_WHERE.get(p["name"])
-        if seconds is None or where is None:
-            notes.append(f"timeline phase {p['name'][:60]!r} left out (no seconds, or not known before or "
-                         "after the steps)")
-            continue
-        phases.append(Phase(p["name"], where, seconds))
-    return phases, notes
+    from bench import timeline as T
+
+    window = T.billing_window(dict(timeline))
+    spans = {e.get("name"): e for e in timeline.get("experiments") or [] if isinstance(e, Mapping)}
+    e = spans.get(experiment) or {}
+    first, last = _seconds(e.get("first_step_s")), _seconds(e.get("last_step_s"))
+    if window is None or first is None or last is None or last < first:
+        return [], [f"timeline.json has no GPU billing window or no first and last step for {str(experiment)[:60]!r}"]
+    lo, hi = window
+    notes = [] if len(spans) == 1 else [f"the run's {len(spans)} experiments share its nodes: the time before and "
+                                        "after each one's steps is the run's, counted for each"]
+    return [Phase("node groups created to first step (boot, join, image pull, start-up)", BEFORE, max(first - lo, 0.0)),
+            Phase("steps", STEPS, last - first),
+            Phase("last step to teardown's end", AFTER, max(hi - last, 0.0))], notes
 
 
 def cost_per_result(phases: Sequence[Phase], *, usd_per_node_hour: float | None, nodes: int | None,
@@ -129,7 +125,7 @@ def row_cost(row: Mapping[str, Any], timeline: Mapping[str, Any] | None = None) 
     from spec import aws_catalog as catalog
 
     if timeline:
-        phases, notes = timing_from_timeline(timeline)
+        phases, notes = timing_from_timeline(timeline, row.get("experiment"))
     else:
         phases, notes = timing_from_summary(wall_s=row.get("wall_s"), loop_seconds=row.get("loop_seconds"),
                                             startup=row.get("startup"))

@@ -219,7 +219,8 @@ def _price_source() -> str:
     return f"on-demand list prices, {catalog.PRICES_REGION}, as of {catalog.PRICES_AS_OF}"
 
 
-def cost_section(df) -> str:
+def cost_section(df, timelines: list | None = None) -> str:
+    """Estimated cost per run, and per result (``timelines``: the runs' timeline.json, where they have one)."""
     from bench import plots
 
     rows = []
@@ -236,7 +237,8 @@ def cost_section(df) -> str:
     fig = plots.bar_figure(df, "cost_usd", "USD (estimate)", "Estimated cost per run")
     from bench import report_cost
 
-    per_result = report_cost.cost_rows(records(df), plots.labels(df))
+    by_run = {(doc.get("stack"), doc.get("run_id")): doc for _, doc in timelines or []}
+    per_result = report_cost.cost_rows(records(df), plots.labels(df), by_run)
     return ("<h2>Cost <span class='estimate'>(estimate)</span></h2>"
             f"<p class='estimate'>Estimate: instance price × nodes × wall time, {html.escape(_price_source())}; "
             "per 1,000 samples at steady throughput. Not a bill.</p>"
@@ -315,7 +317,7 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
     body = [f"<h1>eksbench report</h1><p class='meta'>{html.escape(', '.join(sources))} — generated {when}</p>",
             timeline_section(timelines or [], table=table, figure=figure), summary_section(df, baseline),
             throughput_section(df), scaling_section(df), fabric_section(df, figure=figure, table=table),
-            steps_section(steps, df), accuracy_section(df), change_section(runs or []), cost_section(df),
+            steps_section(steps, df), accuracy_section(df), change_section(runs or []), cost_section(df, timelines),
             what_ran_section(df)]
     notes = list(notes) + cut_notes(df)
     if notes:

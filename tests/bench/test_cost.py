@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench import cost
+from bench import timeline as T
 from bench.results import row
 from spec import aws_catalog as catalog
 from tests.bench.conftest import summary
@@ -42,17 +43,28 @@ def test_cost_per_result_from_the_summarys_timings_by_hand():
 
 
 def test_a_timeline_puts_provisioning_and_teardown_apart():
-    timeline = {"phases": [{"name": "provisioning", "seconds": 900}, {"name": "image_pull", "start": 1000.0,
-                                                                        "end": 1120.0},
-                           {"name": "startup", "seconds": 60}, {"name": "training", "seconds": 3600},
-                           {"name": "teardown", "seconds": 600}, {"name": "mystery", "seconds": 5},
-                           {"name": "evaluation", "seconds": 30, "where": cost.AFTER}]}
+    # bench run's timeline.json (bench.timeline): the node groups are created at 300 s, the experiment's
+    # first step ends at 1,380 s and its last at 4,980 s, and the teardown ends at 5,610 s.
+    timeline = {"phases": [{"name": T.PREFLIGHT, "start_s": 0.0, "end_s": 40.0},
+                           {"name": T.UP, "start_s": 40.0, "end_s": 1200.0},
+                           {"name": T.UP_NODE_GROUPS, "start_s": 300.0, "end_s": 1100.0},
+                           {"name": T.TEARDOWN, "start_s": 5000.0, "end_s": 5610.0},
+                           {"name": T.AUDIT, "start_s": 5610.0, "end_s": 5700.0}],
+                "experiments": [{"name": "resnet50", "first_step_s": 1380.0, "last_step_s": 4980.0}]}
     c = cost.row_cost(fixture_row(), timeline)
+    # By hand: before 1380 - 300 = 1080 s, steps 4980 - 1380 = 3600 s, after 5610 - 4980 = 630 s (the
+    # audit, after the teardown, bills no GPU node).
     assert c["seconds"] == {cost.BEFORE: 1080.0, cost.STEPS: 3600.0, cost.AFTER: 630.0}
     assert c["usd_before_first_step"] == pytest.approx(65.54 * 1080 / 3600, abs=1e-6)  # $19.662
     assert c["usd_after_last_step"] == pytest.approx(65.54 * 630 / 3600, abs=1e-6)
     assert c["usd_experiment"] == pytest.approx(65.54 * 5310 / 3600, abs=1e-6)
-    assert any("'mystery' left out" in n for n in c["notes"]) and cost.NOT_IN_POD not in c["notes"]
+    assert cost.NOT_IN_POD not in c["notes"]
+    # Another experiment shares the nodes: said, and an experiment the timeline lacks is not guessed.
+    shared = {**timeline, "experiments": [*timeline["experiments"],
+                                          {"name": "cifar10", "first_step_s": 1500.0, "last_step_s": 2000.0}]}
+    assert any("share its nodes" in n for n in cost.row_cost(fixture_row(), shared)["notes"])
+    missing = cost.row_cost(fixture_row(), {**timeline, "experiments": []})
+    assert missing["usd_experiment"] is None and any("no first and last step" in n for n in missing["notes"])
 
 
 def test_unknowns_are_said_not_guessed():
