@@ -23,6 +23,8 @@ NAME = r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?"
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "paddle")
 RETIRED_FRAMEWORKS = {"mxnet": "Apache MXNet was retired to the Apache Attic in 2023; use pytorch"}
 RDZV_BACKENDS = ("etcd-v2", "c10d")
+BATCH_SIZE_MAX = 4096  # per GPU
+MAX_REPEATS = 20  # runs of one experiment (repeats): enough for a confidence interval, not a runaway bill
 DEFAULT_IMAGE = TRAINING_IMAGE
 
 
@@ -154,6 +156,10 @@ class Experiment:
     gpu_decode: bool = False  # ImageFolder data: decode JPEGs on the GPU (nvJPEG)
     node_group: str = ""  # the GPU node group it runs on; "" = the first one
     pservers: int = 1  # paddle only
+    repeats: int = 1  # runs of the experiment, one after another (spec.repeats)
+    # Which run this is: 0 for the experiment as configured; 1..repeats for one of its repeats
+    # (spec.repeats.repeat_runs sets it; not a stack-file key).
+    repeat: int = 0
 
     @property
     def elastic(self) -> bool:
@@ -214,6 +220,13 @@ class StackConfig:
     local: LocalRun
     tags: Mapping[str, str]
     autostop: Autostop = Autostop()
+    # The index in the stack file's experiments list each experiment came from (a sweep makes several
+    # of one entry: spec.sweep); empty: one each, in order.
+    experiment_sources: tuple[int, ...] = ()
+
+    def experiment_key(self, i: int) -> str:
+        """The stack-file key of ``experiments[i]``, for messages: its entry's index, not its position."""
+        return f"experiments[{self.experiment_sources[i] if i < len(self.experiment_sources) else i}]"
 
     @property
     def node_groups(self) -> dict[str, GpuNodeGroup]:
