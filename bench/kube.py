@@ -182,6 +182,8 @@ class KubeClient:
                 yield raw.decode("utf-8", "replace").rstrip("\n")
 
 
-def experiment_selector(experiment: str, run_id: str) -> str:
-    """The labels ``workloads.job_manifests.experiment_labels`` puts on an experiment's pods."""
-    return f"eksbench.io/experiment={experiment},eksbench.io/run-id={run_id}"
+def experiment_selector(experiment: str, run_id: str, repeat: int = 0) -> str:
+    """The labels ``workloads.job_manifests.experiment_labels`` puts on an experiment's pods (one repeat's
+    with ``repeat`` k >= 1)."""
+    return f"eksbench.io/experiment={experiment},eksbench.io/run-id={run_id}" + (
+        f",eksbench.io/repeat={repeat}" if repeat else "")

@@ -54,9 +54,16 @@ def png_data_uri(fig, dpi: int = 96) -> str:
 
 
 def labels(df) -> list[str]:
-    """Short names for rows: the experiment, prefixed by stack/run where several are shown."""
+    """Short names for rows: the experiment, prefixed by stack/run where several are shown, and ``#k`` for
+    repeat k of an experiment that has several rows (repeats)."""
     many_runs = df[["stack", "run_id"]].drop_duplicates().shape[0] > 1
-    return [f"{r.run_id}/{r.experiment}" if many_runs else str(r.experiment) for r in df.itertuples()]
+    counts = df.groupby(["stack", "run_id", "experiment"], dropna=False).size().to_dict() if len(df) else {}
+    out = []
+    for r in df.itertuples():
+        name = f"{r.run_id}/{r.experiment}" if many_runs else str(r.experiment)
+        several = counts.get((r.stack, r.run_id, r.experiment), 1) > 1
+        out.append(f"{name} #{int(r.repeat)}" if several and getattr(r, "repeat", None) is not None else name)
+    return out
 
 
 def _per_gpu_word(df) -> str:
@@ -128,8 +135,8 @@ def scaling_figure(table):
 
 def _keyed(steps, df):
     """Step lines with the report's label of their experiment run."""
-    names = dict(zip(zip(df["stack"], df["run_id"], df["experiment"]), labels(df)))
-    keys = list(zip(steps["stack"], steps["run_id"], steps["experiment"]))
+    names = dict(zip(zip(df["stack"], df["run_id"], df["experiment"], df["repeat"]), labels(df)))
+    keys = list(zip(steps["stack"], steps["run_id"], steps["experiment"], steps["repeat"]))
     return steps.assign(label=[names.get(k, k[2]) for k in keys])
 
 
@@ -162,12 +169,14 @@ def stragglers(steps) -> list[dict[str, Any]]:
     """Ranks whose median steady step time is STRAGGLER x above their experiment's median rank."""
     out = []
     steady = steps[steps["warmup"] == False].dropna(subset=["step_time_s"])
-    for (stack, run_id, exp), g in steady.groupby(["stack", "run_id", "experiment"]):
+    several = steady.groupby(["stack", "run_id", "experiment"])["repeat"].nunique().to_dict()
+    for (stack, run_id, exp, repeat), g in steady.groupby(["stack", "run_id", "experiment", "repeat"]):
         med = g.groupby("rank")["step_time_s"].median()
         typical = med.median()
+        name = f"{exp} #{int(repeat)}" if several.get((stack, run_id, exp), 1) > 1 else exp
         for rank, m in med.items():
             if typical and m > STRAGGLER * typical:
-                out.append({"stack": stack, "run_id": run_id, "experiment": exp, "rank": int(rank),
+                out.append({"stack": stack, "run_id": run_id, "experiment": name, "rank": int(rank),
                             "median_step_s": round(m, 4), "ratio": round(m / typical, 2)})
     return out
 

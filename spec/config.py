@@ -12,11 +12,12 @@ talks to AWS.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field
+from dataclasses import MISSING, dataclass, field, replace
 from typing import Mapping
 
 from spec import aws_catalog as catalog
 from spec.pins import TRAINING_IMAGE
+from spec.results_location import repeat_folder
 from spec.train_args import COMPILE_MODES, PRECISIONS, WORKLOADS
 
 NAME = r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?"
@@ -164,6 +165,23 @@ class Experiment:
     @property
     def elastic(self) -> bool:
         return self.min_nodes != self.max_nodes
+
+    def runs(self) -> tuple["Experiment", ...]:
+        """What running it means: itself, or each of its repeats (``repeat`` 1..repeats), in order. Repeats
+        run one after another, never side by side: they would share the nodes and slow each other."""
+        if self.repeats <= 1:
+            return (self,)
+        return tuple(replace(self, repeat=k) for k in range(1, self.repeats + 1))
+
+    @property
+    def results_path(self) -> str:
+        """Its folder under the run's results: ``<name>``, or ``<name>/repeat_<k>`` for one repeat."""
+        return f"{self.name}/{repeat_folder(self.repeat)}" if self.repeat else self.name
+
+    @property
+    def label(self) -> str:
+        """How messages name this run: ``<name>``, or ``<name> repeat <k>/<repeats>``."""
+        return f"{self.name} repeat {self.repeat}/{self.repeats}" if self.repeat else self.name
 
 
 @dataclass(frozen=True)
