@@ -165,7 +165,7 @@ def scaling_section(df) -> str:
     t = plots.scaling_table(df)
     head = ("<h2>Scaling efficiency</h2><p>efficiency(N) = throughput(N) / (N × per-node throughput "
             "at the smallest size), for the same workload, hardware, batch and precision at several node counts "
-            "(a sweep: <code>nodes: [1, 2, 4]</code>); throughput is the mean of the repeats. The anchor is the "
+            "(a sweep: nodes: [1, 2, 4]); throughput is the mean of the repeats. The anchor is the "
             "published strong scaling for the workload and precision, 1 → 8 GPUs inside one NVIDIA DGX (NVLink): "
             "scaling at its best. × anchor is our efficiency over the anchor's.</p>")
     if t.empty:
@@ -185,7 +185,7 @@ def repeats_section(df) -> str:
     from bench import plots, results
 
     stats = results.repeats(df)
-    head = ("<h2>Repeats</h2><p>Experiments run several times (<code>repeats: N</code>): the mean samples/s of the "
+    head = ("<h2>Repeats</h2><p>Experiments run several times (repeats: N): the mean samples/s of the "
             "succeeded runs with its 95% confidence interval, mean ± t(0.975, n−1) × s / √n (Student t).</p>")
     repeated = stats[stats["runs"] > 1]
     if repeated.empty:
