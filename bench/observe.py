@@ -20,7 +20,7 @@ from typing import Any, Iterator
 from bench import pulumi_cli
 from bench.errors import fail
 from bench.stack_operations import stack_resources
-from spec.results_location import ResultsLocation, results_bucket as resolve_results_bucket
+from spec.results_location import ResultsLocation, repeat_number, results_bucket as resolve_results_bucket
 from spec.s3_uri import parse_s3_uri
 from bench.stack_files import ROOT
 
@@ -53,10 +53,14 @@ def _local_runs(results_root: Path, stack: str) -> dict[str, dict[str, str]]:
     for run in sorted(p for p in base.iterdir() if p.is_dir()):
         exps = {}
         for exp in sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith("_")):
-            try:
-                exps[exp.name] = (read_summary((exp / "summary.json").read_bytes(), f"{exp}/summary.json") or {}).get("status") or "?"
-            except (OSError, ValueError):
-                exps[exp.name] = "no summary (running, or stopped before its launcher finished)"
+            # an experiment with repeats keeps each run in <exp>/repeat_<k>/ (spec.results_location)
+            repeats = sorted((k, d) for d in exp.iterdir() if d.is_dir() and (k := repeat_number(d.name)))
+            for name, folder in ([(f"{exp.name} repeat {k}", d) for k, d in repeats] or [(exp.name, exp)]):
+                try:
+                    exps[name] = (read_summary((folder / "summary.json").read_bytes(), f"{folder}/summary.json")
+                                  or {}).get("status") or "?"
+                except (OSError, ValueError):
+                    exps[name] = "no summary (running, or stopped before its launcher finished)"
         runs[run.name] = exps
     return runs
 
@@ -70,15 +74,18 @@ def _s3_runs(stack_results: ResultsLocation, region: str | None) -> dict[str, di
         exps = {}
         run = stack_results.child(run_id)
         for exp in s3_results.child_prefixes(s3, run.uri):
-            uri = run.child(exp).uri
-            summary = s3_results.read_json(s3, uri, "summary.json")
-            progress = None if summary else s3_results.read_json(s3, uri, "progress.json")
-            if summary:
-                exps[exp] = summary.get("status", "?")
-            elif progress:
-                exps[exp] = f"running (step {progress.get('step')}/{progress.get('total')})"
-            else:
-                exps[exp] = "no summary yet"
+            where = run.child(exp)
+            repeats = sorted(k for k in map(repeat_number, s3_results.child_prefixes(s3, where.uri)) if k)
+            for name, uri in ([(f"{exp} repeat {k}", where.repeat_run(k).uri) for k in repeats]
+                              or [(exp, where.uri)]):
+                summary = s3_results.read_json(s3, uri, "summary.json")
+                progress = None if summary else s3_results.read_json(s3, uri, "progress.json")
+                if summary:
+                    exps[name] = summary.get("status", "?")
+                elif progress:
+                    exps[name] = f"running (step {progress.get('step')}/{progress.get('total')})"
+                else:
+                    exps[name] = "no summary yet"
         runs[run_id] = exps
     return runs
 

@@ -97,3 +97,32 @@ def test_scaling_reads_against_the_anchor_of_its_gpu_and_precision(tmp_path):
     assert h100["anchor"].iloc[0].endswith("(no published row for NVIDIA H100 80GB HBM3)")
     bf16 = _sweep(tmp_path, precision="bf16")
     assert bf16["anchor"].isna().all() and bf16["vs_anchor"].isna().all()
+
+
+def test_status_lists_each_repeat_locally_and_on_s3(repeats_tree, tmp_path, monkeypatch):
+    import boto3
+    from moto import mock_aws
+
+    from bench.observe import _local_runs, _s3_runs
+    from spec.results_location import ResultsLocation
+
+    import shutil
+
+    shutil.copytree(repeats_tree, tmp_path / "gpu")
+    repeats_tree = tmp_path / "gpu"  # a copy: the fixture's tree is shared
+    write_experiment(tmp_path, "gpu/r2/plain", summary("plain"))
+    want = {"r2": {"plain": "succeeded", "resnet50-rep repeat 1": "succeeded", "resnet50-rep repeat 2": "succeeded",
+                   "resnet50-rep repeat 3": "succeeded"}}
+    assert _local_runs(repeats_tree.parent, "gpu") == want
+    for k, v in {"AWS_DEFAULT_REGION": "us-west-2", "AWS_ACCESS_KEY_ID": "testing",
+                 "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket="res", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        for p in repeats_tree.rglob("*"):
+            if p.is_file():
+                s3.put_object(Bucket="res", Key=f"eksbench/gpu/{p.relative_to(repeats_tree).as_posix()}",
+                              Body=p.read_bytes())
+        assert _s3_runs(ResultsLocation("res", "eksbench", "gpu"), "us-west-2") == want
