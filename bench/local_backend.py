@@ -253,12 +253,10 @@ class LocalBackend:
     def watch(self, ctl: Control) -> None:
         if self.mode == "parallel":
             # Experiments side by side; an experiment's repeats one after another (a wave per repeat).
-            waves = sorted({r.exp.repeat for r in self.runs})
-            for k in waves:
+            for k in sorted({max(r.exp.repeat, 1) for r in self.runs}):
                 if ctl.check():
                     return
-                drive([r for r in self.runs if r.exp.repeat == k or (k == waves[0] and not r.exp.repeat)],
-                      self.every, ctl)
+                drive([r for r in self.runs if max(r.exp.repeat, 1) == k], self.every, ctl)
             return
         for r in self.runs:
             if ctl.check():

@@ -173,17 +173,30 @@ def _latest_local_run(results_root: Path, stack: str, experiment: str) -> Path |
     return runs[-1] if runs else None
 
 
+def _log_name(rel: str) -> str | None:
+    """``node-0`` for ``logs/node-0.log``, ``repeat_2/node-0`` for a repeat's; None for any other file."""
+    parts = rel.split("/")
+    if len(parts) >= 2 and parts[0] == "logs":
+        return Path(parts[-1]).stem
+    if len(parts) == 3 and parts[1] == "logs" and repeat_number(parts[0]):
+        return f"{parts[0]}/{Path(parts[2]).stem}"
+    return None
+
+
 def _local_logs(exp_dir: Path, follow: bool) -> Iterator[str]:
-    logs = exp_dir / "logs"
     positions: dict[Path, int] = {}
     while True:
-        for path in sorted(logs.glob("*.log")) if logs.is_dir() else []:
+        # the experiment's logs, or each repeat's (<exp>/repeat_<k>/logs/) in order
+        found = [*exp_dir.glob("logs/*.log"), *exp_dir.glob("repeat_*/logs/*.log")]
+        named = sorted((repeat_number(p.parent.parent.name) or 0, p) for p in found if p.is_file())
+        for _, path in named:
             with open(path, "rb") as f:
                 f.seek(positions.get(path, 0))
                 data = f.read()
                 positions[path] = f.tell()
+            name = _log_name(path.relative_to(exp_dir).as_posix()) or path.stem
             for line in data.decode("utf-8", "replace").splitlines():
-                yield f"{path.stem}: {line}"
+                yield f"{name}: {line}"
         if not follow or (exp_dir / "summary.json").exists():
             return
         time.sleep(1.0)
@@ -239,7 +252,7 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
     if uri:
         try:
             s3 = s3_results.client(cfg.region)
-            keys = [(k, rel) for k, rel in s3_results.keys_under(s3, uri) if rel.startswith("logs/")]
+            keys = [(k, rel) for k, rel in s3_results.keys_under(s3, uri) if _log_name(rel)]
         except Exception:  # noqa: BLE001
             keys = []
         if keys:
@@ -248,7 +261,7 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
             def s3_lines() -> Iterator[str]:
                 for key, rel in keys:
                     body = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8", "replace")
-                    yield from (f"{Path(rel).stem}: {line}" for line in body.splitlines())
+                    yield from (f"{_log_name(rel)}: {line}" for line in body.splitlines())
             return s3_lines()
     if run_id:
         local = ResultsLocation(None, cfg.project, stack, run_id, experiment).local_dir(results_root.resolve())

@@ -126,3 +126,12 @@ def test_status_lists_each_repeat_locally_and_on_s3(repeats_tree, tmp_path, monk
                 s3.put_object(Bucket="res", Key=f"eksbench/gpu/{p.relative_to(repeats_tree).as_posix()}",
                               Body=p.read_bytes())
         assert _s3_runs(ResultsLocation("res", "eksbench", "gpu"), "us-west-2") == want
+
+
+def test_logs_of_a_repeated_experiment_are_read_per_repeat(tmp_path):
+    from bench.observe import _local_logs
+
+    for k in (1, 2):
+        (tmp_path / "rn" / f"repeat_{k}" / "logs").mkdir(parents=True)
+        (tmp_path / "rn" / f"repeat_{k}" / "logs" / "node-0.log").write_text(f"hello from {k}\n")
+    assert list(_local_logs(tmp_path / "rn", False)) == ["repeat_1/node-0: hello from 1", "repeat_2/node-0: hello from 2"]
