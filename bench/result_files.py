@@ -1,10 +1,10 @@
 """Where results are read from: a local folder or an ``s3://`` prefix, at any level.
 
-Both are reduced to a list of keys relative to the source; ``experiment_dirs`` (pure)
-groups those keys into experiment folders (one per repeat of an experiment with repeats), recognised by ``summary.json``, by
-``metrics/rank-N.jsonl`` or by ``logs/*.log`` (a run that died before its summary).
-Reading failures warn with the file's name and read as missing. boto3 is imported only
-for ``s3://`` sources; it honours ``AWS_ENDPOINT_URL`` and the usual credentials.
+Both are reduced to a list of keys relative to the source; ``experiment_dirs`` (pure) groups those
+keys into experiment folders (one per repeat of an experiment with repeats), recognised by
+``summary.json``, by ``metrics/rank-N.jsonl`` or by ``logs/*.log`` (a run that died before its
+summary). Reading failures warn with the file's name and read as missing. boto3 is imported only for
+``s3://`` sources; it honours ``AWS_ENDPOINT_URL`` and the usual credentials.
 """
 
 from __future__ import annotations

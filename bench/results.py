@@ -14,8 +14,9 @@ failed run is a row with its status and root cause.
 
 Repeats: an experiment with ``repeats: N`` has one row per run, ``repeat`` = 1..N (its folder
 ``<experiment>/repeat_<k>/``); an experiment run without repeats has one row with ``repeat`` 1. So
-the rows of one (stack, run_id, experiment) are its repeats, and ``repeats`` summarizes them. The reading (local or S3) is in
-``bench.result_files``; turning documents into rows is pure (``row``, ``step_rows``).
+the rows of one (stack, run_id, experiment) are its repeats, and ``repeats`` summarizes them. The
+reading (local or S3) is in ``bench.result_files``; turning documents into rows is pure (``row``,
+``step_rows``).
 """
 
 from __future__ import annotations

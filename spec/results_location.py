@@ -1,10 +1,10 @@
 """Where results and datasets live: the one spelling of the layout, and the one rule for the bucket.
 
-In the results bucket, each experiment of each run has ``<project>/<stack>/<run>/<experiment>/``;
-an experiment with ``repeats: N`` (N > 1) keeps each run in ``<experiment>/repeat_<k>/`` (k = 1..N),
-the same files in each; prepared datasets have ``datasets/<name>/``. On the user's machine the results of a run are copied
-to ``<results root>/<stack>/<run>/<experiment>/`` (``./results/...`` by default; one project per
-checkout, so no project level). ``ResultsLocation`` names a place at any depth of that layout, and
+In the results bucket, each experiment of each run has ``<project>/<stack>/<run>/<experiment>/``; an
+experiment with ``repeats: N`` (N > 1) keeps each run in ``<experiment>/repeat_<k>/`` (k = 1..N),
+the same files in each; prepared datasets have ``datasets/<name>/``. On the user's machine the
+results of a run are copied to ``<results root>/<stack>/<run>/<experiment>/`` (``./results/...`` by
+default; one project per checkout, so no project level). ``ResultsLocation`` names a place at any depth of that layout, and
 the program (the IAM prefix, the exported ``results_prefix``, each Job's results URI), ``bench``
 (preflight, collect, status, logs) and the home stack's outputs all ask it, so they cannot disagree.
 

@@ -8,11 +8,11 @@ scales across the network as well as NVIDIA's did inside one box.
 
 Source of every row: NVIDIA DeepLearningExamples, ``PyTorch/Classification/ConvNets/resnet50v1.5/
 README.md``, "Training performance results" (the tables last changed in commit 5843f4e5, 2022-10-03;
-read at 729963dd, 2024-04-04): "Our results were obtained by running the applicable training
-script in the pytorch-21.03 NGC container", real ImageNet with DALI. Their FP32 on A100 is TF32
-(Tensor Cores), as PyTorch's fp32 convolutions are on Ampere and later (torch.backends.cudnn.allow_tf32
-is True by default: checked on torch 2.14.1), so our ``fp32`` reads against their TF32 there. No row for bf16: the table has none.
-Pure data; no I/O.
+read at 729963dd, 2024-04-04): "Our results were obtained by running the applicable training script
+in the pytorch-21.03 NGC container", real ImageNet with DALI. Their FP32 on A100 is TF32 (Tensor
+Cores), as PyTorch's fp32 convolutions are on Ampere and later (torch.backends.cudnn.allow_tf32 is
+True by default: checked on torch 2.14.1), so our ``fp32`` reads against their TF32 there. No row
+for bf16: the table has none. Pure data; no I/O.
 """
 
 from __future__ import annotations
