@@ -13,7 +13,8 @@ watch: ``summary.json`` at each experiment's results URI is the authority (the l
 teardown: ``pulumi destroy``, retried once, then reported with the resources left and the
     command to finish it. With ``keep``: the GPU node groups are scaled to zero instead.
 collect: the results prefix of each experiment copied to ./results/<stack>/<run-id>/<exp>/
-    (checkpoints skipped), one row each for the results table.
+    (checkpoints skipped), one row each for the results table. An experiment with ``repeats: N`` is
+    watched and collected as N runs, ``<exp>/repeat_<k>/`` each (spec.results_location).
 Each phase leaves its marks in the run's timeline (``bench.timeline``, ``bench.run_timeline``).
 """
 
@@ -30,15 +31,17 @@ from bench import progress, pulumi_cli, run_timeline
 from bench import timeline as T
 from bench.lifecycle import BackendError, Control
 from bench.stack_operations import UpProgress, clock_text, destroy_with_retry, last_line, scale_to_zero
-from spec.results_location import ResultsLocation
+from spec.results_location import ResultsLocation, repeat_folder
 from spec.s3_uri import parse_s3_uri
 
 
 @dataclass
 class Watched:
-    name: str
+    name: str  # the experiment, or "<experiment> repeat <k>/<N>" (Experiment.label)
     uri: str
     timeout_s: float
+    experiment: str = ""
+    repeat: int = 0  # 1..N for one repeat of an experiment with repeats: N
     deadline: float = 0.0  # monotonic
     state: str = "waiting"  # waiting | pending | running | failing | succeeded | failed | timeout | stopped
     summary: dict[str, Any] | None = None
@@ -153,14 +156,20 @@ class CloudBackend:
         cumulative = 0.0
         now = time.monotonic()
         for e in self.cfg.experiments:
-            timeout = e.timeout_minutes * 60.0
-            cumulative = cumulative + timeout if self.cfg.execution == "sequential" else timeout
             uri = uris.get(e.name) or (self.run_results.in_bucket(parse_s3_uri(prefix)[0]).child(e.name).uri
                                        if prefix else "")
             if not uri:
                 raise BackendError(f"the stack has no results URI for experiment {e.name} (output experiment_results)")
-            self.watched.append(Watched(name=e.name, uri=uri if uri.endswith("/") else uri + "/",
-                                        timeout_s=timeout, deadline=now + cumulative))
+            uri = uri if uri.endswith("/") else uri + "/"
+            if self.cfg.execution != "sequential":
+                cumulative = 0.0  # experiments start together; an experiment's repeats run in turn
+            for run in e.runs():
+                timeout = run.timeout_minutes * 60.0
+                cumulative += timeout
+                self.watched.append(Watched(name=run.label, uri=uri + (f"{repeat_folder(run.repeat)}/" if run.repeat
+                                                                       else ""),
+                                            timeout_s=timeout, deadline=now + cumulative, experiment=e.name,
+                                            repeat=run.repeat))
         progress.line(f"{len(self.watched)} experiment(s) running as Jobs; results: {prefix or '(see outputs)'}")
 
     # -- watch
@@ -181,7 +190,8 @@ class CloudBackend:
         if self.kube is None or self.kube_state == "unreachable":
             return
         try:
-            pods = self.kube.pods(self.cfg.namespace, kube.experiment_selector(w.name, self.cfg.run_id))
+            pods = self.kube.pods(self.cfg.namespace, kube.experiment_selector(w.experiment or w.name, self.cfg.run_id,
+                                                                               w.repeat))
             self.kube_state = "ok"
         except Exception as e:  # noqa: BLE001 - an unreachable API is a warning, never a failure
             self.kube_state = "unreachable"
@@ -337,12 +347,12 @@ class CloudBackend:
 
         rows = []
         by_name = {w.name: w for w in self.watched}
-        for e in self.cfg.experiments:
-            w = by_name.get(e.name)
-            dest = self.run_results.child(e.name).local_dir(self.results_root)
+        for e in (run for x in self.cfg.experiments for run in x.runs()):
+            w = by_name.get(e.label)
+            dest = self.run_results.child(e.name).repeat_run(e.repeat).local_dir(self.results_root)
             shape = (f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)) + f"x{e.gpus_per_node}"
             if w is None:
-                rows.append({"experiment": e.name, "status": "not run", "shape": shape})
+                rows.append({"experiment": e.label, "status": "not run", "shape": shape})
                 continue
             try:
                 n = s3_results.download(self.s3, w.uri, dest)
@@ -362,7 +372,7 @@ class CloudBackend:
             elif w.state == "failed" and not summary:
                 status = "failed (" + (w.reasons[0].split(": ", 2)[-1] if w.reasons else "no summary") + ")"
             evaluation = _read_local_json(dest / "eval" / "eval.json") or {}
-            rows.append({"experiment": e.name, "status": status, "shape": shape,
+            rows.append({"experiment": e.label, "status": status, "shape": shape,
                          "steps": (s.get("coverage") or {}).get("steps"), "total": tp.get("samples_per_s_total"),
                          "per_process": tp.get("samples_per_s_per_process"), "wall": s.get("wall_time_s"),
                          "accuracy": evaluation.get("accuracy"), "path": show(dest)})

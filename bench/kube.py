@@ -220,6 +220,8 @@ def gpu_nodes_ready_at(nodes: list[dict[str, Any]], expected: int) -> float | No
     return sorted(ready)[expected - 1]
 
 
-def experiment_selector(experiment: str, run_id: str) -> str:
-    """The labels ``workloads.job_manifests.experiment_labels`` puts on an experiment's pods."""
-    return f"eksbench.io/experiment={experiment},eksbench.io/run-id={run_id}"
+def experiment_selector(experiment: str, run_id: str, repeat: int = 0) -> str:
+    """The labels ``workloads.job_manifests.experiment_labels`` puts on an experiment's pods (one repeat's
+    with ``repeat`` k >= 1)."""
+    return f"eksbench.io/experiment={experiment},eksbench.io/run-id={run_id}" + (
+        f",eksbench.io/repeat={repeat}" if repeat else "")

@@ -90,7 +90,7 @@ class ExperimentRun:
 
     def __init__(self, exp: Any, *, stack: str, run_id: str, etcd: str | None, env: dict[str, str], timeout_s: float):
         self.exp, self.env, self.timeout_s = exp, env, timeout_s
-        self.rdzv_id = f"{stack}-{run_id}-{exp.name}"
+        self.rdzv_id = f"{stack}-{run_id}-{exp.name}" + (f"-r{exp.repeat}" if exp.repeat else "")
         self.etcd = etcd
         self.procs: list[subprocess.Popen] = []
         self.eval: dict[str, Any] | None = None
@@ -113,7 +113,7 @@ class ExperimentRun:
             self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL, start_new_session=True,
                                                preexec_fn=die_with_parent(signal.SIGTERM)))
-        progress.line(f"[{self.exp.name}] started {len(self.procs)} node(s)")
+        progress.line(f"[{self.exp.label}] started {len(self.procs)} node(s)")
 
     @property
     def started(self) -> bool:
@@ -125,7 +125,7 @@ class ExperimentRun:
     def enforce_timeout(self) -> None:
         if not self.timed_out and self.running() and time.monotonic() - self.t0 > self.timeout_s:
             self.timed_out = True
-            progress.line(f"[{self.exp.name}] timed out after {self.timeout_s:.0f}s: stopping")
+            progress.line(f"[{self.exp.label}] timed out after {self.timeout_s:.0f}s: stopping")
             self.stop()
 
     def stop(self) -> None:
@@ -158,7 +158,7 @@ class ExperimentRun:
                 done = 0
             return f"[{self.exp.name}] message size {done}/{len(message_sizes(self.exp.train.max_bytes))}  {took}"
         steps = max((last_step(p) for p in rank_files(self.exp.results_dir).values()), default=0)
-        return f"[{self.exp.name}] step {steps}/{self.exp.train.steps}  {took}"
+        return f"[{self.exp.label}] step {steps}/{self.exp.train.steps}  {took}"
 
     def finish(self) -> None:
         for p in self.procs:
@@ -166,11 +166,11 @@ class ExperimentRun:
         self.wall = time.monotonic() - self.t0
         summary = self.summary()
         ok = summary is not None and summary.get("status") == "succeeded"
-        progress.line(f"[{self.exp.name}] {'succeeded' if ok else 'FAILED'} in {self.wall:.1f}s")
+        progress.line(f"[{self.exp.label}] {'succeeded' if ok else 'FAILED'} in {self.wall:.1f}s")
         if not ok:
             log = Path(self.exp.results_dir) / "logs" / "node-0.log"
             error = (summary or {}).get("error") or "no exception in the log tail"
-            progress.line(f"[{self.exp.name}] {error}\n[{self.exp.name}] log: {show(log)}", err=True)
+            progress.line(f"[{self.exp.label}] {error}\n[{self.exp.label}] log: {show(log)}", err=True)
         if ok and self.exp.evaluate and WORKLOADS[self.exp.workload].evaluates:
             self._evaluate()
 
@@ -182,11 +182,11 @@ class ExperimentRun:
         path = evaluation_dir(self.exp) / "eval.json"
         if done.returncode == 0 and path.is_file():
             self.eval = json.loads(path.read_text())
-            progress.line(f"[{self.exp.name}] evaluation: test accuracy {self.eval['accuracy']:.3f} "
+            progress.line(f"[{self.exp.label}] evaluation: test accuracy {self.eval['accuracy']:.3f} "
                           f"on {self.eval['samples']} images -> {show(path)}")
         else:
             self.eval = {"error": (done.stderr or done.stdout).strip().splitlines()[-1:]}
-            progress.line(f"[{self.exp.name}] evaluation FAILED: {done.stderr.strip()[-500:]}", err=True)
+            progress.line(f"[{self.exp.label}] evaluation FAILED: {done.stderr.strip()[-500:]}", err=True)
 
     def summary(self) -> dict[str, Any] | None:
         path = Path(self.exp.results_dir) / "summary.json"
@@ -199,7 +199,7 @@ class ExperimentRun:
         e = self.exp
         shape = f"{e.min_nodes}:{e.max_nodes}x{e.procs_per_node}" if e.elastic else f"{e.max_nodes}x{e.procs_per_node}"
         if not self.started:
-            return {"experiment": e.name, "status": "not run", "shape": shape, "path": show(Path(e.results_dir))}
+            return {"experiment": e.label, "status": "not run", "shape": shape, "path": show(Path(e.results_dir))}
         s = self.summary() or {}
         tp = s.get("throughput") or {}
         status = s.get("status", "failed (no summary)")
@@ -213,7 +213,7 @@ class ExperimentRun:
             status = "failed (evaluation)"
         acc = self.eval.get("accuracy") if self.eval else None
         wall = self.wall if self.wall is not None else time.monotonic() - self.t0
-        return {"experiment": e.name, "status": status, "shape": shape,
+        return {"experiment": e.label, "status": status, "shape": shape,
                 "steps": (s.get("coverage") or {}).get("steps"), "total": tp.get("samples_per_s_total"),
                 "per_process": tp.get("samples_per_s_per_process"), "wall": round(wall, 1),
                 "accuracy": acc, "path": show(Path(e.results_dir))}
@@ -262,7 +262,11 @@ class LocalBackend:
 
     def watch(self, ctl: Control) -> None:
         if self.mode == "parallel":
-            drive(self.runs, self.every, ctl)
+            # Experiments side by side; an experiment's repeats one after another (a wave per repeat).
+            for k in sorted({max(r.exp.repeat, 1) for r in self.runs}):
+                if ctl.check():
+                    return
+                drive([r for r in self.runs if max(r.exp.repeat, 1) == k], self.every, ctl)
             return
         for r in self.runs:
             if ctl.check():
@@ -284,5 +288,5 @@ class LocalBackend:
         return True
 
     def collect(self, ctl: Control) -> list[dict[str, Any]]:
-        return [r.row() for r in self.runs] + [{"experiment": e.name, "status": "skipped"}
+        return [r.row() for r in self.runs] + [{"experiment": e.label, "status": "skipped"}
                                                for e in self.plan if e.skip]

@@ -46,6 +46,13 @@ class LocalExperiment:
     results_dir: str
     notes: tuple[str, ...] = ()
     skip: str | None = None  # why it is not run locally
+    repeat: int = 0  # 1..repeats for one repeat of an experiment with repeats: N (Experiment.runs)
+    repeats: int = 1
+
+    @property
+    def label(self) -> str:
+        """How the run's lines and rows name it: ``<name>`` or ``<name> repeat <k>/<N>``."""
+        return f"{self.name} repeat {self.repeat}/{self.repeats}" if self.repeat else self.name
 
     @property
     def elastic(self) -> bool:
@@ -131,7 +138,7 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         name=exp.name, workload=exp.workload, min_nodes=lo, max_nodes=hi,
         procs_per_node=min(exp.gpus_per_node, local.procs_per_node), train=train, extra_args=extra,
         rdzv_backend=exp.rdzv_backend, max_restarts=exp.max_restarts, evaluate=exp.evaluate,
-        results_dir=results_dir, notes=tuple(notes), skip=skip)
+        results_dir=results_dir, notes=tuple(notes), skip=skip, repeat=exp.repeat, repeats=exp.repeats)
 
 
 def without_flag(args: Sequence[str], flag: str) -> tuple[tuple[str, ...], list[str]]:
@@ -151,9 +158,12 @@ def without_flag(args: Sequence[str], flag: str) -> tuple[tuple[str, ...], list[
 
 def plan_local(experiments: Sequence[Experiment], local: LocalRun, *, run_dir: Path,
                only: str | None = None, gpu: bool = False, cpu: CpuFacts = CpuFacts()) -> list[LocalExperiment]:
+    """Each run of each experiment (``Experiment.runs``: itself, or its repeats in order), scaled down;
+    a repeat's results go to ``<experiment>/repeat_<k>/`` as on the cluster (``Experiment.results_path``)."""
     data_dir = str(run_dir / "_data")
-    return [scale_experiment(e, local, results_dir=str(run_dir / e.name), data_dir=data_dir, gpu=gpu, cpu=cpu)
-            for e in experiments if only is None or e.name == only]
+    return [scale_experiment(run, local, results_dir=str(run_dir / run.results_path), data_dir=data_dir, gpu=gpu,
+                             cpu=cpu)
+            for e in experiments if only is None or e.name == only for run in e.runs()]
 
 
 def with_rendezvous(exp: LocalExperiment, *, etcd_available: bool) -> LocalExperiment:
@@ -199,7 +209,7 @@ def threads_per_process(cpus: int, processes: int) -> int:
 
 def execution_mode(requested: str, cpus: int, experiments: Sequence[LocalExperiment]) -> tuple[str, str]:
     """(mode, why): run in parallel only when there is a core for every process of every experiment."""
-    procs = sum(e.processes for e in experiments if not e.skip)
+    procs = sum(e.processes for e in experiments if not e.skip and e.repeat <= 1)  # repeats run in turn
     if requested == "parallel" and procs > cpus and len(experiments) > 1:
         return "sequential", f"stack says parallel; running sequentially here ({cpus} CPU cores for {procs} processes)"
     return requested, f"{requested} (stack setting)"

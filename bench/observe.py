@@ -20,7 +20,7 @@ from typing import Any, Iterator
 from bench import pulumi_cli
 from bench.errors import fail
 from bench.stack_operations import stack_resources
-from spec.results_location import ResultsLocation, results_bucket as resolve_results_bucket
+from spec.results_location import ResultsLocation, repeat_number, results_bucket as resolve_results_bucket
 from spec.s3_uri import parse_s3_uri
 from bench.stack_files import ROOT
 
@@ -53,10 +53,14 @@ def _local_runs(results_root: Path, stack: str) -> dict[str, dict[str, str]]:
     for run in sorted(p for p in base.iterdir() if p.is_dir()):
         exps = {}
         for exp in sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith("_")):
-            try:
-                exps[exp.name] = (read_summary((exp / "summary.json").read_bytes(), f"{exp}/summary.json") or {}).get("status") or "?"
-            except (OSError, ValueError):
-                exps[exp.name] = "no summary (running, or stopped before its launcher finished)"
+            # an experiment with repeats keeps each run in <exp>/repeat_<k>/ (spec.results_location)
+            repeats = sorted((k, d) for d in exp.iterdir() if d.is_dir() and (k := repeat_number(d.name)))
+            for name, folder in ([(f"{exp.name} repeat {k}", d) for k, d in repeats] or [(exp.name, exp)]):
+                try:
+                    exps[name] = (read_summary((folder / "summary.json").read_bytes(), f"{folder}/summary.json")
+                                  or {}).get("status") or "?"
+                except (OSError, ValueError):
+                    exps[name] = "no summary (running, or stopped before its launcher finished)"
         runs[run.name] = exps
     return runs
 
@@ -76,15 +80,18 @@ def _s3_runs(stack_results: ResultsLocation, region: str | None,
         if record is not None and autostops is not None:
             autostops[run_id] = record
         for exp in s3_results.child_prefixes(s3, run.uri):
-            uri = run.child(exp).uri
-            summary = s3_results.read_json(s3, uri, "summary.json")
-            progress = None if summary else s3_results.read_json(s3, uri, "progress.json")
-            if summary:
-                exps[exp] = summary.get("status", "?")
-            elif progress:
-                exps[exp] = f"running (step {progress.get('step')}/{progress.get('total')})"
-            else:
-                exps[exp] = "no summary yet"
+            where = run.child(exp)
+            repeats = sorted(k for k in map(repeat_number, s3_results.child_prefixes(s3, where.uri)) if k)
+            for name, uri in ([(f"{exp} repeat {k}", where.repeat_run(k).uri) for k in repeats]
+                              or [(exp, where.uri)]):
+                summary = s3_results.read_json(s3, uri, "summary.json")
+                progress = None if summary else s3_results.read_json(s3, uri, "progress.json")
+                if summary:
+                    exps[name] = summary.get("status", "?")
+                elif progress:
+                    exps[name] = f"running (step {progress.get('step')}/{progress.get('total')})"
+                else:
+                    exps[name] = "no summary yet"
         runs[run_id] = exps
     return runs
 
@@ -203,17 +210,30 @@ def _latest_local_run(results_root: Path, stack: str, experiment: str) -> Path |
     return runs[-1] if runs else None
 
 
+def _log_name(rel: str) -> str | None:
+    """``node-0`` for ``logs/node-0.log``, ``repeat_2/node-0`` for a repeat's; None for any other file."""
+    parts = rel.split("/")
+    if len(parts) >= 2 and parts[0] == "logs":
+        return Path(parts[-1]).stem
+    if len(parts) == 3 and parts[1] == "logs" and repeat_number(parts[0]):
+        return f"{parts[0]}/{Path(parts[2]).stem}"
+    return None
+
+
 def _local_logs(exp_dir: Path, follow: bool) -> Iterator[str]:
-    logs = exp_dir / "logs"
     positions: dict[Path, int] = {}
     while True:
-        for path in sorted(logs.glob("*.log")) if logs.is_dir() else []:
+        # the experiment's logs, or each repeat's (<exp>/repeat_<k>/logs/) in order
+        found = [*exp_dir.glob("logs/*.log"), *exp_dir.glob("repeat_*/logs/*.log")]
+        named = sorted((repeat_number(p.parent.parent.name) or 0, p) for p in found if p.is_file())
+        for _, path in named:
             with open(path, "rb") as f:
                 f.seek(positions.get(path, 0))
                 data = f.read()
                 positions[path] = f.tell()
+            name = _log_name(path.relative_to(exp_dir).as_posix()) or path.stem
             for line in data.decode("utf-8", "replace").splitlines():
-                yield f"{path.stem}: {line}"
+                yield f"{name}: {line}"
         if not follow or (exp_dir / "summary.json").exists():
             return
         time.sleep(1.0)
@@ -269,7 +289,7 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
     if uri:
         try:
             s3 = s3_results.client(cfg.region)
-            keys = [(k, rel) for k, rel in s3_results.keys_under(s3, uri) if rel.startswith("logs/")]
+            keys = [(k, rel) for k, rel in s3_results.keys_under(s3, uri) if _log_name(rel)]
         except Exception:  # noqa: BLE001
             keys = []
         if keys:
@@ -278,7 +298,7 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
             def s3_lines() -> Iterator[str]:
                 for key, rel in keys:
                     body = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8", "replace")
-                    yield from (f"{Path(rel).stem}: {line}" for line in body.splitlines())
+                    yield from (f"{_log_name(rel)}: {line}" for line in body.splitlines())
             return s3_lines()
     if run_id:
         local = ResultsLocation(None, cfg.project, stack, run_id, experiment).local_dir(results_root.resolve())

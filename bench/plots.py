@@ -57,9 +57,16 @@ def png_data_uri(fig, dpi: int = 96) -> str:
 
 
 def labels(df) -> list[str]:
-    """Short names for rows: the experiment, prefixed by stack/run where several are shown."""
+    """Short names for rows: the experiment, prefixed by stack/run where several are shown, and ``#k`` for
+    repeat k of an experiment that has several rows (repeats)."""
     many_runs = df[["stack", "run_id"]].drop_duplicates().shape[0] > 1
-    return [f"{r.run_id}/{r.experiment}" if many_runs else str(r.experiment) for r in df.itertuples()]
+    counts = df.groupby(["stack", "run_id", "experiment"], dropna=False).size().to_dict() if len(df) else {}
+    out = []
+    for r in df.itertuples():
+        name = f"{r.run_id}/{r.experiment}" if many_runs else str(r.experiment)
+        several = counts.get((r.stack, r.run_id, r.experiment), 1) > 1
+        out.append(f"{name} #{int(r.repeat)}" if several and getattr(r, "repeat", None) is not None else name)
+    return out
 
 
 def _per_gpu_word(df) -> str:
@@ -88,51 +95,109 @@ def throughput_figure(df):
     return fig
 
 
+def _gpu_model(instance_type: Any) -> str | None:
+    from spec import aws_catalog as catalog
+
+    t = catalog.INSTANCE_TYPES.get(instance_type) if isinstance(instance_type, str) else None
+    return t.gpu_model if t else None
+
+
+SCALING_COLUMNS = ["group", "nodes", "gpus", "runs", "samples_per_s", "ideal_samples_per_s", "efficiency",
+                   "anchor_efficiency", "vs_anchor", "anchor"]
+
+
 def scaling_table(df):
-    """Per group of same-workload runs at two or more node counts: throughput, ideal, efficiency."""
+    """Per group of one run's same-workload experiments at two or more node counts (a sweep over nodes:
+    spec.sweep):
+    throughput (the mean over repeats), ideal, efficiency(N) = throughput(N) / (N / N0 x throughput(N0)),
+    N0 the smallest size measured (1 node in a sweep that starts there), and the published anchor for
+    the workload and precision (spec.scaling_anchors) with our efficiency over its."""
     import pandas as pd
 
+    from spec.scaling_anchors import anchor_for
+
     ok = df[(df["status"] == "succeeded") & df["samples_per_s"].notna() & df["nodes"].notna()].copy()
+    many_runs = ok[["stack", "run_id"]].drop_duplicates().shape[0] > 1
     out = []
-    for key, g in ok.fillna({c: "?" for c in GROUP}).groupby(list(GROUP), sort=True):
-        by_n = g.groupby("nodes")["samples_per_s"].mean().sort_index()
+    # One sweep is one run's experiments with the same settings at several sizes (a run's repeats averaged)
+    for (stack, run_id, *key), g in ok.fillna({c: "?" for c in GROUP}).groupby(["stack", "run_id", *GROUP],
+                                                                              sort=True):
+        by_n = g.groupby("nodes")["samples_per_s"].agg(["mean", "size"]).sort_index()
         if len(by_n) < 2:
             continue
         n0 = by_n.index[0]
-        per_node = by_n.iloc[0] / n0
-        for n, tp in by_n.items():
-            out.append({"group": f"{key[0]} on {key[1]}, batch {key[4]}, {key[5]}", "nodes": int(n),
+        per_node = by_n["mean"].iloc[0] / n0
+        found = anchor_for(key[0], key[5], _gpu_model(key[2]))
+        anchor, exact = found if found else (None, False)
+        note = None if anchor is None else anchor.label + ("" if exact else f" (no published row for {key[1]})")
+        for n, (tp, runs) in by_n.iterrows():
+            eff = tp / (per_node * n)
+            out.append({"group": (f"{run_id}: " if many_runs else "") + f"{key[0]} on {key[1]}, batch {key[4]}, "
+                                 f"{key[5]}", "nodes": int(n),
+                        "gpus": int(n * key[3]) if isinstance(key[3], (int, float)) else None, "runs": int(runs),
                         "samples_per_s": round(tp, 3), "ideal_samples_per_s": round(per_node * n, 3),
-                        "efficiency": round(tp / (per_node * n), 3)})
-    return pd.DataFrame(out, columns=["group", "nodes", "samples_per_s", "ideal_samples_per_s", "efficiency"])
+                        "efficiency": round(eff, 3),
+                        "anchor_efficiency": round(anchor.efficiency, 3) if anchor else None,
+                        "vs_anchor": round(eff / anchor.efficiency, 3) if anchor else None, "anchor": note})
+    return pd.DataFrame(out, columns=SCALING_COLUMNS)
 
 
 @_plain_text
 def scaling_figure(table):
+    """Per group: throughput against the ideal line (left), efficiency against 100% and the anchor (right)."""
     if table.empty:
         return None
     groups = list(dict.fromkeys(table["group"]))[:MAX_GROUPS]
-    fig, axes = _figure(1, len(groups), figsize=(5.5 * len(groups), 4), squeeze=False)
-    for ax, name in zip(axes[0], groups):
+    fig, axes = _figure(len(groups), 2, figsize=(11, 3.8 * len(groups)), squeeze=False)
+    for (ax, eff_ax), name in zip(axes, groups):
         g = table[table["group"] == name]
         ax.plot(g["nodes"], g["ideal_samples_per_s"], "--", color="gray", label="ideal (linear)")
-        ax.plot(g["nodes"], g["samples_per_s"], "o-", color="#C44E52", label="measured")
+        ax.plot(g["nodes"], g["samples_per_s"], "o-", color="#C44E52", label="measured (mean of repeats)")
         for r in g.itertuples():
             ax.annotate(f"{r.efficiency:.0%}", (r.nodes, r.samples_per_s), textcoords="offset points",
                         xytext=(0, 8), ha="center", fontsize=9)
-        ax.set_xticks(list(g["nodes"]))
+        eff_ax.axhline(1.0, ls="--", color="gray", label="ideal (100%)")
+        eff_ax.plot(g["nodes"], g["efficiency"], "o-", color="#C44E52", label="measured")
+        anchor = g["anchor_efficiency"].dropna()
+        if not anchor.empty:
+            eff_ax.axhline(float(anchor.iloc[0]), ls=":", color="#4C72B0", lw=1.5,
+                           label=f"anchor: {g['anchor'].iloc[0]}")
+        eff_ax.set_ylim(0, 1.15)
+        eff_ax.set(xlabel="nodes", ylabel="scaling efficiency", title=f"{name}: efficiency")
         ax.set(xlabel="nodes", ylabel="samples/s", title=name)
-        ax.title.set_fontsize(9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        for a in (ax, eff_ax):
+            a.set_xticks(list(g["nodes"]))
+            a.title.set_fontsize(9)
+            a.grid(alpha=0.3)
+            a.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+@_plain_text
+def repeats_figure(stats):
+    """Mean samples/s of each repeated experiment with its 95% interval (``bench.results.repeats`` rows)."""
+    ok = stats[stats["ci95_low"].notna()].head(MAX_BARS)
+    if ok.empty:
+        return None
+    fig, ax = _figure(figsize=(11, 0.5 * len(ok) + 1.6))
+    names = [f"{r.experiment} ({int(r.succeeded)} runs)" for r in ok.itertuples()]
+    mean = ok["samples_per_s_mean"].astype(float)
+    err = [mean - ok["ci95_low"].astype(float), ok["ci95_high"].astype(float) - mean]
+    ax.errorbar(mean, range(len(ok)), xerr=err, fmt="o", color="#4C72B0", capsize=5, label="mean, 95% interval")
+    ax.set_yticks(range(len(ok)), names)
+    ax.invert_yaxis()
+    ax.set(xlabel="samples/s", title="Repeats: mean throughput with its 95% confidence interval (Student t)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
 def _keyed(steps, df):
     """Step lines with the report's label of their experiment run."""
-    names = dict(zip(zip(df["stack"], df["run_id"], df["experiment"]), labels(df)))
-    keys = list(zip(steps["stack"], steps["run_id"], steps["experiment"]))
+    names = dict(zip(zip(df["stack"], df["run_id"], df["experiment"], df["repeat"]), labels(df)))
+    keys = list(zip(steps["stack"], steps["run_id"], steps["experiment"], steps["repeat"]))
     return steps.assign(label=[names.get(k, k[2]) for k in keys])
 
 
@@ -165,12 +230,14 @@ def stragglers(steps) -> list[dict[str, Any]]:
     """Ranks whose median steady step time is STRAGGLER x above their experiment's median rank."""
     out = []
     steady = steps[steps["warmup"] == False].dropna(subset=["step_time_s"])
-    for (stack, run_id, exp), g in steady.groupby(["stack", "run_id", "experiment"]):
+    several = steady.groupby(["stack", "run_id", "experiment"])["repeat"].nunique().to_dict()
+    for (stack, run_id, exp, repeat), g in steady.groupby(["stack", "run_id", "experiment", "repeat"]):
         med = g.groupby("rank")["step_time_s"].median()
         typical = med.median()
+        name = f"{exp} #{int(repeat)}" if several.get((stack, run_id, exp), 1) > 1 else exp
         for rank, m in med.items():
             if typical and m > STRAGGLER * typical:
-                out.append({"stack": stack, "run_id": run_id, "experiment": exp, "rank": int(rank),
+                out.append({"stack": stack, "run_id": run_id, "experiment": name, "rank": int(rank),
                             "median_step_s": round(m, 4), "ratio": round(m / typical, 2)})
     return out
 

@@ -53,7 +53,7 @@ class Ready:
 
 
 def run_minutes(cfg: Any) -> float:
-    timeouts = [e.timeout_minutes for e in cfg.experiments]
+    timeouts = [e.timeout_minutes * e.repeats for e in cfg.experiments]  # an experiment's repeats run in turn
     if not timeouts:
         return 0.0
     return float(sum(timeouts) if cfg.execution == "sequential" else max(timeouts))

@@ -3,7 +3,8 @@
 Loads the sources with ``bench.results`` (local folders or s3:// prefixes, any level) and
 writes a single self-contained HTML file (figures are embedded PNGs, no network needed):
 where a cloud run's time went (``timeline.json``: minutes to the first step, GPU node-minutes billed
-while nothing stepped, each phase drawn), summary table, throughput, scaling efficiency, the
+while nothing stepped, each phase drawn), summary table, throughput, scaling efficiency (against the published anchor), repeats with
+their confidence intervals, the
 all-reduce bus bandwidth and fabric flags (``bench.report_fabric``), loss curves, step-time
 distributions with restarts and stragglers, time to accuracy, the change between runs of an
 experiment (``bench.report_compare``), estimated cost and cost per result (``bench.report_cost``),
@@ -166,16 +167,43 @@ def throughput_section(df) -> str:
 
 def scaling_section(df) -> str:
     from bench import plots
+    from spec.scaling_anchors import SOURCE
 
     t = plots.scaling_table(df)
     head = ("<h2>Scaling efficiency</h2><p>efficiency(N) = throughput(N) / (N × per-node throughput "
-            "at the smallest size), for the same workload, hardware, batch and precision at several node counts.</p>")
+            "at the smallest size), for the same workload, hardware, batch and precision at several node counts "
+            "(a sweep: nodes: [1, 2, 4]); throughput is the mean of the repeats. The anchor is the "
+            "published strong scaling for the workload and precision, 1 → 8 GPUs inside one NVIDIA DGX (NVLink): "
+            "scaling at its best. × anchor is our efficiency over the anchor's.</p>")
     if t.empty:
         return head + ('<p class="note">Only one size per workload was run, so there is no scaling curve: '
                        "run the same experiment at two or more node counts.</p>")
-    cols = [("group", "group"), ("nodes", "nodes"), ("samples_per_s", "samples/s"),
-            ("ideal_samples_per_s", "ideal samples/s"), ("efficiency", "efficiency")]
-    return head + figure(plots.scaling_figure(t), "scaling vs nodes", "") + table(records(t), cols)
+    cols = [("group", "group"), ("nodes", "nodes"), ("gpus", "GPUs"), ("runs", "runs"), ("samples_per_s", "samples/s"),
+            ("ideal_samples_per_s", "ideal samples/s"), ("efficiency", "efficiency"),
+            ("anchor_efficiency", "anchor efficiency"), ("vs_anchor", "× anchor")]
+    anchors = sorted({a for a in t["anchor"].dropna()})
+    cited = ("<p class='note'>Anchor" + ("s" if len(anchors) > 1 else "") + ": "
+             + html.escape("; ".join(anchors)) + f". Source: {html.escape(SOURCE)}.</p>" if anchors else
+             "<p class='note'>No published anchor for this workload and precision (spec/scaling_anchors.py).</p>")
+    return head + figure(plots.scaling_figure(t), "scaling vs nodes", "") + table(records(t), cols) + cited
+
+
+def repeats_section(df) -> str:
+    from bench import plots, results
+
+    stats = results.repeats(df)
+    head = ("<h2>Repeats</h2><p>Experiments run several times (repeats: N): the mean samples/s of the "
+            "succeeded runs with its 95% confidence interval, mean ± t(0.975, n−1) × s / √n (Student t).</p>")
+    repeated = stats[stats["runs"] > 1]
+    if repeated.empty:
+        return head + ('<p class="note">No experiment was repeated: set repeats: 3 (or more) on an experiment to '
+                       "see how much its throughput varies from run to run.</p>")
+    cols = [("experiment", "experiment"), ("runs", "runs"), ("succeeded", "succeeded"),
+            ("samples_per_s_mean", "mean samples/s"), ("samples_per_s_std", "std dev"),
+            ("ci95_low", "95% CI low"), ("ci95_high", "95% CI high"), ("ci95_half_width_pct", "± % of mean")]
+    return head + figure(plots.repeats_figure(repeated), "repeats with 95% intervals",
+                         "Fewer than two runs of each repeated experiment succeeded: no interval.") + \
+        table(records(repeated), cols)
 
 
 def steps_section(steps, df) -> str:
@@ -316,7 +344,8 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [f"<h1>eksbench report</h1><p class='meta'>{html.escape(', '.join(sources))} — generated {when}</p>",
             timeline_section(timelines or [], table=table, figure=figure), summary_section(df, baseline),
-            throughput_section(df), scaling_section(df), fabric_section(df, figure=figure, table=table),
+            throughput_section(df), scaling_section(df), repeats_section(df),
+            fabric_section(df, figure=figure, table=table),
             steps_section(steps, df), accuracy_section(df), change_section(runs or []), cost_section(df, timelines),
             what_ran_section(df)]
     notes = list(notes) + cut_notes(df)

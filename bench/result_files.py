@@ -1,10 +1,10 @@
 """Where results are read from: a local folder or an ``s3://`` prefix, at any level.
 
-Both are reduced to a list of keys relative to the source; ``experiment_dirs`` (pure)
-groups those keys into experiment folders, recognised by ``summary.json``, by
-``metrics/rank-N.jsonl`` or by ``logs/*.log`` (a run that died before its summary).
-Reading failures warn with the file's name and read as missing. boto3 is imported only
-for ``s3://`` sources; it honours ``AWS_ENDPOINT_URL`` and the usual credentials.
+Both are reduced to a list of keys relative to the source; ``experiment_dirs`` (pure) groups those
+keys into experiment folders (one per repeat of an experiment with repeats), recognised by
+``summary.json``, by ``metrics/rank-N.jsonl`` or by ``logs/*.log`` (a run that died before its
+summary). Reading failures warn with the file's name and read as missing. boto3 is imported only for
+``s3://`` sources; it honours ``AWS_ENDPOINT_URL`` and the usual credentials.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable
+
+from spec.results_location import repeat_number
 
 MARKERS = (re.compile(r"summary\.json"), re.compile(r"metrics/rank-\d+\.jsonl"), re.compile(r"logs/[^/]+\.log"))
 WANTED = re.compile(r"summary\.json|metrics/[^/]+\.jsonl|logs/[^/]+\.log|eval/eval\.json")
@@ -47,10 +49,19 @@ def experiment_dirs(keys: list[str]) -> dict[str, set[str]]:
 
 
 def ids_for(root_parts: tuple[str, ...], rel_dir: str) -> tuple[str | None, str | None, str | None]:
-    """(stack, run_id, experiment): the last three names of root + relative dir, None-padded in front."""
+    """(stack, run_id, experiment): the last three names of root + relative dir, None-padded in front;
+    a repeat's folder (``<experiment>/repeat_<k>/``, spec.results_location) is not one of them."""
     parts = tuple(root_parts) + tuple(p for p in rel_dir.split("/") if p)
+    if parts and repeat_number(parts[-1]) is not None:
+        parts = parts[:-1]
     last = parts[-3:]
     return (None,) * (3 - len(last)) + tuple(last)  # type: ignore[return-value]
+
+
+def repeat_for(root_parts: tuple[str, ...], rel_dir: str) -> int:
+    """Which repeat a folder holds: k for ``repeat_<k>``, 1 for an experiment run without repeats."""
+    parts = tuple(root_parts) + tuple(p for p in rel_dir.split("/") if p)
+    return (repeat_number(parts[-1]) if parts else None) or 1
 
 
 @dataclass
@@ -62,6 +73,7 @@ class ExperimentFiles:
     files: set[str]
     # reader(rel, start, length): ``length`` bytes from ``start``; a negative start counts from the end
     reader: Callable[[str, int, int], bytes] = field(repr=False)
+    repeat: int = 1  # k of <experiment>/repeat_<k>/; 1 for an experiment run without repeats
 
     def name(self, rel: str) -> str:
         return f"{self.location.rstrip('/')}/{rel}"
@@ -107,7 +119,8 @@ def _group(root_parts: tuple[str, ...], location: str, keys: list[str],
     for d, files in sorted(experiment_dirs(keys).items()):
         prefix = f"{d}/" if d else ""
         out.append(ExperimentFiles(ids=ids_for(root_parts, d), location=f"{location.rstrip('/')}/{d}".rstrip("/"),
-                                   files=files, reader=lambda rel, start, n, p=prefix: read(p + rel, start, n)))
+                                   files=files, reader=lambda rel, start, n, p=prefix: read(p + rel, start, n),
+                                   repeat=repeat_for(root_parts, d)))
     return out
 
 

@@ -1,16 +1,22 @@
-"""Benchmark results as pandas DataFrames: ``load`` (one row per experiment run) and ``steps``.
+"""Benchmark results as pandas DataFrames: ``load`` (one row per experiment run), ``steps`` and ``repeats``.
 
     from bench import results
     df = results.load("results/dev")                 # a stack, a run or one experiment
     df = results.load("s3://bucket/dev/run-001")     # the same from the results bucket
     curves = results.steps("results/dev")            # per-rank, per-step lines
+    stats = results.repeats(df)                      # per experiment: runs, mean samples/s, 95% interval
 
 A source is read at any level: the experiment folders are found by their ``summary.json``
 (or, for a run that died before writing one, by its ``metrics/`` or ``logs/``), and
 stack/run_id/experiment are the last three names of ``<source>/<relative path>``. Files
 that are missing or malformed give a ``warnings.warn`` naming them, never a traceback; a
-failed run is a row with its status and root cause. The reading (local or S3) is in
-``bench.result_files``; turning documents into rows is pure (``row``, ``step_rows``).
+failed run is a row with its status and root cause.
+
+Repeats: an experiment with ``repeats: N`` has one row per run, ``repeat`` = 1..N (its folder
+``<experiment>/repeat_<k>/``); an experiment run without repeats has one row with ``repeat`` 1. So
+the rows of one (stack, run_id, experiment) are its repeats, and ``repeats`` summarizes them. The
+reading (local or S3) is in ``bench.result_files``; turning documents into rows is pure (``row``,
+``step_rows``).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from workloads.train import summary_fields as F
 from workloads.train import what_ran
 from workloads.train.summary import quantile
 
-COLUMNS = ("stack", "run_id", "experiment", "workload", "framework", "status", "instance_type", "gpu", "nodes",
+COLUMNS = ("stack", "run_id", "experiment", "repeat", "workload", "framework", "status", "instance_type", "gpu", "nodes",
            "gpus_per_node", "world_size", "batch_size", "precision", "samples_per_s", "samples_per_s_per_gpu",
            "step_time_p50_s", "step_time_p95_s", "mfu", "wall_s", "cost_usd", "accuracy", "time_to_accuracy_s",
            "restarts", "results_uri", "error")
@@ -33,7 +39,7 @@ EXTRA = ("hourly_usd", "usd_per_1k_samples", "tflops_per_s", "flops_per_sample",
          "started_at", "image", "git_commit", "device", "config", "command", "busbw", "fabric", "flags",
          "what_ran", "what_ran_unknown",
          "startup", "samples_per_epoch")
-STEP_COLUMNS = ("stack", "run_id", "experiment", "rank", "step", "loss", "step_time_s", "samples_per_s", "warmup",
+STEP_COLUMNS = ("stack", "run_id", "experiment", "repeat", "rank", "step", "loss", "step_time_s", "samples_per_s", "warmup",
                 "restart", "world_size", "wall_time")
 LOCAL_IMAGE = what_ran.LOCAL_IMAGE
 NO_SUMMARY = "no summary.json: the launcher did not finish (killed, evicted or timed out)"
@@ -70,7 +76,7 @@ def _gpu(summary: Mapping[str, Any], device: Mapping[str, Any]) -> str | None:
 def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None, str | None],
         by_rank: Mapping[int, list[dict[str, Any]]] | None = None, eval_doc: Mapping[str, Any] | None = None,
         log_error: str | None = None, location: str | None = None,
-        price: Callable[[str | None], float | None] = instance_price) -> dict[str, Any]:
+        price: Callable[[str | None], float | None] = instance_price, repeat: int = 1) -> dict[str, Any]:
     """One experiment run as a flat row. ``summary`` None means it was missing or unreadable."""
     by_rank = by_rank or {}
     s = dict(summary or {})
@@ -100,7 +106,7 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         error = NO_SUMMARY if summary is None else f"exit code {s.get(F.EXIT_CODE)}, no exception in the log tail"
     ev_acc = (eval_doc or {}).get("accuracy")
     return {
-        "stack": stack, "run_id": run_id, "experiment": experiment or s.get(F.EXPERIMENT),
+        "stack": stack, "run_id": run_id, "experiment": experiment or s.get(F.EXPERIMENT), "repeat": repeat,
         "workload": cfg.get("workload"), "framework": s.get(F.FRAMEWORK) or "pytorch", "status": status,
         "instance_type": instance_type, "gpu": gpu, "nodes": nodes, "gpus_per_node": gpus_per_node,
         "world_size": world_size, "batch_size": cfg.get("batch_size"), "precision": cfg.get("precision"),
@@ -132,10 +138,11 @@ def _dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def step_rows(by_rank: Mapping[int, list[dict[str, Any]]], ids: tuple[str | None, ...]) -> list[dict[str, Any]]:
+def step_rows(by_rank: Mapping[int, list[dict[str, Any]]], ids: tuple[str | None, ...],
+              repeat: int = 1) -> list[dict[str, Any]]:
     stack, run_id, experiment = ids
-    return [{"stack": stack, "run_id": run_id, "experiment": experiment, "rank": rank,
-             **{k: r.get(k) for k in STEP_COLUMNS[4:]}}
+    return [{"stack": stack, "run_id": run_id, "experiment": experiment, "repeat": repeat, "rank": rank,
+             **{k: r.get(k) for k in STEP_COLUMNS[5:]}}
             for rank, lines in sorted(by_rank.items()) for r in lines]
 
 
@@ -186,7 +193,7 @@ def runs(*sources: str) -> list[tuple[dict[str, Any], dict[int, list[dict[str, A
                         eval_doc=R.read_eval(exp.read_text("eval/eval.json", R.MAX_JSON_BYTES),
                                              exp.name("eval/eval.json")),
                         log_error=_log_error(exp) if failed and not (summary or {}).get(F.ERROR) else None,
-                        location=exp.location), by_rank))
+                        location=exp.location, repeat=exp.repeat), by_rank))
     return out
 
 
@@ -200,7 +207,7 @@ def frame(rows: list[dict[str, Any]]) -> "pandas.DataFrame":  # noqa: F821
     import pandas as pd
 
     df = pd.DataFrame(rows, columns=list(COLUMNS + EXTRA))
-    return df.sort_values(["stack", "run_id", "experiment"], kind="stable", ignore_index=True)
+    return df.sort_values(["stack", "run_id", "experiment", "repeat"], kind="stable", ignore_index=True)
 
 
 def steps(*sources: str, max_rows: int = R.MAX_STEP_ROWS) -> "pandas.DataFrame":  # noqa: F821
@@ -217,5 +224,28 @@ def steps(*sources: str, max_rows: int = R.MAX_STEP_ROWS) -> "pandas.DataFrame":
             warnings.warn(f"{', '.join(sources)}: step lines of {len(exps) - i} of {len(exps)} experiment run(s) "
                           f"not read: {max_rows:,} lines already read", stacklevel=2)
             break
-        rows += step_rows(_rank_lines(exp), exp.ids)
+        rows += step_rows(_rank_lines(exp), exp.ids, exp.repeat)
     return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+
+
+REPEAT_COLUMNS = ("stack", "run_id", "experiment", "runs", "succeeded", "samples_per_s_mean", "samples_per_s_std",
+                  "ci95_low", "ci95_high", "ci95_half_width_pct")
+
+
+def repeats(df) -> "pandas.DataFrame":  # noqa: F821
+    """One row per (stack, run_id, experiment): its runs, how many succeeded with a throughput, and the mean
+    samples/s of those with its 95% Student-t interval (``bench.confidence``; no interval below 2 runs)."""
+    import pandas as pd
+
+    from bench.confidence import mean_interval
+
+    out = []
+    for (stack, run_id, experiment), g in df.groupby(["stack", "run_id", "experiment"], sort=True, dropna=False):
+        ok = g[(g["status"] == F.SUCCEEDED) & g["samples_per_s"].notna()]["samples_per_s"].astype(float).tolist()
+        ci = mean_interval(ok) if ok else None
+        out.append({"stack": stack, "run_id": run_id, "experiment": experiment, "runs": len(g), "succeeded": len(ok),
+                    "samples_per_s_mean": ci.mean if ci else None, "samples_per_s_std": ci.std if ci else None,
+                    "ci95_low": ci.low if ci else None, "ci95_high": ci.high if ci else None,
+                    "ci95_half_width_pct": round(100 * ci.half_width / ci.mean, 2)
+                    if ci and ci.half_width is not None and ci.mean else None})
+    return pd.DataFrame(out, columns=list(REPEAT_COLUMNS))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.errors import USAGE_ERROR, fail
 from bench.stack_files import ROOT
-from spec.results_location import ResultsLocation
+from spec.results_location import ResultsLocation, repeat_folder
 
 RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 
@@ -67,7 +67,10 @@ def cmd_run(args) -> int:
 
 
 def existing_summaries(run_dir: Path) -> list[Path]:
-    return sorted(run_dir.glob("*/summary.json")) if run_dir.is_dir() else []
+    """The summaries already in a run's folder: each experiment's, and each repeat's (``<exp>/repeat_<k>/``)."""
+    if not run_dir.is_dir():
+        return []
+    return sorted([*run_dir.glob("*/summary.json"), *run_dir.glob(f"*/{repeat_folder('*')}/summary.json")])
 
 
 def run_local(args) -> int:
@@ -106,13 +109,14 @@ def run_local(args) -> int:
                                    gpu=gpu, cpu=cpu)]
     cpus = os.cpu_count() or 1
     mode, why = lr.execution_mode(cfg.execution, cpus, plan)
-    print(f"stack {args.stack}, run {run_id}: {len(plan)} experiment(s), {why}")
+    runs = f" ({len(plan)} runs with repeats)" if any(e.repeat for e in plan) else ""
+    print(f"stack {args.stack}, run {run_id}: {len({e.name for e in plan})} experiment(s){runs}, {why}")
     print(f"results: {_show(run_dir)}")
     if not gpu:
         print(f"device: {cpu.describe()}")
     for e in plan:
         shape = f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)
-        print(f"  {e.name}: {e.workload}, nodes {shape} x {e.procs_per_node} proc, {e.train.steps} steps, "
+        print(f"  {e.label}: {e.workload}, nodes {shape} x {e.procs_per_node} proc, {e.train.steps} steps, "
               f"batch {e.train.batch_size}, {e.train.precision}, rendezvous {e.rdzv_backend}"
               + (f" -- SKIPPED: {e.skip}" if e.skip else ""))
         for note in e.notes:
@@ -123,7 +127,8 @@ def run_local(args) -> int:
                 continue
             for n in range(e.max_nodes):
                 print(" ".join(lr.node_command(e, n, python=sys.executable, endpoint="127.0.0.1:PORT",
-                                               rdzv_id=f"{args.stack}-{run_id}-{e.name}")))
+                                               rdzv_id=f"{args.stack}-{run_id}-{e.name}"
+                                                       + (f"-r{e.repeat}" if e.repeat else ""))))
         return 0
     sys.stdout.flush()
     backend = LocalBackend(stack=args.stack, run_id=run_id, run_dir=run_dir, plan=plan, mode=mode,

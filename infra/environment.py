@@ -35,7 +35,8 @@ class Environment:
     storage_kind: str = "efs"  # efs: an access point owns the volume for the pods' user; fsx: root-owned
 
     def experiment_results_dir(self, experiment: Experiment) -> str:
-        return f"{self.results_dir}/{experiment.name}"
+        """The experiment's (or one repeat's: ``Experiment.runs``) folder on the shared file system."""
+        return f"{self.results_dir}/{experiment.results_path}"
 
     @property
     def results_prefix(self) -> str:
@@ -43,7 +44,7 @@ class Environment:
         return self.results.prefix
 
     def experiment_results_uri(self, bucket: str, experiment: Experiment) -> str:
-        return self.results.child(experiment.name).in_bucket(bucket).uri
+        return self.results.child(experiment.name).repeat_run(experiment.repeat).in_bucket(bucket).uri
 
     def datasets_uri(self, bucket: str) -> str:
         return self.datasets_prefix_uri or datasets_uri(bucket)

@@ -41,7 +41,7 @@ def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None
         problems += offering_problems(cfg, offered)
     if code_files is not None:
         problems += contracts.missing_entry_points(cfg.experiments, code_files)
-    return problems
+    return list(dict.fromkeys(problems))  # the experiments of one sweep (spec.sweep) share their entry's key
 
 
 def validated_config(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None,
@@ -200,7 +200,7 @@ def _datasets(cfg: StackConfig) -> list[str]:
         out.append(problem("results.bucket", cfg.results.bucket, "and results.home_stack are both set; results go "
                            "to one place: keep home_stack (the home stack's bucket) or bucket (an existing one)"))
     elif not cfg.results.home_stack and not cfg.results.bucket:
-        why = (f"experiments[{needs[0][0]}] trains on the prepared dataset {needs[0][1]!r}, read from the home "
+        why = (f"{cfg.experiment_key(needs[0][0])} trains on the prepared dataset {needs[0][1]!r}, read from the home "
                f"stack's datasets/ prefix, and results" if needs else "results")
         out.append(f"results.home_stack: is required: {why} go to a bucket this stack never creates or deletes; "
                    f"create the home stack once (pulumi up -s home) and set results.home_stack to its name, e.g. "
@@ -220,7 +220,7 @@ def _experiments(cfg: StackConfig) -> list[str]:
     out, seen = [], set()
     groups = cfg.node_groups
     for i, e in enumerate(cfg.experiments):
-        key = f"experiments[{i}]"
+        key = cfg.experiment_key(i)
         if e.name in seen:
             out.append(problem(f"{key}.name", e.name, "must be unique among experiments", f'"{e.name}-2"'))
         seen.add(e.name)
@@ -279,7 +279,7 @@ def image_problems(cfg: StackConfig) -> list[str]:
         reasons = compat.pair_problems(row, group.instance_type, group.ami_type)
         if reasons:
             fit = compat.default_image(group.instance_type, group.ami_type, cfg.region or "us-west-2")
-            out.append(problem(f"experiments[{i}].image", e.image,
+            out.append(problem(f"{cfg.experiment_key(i)}.image", e.image,
                                f"cannot train on node group {group.name!r} ({group.instance_type}, {group.ami_type}): "
                                f"{'; '.join(reasons)}; leave image unset for the group's default (spec/compat.py), "
                                f"or use one built for its GPUs", show(fit)))
@@ -294,8 +294,8 @@ def image_advisories(cfg: StackConfig) -> list[str]:
         if row is None and cc is not None:
             driver = compat.AMI_DRIVERS.get(group.ami_type)
             on_driver = f" and runs on its NVIDIA driver {driver.branch} without the compat package" if driver else ""
-            out.append(f"experiments[{i}].image={show(e.image)}: not in spec/compat.py, so eksbench cannot check that "
-                       f"its CUDA build has kernels for node group {group.name!r} "
+            out.append(f"{cfg.experiment_key(i)}.image={show(e.image)}: not in spec/compat.py, so eksbench cannot "
+                       f"check that its CUDA build has kernels for node group {group.name!r} "
                        f"({catalog.INSTANCE_TYPES[group.instance_type].gpu_model}, {compat.sm(cc)}){on_driver}; "
                        "check it, or add its row to spec/compat.py IMAGES")
     return out

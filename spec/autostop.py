@@ -36,7 +36,7 @@ def experiment_budget_minutes(e: Any) -> int:
 def default_deadline_minutes(experiments: Sequence[Any], execution: str) -> int:
     """The experiments' budgets, summed when they run one after another, the longest when in
     parallel, plus a margin: past it nothing of the run can still be legitimately running."""
-    budgets = [experiment_budget_minutes(e) for e in experiments]
+    budgets = [experiment_budget_minutes(e) * e.repeats for e in experiments]  # repeats: one after another
     total = sum(budgets) if execution == "sequential" else max(budgets, default=0)
     return total + DEADLINE_MARGIN_MINUTES
 
@@ -47,7 +47,7 @@ def deadline_problems(cfg: Any) -> list[str]:
     a = cfg.autostop
     if not a.enabled or a.deadline_minutes is None or not cfg.experiments:
         return []
-    times = [e.timeout_minutes + (EVAL_TIMEOUT_MINUTES if e.evaluate else 0) for e in cfg.experiments]
+    times = [(e.timeout_minutes + (EVAL_TIMEOUT_MINUTES if e.evaluate else 0)) * e.repeats for e in cfg.experiments]
     least, how = (sum(times), "summed, execution: sequential") if cfg.execution == "sequential" else (
         max(times), "the longest, execution: parallel")
     if a.deadline_minutes >= least:

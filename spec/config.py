@@ -12,18 +12,21 @@ talks to AWS.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field
+from dataclasses import MISSING, dataclass, field, replace
 from typing import Mapping
 
 from spec import aws_catalog as catalog
 from spec.fabric import FABRIC_MODES
 from spec.pins import TRAINING_IMAGE
+from spec.results_location import repeat_folder
 from spec.train_args import COMPILE_MODES, PRECISIONS, WORKLOADS
 
 NAME = r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?"
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "paddle")
 RETIRED_FRAMEWORKS = {"mxnet": "Apache MXNet was retired to the Apache Attic in 2023; use pytorch"}
 RDZV_BACKENDS = ("etcd-v2", "c10d")
+BATCH_SIZE_MAX = 4096  # per GPU
+MAX_REPEATS = 20  # runs of one experiment (repeats): enough for a confidence interval, not a runaway bill
 DEFAULT_IMAGE = TRAINING_IMAGE
 
 
@@ -157,10 +160,31 @@ class Experiment:
     pservers: int = 1  # paddle only
     # On an EFA group: "check" marks a run whose NCCL fell back to sockets degraded; "strict" fails it (spec.fabric)
     fabric: str = choice("check", FABRIC_MODES)
+    repeats: int = 1  # runs of the experiment, one after another (spec.repeats)
+    # Which run this is: 0 for the experiment as configured; 1..repeats for one of its repeats
+    # (spec.repeats.repeat_runs sets it; not a stack-file key).
+    repeat: int = 0
 
     @property
     def elastic(self) -> bool:
         return self.min_nodes != self.max_nodes
+
+    def runs(self) -> tuple["Experiment", ...]:
+        """What running it means: itself, or each of its repeats (``repeat`` 1..repeats), in order. Repeats
+        run one after another, never side by side: they would share the nodes and slow each other."""
+        if self.repeats <= 1:
+            return (self,)
+        return tuple(replace(self, repeat=k) for k in range(1, self.repeats + 1))
+
+    @property
+    def results_path(self) -> str:
+        """Its folder under the run's results: ``<name>``, or ``<name>/repeat_<k>`` for one repeat."""
+        return f"{self.name}/{repeat_folder(self.repeat)}" if self.repeat else self.name
+
+    @property
+    def label(self) -> str:
+        """How messages name this run: ``<name>``, or ``<name> repeat <k>/<repeats>``."""
+        return f"{self.name} repeat {self.repeat}/{self.repeats}" if self.repeat else self.name
 
 
 @dataclass(frozen=True)
@@ -217,6 +241,13 @@ class StackConfig:
     local: LocalRun
     tags: Mapping[str, str]
     autostop: Autostop = Autostop()
+    # The index in the stack file's experiments list each experiment came from (a sweep makes several
+    # of one entry: spec.sweep); empty: one each, in order.
+    experiment_sources: tuple[int, ...] = ()
+
+    def experiment_key(self, i: int) -> str:
+        """The stack-file key of ``experiments[i]``, for messages: its entry's index, not its position."""
+        return f"experiments[{self.experiment_sources[i] if i < len(self.experiment_sources) else i}]"
 
     @property
     def node_groups(self) -> dict[str, GpuNodeGroup]:

@@ -1,9 +1,10 @@
 """Where results and datasets live: the one spelling of the layout, and the one rule for the bucket.
 
-In the results bucket, each experiment of each run has ``<project>/<stack>/<run>/<experiment>/``;
-prepared datasets have ``datasets/<name>/``. On the user's machine the results of a run are copied
-to ``<results root>/<stack>/<run>/<experiment>/`` (``./results/...`` by default; one project per
-checkout, so no project level). ``ResultsLocation`` names a place at any depth of that layout, and
+In the results bucket, each experiment of each run has ``<project>/<stack>/<run>/<experiment>/``; an
+experiment with ``repeats: N`` (N > 1) keeps each run in ``<experiment>/repeat_<k>/`` (k = 1..N),
+the same files in each; prepared datasets have ``datasets/<name>/``. On the user's machine the
+results of a run are copied to ``<results root>/<stack>/<run>/<experiment>/`` (``./results/...`` by
+default; one project per checkout, so no project level). ``ResultsLocation`` names a place at any depth of that layout, and
 the program (the IAM prefix, the exported ``results_prefix``, each Job's results URI), ``bench``
 (preflight, collect, status, logs) and the home stack's outputs all ask it, so they cannot disagree.
 
@@ -16,32 +17,52 @@ Standard library only: pure, and shippable to pods like the rest of ``spec``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 DATASETS_PREFIX = "datasets/"
+# A repeat's folder under its experiment's: the underscore keeps it apart from experiment names
+# (spec.config.NAME has none), so a reader can tell <experiment>/repeat_2/ from an experiment's folder.
+REPEAT_FOLDER = "repeat_{}"
+_REPEAT = re.compile(r"repeat_([1-9][0-9]{0,5})")
+
+
+def repeat_folder(k: int) -> str:
+    """The folder of repeat ``k`` (1-based) under its experiment's folder."""
+    return REPEAT_FOLDER.format(k)
+
+
+def repeat_number(folder: str) -> int | None:
+    """``k`` for a repeat's folder name (``repeat_<k>``), None for any other name."""
+    m = _REPEAT.fullmatch(folder)
+    return int(m.group(1)) if m else None
 
 
 @dataclass(frozen=True)
 class ResultsLocation:
     """A place in the results layout, as deep as the parts given: the project, a stack, a run, an
-    experiment. ``bucket`` is needed for URIs only (the program knows it late, as a Pulumi Output)."""
+    experiment, one repeat of it (1-based). ``bucket`` is needed for URIs only (the program knows it
+    late, as a Pulumi Output)."""
 
     bucket: str | None
     project: str
     stack: str | None = None
     run: str | None = None
     experiment: str | None = None
+    repeat: int | None = None
 
     def __post_init__(self) -> None:
-        parts = (self.stack, self.run, self.experiment)
+        parts = (self.stack, self.run, self.experiment, self.repeat)
         if any(later is not None for i, p in enumerate(parts) if p is None for later in parts[i + 1:]):
             raise ValueError(f"{self!r}: a level of the results layout is missing above one that is given")
 
     @property
     def parts(self) -> tuple[str, ...]:
-        return tuple(p for p in (self.project, self.stack, self.run, self.experiment) if p is not None)
+        levels = (self.project, self.stack, self.run, self.experiment,
+                  None if self.repeat is None else repeat_folder(self.repeat))
+        return tuple(p for p in levels if p is not None)
 
     @property
     def prefix(self) -> str:
@@ -60,7 +81,13 @@ class ResultsLocation:
         for level in ("stack", "run", "experiment"):
             if getattr(self, level) is None:
                 return replace(self, **{level: name})
-        raise ValueError(f"{self!r}: an experiment is the deepest level of the results layout")
+        raise ValueError(f"{self!r}: an experiment is the deepest named level; its repeats: repeat_run")
+
+    def repeat_run(self, k: int) -> "ResultsLocation":
+        """Repeat ``k`` (1-based) of this experiment; ``k`` 0 is the experiment itself (it has no repeats)."""
+        if self.experiment is None or self.repeat is not None:
+            raise ValueError(f"{self!r}: repeats sit under an experiment")
+        return replace(self, repeat=k) if k else self
 
     def key(self, name: str) -> str:
         """The key of a file kept at this level, beside what is below it (e.g. the run's ``autostop.json``)."""

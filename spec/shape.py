@@ -14,10 +14,10 @@ import re
 from typing import Any, Mapping
 
 from spec import aws_catalog as catalog
-from spec import compat
-from spec.config import (Autostop, DEFAULT_IMAGE, NAME, RETIRED_FRAMEWORKS, Cluster, Efs, Experiment, Fsx, GpuNodeGroup,
-                         HOME_ROLE, HomeConfig, LocalRun, Network, ROLES, Results, StackConfig, Storage,
-                         SystemNodeGroup, choices_of, default_of)
+from spec import compat, sweep
+from spec.config import (BATCH_SIZE_MAX, DEFAULT_IMAGE, HOME_ROLE, MAX_REPEATS, NAME, RETIRED_FRAMEWORKS, ROLES,
+                         Autostop, Cluster, Efs, Experiment, Fsx, GpuNodeGroup, HomeConfig, LocalRun, Network, Results,
+                         StackConfig, Storage, SystemNodeGroup, choices_of, default_of)
 from spec.fields import ConfigError, Reader, cidr_rule, show
 from spec.pins import training_image
 
@@ -97,15 +97,16 @@ def parse_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, regi
     local = _local(Reader(top.mapping("local"), "local", problems))
     tags = top.string_map("tags")
     autostop = _autostop(Reader(top.mapping("autostop"), "autostop", problems))
-    experiments = _experiments(top.raw("experiments", None), groups, problems,
-                               default_image=training_image(region) if region else DEFAULT_IMAGE, region=region)
+    experiments, sources = _experiments(top.raw("experiments", None), groups, problems,
+                                        default_image=training_image(region) if region else DEFAULT_IMAGE,
+                                        region=region)
     top.finish()
-    if problems:
-        raise ConfigError(problems)
+    if problems:  # the experiments of one sweep share their entry's problems: each is said once
+        raise ConfigError(list(dict.fromkeys(problems)))
     return StackConfig(project=project, stack=stack, region=region, run_id=run_id, namespace=namespace,
                        network=network, cluster=cluster, gpu_node_groups=groups, system_nodes=system,
                        storage=storage, results=results, datasets_uri=datasets_uri, experiments=experiments,
-                       execution=execution, local=local, tags=tags, autostop=autostop)
+                       execution=execution, local=local, tags=tags, autostop=autostop, experiment_sources=sources)
 
 
 def _autostop(r: Reader) -> Autostop:
@@ -302,13 +303,19 @@ def _local(r: Reader) -> LocalRun:
     return local
 
 
-def _experiments(raw: Any, groups: tuple[GpuNodeGroup, ...], problems: list[str], *,
-                 default_image: str = DEFAULT_IMAGE, region: str | None = None) -> tuple[Experiment, ...]:
-    if raw is None:
-        return ()
-    return _items(raw, "experiments", lambda r: _experiment(r, groups, default_image, region), problems,
-                  non_empty=False,
-                  what="experiments", example='[{"name": "resnet50", "workload": "resnet50"}]')
+def _experiments(raw: Any, groups: tuple[GpuNodeGroup, ...], problems: list[str], *, default_image: str,
+                 region: str | None) -> tuple[tuple[Experiment, ...], tuple[int, ...]]:
+    """The experiments, sweeps expanded (``spec.sweep``), and the stack-file index each came from."""
+    if not isinstance(raw, list):
+        return _items(raw, "experiments", None, problems, non_empty=False, what="experiments",
+                      example='[{"name": "resnet50", "workload": "resnet50"}]') if raw is not None else (), ()
+    out = []
+    for x in sweep.expand(raw, problems, batch_max=BATCH_SIZE_MAX):
+        r = Reader(x.item, f"experiments[{x.source}]", problems)
+        parsed = _experiment(r, groups, default_image, region)
+        r.finish()
+        out += [(parsed, x.source)] if parsed is not None else []
+    return tuple(e for e, _ in out), tuple(i for _, i in out)
 
 
 def _number(r: Reader, name: str, default: float | None, *, minimum: float, maximum: float,
@@ -348,7 +355,8 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
     elif isinstance(nodes_raw, str) and re.fullmatch(r"\d+", nodes_raw) and int(nodes_raw) >= 1:
         min_nodes = max_nodes = int(nodes_raw)
     else:
-        r.fail(r.key("nodes"), nodes_raw, 'must be a node count >= 1 or "min:max" for an elastic run', '"2:4"')
+        r.fail(r.key("nodes"), nodes_raw, 'must be a node count >= 1, "min:max" for an elastic run, or a list of '
+               "counts for a sweep", '"2:4"')
     group_name = r.string("node_group", groups[0].name if groups else "", example='"gpu"')
     group = next((g for g in groups if g.name == group_name), None)
     if group is not None:
@@ -361,7 +369,7 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
     e = dict(
         name=name, framework=framework, min_nodes=min_nodes, max_nodes=max_nodes, gpus_per_node=gpus,
         workload=r.string("workload", d("workload"), choices=choices_of(Experiment, "workload")),
-        batch_size=r.integer("batch_size", d("batch_size"), minimum=1, maximum=4096, example="256"),
+        batch_size=r.integer("batch_size", d("batch_size"), minimum=1, maximum=BATCH_SIZE_MAX, example="256"),
         precision=r.string("precision", d("precision"), choices=choices_of(Experiment, "precision")),
         steps=r.integer("steps", d("steps"), minimum=1, example="500"),
         epochs=r.integer("epochs", d("epochs"), minimum=0, example="10"),
@@ -383,7 +391,8 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
         gpu_decode=r.boolean("gpu_decode", d("gpu_decode")),
         node_group=group_name,
         pservers=r.integer("pservers", d("pservers"), minimum=1, maximum=64, example="2"),
-        fabric=r.string("fabric", d("fabric"), choices=choices_of(Experiment, "fabric")))
+        fabric=r.string("fabric", d("fabric"), choices=choices_of(Experiment, "fabric")),
+        repeats=r.integer("repeats", d("repeats"), minimum=1, maximum=MAX_REPEATS, example="3"))
     image = e["image"]
     if isinstance(image, str) and (image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]):
         r.fail(r.key("image"), image, "must pin a version tag or digest (not latest)", f'"{default_image}"')

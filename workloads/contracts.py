@@ -111,8 +111,9 @@ def check_experiment(e: Experiment) -> list[str]:
 
 
 def base_name(experiment: Experiment, run_id: str) -> str:
-    """``<experiment>-<run_id>``, shortened with a stable hash when too long for a hostname."""
-    name = f"{experiment.name}-{run_id}"
+    """``<experiment>-<run_id>`` (``-r<k>`` added for repeat k), shortened with a stable hash when too long
+    for a hostname."""
+    name = f"{experiment.name}-{run_id}" + (f"-r{experiment.repeat}" if experiment.repeat else "")
     if len(name) > MAX_BASE_NAME:
         digest = hashlib.sha256(name.encode()).hexdigest()[:6]
         name = f"{name[:MAX_BASE_NAME - 7].rstrip('-')}-{digest}"

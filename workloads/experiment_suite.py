@@ -1,9 +1,12 @@
 """``ExperimentSuite``: every experiment of the stack, plus the ConfigMap with their code.
 
-One ``TrainingJob`` per experiment. With ``execution: sequential`` each experiment's Jobs
-are created suspended and resumed by a gate once the previous experiment finished (its
-training Job, and its evaluation unless that never started), so waiting experiments hold
-no GPUs; with ``parallel`` they all start at once and the scheduler shares the nodes.
+One ``TrainingJob`` per experiment, or per repeat of one (``repeats: N``: N Jobs, one after
+another; a Job cannot run its pods again, and an Indexed Job's completions and successPolicy
+count pods of one run, so each repeat is a Job of its own, ``<job>-r<k>``). With ``execution:
+sequential`` each run's Jobs are created suspended and resumed by a gate once the previous run
+finished (its training Job, and its evaluation unless that never started), so waiting runs hold
+no GPUs; with ``parallel`` the experiments start at once and the scheduler shares the nodes, each
+experiment's repeats still chained (``run_order``).
 The Kubernetes provider comes in through ``opts`` and reaches every child via ``parent``
 (pulumi-eks gives no usable default provider: it must be explicit); the suite's
 ``depends_on`` reaches every child through ``infra.component_options.child_options``.
@@ -54,6 +57,26 @@ class ExperimentSuiteArgs:
     git_commit: str | None = None
 
 
+def run_order(experiments: tuple[Experiment, ...], execution: str
+              ) -> list[tuple[Experiment | None, Experiment, int]]:
+    """(the run it waits for or None, the run, the longest that wait can take in minutes) for each run of
+    each experiment (``Experiment.runs``: itself, or its repeats). ``sequential``: every run after the one
+    before it. ``parallel``: experiments start together, and an experiment's repeats still run one after
+    another (side by side they would share the nodes and slow each other down)."""
+    out, last, waited = [], None, 0
+    for e in experiments:
+        runs = e.runs()
+        for k, run in enumerate(runs):
+            prior = runs[k - 1] if k else (last if execution == "sequential" else None)
+            if prior is None:
+                waited = 0
+            else:
+                waited += manifests.suite_budget_minutes(prior)
+            out.append((prior, run, waited))
+            last = run
+    return out
+
+
 class ExperimentSuite(pulumi.ComponentResource):
     """The code ConfigMap and one TrainingJob per experiment, in parallel or one after another."""
 
@@ -67,22 +90,20 @@ class ExperimentSuite(pulumi.ComponentResource):
         # What the suite waits for (namespace, service account, claim, etcd) its children wait for.
         code_map = k8s_objects.register(f"{name}-code", code, child_options(self, opts))
         self.jobs = {}
-        previous: TrainingJob | None = None
-        waited_minutes = 0
+        self.results_uris = {}
         git_commit = args.git_commit if args.git_commit is not None else read_git_commit()
-        for i, e in enumerate(experiments):
-            sequential = args.execution == "sequential" and i > 0
-            prior = experiments[i - 1] if sequential else None
-            if prior is not None:
-                waited_minutes += manifests.suite_budget_minutes(prior)
+        bucket = pulumi.Output.from_input(args.bucket)
+        for prior, run, waited_minutes in run_order(experiments, args.execution):
+            previous = self.jobs[prior.label] if prior is not None else None
             job = TrainingJob(
-                f"{name}-{e.name}",
-                TrainingJobArgs(experiment=e, env=env, node_group=args.node_groups[e.node_group], bucket=args.bucket,
-                                run_id=args.run_id, code_config_map=code, region=args.region,
+                f"{name}-{run.name}" + (f"-r{run.repeat}" if run.repeat else ""),
+                TrainingJobArgs(experiment=run, env=env, node_group=args.node_groups[run.node_group],
+                                bucket=args.bucket, run_id=args.run_id, code_config_map=code, region=args.region,
                                 after=manifests.completion_waits(prior, run_id=args.run_id) if prior else (),
-                                after_minutes=waited_minutes if prior else 0, git_commit=git_commit),
-                child_options(self, opts, depends_on=[code_map] + ([previous] if sequential else [])))
-            self.jobs[e.name] = job
-            previous = job
-        self.results_uris = {n: j.results_uri for n, j in self.jobs.items()}
+                                after_minutes=waited_minutes, git_commit=git_commit),
+                child_options(self, opts, depends_on=[code_map] + ([previous] if previous else [])))
+            self.jobs[run.label] = job
+            # The experiment's own prefix: its repeats' folders sit below it.
+            self.results_uris.setdefault(run.name, bucket.apply(
+                lambda b, n=run.name: env.results.child(n).in_bucket(b).uri))
         self.register_outputs({"results_uris": self.results_uris})

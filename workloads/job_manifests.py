@@ -58,9 +58,13 @@ def training_failure_policy() -> dict:
     return policy
 
 
+REPEAT_LABEL = "eksbench.io/repeat"
+
+
 def experiment_labels(e: Experiment, *, run_id: str, instance: str, component: str) -> dict[str, str]:
+    repeat = {REPEAT_LABEL: str(e.repeat)} if e.repeat else {}  # one repeat's pods (repeats: N)
     return labels(component=component, instance=instance,
-                  extra={"eksbench.io/experiment": e.name, "eksbench.io/run-id": run_id})
+                  extra={"eksbench.io/experiment": e.name, "eksbench.io/run-id": run_id, **repeat})
 
 
 def code_config_map_manifest(files: Mapping[str, str], *, namespace: str, prefix: str = "eksbench-code") -> dict:

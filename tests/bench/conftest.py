@@ -85,6 +85,15 @@ def timeline_doc(**extra: Any) -> dict[str, Any]:
     return doc
 
 
+@pytest.fixture(scope="module")
+def repeats_tree(tmp_path_factory) -> Path:
+    """results/<stack>/r2/: resnet50-rep run 3 times (repeats: 3) at 1000, 1100 and 1200 samples/s. Read only."""
+    root = tmp_path_factory.mktemp("fake-repeats") / "results"
+    for k, rate in ((1, 1000.0), (2, 1100.0), (3, 1200.0)):
+        write_experiment(root, f"gpu/r2/resnet50-rep/repeat_{k}", summary("resnet50-rep", rate=rate))
+    return root / "gpu"
+
+
 @pytest.fixture(scope="session")
 def real_run(tmp_path_factory) -> Path:
     """One real local run of dev's cifar10-elastic (torchrun + etcd, ~30 s); returns the results root."""

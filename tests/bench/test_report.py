@@ -39,9 +39,9 @@ def fabric_tree(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(scaling_tree, fabric_tree, tmp_path_factory):
+def page(scaling_tree, fabric_tree, repeats_tree, tmp_path_factory):
     out = tmp_path_factory.mktemp("out") / "report.html"
-    done = run_cli(str(scaling_tree), str(fabric_tree), "--out", str(out), "--baseline", "resnet50-1n")
+    done = run_cli(str(scaling_tree), str(fabric_tree), str(repeats_tree), "--out", str(out), "--baseline", "resnet50-1n")
     assert done.returncode == 0, done.stderr
     return out
 
@@ -51,7 +51,8 @@ def test_report_is_self_contained_and_has_every_section(page):
 
     text = page.read_text()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", text), "the page must load nothing from the network"
-    for heading in ("Where the time went", "Summary", "Throughput", "Scaling efficiency", "Bus bandwidth (all-reduce)",
+    for heading in ("Where the time went", "Summary", "Throughput", "Scaling efficiency", "Repeats",
+                    "Bus bandwidth (all-reduce)",
                     "Loss curves", "Step time distribution", "Time to accuracy", "Change between runs", "Cost",
                     "What ran"):
         assert f"<h2>{heading}" in text, heading
@@ -59,7 +60,7 @@ def test_report_is_self_contained_and_has_every_section(page):
     images = IMG.findall(text)
     assert {alt for alt, _ in images} >= {"throughput per experiment", "scaling vs nodes", "loss curves",
                                           "step time per rank", "cost per run", "busbw per message size",
-                                          "timeline of each run"}
+                                          "timeline of each run", "repeats with 95% intervals"}
     for alt, data in images:
         with Image.open(io.BytesIO(base64.b64decode(data))) as im:
             im.load()
@@ -70,6 +71,9 @@ def test_report_numbers_scaling_baseline_cost_and_failures(page, scaling_tree):
     text = page.read_text()
     assert "× resnet50-1n" in text and "<td class=\"num\">3.4</td>" in text  # 3400 / 1000 samples/s
     assert ">0.95<" in text and ">0.85<" in text  # efficiency at 2 and 4 nodes
+    # against the published anchor (DGX A100, mixed precision, 6.72 / 8 = 0.84), with its source
+    assert ">0.84<" in text and ">1.131<" in text and "6.72x (84.0%)" in text and "DeepLearningExamples" in text
+    assert ">1100<" in text and ">851.6<" in text and ">1348<" in text  # repeats 1000, 1100, 1200: mean, 95% CI
     assert "RuntimeError: NCCL timeout" in text and 'class="failed"' in text
     assert "(estimate)" in text and "p4d.24xlarge" in text
     assert "Restarts: resnet50-4n (1)." in text
@@ -136,6 +140,7 @@ def test_page_renders_in_headless_chromium_with_every_figure_decoded(page, tmp_p
     loaded = re.search(r'data-images-loaded="(\d+)/(\d+)"', dom)
     assert loaded, "the page's load handler did not run"
     assert loaded.groups() == (str(n), str(n)), f"images decoded/total in the browser: {loaded.groups()}"
+    assert "<h2>Repeats</h2>" in dom and 'alt="repeats with 95% intervals"' in dom and "anchor efficiency" in dom
 
 
 @pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/setup-tests installs it: apt-get install chromium)")

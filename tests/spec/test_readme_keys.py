@@ -10,8 +10,9 @@ from pathlib import Path
 from spec.config import Experiment
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-# Fields the stack file spells differently: one "nodes" key sets both bounds ("N" or "min:max").
-STACK_KEY = {"min_nodes": "nodes", "max_nodes": "nodes"}
+# Fields the stack file spells differently: one "nodes" key sets both bounds ("N" or "min:max"); a
+# repeat's index comes from "repeats".
+STACK_KEY = {"min_nodes": "nodes", "max_nodes": "nodes", "repeat": "repeats"}
 
 
 def experiments_row() -> str:
