@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 from bench.errors import fail
 from bench.report_fabric import fabric_section
+from bench.report_scaling import repeats_section, scaling_section
 
 SUMMARY = (("experiment", "experiment"), ("workload", "workload"), ("status", "status"), ("gpu", "GPU"),
            ("instance_type", "instance"), ("shape", "nodes × per node"), ("batch_size", "batch"),
@@ -85,7 +86,9 @@ def status_class(status: str) -> str:
     return f"status-{status}" if status in ("succeeded", "failed") else "status-other"
 
 
-def table(rows: Iterable[dict[str, Any]], columns: Iterable[tuple[str, str]]) -> str:
+def table(rows, columns: Iterable[tuple[str, str]]) -> str:
+    """An HTML table of ``rows`` (dicts, or a DataFrame: missing cells blank) in ``columns`` (key, title)."""
+    rows = records(rows) if hasattr(rows, "to_dict") else rows
     columns = list(columns)
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title in columns)
     body = []
@@ -163,47 +166,6 @@ def throughput_section(df) -> str:
     return ("<h2>Throughput</h2>"
             f"<p>Steady-state samples/s (warm-up steps excluded), in total and per {html.escape(word)}.</p>"
             + figure(plots.throughput_figure(df), "throughput per experiment", "No run reported a throughput."))
-
-
-def scaling_section(df) -> str:
-    from bench import plots
-    from spec.scaling_anchors import SOURCE
-
-    t = plots.scaling_table(df)
-    head = ("<h2>Scaling efficiency</h2><p>efficiency(N) = throughput(N) / (N × per-node throughput "
-            "at the smallest size), for the same workload, hardware, batch and precision at several node counts "
-            "(a sweep: nodes: [1, 2, 4]); throughput is the mean of the repeats. The anchor is the "
-            "published strong scaling for the workload and precision, 1 → 8 GPUs inside one NVIDIA DGX (NVLink): "
-            "scaling at its best. × anchor is our efficiency over the anchor's.</p>")
-    if t.empty:
-        return head + ('<p class="note">Only one size per workload was run, so there is no scaling curve: '
-                       "run the same experiment at two or more node counts.</p>")
-    cols = [("group", "group"), ("nodes", "nodes"), ("gpus", "GPUs"), ("runs", "runs"), ("samples_per_s", "samples/s"),
-            ("ideal_samples_per_s", "ideal samples/s"), ("efficiency", "efficiency"),
-            ("anchor_efficiency", "anchor efficiency"), ("vs_anchor", "× anchor")]
-    anchors = sorted({a for a in t["anchor"].dropna()})
-    cited = ("<p class='note'>Anchor" + ("s" if len(anchors) > 1 else "") + ": "
-             + html.escape("; ".join(anchors)) + f". Source: {html.escape(SOURCE)}.</p>" if anchors else
-             "<p class='note'>No published anchor for this workload and precision (spec/scaling_anchors.py).</p>")
-    return head + figure(plots.scaling_figure(t), "scaling vs nodes", "") + table(records(t), cols) + cited
-
-
-def repeats_section(df) -> str:
-    from bench import plots, results
-
-    stats = results.repeats(df)
-    head = ("<h2>Repeats</h2><p>Experiments run several times (repeats: N): the mean samples/s of the "
-            "succeeded runs with its 95% confidence interval, mean ± t(0.975, n−1) × s / √n (Student t).</p>")
-    repeated = stats[stats["runs"] > 1]
-    if repeated.empty:
-        return head + ('<p class="note">No experiment was repeated: set repeats: 3 (or more) on an experiment to '
-                       "see how much its throughput varies from run to run.</p>")
-    cols = [("experiment", "experiment"), ("runs", "runs"), ("succeeded", "succeeded"),
-            ("samples_per_s_mean", "mean samples/s"), ("samples_per_s_std", "std dev"),
-            ("ci95_low", "95% CI low"), ("ci95_high", "95% CI high"), ("ci95_half_width_pct", "± % of mean")]
-    return head + figure(plots.repeats_figure(repeated), "repeats with 95% intervals",
-                         "Fewer than two runs of each repeated experiment succeeded: no interval.") + \
-        table(records(repeated), cols)
 
 
 def steps_section(steps, df) -> str:
@@ -344,7 +306,8 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [f"<h1>eksbench report</h1><p class='meta'>{html.escape(', '.join(sources))} — generated {when}</p>",
             timeline_section(timelines or [], table=table, figure=figure), summary_section(df, baseline),
-            throughput_section(df), scaling_section(df), repeats_section(df),
+            throughput_section(df), scaling_section(df, figure=figure, table=table),
+            repeats_section(df, figure=figure, table=table),
             fabric_section(df, figure=figure, table=table),
             steps_section(steps, df), accuracy_section(df), change_section(runs or []), cost_section(df, timelines),
             what_ran_section(df)]
