@@ -29,7 +29,7 @@ from typing import Any
 from bench import progress
 from bench.lifecycle import BackendError, Control
 from bench.proc import die_with_parent
-from bench.stack_files import ROOT
+from program.stack_files import ROOT
 from spec.workload_facts import WORKLOADS
 
 

@@ -22,7 +22,7 @@ from bench.errors import fail
 from bench.stack_operations import stack_resources
 from spec.results_location import ResultsLocation, results_bucket as resolve_results_bucket
 from spec.s3_uri import parse_s3_uri
-from bench.stack_files import ROOT
+from program.stack_files import ROOT
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -96,7 +96,7 @@ def results_bucket(cfg: Any, root: Path) -> str | None:
 
 
 def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
-    from bench.stack_files import load_stack_config
+    from program.stack_files import load_stack_config
 
     cfg = load_stack_config(stack, root)
     out: dict[str, Any] = {"stack": stack, "state": None, "outputs": {}, "local_runs": {}, "s3_runs": {},
@@ -211,7 +211,7 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
                     follow: bool = False) -> Iterator[str]:
     """Lines of the experiment's logs, from the cluster, S3 or local files (first that has them)."""
     from bench import s3_results
-    from bench.stack_files import load_stack_config
+    from program.stack_files import load_stack_config
 
     cfg = load_stack_config(stack, root)
     if experiment not in {e.name for e in cfg.experiments}:

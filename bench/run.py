@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.errors import USAGE_ERROR, fail
-from bench.stack_files import ROOT
+from program.stack_files import ROOT
 from spec.results_location import ResultsLocation
 
 RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -74,7 +74,7 @@ def run_local(args) -> int:
     from bench import local_plan as lr
     from bench.lifecycle import Control, run_lifecycle
     from bench.local_backend import LocalBackend
-    from bench.stack_files import load_stack_config
+    from program.stack_files import load_stack_config
     from spec.fields import ConfigError
     from workloads.train.cpu_choice import read_cpu_facts
 

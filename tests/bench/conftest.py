@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from tests.datasets.conftest import aws, s3  # noqa: F401 - moto's S3, for bench data
+from tests.support.processes import etcd  # noqa: F401 - a loopback etcd, for the local runner
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
