@@ -128,7 +128,7 @@ def run_local(args) -> int:
     sys.stdout.flush()
     backend = LocalBackend(stack=args.stack, run_id=run_id, run_dir=run_dir, plan=plan, mode=mode,
                            timeout_s=cfg.local.timeout_minutes * 60, progress_every=args.progress_every,
-                           etcd_bin=etcd_bin, cpus=cpus)
+                           etcd_bin=etcd_bin, cpus=cpus, results_root=Path(args.results_root), project=cfg.project)
     ctl = Control(deadline_s=args.deadline * 60 if args.deadline else None)
     return run_lifecycle(backend, ctl).code
 
