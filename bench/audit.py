@@ -4,7 +4,7 @@ After ``pulumi destroy`` nothing should bill. Two kinds of leftovers are looked 
 
 - Everything still tagged with the stack (``eksbench:project`` and ``eksbench:stack``, which the
   program puts on every AWS resource and, through the launch templates, on the instances,
-  volumes and network interfaces EC2 creates; ``tests/infra/test_stack_tags.py`` holds that),
+  volumes and network interfaces EC2 creates; ``tests/program/test_stack_tags.py`` holds that),
   through the Resource Groups Tagging API (``GetResources`` with ``TagFilters``).
 - What is known to leak untagged (pulumi/pulumi-eks#1226, eksctl-io/eksctl#5632,
   skypilot-org/skypilot#3688): in the stack's VPC (while it still exists) network interfaces,
@@ -173,7 +173,7 @@ def report(leftovers: list[Leftover], *, stack: str, region: str) -> str:
 def audit(stack: str, *, root: Path | None = None, session: Any = None, out: Callable[[str], Any] = print) -> int:
     """Audit ``stack`` from its stack file (under ``root``, the project's by default); print the report;
     1 if anything is left, else 0."""
-    from bench.stack_files import PROJECT, ROOT, stack_raw_config
+    from program.stack_files import PROJECT, ROOT, stack_raw_config
     from spec.shape import parse_stack_config
 
     raw, region = stack_raw_config(stack, root or ROOT)

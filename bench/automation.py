@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.pulumi_cli import CLI_MISSING, AutomationError, open_stack, outputs, stack_outputs
-from bench.stack_files import ROOT
+from program.stack_files import ROOT
 
 __all__ = ["AutomationError", "CLI_MISSING", "destroy", "logs", "open_stack", "outputs", "plan", "preview", "run",
            "stack_outputs", "status", "up"]
@@ -33,7 +33,7 @@ __all__ = ["AutomationError", "CLI_MISSING", "destroy", "logs", "open_stack", "o
 
 def plan(stack: str, root: Path = ROOT):
     """The offline plan (no CLI, no AWS): resources, outputs, warnings, cost and build time."""
-    from bench.plan import evaluate
+    from program.offline import evaluate
     return evaluate(stack, root)
 
 

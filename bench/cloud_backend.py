@@ -16,6 +16,7 @@ collect: the results prefix of each experiment copied to ./results/<stack>/<run-
     (checkpoints skipped), one row each for the results table. An experiment with ``repeats: N`` is
     watched and collected as N runs, ``<exp>/repeat_<k>/`` each (spec.results_location).
 Each phase leaves its marks in the run's timeline (``bench.timeline``, ``bench.run_timeline``).
+status, logs (observing a stack outside any run): ``bench.cloud_observe.CloudObservation``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 from bench import progress, pulumi_cli, run_timeline
 from bench import timeline as T
+from bench.cloud_observe import CloudObservation
 from bench.lifecycle import BackendError, Control
 from bench.stack_operations import UpProgress, clock_text, destroy_with_retry, last_line, scale_to_zero
 from spec.results_location import ResultsLocation, repeat_folder
@@ -56,13 +58,16 @@ class Watched:
         return self.state in ("succeeded", "failed", "timeout")
 
 
-class CloudBackend:
+class CloudBackend(CloudObservation):
     name = "aws"
 
-    def __init__(self, *, stack: str, ready: Any, root: Path, results_root: Path, keep: bool = False,
+    def __init__(self, *, stack: str, ready: Any = None, root: Path, results_root: Path, keep: bool = False,
                  poll: float = 15.0, progress_every: float = 30.0, resume: bool = False,
-                 kube_every: float = 60.0, fatal_after_s: float = 300.0, timeline: T.Recorder | None = None):
-        self.stack, self.ready, self.cfg = stack, ready, ready.cfg
+                 kube_every: float = 60.0, fatal_after_s: float = 300.0, timeline: T.Recorder | None = None,
+                 cfg: Any = None):
+        """A run's backend (``ready``: what preflight passed); with ``cfg`` instead, one that only observes
+        (``status``, ``logs``: bench/cloud_observe.py)."""
+        self.stack, self.ready, self.cfg = stack, ready, ready.cfg if ready is not None else cfg
         self.root, self.results_root = root, results_root
         self.keep, self.poll, self.every = keep, poll, progress_every
         self.kube_every, self.fatal_after_s = kube_every, fatal_after_s

@@ -20,7 +20,7 @@ from typing import Any
 from bench import progress, run_timeline
 from bench.timeline import PREFLIGHT
 from bench.errors import USAGE_ERROR, fail
-from bench.stack_files import ROOT
+from program.stack_files import ROOT
 
 # gRPC (Pulumi's engine events) logs a line on every fork while its threads run; we fork the CLI.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
@@ -110,7 +110,7 @@ def run_cloud(args) -> int:
     if args.dry_run:
         return fail(f"--dry-run is for --local runs; for AWS see `python -m bench plan {args.stack}`")
     if args.run_id:
-        from bench.stack_files import load_stack_config
+        from program.stack_files import load_stack_config
         from spec.fields import ConfigError
 
         try:

@@ -136,6 +136,14 @@ class Backend(Protocol):
     def collect(self, ctl: Control) -> list[dict[str, Any]]:
         """The results rows (``local_plan.results_table``), results copied to ./results/..."""
 
+    # Observing, outside any run (``bench status``, ``bench logs``; TorchX's Scheduler.describe and log_iter).
+    def status(self) -> dict[str, Any]:
+        """The stack's runs this backend can see, each experiment with its status: ``{"runs": {run id:
+        {experiment: status}}}``, plus what else it knows (the cloud: ``state``, ``outputs``, ``where``, ``notes``)."""
+
+    def logs(self, experiment: str, *, run_id: str | None = None, follow: bool = False) -> Iterator[str]:
+        """The experiment's node log lines (``<node>: <line>``); FileNotFoundError saying where it looked."""
+
 
 @dataclass
 class Outcome:

@@ -7,6 +7,8 @@ PATH), the same training script and the same results layout, under
 watch = start the nodes (all at once, or one experiment after another) and print progress;
 teardown = SIGTERM every launcher still running (it forwards to torchrun and writes its
 summary), SIGKILL after 30 s, stop etcd; collect = the rows of the results table.
+Observing (``bench status``, ``bench logs``): ``status`` lists the stack's runs under the results
+root with each experiment's status, ``logs`` reads (or follows) an experiment's node logs.
 
 Nothing outlives ``bench``: etcd and the launchers get a parent-death signal
 (``bench.proc.die_with_parent``), and TMPDIR points under the run's folder (``_tmp``,
@@ -24,12 +26,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from bench import progress
 from bench.lifecycle import BackendError, Control
 from bench.proc import die_with_parent
-from bench.stack_files import ROOT
+from program.stack_files import PROJECT, ROOT
+from spec.results_location import ResultsLocation, log_name, repeat_number
 from spec.workload_facts import WORKLOADS
 from workloads.train.what_ran import LOCAL_IMAGE
 
@@ -222,9 +225,13 @@ class ExperimentRun:
 class LocalBackend:
     name = "local"
 
-    def __init__(self, *, stack: str, run_id: str, run_dir: Path, plan: list[Any], mode: str,
-                 timeout_s: float, progress_every: float, etcd_bin: str | None, cpus: int):
+    def __init__(self, *, stack: str, run_id: str = "", run_dir: Path | None = None, plan: list[Any] = (),
+                 mode: str = "sequential", timeout_s: float = 0.0, progress_every: float = 30.0,
+                 etcd_bin: str | None = None, cpus: int = 1, results_root: Path = Path("results"),
+                 project: str = PROJECT):
+        """A run's backend; with ``stack`` (and where results live) alone, one that only observes."""
         self.stack, self.run_id, self.run_dir = stack, run_id, run_dir
+        self.results_root, self.project = results_root, project
         self.plan, self.mode, self.timeout_s = plan, mode, timeout_s
         self.every, self.etcd_bin, self.cpus = progress_every, etcd_bin, cpus
         self.runnable = [e for e in plan if not e.skip]
@@ -290,3 +297,69 @@ class LocalBackend:
     def collect(self, ctl: Control) -> list[dict[str, Any]]:
         return [r.row() for r in self.runs] + [{"experiment": e.label, "status": "skipped"}
                                                for e in self.plan if e.skip]
+
+
+    # -- observe (bench status, bench logs)
+    def status(self) -> dict[str, Any]:
+        """The stack's local runs, each experiment with its status: ``{"runs": {run id: {experiment: status}}}``."""
+        return {"runs": local_runs(self.results_root.resolve(), self.stack)}
+
+    def logs(self, experiment: str, *, run_id: str | None = None, follow: bool = False) -> Iterator[str]:
+        """The experiment's node logs of ``run_id`` (default: its latest run), ``follow`` tailing them until
+        summary.json appears. FileNotFoundError (saying where it looked) when there are none."""
+        root = self.results_root.resolve()
+        if run_id:
+            exp_dir = ResultsLocation(None, self.project, self.stack, run_id, experiment).local_dir(root)
+        else:
+            exp_dir = latest_local_run(root, self.stack, experiment)
+        if exp_dir is None or not exp_dir.is_dir():
+            raise FileNotFoundError(f"not under {self.results_root / self.stack}")
+        return local_logs(exp_dir, follow)
+
+
+def local_runs(results_root: Path, stack: str) -> dict[str, dict[str, str]]:
+    """Each local run of the stack with each experiment's status (each repeat apart: ``<exp>/repeat_<k>/``)."""
+    from bench.result_readers import read_summary
+
+    runs: dict[str, dict[str, str]] = {}
+    base = results_root / stack
+    if not base.is_dir():
+        return runs
+    for run in sorted(p for p in base.iterdir() if p.is_dir()):
+        exps = {}
+        for exp in sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith("_")):
+            repeats = sorted((k, d) for d in exp.iterdir() if d.is_dir() and (k := repeat_number(d.name)))
+            for name, folder in ([(f"{exp.name} repeat {k}", d) for k, d in repeats] or [(exp.name, exp)]):
+                try:
+                    exps[name] = (read_summary((folder / "summary.json").read_bytes(), f"{folder}/summary.json")
+                                  or {}).get("status") or "?"
+                except (OSError, ValueError):
+                    exps[name] = "no summary (running, or stopped before its launcher finished)"
+        runs[run.name] = exps
+    return runs
+
+
+def latest_local_run(results_root: Path, stack: str, experiment: str) -> Path | None:
+    base = results_root / stack
+    runs = sorted((p for p in base.glob(f"*/{experiment}") if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    return runs[-1] if runs else None
+
+
+def local_logs(exp_dir: Path, follow: bool) -> Iterator[str]:
+    """The experiment's node logs, or each repeat's (``<exp>/repeat_<k>/logs/``) in order; ``follow`` tails
+    them until summary.json appears."""
+    positions: dict[Path, int] = {}
+    while True:
+        found = [*exp_dir.glob("logs/*.log"), *exp_dir.glob("repeat_*/logs/*.log")]
+        named = sorted((repeat_number(p.parent.parent.name) or 0, p) for p in found if p.is_file())
+        for _, path in named:
+            with open(path, "rb") as f:
+                f.seek(positions.get(path, 0))
+                data = f.read()
+                positions[path] = f.tell()
+            name = log_name(path.relative_to(exp_dir).as_posix()) or path.stem
+            for line in data.decode("utf-8", "replace").splitlines():
+                yield f"{name}: {line}"
+        if not follow or (exp_dir / "summary.json").exists():
+            return
+        time.sleep(1.0)

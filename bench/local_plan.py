@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from spec.config import Experiment, LocalRun
-from spec.launch_command import Torchrun, launcher_argv, torchrun_argv, trainer_argv
+from spec.launch_command import Torchrun, launched_torchrun, launcher_argv, torchrun_argv, trainer_argv
 from spec.train_args import TrainArgs
 from spec.workload_facts import WORKLOADS
 from workloads.contracts import EVAL_SUBDIR, evaluation_argv, rdzv_conf, train_args_for
@@ -173,14 +173,20 @@ def with_rendezvous(exp: LocalExperiment, *, etcd_available: bool) -> LocalExper
     return exp
 
 
+def local_agent(exp: LocalExperiment, *, endpoint: str, rdzv_id: str, last_call_timeout: int = 5,
+                join_timeout: int = 300) -> Torchrun:
+    """The cluster's torchrun agent settings, on loopback."""
+    return Torchrun(min_nodes=exp.min_nodes, max_nodes=exp.max_nodes, nproc_per_node=exp.procs_per_node,
+                    max_restarts=exp.max_restarts, rdzv_backend=exp.rdzv_backend, rdzv_endpoint=endpoint,
+                    rdzv_id=rdzv_id, rdzv_conf=rdzv_conf(join_timeout=join_timeout, last_call_timeout=last_call_timeout),
+                    local_addr="127.0.0.1", monitor_interval=0.5)
+
+
 def torchrun_command(exp: LocalExperiment, *, python: str, endpoint: str, rdzv_id: str,
                      last_call_timeout: int = 5, join_timeout: int = 300) -> list[str]:
     """The cluster's torchrun and trainer command (spec.launch_command), on loopback."""
-    agent = Torchrun(min_nodes=exp.min_nodes, max_nodes=exp.max_nodes, nproc_per_node=exp.procs_per_node,
-                     max_restarts=exp.max_restarts, rdzv_backend=exp.rdzv_backend, rdzv_endpoint=endpoint,
-                     rdzv_id=rdzv_id,
-                     rdzv_conf=rdzv_conf(join_timeout=join_timeout, last_call_timeout=last_call_timeout),
-                     local_addr="127.0.0.1", monitor_interval=0.5)
+    agent = local_agent(exp, endpoint=endpoint, rdzv_id=rdzv_id, last_call_timeout=last_call_timeout,
+                        join_timeout=join_timeout)
     return [*torchrun_argv(agent, program=(python, "-m", "torch.distributed.run")),
             *trainer_argv(exp.train, exp.extra_args)]
 
@@ -188,8 +194,10 @@ def torchrun_command(exp: LocalExperiment, *, python: str, endpoint: str, rdzv_i
 def node_command(exp: LocalExperiment, node: int, *, python: str, endpoint: str, rdzv_id: str,
                  results_uri: str | None = None) -> list[str]:
     """One local "node": the launcher wrapping one torchrun agent; node 0 writes the summary."""
+    launched = launched_torchrun(local_agent(exp, endpoint=endpoint, rdzv_id=rdzv_id), exp.train, exp.extra_args)
     head = launcher_argv(python=python, results_dir=exp.results_dir, results_uri=results_uri, experiment=exp.name,
-                         node_id=f"node-{node}", summary="always" if node == 0 else "never", grace=15)
+                         node_id=f"node-{node}", summary="always" if node == 0 else "never", grace=15,
+                         launched=launched)
     return head + ["--", *torchrun_command(exp, python=python, endpoint=endpoint, rdzv_id=rdzv_id)]
 
 

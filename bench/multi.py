@@ -16,7 +16,7 @@ import sys
 import threading
 from typing import Any
 
-from bench.stack_files import ROOT
+from program.stack_files import ROOT
 
 
 def child_argv(args: Any, stack: str) -> list[str]:

@@ -7,22 +7,22 @@ status: the stack's state when the Pulumi CLI answers (last operation, result, r
 logs: the experiment's node logs, from where they are: the cluster while its pods run
     (``--follow`` streams), S3 once the launcher uploaded them, or a local run's files
     (``--follow`` tails them until summary.json appears).
+
+Each backend of the lifecycle says what it knows (``status``, ``logs``: ``bench.cloud_observe`` for AWS,
+``bench.local_backend`` for local runs); this module asks both and prints.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from bench import pulumi_cli
+from bench.cloud_backend import CloudBackend
 from bench.errors import fail
-from bench.stack_operations import stack_resources
-from spec.results_location import ResultsLocation, repeat_number, results_bucket as resolve_results_bucket
-from spec.s3_uri import parse_s3_uri
-from bench.stack_files import ROOT
+from bench.local_backend import LocalBackend
+from program.stack_files import ROOT
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,118 +43,25 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # --- status -------------------------------------------------------------------------------------------
 
-def _local_runs(results_root: Path, stack: str) -> dict[str, dict[str, str]]:
-    from bench.result_readers import read_summary
+def backends(stack: str, root: Path, results_root: Path) -> tuple[Any, CloudBackend, LocalBackend]:
+    """The stack's config and its two backends, observing only (no run of their own)."""
+    from program.stack_files import load_stack_config
 
-    runs: dict[str, dict[str, str]] = {}
-    base = results_root / stack
-    if not base.is_dir():
-        return runs
-    for run in sorted(p for p in base.iterdir() if p.is_dir()):
-        exps = {}
-        for exp in sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith("_")):
-            # an experiment with repeats keeps each run in <exp>/repeat_<k>/ (spec.results_location)
-            repeats = sorted((k, d) for d in exp.iterdir() if d.is_dir() and (k := repeat_number(d.name)))
-            for name, folder in ([(f"{exp.name} repeat {k}", d) for k, d in repeats] or [(exp.name, exp)]):
-                try:
-                    exps[name] = (read_summary((folder / "summary.json").read_bytes(), f"{folder}/summary.json")
-                                  or {}).get("status") or "?"
-                except (OSError, ValueError):
-                    exps[name] = "no summary (running, or stopped before its launcher finished)"
-        runs[run.name] = exps
-    return runs
-
-
-def _s3_runs(stack_results: ResultsLocation, region: str | None,
-             autostops: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, str]]:
-    """Each run's experiments and their state; each run's ``autostop.json`` goes into ``autostops``."""
-    from bench import s3_results
-    from workloads.autostop import RECORD
-
-    s3 = s3_results.client(region)
-    runs: dict[str, dict[str, str]] = {}
-    for run_id in s3_results.child_prefixes(s3, stack_results.uri):
-        exps = {}
-        run = stack_results.child(run_id)
-        record = s3_results.read_json(s3, run.uri, RECORD)
-        if record is not None and autostops is not None:
-            autostops[run_id] = record
-        for exp in s3_results.child_prefixes(s3, run.uri):
-            where = run.child(exp)
-            repeats = sorted(k for k in map(repeat_number, s3_results.child_prefixes(s3, where.uri)) if k)
-            for name, uri in ([(f"{exp} repeat {k}", where.repeat_run(k).uri) for k in repeats]
-                              or [(exp, where.uri)]):
-                summary = s3_results.read_json(s3, uri, "summary.json")
-                progress = None if summary else s3_results.read_json(s3, uri, "progress.json")
-                if summary:
-                    exps[name] = summary.get("status", "?")
-                elif progress:
-                    exps[name] = f"running (step {progress.get('step')}/{progress.get('total')})"
-                else:
-                    exps[name] = "no summary yet"
-        runs[run_id] = exps
-    return runs
-
-
-def results_bucket(cfg: Any, root: Path) -> str | None:
-    """Where the stack's results are once the stack itself is gone: ``results.bucket``, or the bucket
-    the home stack (``results.home_stack``) exports; None when neither can be read."""
-    if not cfg.results.home_stack:
-        return resolve_results_bucket(cfg.results, None, region=cfg.region)
-    try:
-        home = pulumi_cli.stack_outputs(cfg.results.home_stack, root)
-        return resolve_results_bucket(cfg.results, home, region=cfg.region)
-    except Exception:  # noqa: BLE001 - no CLI, no backend, no home: local results still work
-        return None
+    cfg = load_stack_config(stack, root)
+    return (cfg, CloudBackend(stack=stack, cfg=cfg, root=root, results_root=results_root),
+            LocalBackend(stack=stack, project=cfg.project, results_root=results_root))
 
 
 def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
-    from bench.stack_files import load_stack_config
-
-    cfg = load_stack_config(stack, root)
-    out: dict[str, Any] = {"stack": stack, "state": None, "outputs": {}, "local_runs": {}, "s3_runs": {},
-                           "autostop": {}, "notes": []}
-    try:
-        stk = pulumi_cli.open_stack(stack, root, check_config=False, create=False)
-        info = stk.info()
-
-        out["state"] = {"last": info.kind if info else None, "result": info.result if info else None,
-                        "ended": str(info.end_time) if info and info.end_time else None,
-                        "resources": len(stack_resources(stk))}
-        out["outputs"] = {k: v.value for k, v in stk.outputs().items()}
-        out["after_autostop_usd"] = after_autostop_usd(cfg, out["outputs"])
-    except Exception as e:  # noqa: BLE001 - no CLI, no backend: say so, show the results anyway
-        out["notes"].append(f"stack state unknown: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
-    out["local_runs"] = _local_runs(results_root.resolve(), stack)
-    prefix = out["outputs"].get("results_prefix")
-    bucket = parse_s3_uri(prefix)[0] if prefix else results_bucket(cfg, root)
-    if bucket:
-        stack_results = ResultsLocation(bucket, cfg.project, stack)
-        try:
-            out["s3_runs"] = _s3_runs(stack_results, cfg.region, out["autostop"])
-            out["s3_prefix"] = stack_results.uri
-        except Exception as e:  # noqa: BLE001
-            out["notes"].append(f"S3 results not readable at {stack_results.uri}: {type(e).__name__}")
-    else:
-        out["notes"].append("no S3 results location known (results.bucket is unset and the home stack's "
-                            "outputs could not be read)")
+    """What each backend knows: the stack's state and its S3 runs (AWS), its local runs."""
+    _, cloud, local = backends(stack, root, results_root)
+    aws = cloud.status()
+    out: dict[str, Any] = {"stack": stack, "state": aws["state"], "outputs": aws["outputs"],
+                           "local_runs": local.status()["runs"], "s3_runs": aws["runs"], "notes": aws["notes"],
+                           "autostop": aws["autostop"], "after_autostop_usd": aws.get("after_autostop_usd")}
+    if "where" in aws:
+        out["s3_prefix"] = aws["where"]
     return out
-
-
-def after_autostop_usd(cfg: Any, outputs: dict[str, Any], today: str | None = None) -> float:
-    """USD per hour the stack bills with its GPU groups at zero (``infra.estimate.cost_after_autostop``): the
-    stack's own output when it has one, else the estimate from the config (NAT gateways: none in an existing
-    VPC, one for ``single``, one per zone for ``per_az``, as infra/network.py makes them)."""
-    import datetime
-
-    from infra.estimate import cost_after_autostop, hourly_cost
-
-    value = outputs.get("hourly_cost_after_autostop_usd")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    net = cfg.network
-    nat = 0 if net.existing_vpc_id else 1 if net.nat == "single" else len(net.azs) or net.az_count
-    return cost_after_autostop(hourly_cost(cfg, nat_gateways=nat, today=today or datetime.date.today().isoformat()))
 
 
 def autostop_lines(run_id: str, record: dict[str, Any]) -> list[str]:
@@ -204,110 +111,19 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 # --- logs ---------------------------------------------------------------------------------------------
 
-def _latest_local_run(results_root: Path, stack: str, experiment: str) -> Path | None:
-    base = results_root / stack
-    runs = sorted((p for p in base.glob(f"*/{experiment}") if p.is_dir()), key=lambda p: p.stat().st_mtime)
-    return runs[-1] if runs else None
-
-
-def _log_name(rel: str) -> str | None:
-    """``node-0`` for ``logs/node-0.log``, ``repeat_2/node-0`` for a repeat's; None for any other file."""
-    parts = rel.split("/")
-    if len(parts) >= 2 and parts[0] == "logs":
-        return Path(parts[-1]).stem
-    if len(parts) == 3 and parts[1] == "logs" and repeat_number(parts[0]):
-        return f"{parts[0]}/{Path(parts[2]).stem}"
-    return None
-
-
-def _local_logs(exp_dir: Path, follow: bool) -> Iterator[str]:
-    positions: dict[Path, int] = {}
-    while True:
-        # the experiment's logs, or each repeat's (<exp>/repeat_<k>/logs/) in order
-        found = [*exp_dir.glob("logs/*.log"), *exp_dir.glob("repeat_*/logs/*.log")]
-        named = sorted((repeat_number(p.parent.parent.name) or 0, p) for p in found if p.is_file())
-        for _, path in named:
-            with open(path, "rb") as f:
-                f.seek(positions.get(path, 0))
-                data = f.read()
-                positions[path] = f.tell()
-            name = _log_name(path.relative_to(exp_dir).as_posix()) or path.stem
-            for line in data.decode("utf-8", "replace").splitlines():
-                yield f"{name}: {line}"
-        if not follow or (exp_dir / "summary.json").exists():
-            return
-        time.sleep(1.0)
-
-
-def _cluster_logs(cfg: Any, outputs: dict[str, Any], experiment: str, follow: bool) -> Iterator[str] | None:
-    from bench import kube
-
-    try:
-        client = kube.KubeClient(kube.access_from_kubeconfig(outputs["kubeconfig"], outputs["cluster_name"],
-                                                             cfg.region))
-        pods = client.pods(cfg.namespace, kube.experiment_selector(experiment, cfg.run_id))
-    except Exception:  # noqa: BLE001 - no cluster access: fall back to S3
-        return None
-    if not pods:
-        return None
-
-    def lines() -> Iterator[str]:
-        if follow:
-            first = pods[0]["metadata"]["name"]
-            yield from (f"{first}: {line}" for line in client.follow(cfg.namespace, first))
-            return
-        for pod in pods:
-            name = pod["metadata"]["name"]
-            for reason in kube.pod_reasons(pod):
-                yield f"{name}: [{reason}]"
-            yield from (f"{name}: {line}" for line in client.log_tail(cfg.namespace, name, lines=200))
-    return lines()
-
-
 def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Path, run_id: str | None = None,
                     follow: bool = False) -> Iterator[str]:
-    """Lines of the experiment's logs, from the cluster, S3 or local files (first that has them)."""
-    from bench import s3_results
-    from bench.stack_files import load_stack_config
-
-    cfg = load_stack_config(stack, root)
+    """Lines of the experiment's logs from the first backend that has them: the cluster or S3, else local files."""
+    cfg, cloud, local = backends(stack, root, results_root)
     if experiment not in {e.name for e in cfg.experiments}:
         raise ValueError(f"no experiment {experiment!r} in stack {stack}")
-    outputs: dict[str, Any] = {}
-    try:
-        outputs = pulumi_cli.outputs(stack, root) if (run_id in (None, cfg.run_id)) else {}
-    except Exception:  # noqa: BLE001 - no CLI / no stack: S3 and local files still work
-        outputs = {}
-    if outputs.get("kubeconfig"):
-        cluster = _cluster_logs(cfg, outputs, experiment, follow)
-        if cluster is not None:
-            return cluster
-    uri = (outputs.get("experiment_results") or {}).get(experiment)
-    bucket = None if uri else results_bucket(cfg, root)
-    if bucket:
-        uri = ResultsLocation(bucket, cfg.project, stack, run_id or cfg.run_id, experiment).uri
-    if uri:
+    looked = []
+    for backend in (cloud, local):
         try:
-            s3 = s3_results.client(cfg.region)
-            keys = [(k, rel) for k, rel in s3_results.keys_under(s3, uri) if _log_name(rel)]
-        except Exception:  # noqa: BLE001
-            keys = []
-        if keys:
-            bucket = uri[len("s3://"):].split("/", 1)[0]
-
-            def s3_lines() -> Iterator[str]:
-                for key, rel in keys:
-                    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8", "replace")
-                    yield from (f"{_log_name(rel)}: {line}" for line in body.splitlines())
-            return s3_lines()
-    if run_id:
-        local = ResultsLocation(None, cfg.project, stack, run_id, experiment).local_dir(results_root.resolve())
-    else:
-        local = _latest_local_run(results_root.resolve(), stack, experiment)
-    if local is not None and local.is_dir():
-        return _local_logs(local, follow)
-    raise FileNotFoundError(f"no logs for {stack}/{experiment}: not in the cluster, not on S3"
-                            + (f" ({uri})" if uri else "") + f", not under {results_root / stack}")
+            return backend.logs(experiment, run_id=run_id, follow=follow)
+        except FileNotFoundError as e:
+            looked.append(str(e))
+    raise FileNotFoundError(f"no logs for {stack}/{experiment}: " + ", ".join(looked))
 
 
 def cmd_logs(args: argparse.Namespace) -> int:

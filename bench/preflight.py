@@ -1,6 +1,6 @@
 """Everything a cloud run checks before it creates anything; each refusal is ONE line, exit 2.
 
-In order, cheapest first: the config (``bench.plan.evaluate``, the same validation as ``bench
+In order, cheapest first: the config (``program.offline.evaluate``, the same validation as ``bench
 plan``, which also gives the hourly cost and the provisioning minutes), the whole run's
 estimated cost against ``--max-cost``, the Pulumi CLI and a backend, AWS credentials (STS),
 the home stack's outputs (its bucket holds the results and the datasets), the region's instance
@@ -39,7 +39,7 @@ class Refusal(Exception):
 @dataclass
 class Ready:
     cfg: Any  # spec.config.StackConfig
-    plan: Any  # bench.plan.Plan
+    plan: Any  # program.offline.Plan
     hourly_usd: float
     provision_minutes: float
     run_minutes: float  # the experiments' window: sum of timeouts (sequential) or the longest (parallel)
@@ -64,8 +64,8 @@ def estimate_usd(hourly: float, provision_minutes: float, window_minutes: float)
 
 
 def check_config(stack: str, root: Path) -> Ready:
-    from bench.plan import evaluate
-    from bench.stack_files import load_stack_config
+    from program.offline import evaluate
+    from program.stack_files import load_stack_config
     from spec.fields import ConfigError
 
     try:

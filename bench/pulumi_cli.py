@@ -22,7 +22,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from bench.stack_files import ROOT, load_stack_config, stack_file
+from program.stack_files import ROOT, load_stack_config, stack_file
 
 CLI_MISSING = ("the Pulumi CLI is not on PATH: install it (https://www.pulumi.com/docs/install/), "
                "log in (`pulumi login` or PULUMI_BACKEND_URL=file://... with PULUMI_CONFIG_PASSPHRASE), then retry; "

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.errors import USAGE_ERROR, fail
-from bench.stack_files import ROOT
+from program.stack_files import ROOT
 from spec.results_location import ResultsLocation, repeat_folder
 
 RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -77,7 +77,7 @@ def run_local(args) -> int:
     from bench import local_plan as lr
     from bench.lifecycle import Control, run_lifecycle
     from bench.local_backend import LocalBackend
-    from bench.stack_files import load_stack_config
+    from program.stack_files import load_stack_config
     from spec.fields import ConfigError
     from workloads.train.cpu_choice import read_cpu_facts
 
@@ -133,7 +133,7 @@ def run_local(args) -> int:
     sys.stdout.flush()
     backend = LocalBackend(stack=args.stack, run_id=run_id, run_dir=run_dir, plan=plan, mode=mode,
                            timeout_s=cfg.local.timeout_minutes * 60, progress_every=args.progress_every,
-                           etcd_bin=etcd_bin, cpus=cpus)
+                           etcd_bin=etcd_bin, cpus=cpus, results_root=Path(args.results_root), project=cfg.project)
     ctl = Control(deadline_s=args.deadline * 60 if args.deadline else None)
     return run_lifecycle(backend, ctl).code
 

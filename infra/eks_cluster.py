@@ -112,7 +112,7 @@ class EksCluster(pulumi.ComponentResource):
         # right on the real engine (it runs once the name resolves, which the kubeconfig does only after
         # the cluster exists; during preview both stay unknown) and the mock engine answers it with
         # pulumi-aws' GetClusterResult shape, whereas resource references, which eks_cluster needs, are
-        # off under mocks (bench.mocks). The same name Output orders the node groups after the cluster.
+        # off under mocks (program.mocks). The same name Output orders the node groups after the cluster.
         self.ready_cluster_name = self.cluster.kubeconfig_json.apply(lambda _: cluster_name)
         created = aws.eks.get_cluster_output(name=self.ready_cluster_name, opts=pulumi.InvokeOutputOptions(parent=self))
         self.node_security_group_id = created.vpc_config.cluster_security_group_id

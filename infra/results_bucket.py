@@ -51,7 +51,7 @@ class ResultsBucket(pulumi.ComponentResource):
         # data repository associations reach the bucket as the account's service-linked role
         # AWSServiceRoleForFSxS3Access_<fs-id> through S3, so they read and write without a key policy
         # statement or grant; a customer managed key would need the statement of the FSx for Lustre guide,
-        # "Working with server-side encrypted Amazon S3 buckets" (tests/infra/test_fsx_bucket_access.py).
+        # "Working with server-side encrypted Amazon S3 buckets" (tests/program/test_fsx_bucket_access.py).
         aws.s3.BucketServerSideEncryptionConfiguration(
             f"{name}-sse", bucket=bucket.id, opts=guards,
             rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}, "bucket_key_enabled": True}])

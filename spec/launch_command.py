@@ -5,18 +5,19 @@ The cluster's Jobs (``workloads.contracts``, ``workloads.pod_script``) and the l
 flags are spelled with underscores, which every torch the images carry accepts (the dashed
 aliases are newer; torch/distributed/run.py ``get_args_parser`` lists both for each flag).
 
-The launcher (``workloads.train.launch``) reads the command it wraps back through
-``launched_shape`` and ``launched_train_args``, the inverses of the builders below, so the
-summary records the launch shape and the trainer's arguments from this module's spelling
-alone (``bench.results`` reads those summary fields, never a command line).
+The launcher (``workloads.train.launch``) is told what it records beside the command it wraps (the
+most nodes, the processes per node, the trainer's arguments: ``Launched``) through its own arguments,
+built here from the same values as the command; it never reads the command back (``bench.results``
+reads those summary fields, never a command line).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from spec.train_args import TrainArgs, parse_train_args, train_args_to_argv
+from spec.train_args import TrainArgs, apply_train_args, train_args_to_argv
 
 LAUNCHER_MODULE = "workloads.train.launch"
 TRAINER_MODULE = "workloads.train"
@@ -62,41 +63,39 @@ def trainer_argv(args: TrainArgs, extra: Sequence[str] = (), *, module: str = TR
     return ("-m", module, *train_args_to_argv(args), *extra)
 
 
+@dataclass(frozen=True)
+class Launched:
+    """What the launcher records in the summary about the command it wraps; None where the command is no
+    torchrun (the shape) or no ``workloads.train`` (the trainer's arguments)."""
+    nodes: int | None = None  # the most nodes it runs at ("1:2", elastic, runs at 2)
+    procs_per_node: int | None = None
+    train: TrainArgs | None = None  # with the experiment's own arguments applied, as the trainer sees them
+
+
+def launched_torchrun(t: Torchrun, args: TrainArgs, extra: Sequence[str] = ()) -> Launched:
+    """What the launcher records for ``torchrun_argv(t)`` running ``trainer_argv(args, extra)``."""
+    return Launched(nodes=t.max_nodes, procs_per_node=t.nproc_per_node, train=apply_train_args(args, extra))
+
+
 def launcher_argv(*, python: str, results_dir: str, results_uri: str | None = None, experiment: str | None = None,
-                  node_id: str | None = None, summary: str | None = None, grace: float | None = None) -> list[str]:
+                  node_id: str | None = None, summary: str | None = None, grace: float | None = None,
+                  launched: Launched = Launched()) -> list[str]:
     """The results launcher's own part, up to (not including) ``--`` and the command it wraps."""
     out = [python, "-m", LAUNCHER_MODULE, "--results-dir", results_dir]
     for flag, value in (("--results-uri", results_uri), ("--experiment", experiment), ("--node-id", node_id),
                         ("--summary", summary), ("--grace", grace)):
         if value is not None:
             out += [flag, str(value)]
+    return out + launched_argv(launched)
+
+
+def launched_argv(launched: Launched) -> list[str]:
+    """The launcher's arguments that tell it what it records (``--nodes``, ``--procs-per-node``,
+    ``--train-config``: the trainer's arguments as a JSON object); none for what is None."""
+    train = json.dumps(asdict(launched.train), separators=(",", ":")) if launched.train is not None else None
+    out = []
+    for flag, value in (("--nodes", launched.nodes), ("--procs-per-node", launched.procs_per_node),
+                        ("--train-config", train)):
+        if value is not None:
+            out += [flag, str(value)]
     return out
-
-
-def launched_shape(command: Sequence[str]) -> dict[str, int | None]:
-    """The most nodes and the processes per node of a command ``torchrun_argv`` built (None where
-    it is not one, e.g. another framework's command)."""
-    values: dict[str, str] = {}
-    for arg in command:
-        if arg.startswith("--") and "=" in arg:
-            values.setdefault(*arg.split("=", 1))
-
-    def number(flag: str) -> int | None:
-        try:
-            return int(values[flag].rsplit(":", 1)[-1])  # "1:2" (elastic) -> 2, the most it runs at
-        except (KeyError, ValueError):
-            return None
-    return {"nodes": number(NNODES), "procs_per_node": number(NPROC_PER_NODE)}
-
-
-def launched_train_args(command: Sequence[str]) -> TrainArgs | None:
-    """The trainer's arguments inside a command ``trainer_argv`` built (after ``-m workloads.train``);
-    None when there are none or they do not parse."""
-    cmd = list(command)
-    for i in range(len(cmd) - 1):
-        if cmd[i] == "-m" and cmd[i + 1] == TRAINER_MODULE:
-            try:
-                return parse_train_args(cmd[i + 2:])
-            except SystemExit:
-                return None
-    return None

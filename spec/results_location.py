@@ -18,6 +18,7 @@ Standard library only: pure, and shippable to pods like the rest of ``spec``.
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -38,6 +39,17 @@ def repeat_number(folder: str) -> int | None:
     """``k`` for a repeat's folder name (``repeat_<k>``), None for any other name."""
     m = _REPEAT.fullmatch(folder)
     return int(m.group(1)) if m else None
+
+
+def log_name(rel: str) -> str | None:
+    """``node-0`` for ``logs/node-0.log``, ``repeat_2/node-0`` for a repeat's, from a path relative to the
+    experiment's folder; None for any other file."""
+    parts = rel.split("/")
+    if len(parts) >= 2 and parts[0] == "logs":
+        return PurePosixPath(parts[-1]).stem
+    if len(parts) == 3 and parts[1] == "logs" and repeat_number(parts[0]):
+        return f"{parts[0]}/{PurePosixPath(parts[2]).stem}"
+    return None
 
 
 @dataclass(frozen=True)

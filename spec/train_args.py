@@ -13,7 +13,7 @@ argument is one field. The flag is the field's name with dashes (``batch_size`` 
 from __future__ import annotations
 
 import argparse
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any, Callable, Sequence
 
 from spec.workload_facts import WORKLOADS as WORKLOAD_FACTS
@@ -126,6 +126,20 @@ def build_parser(prog: str = "python -m workloads.train") -> argparse.ArgumentPa
 def parse_train_args(argv: Sequence[str]) -> TrainArgs:
     ns = build_parser().parse_args(list(argv))
     return TrainArgs(**{f.name: getattr(ns, f.name) for f in fields(TrainArgs)})
+
+
+def apply_train_args(args: TrainArgs, extra: Sequence[str]) -> TrainArgs | None:
+    """``args`` with an experiment's own trainer arguments (``extra``, given after them on the command line,
+    so they win) applied, as the trainer will see them; None when ``extra`` is not the trainer's to parse."""
+    if not extra:
+        return args
+    parser = build_parser()
+    parser.exit_on_error = False
+    try:
+        ns, unknown = parser.parse_known_args(list(extra), namespace=argparse.Namespace(**asdict(args)))
+    except (argparse.ArgumentError, SystemExit):
+        return None
+    return None if unknown else TrainArgs(**{f.name: getattr(ns, f.name) for f in fields(TrainArgs)})
 
 
 def train_args_to_argv(args: TrainArgs) -> list[str]:

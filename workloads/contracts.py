@@ -31,7 +31,7 @@ from infra.environment import Environment
 from spec import aws_catalog as catalog
 from spec.config import Experiment
 from spec.pins import is_training_image
-from spec.launch_command import Torchrun, torchrun_argv, trainer_argv
+from spec.launch_command import Launched, Torchrun, launched_torchrun, torchrun_argv, trainer_argv
 from spec.train_args import TrainArgs
 from spec.workload_facts import WORKLOADS
 from workloads.pod_script import ensure_modules, launcher_script  # noqa: F401 - the pods' sh script
@@ -72,6 +72,7 @@ class Launch:
     prelude: str = ""  # shell run first; may read $JOB_COMPLETION_INDEX
     port: int | None = None  # where peers reach a pod through the headless Service
     modules: tuple[str, ...] = ("boto3",)  # imported by the launcher/rendezvous; pip-installed if missing
+    launched: Launched = Launched()  # what the launcher records beside argv (torchrun's shape, the trainer's args)
 
 
 def check_experiment(e: Experiment) -> list[str]:
@@ -243,12 +244,13 @@ def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, g
         endpoint, port = f"{pod_fqdn(job, 0, service, env.namespace)}:{C10D_PORT}", C10D_PORT
     else:
         endpoint, port = env.etcd_endpoint, None
-    argv = torchrun_argv(Torchrun(min_nodes=e.min_nodes, max_nodes=e.max_nodes, nproc_per_node=gpus,
-                                  max_restarts=e.max_restarts, rdzv_backend=e.rdzv_backend, rdzv_endpoint=endpoint,
-                                  rdzv_id=job, rdzv_conf=rdzv_conf()))
+    agent = Torchrun(min_nodes=e.min_nodes, max_nodes=e.max_nodes, nproc_per_node=gpus, max_restarts=e.max_restarts,
+                     rdzv_backend=e.rdzv_backend, rdzv_endpoint=endpoint, rdzv_id=job, rdzv_conf=rdzv_conf())
+    train = train_args_for(e, env, instance_type=instance_type)
     modules = ("etcd", "boto3") if e.rdzv_backend == "etcd-v2" else ("boto3",)
-    return Launch(argv=argv + train_argv(e, env, instance_type=instance_type), port=port, modules=modules,
-                  env={"EKSBENCH_FRAMEWORK": "pytorch"})
+    return Launch(argv=torchrun_argv(agent) + trainer_argv(train, e.args, module=ENTRY_MODULES[e.framework]),
+                  port=port, modules=modules, env={"EKSBENCH_FRAMEWORK": "pytorch"},
+                  launched=launched_torchrun(agent, train, e.args))
 
 
 def tf_workers(job: str, service: str, nodes: int) -> list[str]:

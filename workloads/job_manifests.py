@@ -237,7 +237,8 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
     results_dir = env.experiment_results_dir(e) + ("/pserver" if pserver else "")
     script = contracts.launcher_script(launch.argv, results_dir=results_dir,
                                        results_uri=env.experiment_results_uri(bucket, e) + sub,
-                                       experiment=e.name, prelude=launch.prelude, modules=launch.modules)
+                                       experiment=e.name, prelude=launch.prelude, modules=launch.modules,
+                                       launched=launch.launched)
     extra_env = [{"name": k, "value": v} for k, v in sorted(launch.env.items())]
     if e.framework == "paddle":  # a pserver's prelude overrides POD_IP with its DNS name (contracts.paddle_env)
         extra_env += [pod_ip_env("POD_IP"), pod_ip_env("EKSBENCH_POD_IP")]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 
-from spec.launch_command import launcher_argv
+from spec.launch_command import Launched, launcher_argv
 from spec.pins import PIP_PINS
 
 
@@ -28,7 +28,7 @@ def ensure_modules(modules: tuple[str, ...]) -> str:
 
 
 def launcher_script(argv: tuple[str, ...], *, results_dir: str, results_uri: str, experiment: str,
-                    prelude: str = "", modules: tuple[str, ...] = ("boto3",)) -> str:
+                    prelude: str = "", modules: tuple[str, ...] = ("boto3",), launched: Launched = Launched()) -> str:
     """The container's ``sh -c`` script: deps, prelude, then the results launcher around ``argv``.
 
     ``sh`` is PID 1 of the container, and the kernel delivers to PID 1 only the signals it has a
@@ -41,7 +41,8 @@ def launcher_script(argv: tuple[str, ...], *, results_dir: str, results_uri: str
     as a child so that SIGTERM (activeDeadlineSeconds, eviction, a met success policy) reaches
     it through the trap and it can still write summary.json and upload.
     """
-    head = launcher_argv(python="python3", results_dir=results_dir, results_uri=results_uri, experiment=experiment)
+    head = launcher_argv(python="python3", results_dir=results_dir, results_uri=results_uri, experiment=experiment,
+                         launched=launched)
     tail = ["--", *argv]
     give_up = " ".join(shlex.quote(a) for a in head) + ' --setup-failed "$1" --setup-error "$2" ' + \
         " ".join(shlex.quote(a) for a in tail)

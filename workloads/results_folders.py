@@ -11,7 +11,7 @@ over all of them, in any order, with the same command:
 - ``<results>/eval/``     the evaluation pod (one GPU, never EFA); it reads checkpoints/ (0644)
 
 Pure; the paths must match those ``workloads.job_manifests`` gives each launcher
-(tests/infra/test_write_access.py reads them back from the plans' commands).
+(tests/workloads/test_results_folders.py reads them back from the launchers' commands).
 """
 
 from __future__ import annotations

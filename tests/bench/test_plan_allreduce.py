@@ -7,8 +7,8 @@ import copy
 import pytest
 import yaml
 
-from bench.plan import evaluate_config
-from bench.stack_files import ROOT
+from program.offline import evaluate_config
+from program.stack_files import ROOT
 from spec.fabric import EFA_ENV, FABRIC_ENV, FABRIC_EXIT_CODE
 from spec.fields import ConfigError
 

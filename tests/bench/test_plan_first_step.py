@@ -30,7 +30,8 @@ def test_finish_times_follow_the_longest_chain():
 
 
 def test_plan_dev_shows_node_boot_and_the_pull_of_each_experiments_image():
-    from bench.plan import evaluate, render
+    from bench.plan import render
+    from program.offline import evaluate
 
     plan = evaluate("dev")
     rows = plan.estimate["first_step"]

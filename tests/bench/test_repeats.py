@@ -103,7 +103,8 @@ def test_status_lists_each_repeat_locally_and_on_s3(repeats_tree, tmp_path, monk
     import boto3
     from moto import mock_aws
 
-    from bench.observe import _local_runs, _s3_runs
+    from bench.cloud_observe import s3_runs
+    from bench.local_backend import local_runs
     from spec.results_location import ResultsLocation
 
     import shutil
@@ -113,7 +114,7 @@ def test_status_lists_each_repeat_locally_and_on_s3(repeats_tree, tmp_path, monk
     write_experiment(tmp_path, "gpu/r2/plain", summary("plain"))
     want = {"r2": {"plain": "succeeded", "resnet50-rep repeat 1": "succeeded", "resnet50-rep repeat 2": "succeeded",
                    "resnet50-rep repeat 3": "succeeded"}}
-    assert _local_runs(repeats_tree.parent, "gpu") == want
+    assert local_runs(repeats_tree.parent, "gpu") == want
     for k, v in {"AWS_DEFAULT_REGION": "us-west-2", "AWS_ACCESS_KEY_ID": "testing",
                  "AWS_SECRET_ACCESS_KEY": "testing"}.items():
         monkeypatch.setenv(k, v)
@@ -125,13 +126,13 @@ def test_status_lists_each_repeat_locally_and_on_s3(repeats_tree, tmp_path, monk
             if p.is_file():
                 s3.put_object(Bucket="res", Key=f"eksbench/gpu/{p.relative_to(repeats_tree).as_posix()}",
                               Body=p.read_bytes())
-        assert _s3_runs(ResultsLocation("res", "eksbench", "gpu"), "us-west-2") == want
+        assert s3_runs(ResultsLocation("res", "eksbench", "gpu"), "us-west-2") == want
 
 
 def test_logs_of_a_repeated_experiment_are_read_per_repeat(tmp_path):
-    from bench.observe import _local_logs
+    from bench.local_backend import local_logs
 
     for k in (1, 2):
         (tmp_path / "rn" / f"repeat_{k}" / "logs").mkdir(parents=True)
         (tmp_path / "rn" / f"repeat_{k}" / "logs" / "node-0.log").write_text(f"hello from {k}\n")
-    assert list(_local_logs(tmp_path / "rn", False)) == ["repeat_1/node-0: hello from 1", "repeat_2/node-0: hello from 2"]
+    assert list(local_logs(tmp_path / "rn", False)) == ["repeat_1/node-0: hello from 1", "repeat_2/node-0: hello from 2"]

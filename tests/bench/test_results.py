@@ -136,15 +136,18 @@ def test_real_local_run_loads_as_one_succeeded_cpu_row(real_run):
 
 
 def test_a_cluster_run_that_never_reported_keeps_its_launch_shape():
-    """The launcher records nodes and processes per node from the command it built (spec.launch_command);
-    results read that field, whatever the torchrun flags' spelling."""
+    """The launcher records the nodes and processes per node it is given beside the command (spec.launch_command
+    builds both); results read that field, whatever the torchrun flags' spelling."""
+    from spec.launch_command import launcher_argv
     from workloads.contracts import pytorch_launch
-    from workloads.train.launch import summary_document
+    from workloads.train.launch import build_parser, summary_document
     from tests.workloads.test_contracts import E, ENV
 
-    argv = pytorch_launch(E, ENV, job="j", service="s", gpus=8).argv
-    doc = summary_document(experiment="x", node_id="node-0", command=argv, returncode=1, signal_name=None,
+    launch = pytorch_launch(E, ENV, job="j", service="s", gpus=8)
+    args = build_parser().parse_args(launcher_argv(python="python3", results_dir="r", launched=launch.launched)[3:]
+                                     + ["--", *launch.argv])
+    doc = summary_document(experiment="x", node_id="node-0", command=launch.argv, returncode=1, signal_name=None,
                            started=0.0, ended=1.0, metrics={}, config=None, environ={}, log_tail=[],
-                           results_uri=None)
+                           results_uri=None, nodes=args.nodes, procs_per_node=args.procs_per_node)
     r = results.row(doc, ids=("s", "r", "x"))
     assert (r["nodes"], r["gpus_per_node"], r["world_size"]) == (2, 8, 16)

@@ -8,8 +8,8 @@ import warnings
 
 import pytest
 
-from bench import observe
-from bench.stack_files import load_stack_config
+from bench import cloud_observe, observe
+from program.stack_files import load_stack_config
 from infra.estimate import cost_after_autostop, hourly_cost
 from spec.results_location import ResultsLocation
 
@@ -51,7 +51,7 @@ def test_status_shows_what_autostop_scaled_when_and_why(s3):
     s3.put_object(Bucket=BUCKET, Key=run.child("a").key("summary.json"),
                   Body=json.dumps({"experiment": "a", "status": "succeeded"}).encode())
     autostops: dict = {}
-    runs = observe._s3_runs(ResultsLocation(BUCKET, "eksbench", "dev"), REGION, autostops)
+    runs = cloud_observe.s3_runs(ResultsLocation(BUCKET, "eksbench", "dev"), REGION, autostops)
     assert runs == {"r1": {"a": "succeeded"}} and set(autostops) == {"r1"}
     text = observe.render_status({"stack": "dev", "state": None, "notes": [], "local_runs": {}, "s3_runs": runs,
                                   "s3_prefix": f"s3://{BUCKET}/eksbench/dev/", "autostop": autostops})
@@ -67,7 +67,7 @@ def test_a_record_of_the_wrong_shape_is_read_through_its_reader(s3):
     autostops: dict = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        observe._s3_runs(ResultsLocation(BUCKET, "eksbench", "dev"), REGION, autostops)
+        cloud_observe.s3_runs(ResultsLocation(BUCKET, "eksbench", "dev"), REGION, autostops)
     assert any("autostop.json" in str(w.message) and "reason" in str(w.message) for w in caught)
     assert observe.autostop_lines("r2", autostops["r2"]) == [
         "      autostop: at 2026-11-24T01:02:03+00:00 scaled nothing: (no reason given)"]
@@ -76,9 +76,9 @@ def test_a_record_of_the_wrong_shape_is_read_through_its_reader(s3):
 def test_what_still_bills_after_autostop_is_the_estimates_figure():
     cfg = load_stack_config("dev")
     expected = cost_after_autostop(hourly_cost(cfg, nat_gateways=1, today="2026-11-24"))  # dev: nat single
-    assert observe.after_autostop_usd(cfg, {}, today="2026-11-24") == expected
+    assert cloud_observe.after_autostop_usd(cfg, {}, today="2026-11-24") == expected
     assert 0 < expected < 1  # control plane, NAT, system nodes: no GPU
-    assert observe.after_autostop_usd(cfg, {"hourly_cost_after_autostop_usd": 0.42}) == 0.42  # the stack's own
+    assert cloud_observe.after_autostop_usd(cfg, {"hourly_cost_after_autostop_usd": 0.42}) == 0.42  # the stack's own
     text = observe.render_status({"stack": "dev", "notes": [], "local_runs": {}, "s3_runs": {},
                                   "state": {"last": "update", "result": "succeeded", "ended": None, "resources": 80},
                                   "after_autostop_usd": expected})

@@ -204,29 +204,7 @@ def test_unreachable_s3_endpoint_is_one_line_naming_it(tmp_path):
     assert f"127.0.0.1:{port}" in run.stderr and run.stderr.count("\n") == 1, run.stderr
 
 
-# --- bench data verify, S3 ------------------------------------------------------------------------------------
-
-def test_s3_verify_refuses_keys_escaping_the_prefix(s3, capsys):
-    from bench.cli import main
-
-    s3.put_object(Bucket=BUCKET, Key="datasets/other/x", Body=b"other dataset")
-    publish(s3, {"train/a/1.jpg": b"one", "../other/x": b"other dataset"})
-    assert main(["data", "verify", URI]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"error: {URI}manifest.json is not an eksbench manifest: files[0]: path '../other/x'")
-
-
-def test_s3_verify_reports_extras_and_extra_classes(s3, capsys):
-    from bench.cli import main
-
-    publish(s3, {"train/a/1.jpg": b"one"})
-    s3.put_object(Bucket=BUCKET, Key=PREFIX + "train/a/stray.jpg", Body=b"x")
-    assert main(["data", "verify", URI]) == 0
-    assert "EXTRA train/a/stray.jpg" in capsys.readouterr().out
-    assert main(["data", "verify", "--strict", URI]) == 1
-    s3.put_object(Bucket=BUCKET, Key=PREFIX + "val/new/1.jpg", Body=b"x")
-    assert main(["data", "verify", URI]) == 1
-    assert "EXTRA CLASS val/new/" in capsys.readouterr().out
+# --- the staging program, S3 ----------------------------------------------------------------------------------
 
 
 def test_stage_copies_a_long_unicode_name(s3, tmp_path):

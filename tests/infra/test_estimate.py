@@ -5,7 +5,8 @@ import pytest
 from infra.estimate import Node, critical_path, hourly_cost
 from infra.network_plan import subnet_plan
 from infra.offerings import choose_azs, usable_zones
-from tests.spec.test_config import GOOD, parse
+from spec.shape import parse_stack_config
+from tests.spec.examples import GOOD
 
 
 def node(urn, typ="x", deps=(), parent="", custom=True, skip=False):
@@ -35,7 +36,7 @@ def test_skipped_await_jobs_cost_an_api_call_only():
 
 
 def test_hourly_cost_adds_nodes_control_plane_and_nat():
-    items = hourly_cost(parse(GOOD), nat_gateways=1, today="2026-11-22")
+    items = hourly_cost(parse_stack_config(GOOD, project="eksbench", stack="t", region="us-west-2"), nat_gateways=1, today="2026-11-22")
     assert sum(items.values()) == pytest.approx(2 * 24.48 + 2 * 0.096 + 0.10 + 0.045)
 
 

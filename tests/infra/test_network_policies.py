@@ -84,11 +84,3 @@ def test_policies_reach_only_their_own_namespace(policies):
     for p in policies:
         for rule in p["spec"].get("ingress", []):
             assert all("namespaceSelector" not in f and "ipBlock" not in f for f in rule["from"])
-
-
-def test_the_cluster_runs_the_vpc_cni_network_policy_agent():
-    """Without it EKS does not enforce any NetworkPolicy (EKS user guide, "Restrict Pod network traffic")."""
-    from bench.plan import evaluate
-
-    cluster = next(r for r in evaluate("dev").resources if r["type"] == "eks:index:Cluster")
-    assert cluster["inputs"]["vpcCniOptions"]["enableNetworkPolicy"] is True

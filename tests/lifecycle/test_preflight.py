@@ -8,7 +8,7 @@ import boto3
 import pytest
 
 from bench import preflight
-from bench.stack_files import load_stack_config
+from program.stack_files import load_stack_config
 from spec.fields import ConfigError
 from tests.lifecycle.conftest import BUCKET, REGION
 

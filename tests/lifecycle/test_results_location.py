@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from bench import automation, observe, pulumi_cli
+from bench import automation, cloud_observe, pulumi_cli
 
 
 def cfg(**results):
@@ -11,13 +11,13 @@ def cfg(**results):
 
 
 def test_an_existing_bucket_is_used_as_it_is():
-    assert observe.results_bucket(cfg(bucket="team-results"), root=None) == "team-results"
+    assert cloud_observe.results_bucket(cfg(bucket="team-results"), root=None) == "team-results"
 
 
 def test_the_home_stack_names_the_bucket(monkeypatch):
     seen = []
     monkeypatch.setattr(pulumi_cli, "stack_outputs", lambda name, root: seen.append(name) or {"bucket": "home-bkt"})
-    assert observe.results_bucket(cfg(home_stack="organization/eksbench/home"), root=None) == "home-bkt"
+    assert cloud_observe.results_bucket(cfg(home_stack="organization/eksbench/home"), root=None) == "home-bkt"
     assert seen == ["organization/eksbench/home"]
 
 
@@ -26,4 +26,4 @@ def test_an_unreadable_home_is_no_location_not_an_error(monkeypatch):
         raise automation.AutomationError("the Pulumi CLI is not on PATH")
 
     monkeypatch.setattr(pulumi_cli, "stack_outputs", fail)
-    assert observe.results_bucket(cfg(home_stack="organization/eksbench/home"), root=None) is None
+    assert cloud_observe.results_bucket(cfg(home_stack="organization/eksbench/home"), root=None) is None

@@ -8,8 +8,8 @@ import shutil
 import pytest
 import yaml
 
-from bench.stack_files import ROOT
-from tests.infra.test_program import P5_FILLED
+from program.stack_files import ROOT
+from tests.program.test_program import P5_FILLED
 
 
 def _need_tools() -> None:
@@ -19,7 +19,7 @@ def _need_tools() -> None:
 
 
 def scaled_plan(stack: str, config: dict):
-    from bench.plan import evaluate_config
+    from program.offline import evaluate_config
     from tests.support.sandbox_cluster import scaled_config
 
     return evaluate_config(stack, scaled_config(config))

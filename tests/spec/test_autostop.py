@@ -121,19 +121,3 @@ def test_autostop_shape_problems_are_reported_together():
     assert "autostop.deadline_minutes=1: must be >= 10" in text
     assert 'autostop.idle_minutes="soon": must be a whole number' in text
     assert "autostop.stop" in text
-
-
-def test_a_deadline_shorter_than_the_experiments_timeouts_is_a_meaning_problem():
-    from program.validation import meaning_problems
-
-    two = {**BASE, "execution": "sequential",
-           "experiments": [{"name": "a", "timeout_minutes": 60}, {"name": "b", "timeout_minutes": 90, "evaluate": True}]}
-    cfg = parse_stack_config({**two, "autostop": {"deadline_minutes": 150}}, project="eksbench", stack="t",
-                             region="us-west-2")
-    found = [p for p in meaning_problems(cfg) if p.startswith("autostop.")]
-    assert found == ["autostop.deadline_minutes=150: is shorter than the experiments' timeouts (180 min, summed, "
-                     "execution: sequential), so autostop would stop the GPUs of a run still within them; leave it "
-                     "unset for 330, e.g. 210"], found
-    cfg = parse_stack_config({**two, "autostop": {"deadline_minutes": 180}}, project="eksbench", stack="t",
-                             region="us-west-2")
-    assert not [p for p in meaning_problems(cfg) if p.startswith("autostop.")]

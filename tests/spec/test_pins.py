@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-from bench.stack_files import ROOT
 from spec import pins
+
+ROOT = Path(__file__).resolve().parents[2]
 
 IMAGES = [pins.TRAINING_IMAGE, pins.ETCD_IMAGE, pins.DEVICE_PLUGIN_IMAGE, pins.GATE_IMAGE, pins.STAGING_IMAGE,
           pins.efa_plugin_image("us-west-2")]

@@ -1,4 +1,4 @@
-"""The one mock engine the tests use: ``bench.mocks``, the engine ``bench plan`` runs.
+"""The one mock engine the tests use: ``program.mocks``, the engine ``bench plan`` runs.
 
 ``register`` runs a function that builds components (in the test body, after the mocks are
 set) and returns the recording monitor, whose ``registrations`` hold every RegisterResource
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from bench.mocks import EksbenchMocks, RecordingMonitor, Registration, run_program
+from program.mocks import EksbenchMocks, RecordingMonitor, Registration, run_program
 
 __all__ = ["EksbenchMocks", "RecordingMonitor", "Registration", "register", "of_type", "by_name", "k8s_manifest"]
 

@@ -16,7 +16,7 @@ import posixpath
 import shlex
 
 from infra.file_access import Owner, Process, container_process, may_write
-from tests.infra.plan_manifests import kubernetes_objects
+from tests.support.plan_manifests import kubernetes_objects
 
 CLAIM_DRIVERS = {"efs.csi.aws.com": "efs", "fsx.csi.aws.com": "fsx"}
 EMPTY_DIR = 0o777  # kubelet creates every emptyDir 0777 (kubernetes pkg/volume/emptydir/empty_dir.go)

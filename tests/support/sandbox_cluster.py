@@ -1,7 +1,7 @@
 """A stack's plan, scaled down and run pod by pod in the sandbox (tests/support/pod_sandbox.py).
 
 ``scaled_config`` shrinks a stack's experiments by its ``local:`` section (as ``bench run
---local`` does) so that ``bench.plan.evaluate_config`` builds the cluster's own Jobs for CPU
+--local`` does) so that ``program.offline.evaluate_config`` builds the cluster's own Jobs for CPU
 numbers. ``SandboxCluster`` stands up what the pods reach (moto's S3 server, the real local
 etcd, the shared claim's folder with the storage's ownership, the dataset stand-ins in S3 and,
 on FSx, their import) and runs the plan's Jobs in the order the cluster would: staging, then
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from spec.s3_uri import parse_s3_uri
-from tests.infra.plan_manifests import kubernetes_objects
+from tests.support.plan_manifests import kubernetes_objects
 from tests.support.pod_network import PodNetwork
 from tests.support.pod_sandbox import Kubelet, World
 from tests.support.sandbox_jobs import JobResult, run_job

@@ -1,10 +1,9 @@
-"""Helpers for the workload tests: a loopback etcd, node commands, polling and killing a process tree."""
+"""Helpers for the workload tests: node commands, polling, a run that must keep stepping; the loopback etcd
+and killing a process tree come from tests/support/processes.py."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -12,21 +11,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import pytest
-
-from bench.proc import descendants
+from tests.support.processes import etcd, kill_tree  # noqa: F401 - the etcd fixture, for the workload tests
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def etcd():
-    if not shutil.which("etcd"):
-        pytest.skip("no etcd binary on PATH (Debian: apt-get install etcd-server)")
-    from bench.local_etcd import LocalEtcd
-
-    with LocalEtcd() as server:
-        yield server
 
 
 def child_env(threads: int = 1) -> dict[str, str]:
@@ -84,23 +71,6 @@ def run_training(cmd: list[str], *, env: dict[str, str], startup_s: float = 600,
         out.seek(0), err.seek(0)
         return subprocess.CompletedProcess(cmd, proc.returncode, out.read().decode(errors="replace"),
                                            err.read().decode(errors="replace"))
-
-
-def kill_tree(proc: subprocess.Popen) -> None:
-    """SIGKILL a process and everything under it at once: a node that disappears."""
-    pids = [proc.pid, *descendants(proc.pid)]
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait(timeout=10)
-
-
-def stop_all(procs: list[subprocess.Popen]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            kill_tree(p)
 
 
 def python() -> str:

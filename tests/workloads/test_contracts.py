@@ -321,20 +321,3 @@ def test_gate_main_reads_its_spec_from_the_env_and_patches_suspend_off(monkeypat
     monkeypatch.setenv("EKSBENCH_GATE", c.gate_spec(namespace="ns", wait=[("a", None)], resume=["b"]))
     gate.main()
     assert calls == [("ns", "a", None), ("ns", "b", {"spec": {"suspend": False}})]
-
-
-def test_the_cluster_and_the_local_run_build_torchrun_with_one_builder():
-    """Same flags, same spelling, same order: only the program and the local-only flags differ."""
-    from bench.local_plan import scale_experiment, torchrun_command
-    from spec.config import LocalRun
-
-    e = replace(E, min_nodes=1, max_nodes=2)
-    cluster = c.pytorch_launch(e, ENV, job="j", service="s", gpus=1).argv
-    local = torchrun_command(scale_experiment(e, LocalRun(), results_dir="r", data_dir="d"), python="py",
-                             endpoint="127.0.0.1:1", rdzv_id="j")
-
-    def torchrun_flags(argv):
-        trainer = argv.index("workloads.train")
-        return [a.split("=", 1)[0] for a in argv[:trainer] if a.startswith("--")]
-    assert torchrun_flags(local) == torchrun_flags(cluster) + ["--local_addr", "--monitor_interval"]
-    assert local[:3] == ["py", "-m", "torch.distributed.run"] and cluster[0] == "torchrun"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from bench import local_plan as lr
-from spec.config import Experiment, LocalRun
 from workloads.train.cpu_choice import CpuChoice, CpuFacts, channels_last_for, choose, parse_cpuinfo, read_cpu_facts
 
 # A 2-core AMD EPYC (AVX2, no AVX-512) and a Sapphire Rapids (AVX-512 BF16 and AMX), as /proc/cpuinfo shows them.
@@ -46,13 +44,3 @@ def test_channels_last_only_off_the_cpu():
     assert channels_last_for("cuda", True) and not channels_last_for("cuda", False)
     assert not channels_last_for("cpu", True)
     assert any("channels_last -> contiguous" in w for w in choose("fp32", True, EPYC).why)
-
-
-@pytest.mark.parametrize("facts,precision", [(EPYC, "fp32"), (SPR, "bf16")])
-def test_the_local_plan_applies_the_choice_and_says_why(facts, precision):
-    exp = Experiment(name="r", workload="resnet50", precision="amp-fp16")
-    le = lr.scale_experiment(exp, LocalRun(), results_dir="r", data_dir="d", cpu=facts)
-    assert (le.train.precision, le.train.channels_last) == (precision, False)
-    assert any("amp-fp16 -> " + precision in n for n in le.notes)
-    on_gpu = lr.scale_experiment(exp, LocalRun(), results_dir="r", data_dir="d", gpu=True, cpu=facts)
-    assert (on_gpu.train.precision, on_gpu.train.channels_last) == ("amp-fp16", True)

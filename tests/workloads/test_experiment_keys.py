@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bench.stack_files import ROOT
+from tests.workloads.conftest import ROOT
 from spec import pins
 from spec.config import Experiment
 from spec.fields import ConfigError
@@ -65,17 +65,6 @@ def test_the_default_image_is_the_dlc_in_the_stacks_region():
     # a non-pytorch framework still needs its own image, whatever the region
     assert any("needs an image" in p for p in c.check_experiment(
         Experiment(name="t", framework="tensorflow", image=e.image)))
-
-
-def test_cluster_torchrun_has_the_local_runs_rendezvous_settings():
-    from bench.local_plan import LocalExperiment, torchrun_command
-    from spec.train_args import TrainArgs
-
-    local = torchrun_command(LocalExperiment(name="x", workload="resnet50", min_nodes=1, max_nodes=2,
-                                             procs_per_node=1, train=TrainArgs(), extra_args=(), rdzv_backend="c10d",
-                                             max_restarts=1, evaluate=False, results_dir="r"),
-                             python="python", endpoint="127.0.0.1:1", rdzv_id="x")
-    assert f"--rdzv_conf={c.rdzv_conf()}" in local  # spelled by spec.launch_command, as on the cluster
 
 
 def bench_plan(stack_text: str, name: str) -> subprocess.CompletedProcess:

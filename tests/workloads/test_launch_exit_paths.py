@@ -18,9 +18,11 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import asdict
 
 import pytest
 
+from spec.train_args import TrainArgs
 from tests.support.pod_network import pipe
 from tests.workloads.conftest import ROOT, child_env, wait_for
 from workloads.train import launch
@@ -184,8 +186,8 @@ def test_a_results_folder_that_cannot_be_written_still_gives_an_uploaded_summary
 
 
 def test_live_progress_total_is_the_step_count_only_for_step_runs():
-    steps = launch.train_config(["-m", "workloads.train", "--workload=cifar10", "--steps=500"])
-    epochs = launch.train_config(["-m", "workloads.train", "--workload=cifar10", "--epochs=20"])
+    steps = launch.train_config(json.dumps(asdict(TrainArgs(workload="cifar10", steps=500))))
+    epochs = launch.train_config(json.dumps(asdict(TrainArgs(workload="cifar10", epochs=20))))
     assert launch.progress_total(steps) == 500
     assert launch.progress_total(epochs) is None  # steps per epoch depend on the data and the world size
     assert launch.progress_total(None) is None

@@ -9,7 +9,10 @@ import sys
 
 import pytest
 
+from spec.launch_command import (Launched, Torchrun, launched_argv, launched_torchrun, launcher_argv,
+                                 trainer_argv)
 from spec.s3_uri import parse_s3_uri
+from spec.train_args import TrainArgs
 from tests.workloads.conftest import ROOT, child_env, wait_for
 from workloads.train import launch
 from workloads.train.upload import upload_plan
@@ -25,13 +28,22 @@ def test_node_identity_and_who_writes_the_summary():
     assert not launch.writes_summary("never", {})
 
 
-def test_exit_codes_and_training_config_from_the_command():
+def test_exit_codes_and_training_config_from_the_launchers_own_arguments():
+    """The launcher is told the launch shape and the trainer's arguments (spec.launch_command builds both
+    the command and these); it never reads them back out of the command."""
     assert launch.exit_code(0) == 0 and launch.exit_code(3) == 3 and launch.exit_code(-15) == 143
-    cmd = ["torchrun", "--nnodes=2", "-m", "workloads.train", "--workload=cifar10", "--batch-size=16"]
-    config = launch.train_config(cmd)
+    agent = Torchrun(min_nodes=1, max_nodes=2, nproc_per_node=4, max_restarts=0, rdzv_backend="c10d",
+                     rdzv_endpoint="h:1", rdzv_id="j", rdzv_conf="")
+    head = launcher_argv(python="python", results_dir="r",
+                         launched=launched_torchrun(agent, TrainArgs(workload="cifar10", batch_size=16)))
+    args = launch.build_parser().parse_args(head[3:] + ["--", "torchrun", "-m", "workloads.train"])
+    config = args.train_config
     assert config["workload"] == "cifar10" and config["batch_size"] == 16
-    assert launch.train_config(["python", "x.py"]) is None
-    assert launch.train_config(["-m", "workloads.train", "--precision=fp8"]) is None
+    assert (args.nodes, args.procs_per_node) == (2, 4)  # "1:2", elastic, runs at 2 nodes at most
+    assert launch.build_parser().parse_args(["--results-dir", "r", "--", "python", "x.py"]).train_config is None
+    # the experiment's own arguments the trainer would refuse: no config, as the trainer would give none
+    assert launched_torchrun(agent, TrainArgs(), ["--precision=fp8"]).train is None
+    assert launched_torchrun(agent, TrainArgs(), ["--batch-size=8"]).train.batch_size == 8
 
 
 def test_summary_document_for_a_failed_run():
@@ -86,8 +98,9 @@ def test_missing_command_still_writes_a_failed_summary(tmp_path):
 
 @pytest.mark.local_run
 def test_failing_training_script_leaves_log_and_failed_summary(tmp_path):
-    code = run_launcher(tmp_path / "r", sys.executable, "-m", "workloads.train", "--workload=cifar10",
-                        f"--data-dir={tmp_path / 'nowhere'}", f"--results-dir={tmp_path / 'r'}", "--steps=2")
+    train = TrainArgs(workload="cifar10", data_dir=str(tmp_path / "nowhere"), results_dir=str(tmp_path / "r"), steps=2)
+    code = run_launcher(tmp_path / "r", sys.executable, *trainer_argv(train),
+                        extra=launched_argv(Launched(train=train)))
     assert code == 1
     log = (tmp_path / "r" / "logs" / "node-0.log").read_text()
     assert "FileNotFoundError" in log and "no CIFAR-10" in log

@@ -49,7 +49,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from workloads.train.checkpoint import load
-    from workloads.train.models import build_classifier
     from workloads.train.registry import WORKLOADS as CODE
     from workloads.train.schedule import autocast_factory
 
@@ -57,8 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     state = load(args.checkpoint)
     saved = state.get("args", {})
-    model = build_classifier(args.workload, num_classes=state.get("num_classes") or 10,
-                             width_per_group=saved.get("width_per_group", 64))
+    model = CODE[args.workload].model(state.get("num_classes") or 10, saved.get("width_per_group", 64))
     model.load_state_dict(state["model"])
     model.to(device)
     precision = saved.get("precision", "fp32")

@@ -1,7 +1,11 @@
 """In-container launcher: run the training command, keep its log, always leave a summary, upload.
 
 ``python -m workloads.train.launch --results-dir DIR [--results-uri s3://bucket/prefix/]
-[--experiment NAME] [--node-id ID] [--summary auto|always|never] -- torchrun ...``
+[--experiment NAME] [--node-id ID] [--summary auto|always|never] [--nodes N --procs-per-node P]
+[--train-config JSON] -- torchrun ...``
+
+What the summary records about the command (its launch shape, the trainer's arguments) comes from
+these arguments, built with the command by ``spec.launch_command``; the command is never read back.
 
 1. Runs the command in its own session and tees its stdout+stderr to
    ``<results-dir>/logs/<node id>.log`` (and to our stdout, for ``kubectl logs``).
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import re
 import signal
@@ -45,7 +50,6 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from spec.launch_command import launched_shape, launched_train_args
 from spec.s3_uri import parse_s3_uri
 from spec.workload_facts import WORKLOADS
 from workloads.train import summary as figures
@@ -73,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not run the command: the pod's set-up failed (or a signal 128+N stopped it) with CODE; "
                         "write and upload a failed summary and exit with CODE")
     p.add_argument("--setup-error", default=None, help="with --setup-failed: what failed, for the summary")
+    p.add_argument("--nodes", type=int, default=None, help="the most nodes the command runs at, for the summary")
+    p.add_argument("--procs-per-node", type=int, default=None, help="its processes per node, for the summary")
+    p.add_argument("--train-config", type=train_config, default=None, metavar="JSON",
+                   help="the trainer's arguments (spec.train_args.TrainArgs as a JSON object), for the summary")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
     return p
 
@@ -90,12 +98,15 @@ def writes_summary(mode: str, environ: Mapping[str, str]) -> bool:
     return environ.get("JOB_COMPLETION_INDEX", "0") in ("", "0")
 
 
-def train_config(command: Sequence[str]) -> dict[str, Any] | None:
-    """The training arguments inside the command (spec.launch_command built it), as a dict."""
-    from dataclasses import asdict
-
-    args = launched_train_args(command)
-    return asdict(args) if args is not None else None
+def train_config(text: str) -> dict[str, Any]:
+    """``--train-config``: the trainer's arguments as a JSON object (spec.launch_command.launcher_argv wrote it)."""
+    try:
+        config = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
+    if not isinstance(config, dict):
+        raise argparse.ArgumentTypeError(f"not a JSON object: {type(config).__name__}")
+    return config
 
 
 ERROR_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?\s*((?:[\w.]+\.)?\w*(?:Error|Exception)\b.*)$")
@@ -134,15 +145,15 @@ def exit_code(returncode: int) -> int:
 def summary_document(*, experiment: str | None, node_id: str, command: Sequence[str], returncode: int,
                      signal_name: str | None, started: float, ended: float, metrics: Mapping[str, Any],
                      config: Mapping[str, Any] | None, environ: Mapping[str, str], log_tail: Sequence[str],
-                     results_uri: str | None) -> dict[str, Any]:
+                     results_uri: str | None, nodes: int | None = None,
+                     procs_per_node: int | None = None) -> dict[str, Any]:
     code = exit_code(returncode)
-    shape = launched_shape(command)
     doc = {F.EXPERIMENT: experiment, F.STATUS: F.SUCCEEDED if code == 0 else "failed", F.EXIT_CODE: code,
            "signal": signal_name, "node_id": node_id,
            F.STARTED_AT: _iso(started), "ended_at": _iso(ended), F.WALL_TIME_S: round(ended - started, 3),
            F.IMAGE: environ.get("EKSBENCH_IMAGE"), F.GIT_COMMIT: environ.get("EKSBENCH_GIT_COMMIT"),
            F.RESULTS_URI: results_uri, F.COMMAND: list(command), F.CONFIG: dict(config) if config else None,
-           F.LAUNCH: {F.LAUNCH_NODES: shape["nodes"], F.LAUNCH_PROCS_PER_NODE: shape["procs_per_node"]},
+           F.LAUNCH: {F.LAUNCH_NODES: nodes, F.LAUNCH_PROCS_PER_NODE: procs_per_node},
            **provenance(environ, command, config)}
     doc.update(metrics)
     if code != 0:
@@ -216,9 +227,10 @@ def collect_metrics(results_dir: Path, target: float | None, precision: str | No
 
 
 def what_ran_record(environ: Mapping[str, str], metrics: Mapping[str, Any], results_dir: Path,
-                    command: Sequence[str]) -> dict[str, Any]:
-    """The summary's ``what_ran`` and ``what_ran_unknown`` (workloads.train.what_ran says where each comes from)."""
-    nodes = metrics.get(F.NODES) or launched_shape(command)["nodes"]
+                    nodes: int | None) -> dict[str, Any]:
+    """The summary's ``what_ran`` and ``what_ran_unknown`` (workloads.train.what_ran says where each comes from);
+    ``nodes``: as the ranks' lines count them, else as launched (the launcher's ``--nodes``)."""
+    nodes = metrics.get(F.NODES) or nodes
     ran, why = what_ran(environ=environ, device=metrics.get(F.DEVICE), nodes=nodes, log_texts=read_logs(results_dir),
                         efa_installed=read_efa_installer())
     return {F.WHAT_RAN: ran, F.WHAT_RAN_UNKNOWN: why}
@@ -312,7 +324,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
     dirs = (results, fallback_dir(node_id))
     summary_node = writes_summary(args.summary, environ)
     started = time.time()
-    config = train_config(command) if summary_node else None
+    config = args.train_config if summary_node else None
     publisher = child = None
     signal_name = None
     log, local, results_error = open_log(dirs, node_id)
@@ -362,13 +374,14 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
         if fabric_error:  # fabric: strict (spec.fabric): the run fails whatever its command returned
             returncode = FABRIC_EXIT_CODE
         try:
-            metrics.update(what_ran_record(environ, metrics, results, command))
+            metrics.update(what_ran_record(environ, metrics, results, args.nodes))
         except Exception as e:  # noqa: BLE001 - as above
             metrics["what_ran_error"] = f"{type(e).__name__}: {e}"
         doc = summary_document(experiment=args.experiment, node_id=node_id, command=command,
                                returncode=returncode, signal_name=signal_name,
                                started=started, ended=time.time(), metrics=metrics, config=config,
-                               environ=environ, log_tail=tail, results_uri=args.results_uri)
+                               environ=environ, log_tail=tail, results_uri=args.results_uri,
+                               nodes=args.nodes, procs_per_node=args.procs_per_node)
         if fabric_error:
             doc[F.ERROR] = fabric_error
         if results_error:

@@ -1,4 +1,4 @@
-"""The three benchmark models, built from the training arguments (torch imported inside).
+"""The three benchmark models (torch imported inside); workloads/train/registry.py says which workload builds which.
 
 - resnet50: torchvision's ResNet-50 v1.5; ``width_per_group`` (64 = the real model) lets a
   CPU run shrink the bottleneck width.
@@ -15,14 +15,10 @@ from pathlib import Path
 from typing import Any
 
 
-def build_classifier(workload: str, *, num_classes: int, width_per_group: int) -> Any:
-    if workload == "resnet50":
-        import torchvision  # only here: importing it costs about 2 s on 2 cores (it pulls in torch._dynamo)
+def resnet50(*, num_classes: int, width_per_group: int) -> Any:
+    import torchvision  # only here: importing it costs about 2 s on 2 cores (it pulls in torch._dynamo)
 
-        return torchvision.models.resnet50(weights=None, num_classes=num_classes, width_per_group=width_per_group)
-    if workload == "cifar10":
-        return cifar_resnet(num_classes=num_classes, width=width_per_group)
-    raise ValueError(f"workload={workload!r}: not a classifier")
+    return torchvision.models.resnet50(weights=None, num_classes=num_classes, width_per_group=width_per_group)
 
 
 def cifar_resnet(*, num_classes: int = 10, width: int = 64) -> Any:

@@ -28,6 +28,10 @@ class Built:
 Builder = Callable[[TrainArgs, Any, int, bool], Built]
 
 
+# (num_classes, width_per_group) -> an untrained classifier
+Model = Callable[[int, int], Any]
+
+
 @dataclass(frozen=True)
 class WorkloadCode:
     build: Builder | None = None  # a model trained by workloads.train.trainer.Run.train
@@ -35,6 +39,8 @@ class WorkloadCode:
     run: Callable[[Any], int] | None = None
     # (model, data_dir, *, device, autocast[, batch]) -> {"accuracy": ..., ...}; with spec's ``evaluates``
     evaluate: Callable[..., dict[str, Any]] | None = None
+    # a classifier's model alone: the evaluation rebuilds it to load a checkpoint into
+    model: Model | None = None
 
 
 def _resnet50_source(a: TrainArgs, device: Any, rank: int, channels_last: bool) -> tuple[Any, int]:
@@ -59,18 +65,28 @@ def _cifar10_source(a: TrainArgs, device: Any, rank: int, channels_last: bool) -
     return src, len(src.classes)
 
 
-def _classifier(source: Callable[[TrainArgs, Any, int, bool], tuple[Any, int]]) -> Builder:
-    """An image classifier (workloads.train.models.build_classifier) trained with cross-entropy."""
+def _resnet50_model(num_classes: int, width_per_group: int) -> Any:
+    from workloads.train.models import resnet50
+
+    return resnet50(num_classes=num_classes, width_per_group=width_per_group)
+
+
+def _cifar10_model(num_classes: int, width_per_group: int) -> Any:
+    from workloads.train.models import cifar_resnet
+
+    return cifar_resnet(num_classes=num_classes, width=width_per_group)
+
+
+def classifier(source: Callable[[TrainArgs, Any, int, bool], tuple[Any, int]], model: Model,
+               evaluate: Callable[..., dict[str, Any]] | None = None) -> WorkloadCode:
+    """An image classifier: ``model`` (workloads.train.models) on ``source``'s images, trained with cross-entropy."""
     def build(a: TrainArgs, device: Any, rank: int, channels_last: bool) -> Built:
         import torch
 
-        from workloads.train.models import build_classifier
-
         src, num_classes = source(a, device, rank, channels_last)
-        model = build_classifier(a.workload, num_classes=num_classes, width_per_group=a.width_per_group)
         ce = torch.nn.CrossEntropyLoss()
-        return Built(src, model, lambda m, x, y: ce(m(x), y), num_classes)
-    return build
+        return Built(src, model(num_classes, a.width_per_group), lambda m, x, y: ce(m(x), y), num_classes)
+    return WorkloadCode(build=build, evaluate=evaluate, model=model)
 
 
 def _maskrcnn(a: TrainArgs, device: Any, rank: int, channels_last: bool) -> Built:
@@ -96,8 +112,8 @@ def _cifar10_accuracy(model: Any, data_dir: str, *, device: Any, autocast: Any, 
 
 
 WORKLOADS: dict[str, WorkloadCode] = {
-    "resnet50": WorkloadCode(build=_classifier(_resnet50_source)),
-    "cifar10": WorkloadCode(build=_classifier(_cifar10_source), evaluate=_cifar10_accuracy),
+    "resnet50": classifier(_resnet50_source, _resnet50_model),
+    "cifar10": classifier(_cifar10_source, _cifar10_model, evaluate=_cifar10_accuracy),
     "maskrcnn": WorkloadCode(build=_maskrcnn),
     "allreduce": WorkloadCode(run=_allreduce),
 }

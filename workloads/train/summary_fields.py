@@ -15,7 +15,7 @@ GIT_COMMIT = "git_commit"
 RESULTS_URI = "results_uri"
 COMMAND = "command"
 CONFIG = "config"  # the trainer's arguments (spec.train_args.TrainArgs as a dict)
-# The launch shape, from the launcher's command (spec.launch_command.launched_shape): the most
+# The launch shape, from the launcher's own arguments (spec.launch_command.Launched): the most
 # nodes and the processes per node, known even when the trainer never reported.
 LAUNCH = "launch"
 LAUNCH_NODES = "nodes"

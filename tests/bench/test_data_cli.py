@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import tempfile
+
 import pytest
 
 from bench.cli import main
-from tests.datasets.conftest import BUCKET, cifar_tarball, keys_under
+from tests.datasets.conftest import BUCKET, cifar_tarball, keys_under, tells_size
+from tests.datasets.test_hostile import PREFIX, URI, publish
+from tests.datasets.test_hostile_properties import SETTINGS, Sandbox, given, manifests
 
 SMALL = ["--images", "12", "--classes", "3", "--resolution", "32"]
 
@@ -133,3 +140,45 @@ def test_dry_run_says_what_it_would_do_and_does_nothing(capsys, tmp_path):
     assert main(argv) == 0
     assert "would generate 12 train + 3 val JPEGs (3 classes, 32 px, seed 0)" in capsys.readouterr().out
     assert not (tmp_path / "o").exists() and not (tmp_path / "w").exists()
+
+
+# --- bench data verify, S3 (moved beside the command line it drives) -------------------------------------------
+
+def test_s3_verify_refuses_keys_escaping_the_prefix(s3, capsys):
+    s3.put_object(Bucket=BUCKET, Key="datasets/other/x", Body=b"other dataset")
+    publish(s3, {"train/a/1.jpg": b"one", "../other/x": b"other dataset"})
+    assert main(["data", "verify", URI]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {URI}manifest.json is not an eksbench manifest: files[0]: path '../other/x'")
+
+
+def test_s3_verify_reports_extras_and_extra_classes(s3, capsys):
+    publish(s3, {"train/a/1.jpg": b"one"})
+    s3.put_object(Bucket=BUCKET, Key=PREFIX + "train/a/stray.jpg", Body=b"x")
+    assert main(["data", "verify", URI]) == 0
+    assert "EXTRA train/a/stray.jpg" in capsys.readouterr().out
+    assert main(["data", "verify", "--strict", URI]) == 1
+    s3.put_object(Bucket=BUCKET, Key=PREFIX + "val/new/1.jpg", Body=b"x")
+    assert main(["data", "verify", URI]) == 1
+    assert "EXTRA CLASS val/new/" in capsys.readouterr().out
+
+
+@SETTINGS
+@given(manifests())
+def test_verify_never_reaches_outside_the_root(generated):
+    raw, _ = generated
+    with tempfile.TemporaryDirectory() as base:
+        box = Sandbox(base)
+        with open(os.path.join(box.root, "manifest.json"), "wb") as f:
+            f.write(box.fill(raw))
+        out, err = io.StringIO(), io.StringIO()
+        with box.watching(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["data", "verify", "--workers", "2", box.root])  # any exception fails the test
+        box.check()
+        assert code in (0, 1, 2), (code, err.getvalue())
+        if code == 2:
+            manifest = os.path.join(box.root, "manifest.json")
+            assert err.getvalue().startswith(f"error: {manifest} is not an eksbench manifest: "), err.getvalue()
+            assert err.getvalue().count("\n") == 1
+        assert "secret" not in out.getvalue() + err.getvalue()
+        assert not tells_size(out.getvalue(), len(b"results of another run"), base), out.getvalue()

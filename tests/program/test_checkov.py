@@ -1,6 +1,6 @@
 """checkov's Kubernetes checks over every Kubernetes object of the dev stack's plan.
 
-The objects ``pulumi up`` would register (``bench.plan.evaluate``) are written back as
+The objects ``pulumi up`` would register (``program.offline.evaluate``) are written back as
 manifests and scanned with ``checkov --framework kubernetes``. Every failed check must be in
 ALLOWED (a decision, with its reason) or PENDING (fixed by wiring infra/pod_security into
 the workloads' and datasets' pod builders; the test fails once an entry is no longer needed,
@@ -11,7 +11,7 @@ cannot share the project's environment: install it into its own venv from
 requirements-checkov.txt and point CHECKOV at it, or put it on PATH:
 
     python3 -m venv /opt/checkov && /opt/checkov/bin/pip install -r requirements-checkov.txt
-    CHECKOV=/opt/checkov/bin/checkov python3 -m pytest tests/infra/test_checkov.py
+    CHECKOV=/opt/checkov/bin/checkov python3 -m pytest tests/program/test_checkov.py
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.infra.plan_manifests import write_manifests
+from tests.support.plan_manifests import write_manifests
 
 # .ci/setup-tests installs it into .venv-checkov at the project root.
 VENV_CHECKOV = Path(__file__).resolve().parents[2] / ".venv-checkov" / "bin" / "checkov"
@@ -88,7 +88,7 @@ def scan(directory) -> dict:
 
 @pytest.fixture(scope="module")
 def dev_report(tmp_path_factory):
-    from bench.plan import evaluate
+    from program.offline import evaluate
 
     directory = tmp_path_factory.mktemp("dev-manifests")
     assert len(write_manifests(evaluate("dev").resources, directory)) >= 15

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from bench import automation
-from bench.stack_files import ROOT
+from program.stack_files import ROOT
 from spec.fields import ConfigError
 
 

@@ -1,23 +1,20 @@
-"""Config parsing: every bad input gets one message naming key, value and rule; defaults agree."""
+"""Config validation (``program.validation``: shape, then meaning) through the CLI's serialisation, and the
+shipped stack files (``program.stack_files``): every bad input gets one message naming key, value and rule;
+defaults agree."""
 
 import copy
 
 import pytest
 import yaml
 
-from bench.stack_files import ROOT, load_stack_config, stack_raw_config
+from program.stack_files import ROOT, load_stack_config, stack_raw_config
 from program.validation import validated_config
 from spec.config import Cluster
 from spec.fields import ConfigError
 from spec.pulumi_config import decode_config, to_pulumi_config
 from spec.shape import PROJECT_DEFAULTS, parse_config, parse_stack_config, stack_role
+from tests.spec.examples import GOOD
 
-GOOD = {
-    "cluster": {"public_access_cidrs": ["198.18.0.0/32"]},
-    "gpu_node_groups": [{"name": "gpu", "instance_type": "p3.16xlarge", "max_size": 2}],
-    "experiments": [{"name": "r50", "workload": "resnet50", "nodes": 2}],
-    "results": {"home_stack": "organization/eksbench/home"},
-}
 
 
 TODAY = "2026-11-22"

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from bench.stack_files import ROOT, available_stacks
+from program.stack_files import ROOT, available_stacks
 
 
 def bench(*args, cwd=ROOT):

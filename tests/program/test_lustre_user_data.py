@@ -14,8 +14,8 @@ import subprocess
 import pytest
 
 from infra.node_group import LUSTRE_CLIENT_SCRIPT, LUSTRE_INSTALL_ATTEMPTS
-from tests.infra.test_aws_ready import LAUNCH_TEMPLATE, of_type, recorded
-from tests.infra.test_program import P5_FILLED
+from tests.program.test_aws_ready import LAUNCH_TEMPLATE, of_type, recorded
+from tests.program.test_program import P5_FILLED
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from bench.stack_files import ROOT
+from program.stack_files import ROOT
 
 pytestmark = pytest.mark.cloud
 

@@ -13,8 +13,8 @@ import copy
 import pytest
 import yaml
 
-from bench.plan import evaluate, evaluate_config
-from bench.stack_files import ROOT
+from program.offline import evaluate, evaluate_config
+from program.stack_files import ROOT
 from infra.environment import GPU_NODE_LABEL_KEY
 from spec import compat, pins
 from spec.fields import ConfigError

@@ -9,8 +9,8 @@ import inspect
 import pulumi_aws as aws
 import pytest
 
-from bench.plan import evaluate, evaluate_config
-from tests.infra.test_program import P5_FILLED
+from program.offline import evaluate, evaluate_config
+from tests.program.test_program import P5_FILLED
 
 STACK_TAGS = {"dev": {"eksbench:project": "eksbench", "eksbench:stack": "dev"},
               "p5-fsx": {"eksbench:project": "eksbench", "eksbench:stack": "p5-fsx"}}

@@ -19,10 +19,10 @@ import itertools
 
 import pytest
 
-from bench.plan import evaluate, evaluate_config
+from program.offline import evaluate, evaluate_config
 from infra.file_access import container_process
-from tests.infra.plan_manifests import kubernetes_objects
-from tests.infra.test_program import P5_FILLED
+from tests.support.plan_manifests import kubernetes_objects
+from tests.program.test_program import P5_FILLED
 from tests.support.pod_writes import Storage, check_pod
 
 

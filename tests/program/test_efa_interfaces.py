@@ -12,8 +12,8 @@ import copy
 import pytest
 import yaml
 
-from bench.plan import evaluate_config
-from bench.stack_files import ROOT
+from program.offline import evaluate_config
+from program.stack_files import ROOT
 from infra.environment import Environment
 from infra.node_group import gpu_node_group_spec, launch_template_data
 from spec import aws_catalog as catalog

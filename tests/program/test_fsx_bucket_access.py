@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from bench.plan import evaluate
+from program.offline import evaluate
 
 
 @pytest.fixture(scope="module")

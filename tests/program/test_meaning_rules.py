@@ -1,14 +1,17 @@
 """Meaning rules that keep a stack from building and then training nothing: FSx types that cannot link
-to S3, and parallel experiments that ask a node group for more GPUs than it has."""
+to S3, parallel experiments that ask a node group for more GPUs than it has, and an autostop deadline
+shorter than the experiments' timeouts."""
 
 import copy
 
 import pytest
 
-from bench.stack_files import load_stack_config, stack_raw_config
+from program.stack_files import load_stack_config, stack_raw_config
 from program.validation import meaning_problems
 from spec.shape import parse_stack_config
-from tests.spec.test_config import GOOD, parse, problems
+from tests.program.test_config import parse, problems
+from tests.spec.examples import GOOD
+from tests.spec.test_autostop import BASE
 
 
 def fsx(deployment_type, kind="fsx"):
@@ -84,3 +87,17 @@ def test_shipped_stacks_ask_no_more_gpus_at_once_than_their_groups_have(stack):
     raw, region = stack_raw_config(stack)
     cfg = parse_stack_config(raw, project="eksbench", stack=stack, region=region)
     assert not [p for p in meaning_problems(cfg) if p.startswith("execution=")]
+
+
+def test_a_deadline_shorter_than_the_experiments_timeouts_is_a_meaning_problem():
+    two = {**BASE, "execution": "sequential",
+           "experiments": [{"name": "a", "timeout_minutes": 60}, {"name": "b", "timeout_minutes": 90, "evaluate": True}]}
+    cfg = parse_stack_config({**two, "autostop": {"deadline_minutes": 150}}, project="eksbench", stack="t",
+                             region="us-west-2")
+    found = [p for p in meaning_problems(cfg) if p.startswith("autostop.")]
+    assert found == ["autostop.deadline_minutes=150: is shorter than the experiments' timeouts (180 min, summed, "
+                     "execution: sequential), so autostop would stop the GPUs of a run still within them; leave it "
+                     "unset for 330, e.g. 210"], found
+    cfg = parse_stack_config({**two, "autostop": {"deadline_minutes": 180}}, project="eksbench", stack="t",
+                             region="us-west-2")
+    assert not [p for p in meaning_problems(cfg) if p.startswith("autostop.")]

@@ -6,9 +6,9 @@ import json
 import pytest
 import yaml
 
-from bench.mocks import EKS_CREATED_CLUSTER_SG, EksbenchMocks, RecordingMonitor
-from bench.plan import evaluate, evaluate_config
-from bench.stack_files import ROOT
+from program.mocks import EKS_CREATED_CLUSTER_SG, EksbenchMocks, RecordingMonitor
+from program.offline import evaluate, evaluate_config
+from program.stack_files import ROOT
 from infra.cluster_manifests import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE
 from infra.environment import GPU_TAINT
 from spec.fields import ConfigError
@@ -162,7 +162,7 @@ def test_efa_group_sits_in_one_az_placement_group(fsx):
 
 
 def test_dev_reads_the_home_bucket_and_creates_none(dev):
-    """The home stack's bucket (tests/infra/test_home.py) is read through a StackReference, never registered."""
+    """The home stack's bucket (tests/program/test_home.py) is read through a StackReference, never registered."""
     ref = one(dev, "pulumi:pulumi:StackReference")
     assert ref["read"] and ref["inputs"]["name"] == DEV["eksbench:results"]["home_stack"] == "organization/eksbench/home"
     assert not [r for r in dev.resources if r["type"].startswith(("aws:s3/", "aws:ecr/"))]
@@ -350,3 +350,9 @@ def test_efs_is_mounted_through_an_access_point_owned_by_the_pods_user(dev):
     pv = one(dev, "kubernetes:core/v1:PersistentVolume")["inputs"]
     fs_id, _, ap_id = pv["spec"]["csi"]["volumeHandle"].partition("::")
     assert fs_id.startswith("fs-") and ap_id, pv["spec"]["csi"]["volumeHandle"]
+
+
+def test_the_cluster_runs_the_vpc_cni_network_policy_agent():
+    """Without it EKS does not enforce any NetworkPolicy (EKS user guide, "Restrict Pod network traffic")."""
+    cluster = next(r for r in evaluate("dev").resources if r["type"] == "eks:index:Cluster")
+    assert cluster["inputs"]["vpcCniOptions"]["enableNetworkPolicy"] is True

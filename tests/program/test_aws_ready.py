@@ -12,11 +12,11 @@ import inspect
 import pulumi_aws as aws
 import pytest
 
-from bench.mocks import (EKS_CLUSTER_OUTPUTS, EKS_CREATED_CLUSTER_SG, PULUMI_EKS_CLUSTER_SG, PULUMI_EKS_NODE_SG,
+from program.mocks import (EKS_CLUSTER_OUTPUTS, EKS_CREATED_CLUSTER_SG, PULUMI_EKS_CLUSTER_SG, PULUMI_EKS_NODE_SG,
                          EksbenchMocks, RecordingMonitor)
-from bench.plan import evaluate_config
+from program.offline import evaluate_config
 from infra.node_group import NODE_GROUP_REPLACE_INPUTS
-from tests.infra.test_program import DEV, P5_FILLED
+from tests.program.test_program import DEV, P5_FILLED
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"

@@ -12,7 +12,8 @@ import pytest
 
 from bench.local_plan import node_command, scale_experiment
 from spec.config import Experiment, LocalRun
-from tests.workloads.conftest import ROOT, child_env, kill_tree, stop_all, wait_for
+from tests.support.processes import kill_tree, stop_all
+from tests.workloads.conftest import ROOT, child_env, wait_for
 from workloads.train.metrics import last_step, metrics_dir, read_jsonl, read_rank_metrics
 
 pytestmark = pytest.mark.local_run

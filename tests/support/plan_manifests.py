@@ -1,6 +1,6 @@
 """The Kubernetes objects of a plan, written back as manifest files a scanner can read.
 
-``python -m bench plan <stack> --json`` (or ``bench.plan.evaluate``) gives each registered
+``python -m bench plan <stack> --json`` (or ``program.offline.evaluate``) gives each registered
 resource with its inputs; for ``kubernetes:*`` resources those inputs are the manifest
 (apiVersion, kind, metadata and the kind's fields, camelCase). Providers are skipped.
 """
@@ -50,7 +50,7 @@ def write_manifests(resources: Iterable[Mapping[str, Any]], directory: Path) -> 
     return paths
 
 
-if __name__ == "__main__":  # python -m tests.infra.plan_manifests PLAN.json OUTDIR
+if __name__ == "__main__":  # python -m tests.support.plan_manifests PLAN.json OUTDIR
     import json
     import sys
 

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from bench import local_plan as lr
-from bench.stack_files import load_stack_config
+from program.stack_files import load_stack_config
 from spec.config import Experiment, LocalRun
 from spec.train_args import parse_train_args
 from tests.workloads.conftest import ROOT, child_env
+from tests.workloads.test_contracts import E, ENV
+from tests.workloads.test_cpu_choice import EPYC, SPR
+from workloads import contracts as c
 
 
 def test_run_id_is_the_given_utc_time():
@@ -150,3 +154,41 @@ def test_dry_run_prints_the_plan_and_commands(tmp_path):
     assert "2 experiment(s), sequential (stack setting)" in done.stdout
     assert done.stdout.count("-m workloads.train.launch") == 4
     assert not Path(tmp_path, "dev").exists()
+
+
+@pytest.mark.parametrize("facts,precision", [(EPYC, "fp32"), (SPR, "bf16")])
+def test_the_local_plan_applies_the_choice_and_says_why(facts, precision):
+    exp = Experiment(name="r", workload="resnet50", precision="amp-fp16")
+    le = lr.scale_experiment(exp, LocalRun(), results_dir="r", data_dir="d", cpu=facts)
+    assert (le.train.precision, le.train.channels_last) == (precision, False)
+    assert any("amp-fp16 -> " + precision in n for n in le.notes)
+    on_gpu = lr.scale_experiment(exp, LocalRun(), results_dir="r", data_dir="d", gpu=True, cpu=facts)
+    assert (on_gpu.train.precision, on_gpu.train.channels_last) == ("amp-fp16", True)
+
+
+def test_cluster_torchrun_has_the_local_runs_rendezvous_settings():
+    from bench.local_plan import LocalExperiment, torchrun_command
+    from spec.train_args import TrainArgs
+
+    local = torchrun_command(LocalExperiment(name="x", workload="resnet50", min_nodes=1, max_nodes=2,
+                                             procs_per_node=1, train=TrainArgs(), extra_args=(), rdzv_backend="c10d",
+                                             max_restarts=1, evaluate=False, results_dir="r"),
+                             python="python", endpoint="127.0.0.1:1", rdzv_id="x")
+    assert f"--rdzv_conf={c.rdzv_conf()}" in local  # spelled by spec.launch_command, as on the cluster
+
+
+def test_the_cluster_and_the_local_run_build_torchrun_with_one_builder():
+    """Same flags, same spelling, same order: only the program and the local-only flags differ."""
+    from bench.local_plan import scale_experiment, torchrun_command
+    from spec.config import LocalRun
+
+    e = replace(E, min_nodes=1, max_nodes=2)
+    cluster = c.pytorch_launch(e, ENV, job="j", service="s", gpus=1).argv
+    local = torchrun_command(scale_experiment(e, LocalRun(), results_dir="r", data_dir="d"), python="py",
+                             endpoint="127.0.0.1:1", rdzv_id="j")
+
+    def torchrun_flags(argv):
+        trainer = argv.index("workloads.train")
+        return [a.split("=", 1)[0] for a in argv[:trainer] if a.startswith("--")]
+    assert torchrun_flags(local) == torchrun_flags(cluster) + ["--local_addr", "--monitor_interval"]
+    assert local[:3] == ["py", "-m", "torch.distributed.run"] and cluster[0] == "torchrun"

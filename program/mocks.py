@@ -164,7 +164,7 @@ class EksbenchMocks(pmocks.Mocks):
     invokes: list[str] = field(default_factory=list)
     clusters: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> the eks:index:Cluster inputs
     # StackReference name -> that stack's outputs; a name not here answers as a home stack would
-    # (bench.mocks.home_stack_outputs), None answers as a stack that does not exist.
+    # (program.mocks.home_stack_outputs), None answers as a stack that does not exist.
     stacks: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
     def new_resource(self, args: pmocks.MockResourceArgs):
@@ -274,7 +274,7 @@ class EksbenchMocks(pmocks.Mocks):
                 "instanceType": t, "id": t, "efaSupported": spec.efa, "defaultVcpus": spec.vcpus,
                 "memorySize": spec.memory_gib * 1024, "maximumNetworkCards": spec.network_cards})
         raise NotImplementedError(f"EksbenchMocks does not answer the invoke {args.token}; shape its answer "
-                                  "from pulumi-aws' result type (bench.mocks.result_shape) before calling it")
+                                  "from pulumi-aws' result type (program.mocks.result_shape) before calling it")
 
 
 MOCK_BUCKET_SUFFIX = "20261122"

@@ -5,9 +5,9 @@ import copy
 import pytest
 import yaml
 
-from bench.mocks import EksbenchMocks, RecordingMonitor, home_stack_outputs
-from bench.plan import evaluate, evaluate_config
-from bench.stack_files import ROOT
+from program.mocks import EksbenchMocks, RecordingMonitor, home_stack_outputs
+from program.offline import evaluate, evaluate_config
+from program.stack_files import ROOT
 from program.home import HOME_OUTPUTS
 from spec.fields import ConfigError
 

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from bench.plan import evaluate, evaluate_config
+from program.offline import evaluate, evaluate_config
 from infra.environment import SYSTEM_NODE_LABEL
 from spec.pins import STAGING_IMAGE
-from tests.infra.test_program import DEV, P5_FILLED
+from tests.program.test_program import DEV, P5_FILLED
 from tests.support.k8s_schema import schema_errors
 
 

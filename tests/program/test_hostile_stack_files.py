@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.stack_files import ROOT, read_stack_yaml
+from program.stack_files import ROOT, read_stack_yaml
 from program.validation import validated_config
 from spec.fields import ConfigError, show
 from spec.pulumi_config import decode_config, to_pulumi_config

@@ -1,0 +1,134 @@
+"""The whole program evaluated offline: what ``pulumi up -s <stack>`` would register, without AWS.
+
+Runs ``program.stack.export_stack`` (what ``__main__.py``, the program ``pulumi up`` runs, calls with
+Pulumi's config) under Pulumi's mock engine (``program.mocks``), records every registration with its
+parent, provider and dependencies, the stack's outputs and the warnings the program logs, and estimates
+the hourly cost and the provisioning time (critical path of the dependency graph, ``infra.estimate``).
+``bench plan`` prints it; the tests of the whole program read it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.labels import SKIP_AWAIT_ANNOTATION
+from program.stack_files import PROJECT, ROOT
+
+
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage().strip())
+
+
+@dataclass
+class Plan:
+    stack: str
+    resources: list[dict[str, Any]]
+    outputs: dict[str, Any]
+    warnings: list[str]
+    estimate: dict[str, Any]
+    seconds: float
+    cost_items: dict[str, float] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"stack": self.stack, "resources": self.resources, "outputs": self.outputs,
+                "warnings": self.warnings, "estimate": self.estimate}
+
+
+def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None, today: str | None = None) -> Plan:
+    """Run the program for ``stack`` (Pulumi.<stack>.yaml) under the mock engine. Raises ConfigError.
+
+    The mock engine drives an asyncio loop of its own; where this thread already runs one (a
+    Jupyter kernel), the plan is evaluated on a worker thread instead.
+    """
+    import asyncio
+
+    from program.stack_files import read_stack_yaml
+
+    config = read_stack_yaml(stack, root)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return evaluate_config(stack, config, mocks=mocks, monitor=monitor, today=today)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="eksbench-plan") as pool:
+        return pool.submit(evaluate_config, stack, config, mocks=mocks, monitor=monitor, today=today).result()
+
+
+def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, monitor=None,
+                    today: str | None = None) -> Plan:
+    """Like ``evaluate``, for a stack file's ``config:`` mapping given in memory. ``today`` (ISO date):
+    the clock for the EKS version calendar; None is the system clock, read here."""
+    import datetime
+
+    from program.mocks import run_program
+    from infra.estimate import DURATIONS, Node, critical_path, hourly_cost, minutes_for
+    from program.stack import export_stack
+    from spec.config import StackConfig
+    from spec.pulumi_config import decode_config, to_pulumi_config
+
+    today = today or datetime.date.today().isoformat()
+    pulumi_config = to_pulumi_config(stack_config)
+    raw, region = decode_config(pulumi_config)
+    built = []
+    started = time.perf_counter()
+    collect = _Collect()
+    logger = logging.getLogger(f"eksbench.plan.{stack}")
+    logger.propagate = False
+    logger.handlers[:] = [collect]
+    # The very function __main__.py runs; a ConfigError comes out of it typed, before any registration.
+    monitor = run_program(lambda: built.append(export_stack(raw, project=PROJECT, stack=stack, region=region,
+                                                              today=today)),
+                          project=PROJECT, stack=stack, config=pulumi_config, mocks=mocks, logger=logger,
+                          monitor=monitor)
+    cfg = built[0]
+    seconds = time.perf_counter() - started
+    regs = monitor.registrations
+    nodes = [Node(urn=r.urn, type=r.type, parent=r.parent, dependencies=tuple(r.dependencies), custom=r.custom,
+                  skip_await=((r.inputs.get("metadata") or {}).get("annotations") or {}).get(SKIP_AWAIT_ANNOTATION) == "true")
+             for r in regs]
+    minutes, path = critical_path(nodes)
+    nat = sum(1 for r in regs if r.type == "aws:ec2/natGateway:NatGateway")
+    # A home stack (spec.config.HomeConfig) bills by use only (S3 and ECR storage): nothing per hour.
+    items = hourly_cost(cfg, nat_gateways=nat, today=today) if isinstance(cfg, StackConfig) else {}
+    estimate = {
+        "hourly_cost_usd": round(sum(items.values()), 2),
+        "provision_minutes": minutes,
+        "critical_path": [{"urn": n.urn, "type": n.type, "minutes": minutes_for(n),
+                           "source": DURATIONS.get(n.type, (0, "API call"))[1] or "API call"} for n in path],
+    }
+    if isinstance(cfg, StackConfig):
+        estimate["first_step"] = first_steps(cfg, nodes)
+    return Plan(stack=stack, resources=[r.as_json() for r in regs], outputs=monitor.stack_outputs,
+                warnings=collect.messages, estimate=estimate, seconds=seconds, cost_items=items)
+
+
+def first_steps(cfg: Any, nodes: list) -> list[dict[str, Any]]:
+    """Per experiment: when its Job exists, its GPU nodes joined and its image is pulled (``infra.estimate``)."""
+    from infra.estimate import first_step_minutes, finish_times
+    from spec import compat
+
+    finish = finish_times(nodes)
+    by_name = {n.urn.rsplit("::", 1)[-1]: n.urn for n in nodes}
+    out = []
+    for e in cfg.experiments:
+        # resource names: infra/node_group.py f"{name}-ng" of program/stack.py's f"gpu-{group}"; the suite's
+        # f"{name}-job" of workloads/training_job.py (the suite names its children experiments-<experiment>)
+        job = next((urn for name, urn in by_name.items() if name.endswith(f"-{e.name}-job")), None)
+        group = by_name.get(f"gpu-{e.node_group}-ng")
+        if job is None or group is None:
+            continue
+        row = compat.find_image(e.image)
+        out.append({"experiment": e.name, "image": e.image, "image_mb": row.size_mb if row else None,
+                    **first_step_minutes(job_created=finish[job], nodes_joined=finish[group],
+                                         image_mb=row.size_mb if row else None)})
+    return out

@@ -1,0 +1,68 @@
+"""The plan's rule built on the image/GPU/driver table (``program.validation``: an image without kernels for
+the group's GPUs, or needing a newer driver than its AMI's, is a meaning problem; an image outside the table a
+warning), checked with the oracle written from the table's raw rows (tests/support/compat_oracle.py): every
+(image, node group) pair of generated stacks is rejected exactly when it cannot run; every default runs.
+The table itself is tested in tests/spec/test_compat.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from program.validation import image_advisories, meaning_problems
+from spec import aws_catalog as catalog
+from spec import compat, pins
+from spec.shape import parse_stack_config
+from tests.spec.test_compat import GPU_TYPES, REGION
+from tests.support.compat_oracle import oracle_runs
+
+
+def stack(instance_type: str, ami_type: str, **experiment):
+    raw = {"results": {"home_stack": "organization/eksbench/home"}, "cluster": {"public_access_cidrs": []},
+           "gpu_node_groups": [{"name": "gpu", "instance_type": instance_type, "ami_type": ami_type,
+                                "max_size": 1}],
+           "experiments": [{"name": "x", "steps": 10, **experiment}]}
+    return parse_stack_config(raw, project="eksbench", stack="t", region=REGION)
+
+
+def image_problems_of(cfg) -> list[str]:
+    return [p for p in meaning_problems(cfg) if p.startswith("experiments[0].image=")]
+
+
+def test_the_old_default_cannot_train_on_the_dev_stack_and_the_plan_says_so():
+    """The fault: the CUDA 13 DLC on p3.16xlarge (V100, sm_70). Named by key, value and group."""
+    cfg = stack("p3.16xlarge", "AL2023_x86_64_NVIDIA", image=pins.training_image(REGION))
+    [line] = image_problems_of(cfg)
+    assert line.startswith(f'experiments[0].image="{pins.training_image(REGION)}": ')
+    assert "node group 'gpu'" in line and "sm_70" in line and pins.DLC_TAG_CU126 in line
+
+
+@pytest.mark.parametrize("instance_type, row, ami_type",
+                         list(itertools.product(GPU_TYPES, compat.IMAGES, catalog.GPU_AMI_TYPES)),
+                         ids=lambda v: v.tags[0] if isinstance(v, compat.TrainingImage) else str(v))
+def test_every_explicit_image_on_every_gpu_type_is_judged_as_the_table_says(instance_type, row, ami_type):
+    for tag in row.tags:
+        cfg = stack(instance_type, ami_type, image=pins.training_image(REGION, tag))
+        problems = image_problems_of(cfg)
+        assert (problems == []) is oracle_runs(row, instance_type, ami_type), (tag, problems)
+        assert image_advisories(cfg) == []
+
+
+@pytest.mark.parametrize("instance_type, ami_type", list(itertools.product(GPU_TYPES, catalog.GPU_AMI_TYPES)))
+def test_every_gpu_type_gets_a_default_image_that_runs_there(instance_type, ami_type):
+    cfg = stack(instance_type, ami_type)
+    row = compat.find_image(cfg.experiments[0].image)
+    assert row is not None and oracle_runs(row, instance_type, ami_type), cfg.experiments[0].image
+    assert image_problems_of(cfg) == []
+    # The preferred (newest) image wherever it runs: only GPUs it lacks kernels for get another.
+    assert (row == compat.IMAGES[0]) is oracle_runs(compat.IMAGES[0], instance_type, ami_type)
+
+
+def test_a_custom_image_is_a_warning_naming_the_key_and_the_group():
+    cfg = stack("p3.16xlarge", "AL2023_x86_64_NVIDIA", image="example.com/team/trainer:1.0")
+    assert image_problems_of(cfg) == []
+    [note] = image_advisories(cfg)
+    assert note.startswith('experiments[0].image="example.com/team/trainer:1.0": not in spec/compat.py')
+    assert "'gpu'" in note and "sm_70" in note
