@@ -8,12 +8,12 @@ import pytest
 from spec.config import Experiment
 from spec.results_location import ResultsLocation, repeat_folder, repeat_number
 from spec.scaling_anchors import ANCHORS, anchor_for
-from tests.spec.test_config import problems
+from tests.program.test_config import problems
 from tests.spec.test_sweep import stack
 
 
 def test_repeats_gives_one_run_per_repeat_each_with_its_folder():
-    from tests.spec.test_config import parse
+    from tests.program.test_config import parse
 
     (e,) = parse(stack({"name": "rn", "repeats": 3})).experiments
     runs = e.runs()

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from tests.spec.test_config import GOOD, parse, problems
+from tests.program.test_config import GOOD, parse, problems
 
 
 def stack(*experiments, max_size=4, execution="sequential"):
