@@ -9,7 +9,7 @@ from spec.config import Experiment
 from spec.results_location import ResultsLocation, repeat_folder, repeat_number
 from spec.scaling_anchors import ANCHORS, anchor_for
 from tests.program.test_config import problems
-from tests.spec.test_sweep import stack
+from tests.program.test_sweep import stack
 
 
 def test_repeats_gives_one_run_per_repeat_each_with_its_folder():
