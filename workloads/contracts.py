@@ -30,7 +30,7 @@ from typing import Mapping, Protocol
 from infra.environment import Environment
 from spec import aws_catalog as catalog
 from spec.config import Experiment
-from spec.pins import is_training_image
+from spec import compat, pins
 from spec.launch_command import ENTRY_MODULES, Torchrun, torchrun_argv, trainer_argv
 from spec.train_args import TrainArgs
 from spec.workload_facts import WORKLOADS
@@ -54,7 +54,8 @@ SUPPORTED = {
     "paddle": ("resnet50", "cifar10"),
 }
 IMAGE_EXAMPLES = {
-    "tensorflow": "tensorflow/tensorflow:2.17.0-gpu",
+    "pytorch": pins.TRAINING_IMAGE,
+    "tensorflow": pins.training_image("us-west-2", pins.TF_DLC_TAG, pins.TF_DLC_REPOSITORY),
     "horovod": "horovod/horovod:0.28.1",
     "paddle": "paddlepaddle/paddle:2.6.1-gpu-cuda12.0-cudnn8.9-trt8.6",
 }
@@ -88,9 +89,10 @@ def check_experiment(e: Experiment) -> list[str]:
     if e.framework != "pytorch" and e.elastic:
         out.append(f'nodes="{e.min_nodes}:{e.max_nodes}": elastic runs need framework "pytorch" (torchrun); '
                    f'{e.framework} needs a fixed node count, e.g. {e.max_nodes}')
-    if e.framework != "pytorch" and is_training_image(e.image):
-        out.append(f'image="{e.image}": framework "{e.framework}" needs an image that has it installed, '
-                   f'e.g. "{IMAGE_EXAMPLES[e.framework]}"')
+    row = compat.find_image(e.image)  # a DLC of the compatibility table: its framework is known
+    if row is not None and row.framework != e.framework:
+        out.append(f'image="{e.image}": a {row.framework} image; framework "{e.framework}" needs an image that has '
+                   f'it installed, e.g. "{IMAGE_EXAMPLES[e.framework]}"')
     evaluated = [w for w, facts in WORKLOADS.items() if facts.evaluates]
     if e.evaluate and (e.framework != "pytorch" or e.workload not in evaluated):
         out.append(f'evaluate=true: evaluation exists for workload "{", ".join(evaluated)}" with framework '
