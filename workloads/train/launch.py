@@ -133,6 +133,8 @@ def summary_document(*, experiment: str | None, node_id: str, command: Sequence[
                      results_uri: str | None) -> dict[str, Any]:
     code = exit_code(returncode)
     shape = launched_shape(command)
+    if shape["nodes"] is None:
+        shape = env_shape(environ)
     doc = {F.EXPERIMENT: experiment, F.STATUS: F.SUCCEEDED if code == 0 else "failed", F.EXIT_CODE: code,
            "signal": signal_name, "node_id": node_id,
            F.STARTED_AT: _iso(started), "ended_at": _iso(ended), F.WALL_TIME_S: round(ended - started, 3),
@@ -145,6 +147,18 @@ def summary_document(*, experiment: str | None, node_id: str, command: Sequence[
         doc[F.ERROR] = root_cause(log_tail)
         doc["log_tail"] = list(log_tail)
     return doc
+
+
+def env_shape(environ: Mapping[str, str]) -> dict[str, int | None]:
+    """The launch shape of a framework that gets it from its environment instead of a command line:
+    TensorFlow's ``TF_CONFIG`` (its worker list; one worker process per node)."""
+    import json
+
+    try:
+        workers = json.loads(environ.get("TF_CONFIG") or "{}")["cluster"]["worker"]
+        return {"nodes": len(workers), "procs_per_node": 1}
+    except (ValueError, KeyError, TypeError):
+        return {"nodes": None, "procs_per_node": None}
 
 
 # NCCL's INIT lines (NCCL_DEBUG=INFO) name the network plugin it picked: "NCCL INFO NET/OFI Using
