@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             events.write(startup_event(marks, time.time(), step=step, restart=0))
         if lines and (step % a.log_every == 0 or step == steps or step == a.warmup_steps):
             peak = (round(tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30, 3) if gpus else None)
-            lines.write({"step": step, "epoch": (step * a.batch_size * replicas) // size if size else 0,
+            lines.write({"step": step, "epoch": ((step - 1) * a.batch_size * replicas) // size if size else 0,
                          "loss": round(loss, 5), "steps": interval, "samples": per_worker * interval,
                          "step_time_s": round(t - t_prev, 6), "samples_per_s": round(per_worker * interval / (t - t_prev), 3),
                          "step_times_s": [round(d, 6) for d in times], "data_wait_s": round(data_wait, 6),
