@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -63,6 +64,21 @@ def test_a_missing_venv_is_one_line_naming_the_command_that_builds_it(tmp_path, 
     out = subprocess.run([sys.executable, "-m", "bench", "run", "dev", "--local", "--dry-run"], cwd=ROOT,
                          capture_output=True, text=True)
     assert out.returncode == 0  # the dev stack has no tensorflow experiment: no venv needed
+
+
+def test_bench_run_local_refuses_a_missing_venv_before_starting_anything(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    for path in (ROOT / "Pulumi.yaml", ROOT / "tests" / "stacks" / "Pulumi.frameworks.yaml"):
+        (project / path.name).write_text(path.read_text())
+    out = subprocess.run([sys.executable, "-m", "bench", "run", "frameworks", "--local", "--project-dir", str(project),
+                          "--results-root", str(tmp_path / "results")], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "EKSBENCH_VENVS": str(tmp_path / "venvs")})
+    assert out.returncode == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("error: framework tensorflow runs from a venv of its own") and \
+        "`bash .ci/setup-framework tensorflow`" in line
+    assert not (tmp_path / "results").exists()
 
 
 def test_the_venv_path_is_the_setup_scripts(tmp_path):
