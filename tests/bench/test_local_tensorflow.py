@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.framework_venvs import missing_venv, venv_python
+from tests.support.image_folder import write_image_folder
 from workloads.train.metrics import read_jsonl, read_rank_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,15 +117,7 @@ def tf_train(tmp_path, *args: str) -> dict[int, list[dict]]:
 
 
 def test_tensorflow_reads_an_image_folder(tmp_path):
-    import numpy as np
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for cls in ("n01", "n02"):
-        folder = tmp_path / "data" / "tiny" / "train" / cls
-        folder.mkdir(parents=True)
-        for i in range(4):
-            Image.fromarray(rng.integers(0, 255, (40, 48, 3), dtype=np.uint8)).save(folder / f"{i}.JPEG")
+    write_image_folder(tmp_path / "data")  # 2 classes x 4 images
     lines = tf_train(tmp_path, "--workload=resnet50", "--dataset=tiny", f"--data-dir={tmp_path / 'data'}",
                      "--batch-size=4", "--steps=3", "--image-size=32", "--width-per-group=4")[0]
     assert [(r["step"], r["epoch"]) for r in lines] == [(1, 0), (2, 0), (3, 1)]  # 8 images, batch 4
