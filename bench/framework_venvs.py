@@ -43,5 +43,6 @@ def venv_python(name: str, *, root: Path = ROOT, environ: Mapping[str, str] = os
 
 def missing_venv(name: str, *, root: Path = ROOT, environ: Mapping[str, str] = os.environ) -> str:
     """One line: which venv is missing and the command that builds it."""
-    return (f"framework {name} runs from a venv of its own, not built yet ({venv_dir(name, root=root, environ=environ)}): "
+    venv = venv_dir(name, root=root, environ=environ)
+    return (f"framework {name} runs from a venv of its own, not built yet ({venv}): "
             f"build it with `bash {SETUP_SCRIPT} {name}` (installs {requirements_file(name, root).name})")

@@ -92,8 +92,9 @@ def test_the_keras_models_have_the_pytorch_models_layers():
     code = ("import json, keras, tensorflow as tf\n"
             "from workloads.train.tf_keras import flops_per_sample\n"
             "from workloads.train.tf_models import MODELS\n"
-            "print(json.dumps([flops_per_sample(tf, MODELS[w](keras, image_size=s, num_classes=n, width_per_group=16), s)[0]"
-            " for w, s, n in (('resnet50', 64, 1000), ('cifar10', 32, 10))]))")
+            "models = [(MODELS[w](keras, image_size=s, num_classes=n, width_per_group=16), s)"
+            " for w, s, n in (('resnet50', 64, 1000), ('cifar10', 32, 10))]\n"
+            "print(json.dumps([flops_per_sample(tf, m, s)[0] for m, s in models]))")
     python = venv_python("tensorflow")
     assert python is not None, missing_venv("tensorflow")
     done = subprocess.run([str(python), "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,

@@ -158,13 +158,14 @@ def main(argv: list[str] | None = None) -> int:
             peak = (round(tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30, 3) if gpus else None)
             lines.write({"step": step, "epoch": ((step - 1) * a.batch_size * replicas) // size if size else 0,
                          "loss": round(loss, 5), "steps": interval, "samples": per_worker * interval,
-                         "step_time_s": round(t - t_prev, 6), "samples_per_s": round(per_worker * interval / (t - t_prev), 3),
+                         "step_time_s": round(t - t_prev, 6),
+                         "samples_per_s": round(per_worker * interval / (t - t_prev), 3),
                          "step_times_s": [round(d, 6) for d in times], "data_wait_s": round(data_wait, 6),
                          "peak_memory_gib": peak, "lr": lr, "wall_time": round(time.time(), 3),
                          "world_size": workers, "rank": rank, "restart": 0, "warmup": step <= a.warmup_steps})
             t_prev, times, data_wait, interval = t, [], 0.0, 0
     loop = time.perf_counter() - loop_start
-    if events:  # the FLOPs, counted after the loop so they cost it no time, again as run_info: the summary reads the last
+    if events:  # FLOPs counted after the loop cost it nothing; a second run_info (the summary reads the last)
         flops, note = flops_per_sample(tf, model, a.image_size)
         events.write({**info, "flops_per_sample": flops, "flops_note": note, "wall_time": round(time.time(), 3)})
         events.write({"event": "end", "step": steps, "steps": steps, "samples": steps * a.batch_size * replicas,
