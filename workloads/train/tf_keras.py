@@ -14,7 +14,9 @@ It writes what PyTorch's trainer writes, so the launcher's summary is the same: 
 slowest replica's, since ``float(loss)`` waits for the step's all-reduce), and from worker 0
 ``metrics/events.jsonl`` (start, run_info with the device, versions and FLOPs per sample counted by
 TensorFlow's profiler on the forward + backward graph, startup, end). Not here: checkpoints and
-resume (the run restarts from scratch), evaluation, elastic sizes (``check_experiment`` refuses them).
+resume (the run restarts from scratch), evaluation, elastic sizes (``check_experiment`` refuses them), and
+``--collective-timeout`` (a worker's first step traces and optimises the graph for minutes on a busy CPU,
+so its collectives keep TensorFlow's default of no timeout; the experiment's timeout bounds the run).
 """
 
 from __future__ import annotations
