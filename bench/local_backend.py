@@ -103,20 +103,19 @@ class ExperimentRun:
         self.wall: float | None = None
 
     def start(self) -> None:
-        from bench.local_etcd import free_port
-        from bench.local_plan import node_command
+        from bench.local_launch import local_processes
 
-        endpoint = self.etcd if self.exp.rdzv_backend == "etcd-v2" else f"127.0.0.1:{free_port()}"
         self.t0 = time.monotonic()
         Path(self.exp.results_dir).mkdir(parents=True, exist_ok=True)
-        for n in range(self.exp.max_nodes):
-            cmd = node_command(self.exp, n, python=sys.executable, endpoint=endpoint, rdzv_id=self.rdzv_id)
+        started = local_processes(self.exp, etcd=self.etcd, rdzv_id=self.rdzv_id)
+        for p in started:
             # Own session (a terminal's Ctrl-C reaches bench only, which stops the nodes in order);
-            # SIGTERM if bench dies: the launcher forwards it to torchrun and writes its summary.
-            self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
-                                               stderr=subprocess.DEVNULL, start_new_session=True,
-                                               preexec_fn=die_with_parent(signal.SIGTERM)))
-        progress.line(f"[{self.exp.label}] started {len(self.procs)} node(s)")
+            # SIGTERM if bench dies: the launcher forwards it to the framework's command and writes its summary.
+            self.procs.append(subprocess.Popen(list(p.argv), cwd=ROOT, env={**self.env, **p.env},
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                               start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM)))
+        roles = {p.role: sum(q.role == p.role for q in started) for p in started}
+        progress.line(f"[{self.exp.label}] started " + ", ".join(f"{n} {role}(s)" for role, n in roles.items()))
 
     @property
     def started(self) -> bool:

@@ -16,11 +16,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Sequence
 
+# What runs and how each framework starts (the pytorch node command included) live in bench.local_launch.
+from bench.local_launch import LOCAL_LAUNCHES, LocalExperiment, node_command, not_local, torchrun_command  # noqa: F401
 from spec.config import Experiment, LocalRun
-from spec.launch_command import Torchrun, launched_torchrun, launcher_argv, torchrun_argv, trainer_argv
-from spec.train_args import TrainArgs
 from spec.workload_facts import WORKLOADS
-from workloads.contracts import EVAL_SUBDIR, evaluation_argv, rdzv_conf, train_args_for
+from workloads.contracts import EVAL_SUBDIR, evaluation_argv, train_args_for
 from workloads.train.cpu_choice import CpuFacts
 from workloads.train.cpu_choice import choose as choose_for_cpu
 
@@ -29,38 +29,6 @@ CIFAR_STANDIN = {"train": 256, "test": 200}
 # A collective workload's largest message here: processes share this machine's memory and cores,
 # and loopback gloo says nothing about a fabric past this size anyway (--max-bytes in args overrides).
 LOCAL_MAX_BYTES = 2**24
-
-
-@dataclass(frozen=True)
-class LocalExperiment:
-    name: str
-    workload: str
-    min_nodes: int
-    max_nodes: int
-    procs_per_node: int
-    train: TrainArgs
-    extra_args: tuple[str, ...]
-    rdzv_backend: str
-    max_restarts: int
-    evaluate: bool
-    results_dir: str
-    notes: tuple[str, ...] = ()
-    skip: str | None = None  # why it is not run locally
-    repeat: int = 0  # 1..repeats for one repeat of an experiment with repeats: N (Experiment.runs)
-    repeats: int = 1
-
-    @property
-    def label(self) -> str:
-        """How the run's lines and rows name it: ``<name>`` or ``<name> repeat <k>/<N>``."""
-        return f"{self.name} repeat {self.repeat}/{self.repeats}" if self.repeat else self.name
-
-    @property
-    def elastic(self) -> bool:
-        return self.min_nodes != self.max_nodes
-
-    @property
-    def processes(self) -> int:
-        return self.max_nodes * self.procs_per_node
 
 
 def default_run_id(now: datetime) -> str:
@@ -131,14 +99,14 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         image_size=local.image_size, width_per_group=local.width_per_group,
         warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0, collective_timeout=120,
         log_every=max(1, min(cluster.log_every, steps // 10)))
-    skip = None
-    if exp.framework != "pytorch":
-        skip = f"framework {exp.framework}: the local runner runs pytorch experiments only"
+    launch = LOCAL_LAUNCHES.get(exp.framework)
+    procs = (launch and launch.procs_per_node) or min(exp.gpus_per_node, local.procs_per_node)
     return LocalExperiment(
         name=exp.name, workload=exp.workload, min_nodes=lo, max_nodes=hi,
-        procs_per_node=min(exp.gpus_per_node, local.procs_per_node), train=train, extra_args=extra,
-        rdzv_backend=exp.rdzv_backend, max_restarts=exp.max_restarts, evaluate=exp.evaluate,
-        results_dir=results_dir, notes=tuple(notes), skip=skip, repeat=exp.repeat, repeats=exp.repeats)
+        procs_per_node=procs, train=train, extra_args=extra,
+        rdzv_backend=(launch and launch.rendezvous) or exp.rdzv_backend, max_restarts=exp.max_restarts,
+        evaluate=exp.evaluate, results_dir=results_dir, notes=tuple(notes), skip=not_local(exp.framework),
+        repeat=exp.repeat, repeats=exp.repeats, framework=exp.framework)
 
 
 def without_flag(args: Sequence[str], flag: str) -> tuple[tuple[str, ...], list[str]]:
@@ -171,34 +139,6 @@ def with_rendezvous(exp: LocalExperiment, *, etcd_available: bool) -> LocalExper
     if exp.rdzv_backend == "etcd-v2" and not etcd_available:
         return replace(exp, rdzv_backend="c10d", notes=exp.notes + ("no etcd on PATH: c10d rendezvous",))
     return exp
-
-
-def local_agent(exp: LocalExperiment, *, endpoint: str, rdzv_id: str, last_call_timeout: int = 5,
-                join_timeout: int = 300) -> Torchrun:
-    """The cluster's torchrun agent settings, on loopback."""
-    return Torchrun(min_nodes=exp.min_nodes, max_nodes=exp.max_nodes, nproc_per_node=exp.procs_per_node,
-                    max_restarts=exp.max_restarts, rdzv_backend=exp.rdzv_backend, rdzv_endpoint=endpoint,
-                    rdzv_id=rdzv_id, rdzv_conf=rdzv_conf(join_timeout=join_timeout, last_call_timeout=last_call_timeout),
-                    local_addr="127.0.0.1", monitor_interval=0.5)
-
-
-def torchrun_command(exp: LocalExperiment, *, python: str, endpoint: str, rdzv_id: str,
-                     last_call_timeout: int = 5, join_timeout: int = 300) -> list[str]:
-    """The cluster's torchrun and trainer command (spec.launch_command), on loopback."""
-    agent = local_agent(exp, endpoint=endpoint, rdzv_id=rdzv_id, last_call_timeout=last_call_timeout,
-                        join_timeout=join_timeout)
-    return [*torchrun_argv(agent, program=(python, "-m", "torch.distributed.run")),
-            *trainer_argv(exp.train, exp.extra_args)]
-
-
-def node_command(exp: LocalExperiment, node: int, *, python: str, endpoint: str, rdzv_id: str,
-                 results_uri: str | None = None) -> list[str]:
-    """One local "node": the launcher wrapping one torchrun agent; node 0 writes the summary."""
-    launched = launched_torchrun(local_agent(exp, endpoint=endpoint, rdzv_id=rdzv_id), exp.train, exp.extra_args)
-    head = launcher_argv(python=python, results_dir=exp.results_dir, results_uri=results_uri, experiment=exp.name,
-                         node_id=f"node-{node}", summary="always" if node == 0 else "never", grace=15,
-                         launched=launched)
-    return head + ["--", *torchrun_command(exp, python=python, endpoint=endpoint, rdzv_id=rdzv_id)]
 
 
 def evaluation_dir(exp: LocalExperiment) -> Path:

@@ -23,6 +23,7 @@ MAX_GROUPS = 6  # scaling panels
 MAX_STEP_ROWS = 12  # experiment runs in the step-time figure
 MAX_SIZES = 40  # message sizes per busbw curve (8 B to 8 GiB is 31)
 MAX_MESSAGE = 2**50  # bytes; past 2**63 numpy holds an int as an object and cannot take its log
+FRAMEWORK_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")  # bars of the throughput chart
 # Text from a run is drawn as it is: no mathtext ("$...$" would be parsed, and can fail to parse)
 SAFE_TEXT = {"text.parse_math": False, "text.usetex": False}
 
@@ -81,16 +82,24 @@ def throughput_figure(df):
     names = labels(ok)
     fig, axes = _figure(1, 2, figsize=(11, 0.45 * len(ok) + 1.6))
     word = _per_gpu_word(ok)
+    # One colour per framework, named in a legend, so runs of several frameworks compare in one chart.
+    frameworks = ok["framework"].fillna("pytorch").astype(str).tolist()
+    colour = {f: FRAMEWORK_COLOURS[i % len(FRAMEWORK_COLOURS)] for i, f in enumerate(dict.fromkeys(frameworks))}
     for ax, col, title in ((axes[0], "samples_per_s", "samples/s (all workers)"),
                            (axes[1], "samples_per_s_per_gpu", f"samples/s per {word}")):
         values = ok[col].astype(float).fillna(0).tolist()
-        bars = ax.barh(names, values, color="#4C72B0")
+        bars = ax.barh(names, values, color=[colour[f] for f in frameworks])
         ax.bar_label(bars, fmt="%.1f", padding=3, fontsize=8)
         ax.set_title(title)
         ax.invert_yaxis()
         ax.margins(x=0.15)
         ax.grid(axis="x", alpha=0.3)
     axes[1].set_yticklabels([])
+    if len(colour) > 1:
+        from matplotlib.patches import Patch
+
+        axes[1].legend(handles=[Patch(color=c, label=f) for f, c in colour.items()], title="framework",
+                       fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
 

@@ -28,7 +28,8 @@ from bench.errors import fail
 from bench.report_fabric import fabric_section
 from bench.report_scaling import repeats_section, scaling_section
 
-SUMMARY = (("experiment", "experiment"), ("workload", "workload"), ("status", "status"), ("gpu", "GPU"),
+SUMMARY = (("experiment", "experiment"), ("workload", "workload"), ("framework", "framework"), ("status", "status"),
+           ("gpu", "GPU"),
            ("instance_type", "instance"), ("shape", "nodes × per node"), ("batch_size", "batch"),
            ("precision", "precision"),
            ("samples_per_s", "samples/s"), ("samples_per_s_per_gpu", "samples/s per GPU"),
@@ -140,7 +141,7 @@ def summary_section(df, baseline: str | None) -> str:
 
     cols = list(SUMMARY)
     if baseline:
-        cols.insert(10, ("vs_baseline", f"× {baseline}"))
+        cols.insert(cols.index(("step_time_p50_s", "step p50 s")), ("vs_baseline", f"× {baseline}"))
     rows = [dict(r, experiment=name, shape=_shape(r)) for r, name in zip(records(df), labels(df))]
     for key in ("flags", "error"):  # shown when some run has one
         if not any(r[key] for r in rows):

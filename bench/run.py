@@ -121,14 +121,18 @@ def run_local(args) -> int:
               + (f" -- SKIPPED: {e.skip}" if e.skip else ""))
         for note in e.notes:
             print(f"      {note}")
+    from bench.local_launch import local_processes, missing_venvs
+
+    missing = missing_venvs(plan)
+    if missing:
+        return fail("\n  ".join(missing))
     if args.dry_run:
         for e in plan:
             if e.skip:
                 continue
-            for n in range(e.max_nodes):
-                print(" ".join(lr.node_command(e, n, python=sys.executable, endpoint="127.0.0.1:PORT",
-                                               rdzv_id=f"{args.stack}-{run_id}-{e.name}"
-                                                       + (f"-r{e.repeat}" if e.repeat else ""))))
+            for p in local_processes(e, etcd=None, endpoint="127.0.0.1:PORT",
+                                     rdzv_id=f"{args.stack}-{run_id}-{e.name}" + (f"-r{e.repeat}" if e.repeat else "")):
+                print(" ".join([*(f"{k}={v}" for k, v in p.env.items()), *p.argv]))
         return 0
     sys.stdout.flush()
     backend = LocalBackend(stack=args.stack, run_id=run_id, run_dir=run_dir, plan=plan, mode=mode,

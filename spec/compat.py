@@ -102,6 +102,20 @@ IMAGES: tuple[TrainingImage, ...] = (
         # say (SASS 7.0-9.0; the PTX neither source is sure of is left out, so no GPU is claimed on PTX alone).
         source="aws/deep-learning-containers 2.6-gpu-ec2.yml + Dockerfile.gpu; pytorch/pytorch RELEASE.md",
         size_mb=19_700),  # buildspec-2-6-ec2.yml BuildEC2GPUPTTrainPy3cu126DockerImage (commit 056a90d)
+    TrainingImage(
+        pins.TF_DLC_REPOSITORY,
+        (pins.TF_DLC_TAG, "2.21-gpu-py312-cu129-amzn2023-sagemaker-v1", "2.21.0-gpu-py312-sagemaker",
+         "2.21-gpu-py312-sagemaker"),
+        "tensorflow", "2.21.0", "12.9",
+        sass=("6.0", "7.0", "8.0", "8.9"), ptx=("9.0",), end_of_patch="2027-07-10",
+        # Tags: aws/deep-learning-containers docs/src/data/tensorflow-training/2.21-gpu-sagemaker.yml (commit
+        # e0ecede). Its TensorFlow is PyPI's tensorflow==2.21.0 (docker/tensorflow/2.21/cuda/pyproject.toml),
+        # whose tensorflow/python/platform/build_info.py says cuda_version 12.5.1 and
+        # cuda_compute_capabilities sm_60, sm_70, sm_80, sm_89, compute_90 (read from the wheel; TensorFlow's
+        # .bazelrc "cuda_clang" config, "the same as the official TensorFlow builds"): Volta keeps its kernels.
+        # cuda is the image's CUDA libraries (FROM nvidia/cuda:12.9.1-runtime-amzn2023), which set its driver floor.
+        source="aws/deep-learning-containers tensorflow-training 2.21-gpu-sagemaker.yml + Dockerfile.cuda; "
+               "the tensorflow 2.21.0 wheel's build_info.py"),
 )
 
 # The driver each CUDA release needs without the forward-compatibility package. toolkit_driver: NVIDIA CUDA
@@ -113,6 +127,8 @@ IMAGES: tuple[TrainingImage, ...] = (
 CUDA_DRIVERS: dict[str, CudaDriver] = {
     "12.6": CudaDriver("560.35.05", 525, "CUDA Toolkit Release Notes, Table 3; CUDA Compatibility, Table 1"),
     "13.0": CudaDriver("580.95.05", 580, "CUDA Toolkit Release Notes, Table 3; CUDA Compatibility, Table 1"),
+    # 12.9 Update 1 ships driver 575.57.08 (NVIDIA's installer cuda_12.9.1_575.57.08_linux.run).
+    "12.9": CudaDriver("575.57.08", 525, "CUDA Toolkit Release Notes, Table 3; CUDA Compatibility, Table 1"),
 }
 
 # Compute capability per GPU model: NVIDIA "CUDA GPUs - Compute Capability" (developer.nvidia.com/cuda-gpus):
@@ -202,11 +218,14 @@ def pair_problems(row: TrainingImage, instance_type: str, ami_type: str) -> list
     return [p for p in (kernel_problem(row, instance_type), driver_problem(row, ami_type)) if p]
 
 
-def default_row(instance_type: str, ami_type: str) -> TrainingImage:
-    """The first image of ``IMAGES`` that runs on the group; the first row where none does (the plan says why)."""
-    return next((row for row in IMAGES if not pair_problems(row, instance_type, ami_type)), IMAGES[0])
+def default_row(instance_type: str, ami_type: str, framework: str = "pytorch") -> TrainingImage:
+    """The first image of ``framework`` in ``IMAGES`` that runs on the group; its first row where none does
+    (the plan says why). A framework with no row gets PyTorch's (``contracts.check_experiment`` refuses it)."""
+    rows = [row for row in IMAGES if row.framework == framework] or [IMAGES[0]]
+    return next((row for row in rows if not pair_problems(row, instance_type, ami_type)), rows[0])
 
 
-def default_image(instance_type: str, ami_type: str, region: str) -> str:
-    """The default training image of a node group, in ``region``'s registry."""
-    return pins.training_image(region, default_row(instance_type, ami_type).tags[0])
+def default_image(instance_type: str, ami_type: str, region: str, framework: str = "pytorch") -> str:
+    """The default training image of ``framework`` on a node group, in ``region``'s registry."""
+    row = default_row(instance_type, ami_type, framework)
+    return pins.training_image(region, row.tags[0], row.repository)

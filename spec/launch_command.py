@@ -21,6 +21,10 @@ from spec.train_args import TrainArgs, apply_train_args, train_args_to_argv
 
 LAUNCHER_MODULE = "workloads.train.launch"
 TRAINER_MODULE = "workloads.train"
+# The module each framework runs, all with workloads.train's CLI (spec.train_args); a package or
+# module under workloads/train. The launcher finds the trainer's arguments after any of them.
+ENTRY_MODULES = {"pytorch": TRAINER_MODULE, "tensorflow": "workloads.train.tf_keras",
+                 "horovod": "workloads.train.hvd_torch", "paddle": "workloads.train.paddle_ps"}
 NNODES = "--nnodes"
 NPROC_PER_NODE = "--nproc_per_node"
 
@@ -72,9 +76,15 @@ class Launched:
     train: TrainArgs | None = None  # with the experiment's own arguments applied, as the trainer sees them
 
 
+def launched_trainer(*, nodes: int, procs_per_node: int, args: TrainArgs, extra: Sequence[str] = ()) -> Launched:
+    """What the launcher records for ``nodes`` nodes of ``procs_per_node`` processes each running
+    ``trainer_argv(args, extra)`` (any framework's entry module)."""
+    return Launched(nodes=nodes, procs_per_node=procs_per_node, train=apply_train_args(args, extra))
+
+
 def launched_torchrun(t: Torchrun, args: TrainArgs, extra: Sequence[str] = ()) -> Launched:
     """What the launcher records for ``torchrun_argv(t)`` running ``trainer_argv(args, extra)``."""
-    return Launched(nodes=t.max_nodes, procs_per_node=t.nproc_per_node, train=apply_train_args(args, extra))
+    return launched_trainer(nodes=t.max_nodes, procs_per_node=t.nproc_per_node, args=args, extra=extra)
 
 
 def launcher_argv(*, python: str, results_dir: str, results_uri: str | None = None, experiment: str | None = None,

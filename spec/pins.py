@@ -25,6 +25,15 @@ DLC_TORCH_VERSION = "2.10.0"
 # PyTorch 2.6.0, Python 3.12, CUDA 12.6, Ubuntu 22.04, GA 2025-01-29, end of patches 2026-01-29 (no
 # later pytorch-training DLC is built with CUDA 12.6: 2.7 is cu128, 2.8 cu129, 2.9 and 2.10 cu130).
 DLC_TAG_CU126 = "2.6.0-gpu-py312-cu126-ubuntu22.04-ec2"
+# The TensorFlow training DLC. aws/deep-learning-containers publishes TensorFlow training images for
+# SageMaker only: docs/src/data/tensorflow-training/ lists 2.19 (py312, CUDA 12.5, Ubuntu 22.04, end of
+# patches 2026-03-11) and 2.21 (py312, CUDA 12.9, Amazon Linux 2023, GA 2026-07-10, end of patches
+# 2027-07-10), CPU and GPU, and no "-ec2" TensorFlow image (commit e0ecede, 2026-08-21). The 2.21 GPU one
+# (docker/tensorflow/2.21/Dockerfile.cuda, target "sagemaker") is nvidia/cuda:12.9.1-runtime-amzn2023 with
+# EFA 1.49.0, aws-ofi-nccl, PyPI's tensorflow==2.21.0, boto3 and keras>=3.15; its ENTRYPOINT starts
+# SageMaker's toolkit only when SageMaker runs it, and the pods' command replaces it anyway.
+TF_DLC_REPOSITORY = "tensorflow-training"
+TF_DLC_TAG = "2.21.0-gpu-py312-cu129-amzn2023-sagemaker"
 DLC_ACCOUNT = "763104351884"  # most commercial regions
 # Regions whose DLC registry is another account (aws/deep-learning-containers
 # docs/reference/region_availability.md, same commit); China uses amazonaws.com.cn.
@@ -39,11 +48,11 @@ DLC_REGION_ACCOUNTS = {
 }
 
 
-def training_image(region: str, tag: str = DLC_TAG) -> str:
-    """The DLC training image ``tag`` in ``region``'s ECR (the nodes pull it from their own region)."""
+def training_image(region: str, tag: str = DLC_TAG, repository: str = DLC_REPOSITORY) -> str:
+    """The DLC training image ``repository:tag`` in ``region``'s ECR (the nodes pull it from their own region)."""
     account = DLC_REGION_ACCOUNTS.get(region, DLC_ACCOUNT)
     domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
-    return f"{account}.dkr.ecr.{region}.{domain}/{DLC_REPOSITORY}:{tag}"
+    return f"{account}.dkr.ecr.{region}.{domain}/{repository}:{tag}"
 
 
 def is_training_image(image: str) -> bool:

@@ -361,7 +361,8 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
     group = next((g for g in groups if g.name == group_name), None)
     if group is not None:
         # The image whose CUDA build has kernels for the group's GPUs and fits its AMI's driver (spec/compat.py).
-        default_image = compat.default_image(group.instance_type, group.ami_type, region or DEFAULT_REGION)
+        known = framework if framework in choices_of(Experiment, "framework") else "pytorch"
+        default_image = compat.default_image(group.instance_type, group.ami_type, region or DEFAULT_REGION, known)
     # Every GPU of the node unless asked otherwise (program.validation checks it against the group).
     per_node = max(group.gpus_per_node, 1) if group else 1
     gpus = r.integer("gpus_per_node", per_node, minimum=1, example=str(per_node))

@@ -30,8 +30,9 @@ from typing import Mapping, Protocol
 from infra.environment import Environment
 from spec import aws_catalog as catalog
 from spec.config import Experiment
-from spec.pins import is_training_image
-from spec.launch_command import Launched, Torchrun, launched_torchrun, torchrun_argv, trainer_argv
+from spec import compat, pins
+from spec.launch_command import (ENTRY_MODULES, Launched, Torchrun, launched_torchrun, launched_trainer, torchrun_argv,
+                                 trainer_argv)
 from spec.train_args import TrainArgs
 from spec.workload_facts import WORKLOADS
 from workloads.pod_script import ensure_modules, launcher_script  # noqa: F401 - the pods' sh script
@@ -54,7 +55,8 @@ SUPPORTED = {
     "paddle": ("resnet50", "cifar10"),
 }
 IMAGE_EXAMPLES = {
-    "tensorflow": "tensorflow/tensorflow:2.17.0-gpu",
+    "pytorch": pins.TRAINING_IMAGE,
+    "tensorflow": pins.training_image("us-west-2", pins.TF_DLC_TAG, pins.TF_DLC_REPOSITORY),
     "horovod": "horovod/horovod:0.28.1",
     "paddle": "paddlepaddle/paddle:2.6.1-gpu-cuda12.0-cudnn8.9-trt8.6",
 }
@@ -89,9 +91,10 @@ def check_experiment(e: Experiment) -> list[str]:
     if e.framework != "pytorch" and e.elastic:
         out.append(f'nodes="{e.min_nodes}:{e.max_nodes}": elastic runs need framework "pytorch" (torchrun); '
                    f'{e.framework} needs a fixed node count, e.g. {e.max_nodes}')
-    if e.framework != "pytorch" and is_training_image(e.image):
-        out.append(f'image="{e.image}": framework "{e.framework}" needs an image that has it installed, '
-                   f'e.g. "{IMAGE_EXAMPLES[e.framework]}"')
+    row = compat.find_image(e.image)  # a DLC of the compatibility table: its framework is known
+    if row is not None and row.framework != e.framework:
+        out.append(f'image="{e.image}": a {row.framework} image; framework "{e.framework}" needs an image that has '
+                   f'it installed, e.g. "{IMAGE_EXAMPLES[e.framework]}"')
     evaluated = [w for w, facts in WORKLOADS.items() if facts.evaluates]
     if e.evaluate and (e.framework != "pytorch" or e.workload not in evaluated):
         out.append(f'evaluate=true: evaluation exists for workload "{", ".join(evaluated)}" with framework '
@@ -144,11 +147,6 @@ def pod_fqdn(job: str, index: int | str, service: str, namespace: str) -> str:
     hostDomainName = "<subdomain>.<namespace>.svc.<clusterDomain>"). So the pod resolves it
     without DNS, as the canonical name of its own hostname."""
     return f"{pod_host(job, index, service)}.{namespace}.svc.{CLUSTER_DOMAIN}"
-
-
-# The module each framework runs, all with workloads.train's CLI; a package or module under workloads/train.
-ENTRY_MODULES = {"pytorch": "workloads.train", "tensorflow": "workloads.train.tf_keras",
-                 "horovod": "workloads.train.hvd_torch", "paddle": "workloads.train.paddle_ps"}
 
 
 def entry_file(framework: str) -> str:
@@ -268,8 +266,12 @@ def tensorflow_launch(e: Experiment, env: Environment, *, job: str, service: str
     # Same bytes as tf_config(workers, index): the worker list comes from the env, the index from the Job.
     prelude = ('export TF_CONFIG="{\\"cluster\\":{\\"worker\\":${EKSBENCH_TF_WORKERS}},'
                '\\"task\\":{\\"type\\":\\"worker\\",\\"index\\":${JOB_COMPLETION_INDEX}}}"')
-    return Launch(argv=("python3",) + train_argv(e, env), prelude=prelude, port=TF_PORT,
-                  env={"EKSBENCH_FRAMEWORK": "tensorflow", "EKSBENCH_TF_WORKERS": workers})
+    train = train_args_for(e, env)
+    return Launch(argv=("python3",) + trainer_argv(train, e.args, module=ENTRY_MODULES[e.framework]),
+                  prelude=prelude, port=TF_PORT,
+                  env={"EKSBENCH_FRAMEWORK": "tensorflow", "EKSBENCH_TF_WORKERS": workers},
+                  # one worker process per pod (MultiWorkerMirroredStrategy drives the pod's GPUs)
+                  launched=launched_trainer(nodes=e.max_nodes, procs_per_node=1, args=train, extra=e.args))
 
 
 def horovod_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:

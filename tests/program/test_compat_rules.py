@@ -44,20 +44,29 @@ def test_the_old_default_cannot_train_on_the_dev_stack_and_the_plan_says_so():
                          ids=lambda v: v.tags[0] if isinstance(v, compat.TrainingImage) else str(v))
 def test_every_explicit_image_on_every_gpu_type_is_judged_as_the_table_says(instance_type, row, ami_type):
     for tag in row.tags:
-        cfg = stack(instance_type, ami_type, image=pins.training_image(REGION, tag))
+        cfg = stack(instance_type, ami_type, image=pins.training_image(REGION, tag, row.repository),
+                    framework=row.framework)
         problems = image_problems_of(cfg)
         assert (problems == []) is oracle_runs(row, instance_type, ami_type), (tag, problems)
         assert image_advisories(cfg) == []
 
 
-@pytest.mark.parametrize("instance_type, ami_type", list(itertools.product(GPU_TYPES, catalog.GPU_AMI_TYPES)))
-def test_every_gpu_type_gets_a_default_image_that_runs_there(instance_type, ami_type):
-    cfg = stack(instance_type, ami_type)
+@pytest.mark.parametrize("instance_type, ami_type, framework",
+                         list(itertools.product(GPU_TYPES, catalog.GPU_AMI_TYPES, ("pytorch", "tensorflow"))))
+def test_every_gpu_type_gets_a_default_image_that_runs_there(instance_type, ami_type, framework):
+    cfg = stack(instance_type, ami_type, framework=framework)
     row = compat.find_image(cfg.experiments[0].image)
     assert row is not None and oracle_runs(row, instance_type, ami_type), cfg.experiments[0].image
-    assert image_problems_of(cfg) == []
+    assert row.framework == framework and image_problems_of(cfg) == []
     # The preferred (newest) image wherever it runs: only GPUs it lacks kernels for get another.
-    assert (row == compat.IMAGES[0]) is oracle_runs(compat.IMAGES[0], instance_type, ami_type)
+    first = next(r for r in compat.IMAGES if r.framework == framework)
+    assert (row == first) is oracle_runs(first, instance_type, ami_type)
+
+
+def test_an_image_of_another_framework_is_refused_by_key():
+    cfg = stack("g5.2xlarge", "AL2023_x86_64_NVIDIA", framework="tensorflow", image=pins.TRAINING_IMAGE)
+    [line] = image_problems_of(cfg)
+    assert "a pytorch image" in line and pins.TF_DLC_TAG in line
 
 
 def test_a_custom_image_is_a_warning_naming_the_key_and_the_group():

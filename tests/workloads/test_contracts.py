@@ -132,6 +132,17 @@ def test_tf_config_prelude_matches_the_pure_function(index):
     assert cfg["cluster"]["worker"][index] == f"tf-{index}.svc:2222"
 
 
+def test_every_framework_tells_the_launcher_its_shape_and_the_trainers_arguments():
+    """Nothing is read back from a command line: each framework's cluster launch carries a Launched,
+    and the pod script passes it as the launcher's own --nodes/--procs-per-node/--train-config."""
+    from spec.train_args import parse_train_args
+
+    e = replace(E, framework="tensorflow", max_nodes=4, min_nodes=4, args=("--batch-size=3",))
+    launch = c.launch_for(e, ENV, job="tf", service="svc", gpus=8)
+    assert (launch.launched.nodes, launch.launched.procs_per_node) == (4, 1)  # one worker process per pod
+    assert launch.launched.train == parse_train_args(launch.argv[3:]) and launch.launched.train.batch_size == 3
+
+
 def test_horovod_bootstrap_gives_each_process_the_pure_env(tmp_path):
     e = replace(E, framework="horovod", max_nodes=3, min_nodes=3)
     launch = c.launch_for(e, ENV, job="hv", service="svc", gpus=2)

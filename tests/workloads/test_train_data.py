@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from tests.support.image_folder import write_image_folder
 from tests.workloads.conftest import child_env, run_training
 from workloads.train.cifar import read_split, write_standin
 from workloads.train.launch import collect_metrics
@@ -30,15 +31,7 @@ def test_standin_has_torchvision_cifar_layout(tmp_path):
 
 @pytest.mark.local_run
 def test_resnet50_trains_on_an_image_folder(tmp_path):
-    import numpy as np
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for cls in ("n01", "n02"):
-        folder = tmp_path / "data" / "tiny" / "train" / cls
-        folder.mkdir(parents=True)
-        for i in range(4):
-            Image.fromarray(rng.integers(0, 255, (40, 48, 3), dtype=np.uint8)).save(folder / f"{i}.JPEG")
+    write_image_folder(tmp_path / "data")  # 2 classes x 4 images
     done = train("--workload=resnet50", "--dataset=tiny", f"--data-dir={tmp_path / 'data'}", "--batch-size=4",
                  "--steps=3", "--image-size=32", "--width-per-group=4", "--workers=1",
                  f"--results-dir={tmp_path / 'r'}")

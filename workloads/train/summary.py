@@ -170,6 +170,9 @@ def metrics_summary(by_rank: Mapping[int, list[dict[str, Any]]], evals: list[dic
             # the first attempt's start-up: launcher (torchrun, rendezvous), imports, process group, build, ...
             F.STARTUP: {k: startup[k] for k in ("phases_s", "time_to_first_step_s")} if startup else None,
             "memory_format": info.get("memory_format"),
+            # a trainer that names its model (another framework's build of the workload's layers) overrides the
+            # workload's own name, which the launcher's provenance gives
+            **({"model": info["model"]} if info.get("model") else {}),
             F.DEVICE: device or None,
             F.NODES: info.get("nodes"), F.GPUS_PER_NODE: info.get("gpus_per_node"),
             F.SAMPLES_PER_EPOCH: info.get("samples_per_epoch"),
