@@ -102,17 +102,27 @@ class ExperimentRun:
         from bench.local_etcd import free_port
         from bench.local_plan import node_command
 
-        endpoint = self.etcd if self.exp.rdzv_backend == "etcd-v2" else f"127.0.0.1:{free_port()}"
         self.t0 = time.monotonic()
         Path(self.exp.results_dir).mkdir(parents=True, exist_ok=True)
-        for n in range(self.exp.max_nodes):
-            cmd = node_command(self.exp, n, python=sys.executable, endpoint=endpoint, rdzv_id=self.rdzv_id)
+        if self.exp.framework != "pytorch":  # its entry in the local launch table (bench.local_launchers)
+            from bench.framework_venvs import venv_python
+            from bench.local_launchers import local_launch, local_processes
+
+            venv = local_launch(self.exp.framework).venv
+            python = venv_python(venv)[0] if venv else sys.executable
+            commands = [(list(p.argv), {**self.env, **p.env}) for p in
+                        local_processes(self.exp, python=python, launcher_python=sys.executable, free_port=free_port)]
+        else:
+            endpoint = self.etcd if self.exp.rdzv_backend == "etcd-v2" else f"127.0.0.1:{free_port()}"
+            commands = [(node_command(self.exp, n, python=sys.executable, endpoint=endpoint, rdzv_id=self.rdzv_id),
+                         self.env) for n in range(self.exp.max_nodes)]
+        for cmd, env in commands:
             # Own session (a terminal's Ctrl-C reaches bench only, which stops the nodes in order);
             # SIGTERM if bench dies: the launcher forwards it to torchrun and writes its summary.
-            self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
+            self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL, start_new_session=True,
                                                preexec_fn=die_with_parent(signal.SIGTERM)))
-        progress.line(f"[{self.exp.name}] started {len(self.procs)} node(s)")
+        progress.line(f"[{self.exp.name}] started {len(self.procs)} process(es)")
 
     @property
     def started(self) -> bool:
@@ -158,7 +168,8 @@ class ExperimentRun:
         ok = summary is not None and summary.get("status") == "succeeded"
         progress.line(f"[{self.exp.name}] {'succeeded' if ok else 'FAILED'} in {self.wall:.1f}s")
         if not ok:
-            log = Path(self.exp.results_dir) / "logs" / "node-0.log"
+            log = Path(self.exp.results_dir) / "logs" / ("node-0.log" if self.exp.framework == "pytorch"
+                                                          else "trainer-0.log")
             error = (summary or {}).get("error") or "no exception in the log tail"
             progress.line(f"[{self.exp.name}] {error}\n[{self.exp.name}] log: {show(log)}", err=True)
         if ok and self.exp.evaluate and WORKLOADS[self.exp.workload].evaluates:

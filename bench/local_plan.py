@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Sequence
 
+from bench.local_launchers import runs_locally
 from spec.config import Experiment, LocalRun
 from spec.launch_command import Torchrun, launcher_argv, torchrun_argv, trainer_argv
 from spec.train_args import TrainArgs
@@ -42,6 +43,8 @@ class LocalExperiment:
     results_dir: str
     notes: tuple[str, ...] = ()
     skip: str | None = None  # why it is not run locally
+    framework: str = "pytorch"  # not pytorch: its processes come from bench.local_launchers
+    pservers: int = 0  # paddle: parameter servers, besides the max_nodes trainers
 
     @property
     def elastic(self) -> bool:
@@ -49,7 +52,7 @@ class LocalExperiment:
 
     @property
     def processes(self) -> int:
-        return self.max_nodes * self.procs_per_node
+        return self.max_nodes * self.procs_per_node + self.pservers
 
 
 def default_run_id(now: datetime) -> str:
@@ -114,13 +117,14 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0, collective_timeout=120,
         log_every=max(1, min(cluster.log_every, steps // 10)))
     skip = None
-    if exp.framework != "pytorch":
-        skip = f"framework {exp.framework}: the local runner runs pytorch experiments only"
+    if not runs_locally(exp.framework):
+        skip = f"framework {exp.framework}: the local runner has no launch for it (bench.local_launchers)"
     return LocalExperiment(
         name=exp.name, workload=exp.workload, min_nodes=lo, max_nodes=hi,
-        procs_per_node=min(exp.gpus_per_node, local.procs_per_node), train=train, extra_args=tuple(exp.args),
+        procs_per_node=1 if exp.framework == "paddle" else min(exp.gpus_per_node, local.procs_per_node), train=train, extra_args=tuple(exp.args),
         rdzv_backend=exp.rdzv_backend, max_restarts=exp.max_restarts, evaluate=exp.evaluate,
-        results_dir=results_dir, notes=tuple(notes), skip=skip)
+        results_dir=results_dir, notes=tuple(notes), skip=skip, framework=exp.framework,
+        pservers=min(exp.pservers, local.nodes) if exp.framework == "paddle" else 0)
 
 
 def plan_local(experiments: Sequence[Experiment], local: LocalRun, *, run_dir: Path,

@@ -104,6 +104,9 @@ def run_local(args) -> int:
     plan = [lr.with_rendezvous(e, etcd_available=bool(etcd_bin))
             for e in lr.plan_local(cfg.experiments, cfg.local, run_dir=run_dir, only=args.experiment,
                                    gpu=gpu, cpu=cpu)]
+    missing = framework_venv_errors(plan)
+    if missing and not args.dry_run:
+        return fail(missing[0])
     cpus = os.cpu_count() or 1
     mode, why = lr.execution_mode(cfg.execution, cpus, plan)
     print(f"stack {args.stack}, run {run_id}: {len(plan)} experiment(s), {why}")
@@ -131,6 +134,15 @@ def run_local(args) -> int:
                            etcd_bin=etcd_bin, cpus=cpus)
     ctl = Control(deadline_s=args.deadline * 60 if args.deadline else None)
     return run_lifecycle(backend, ctl).code
+
+
+def framework_venv_errors(plan: list) -> list[str]:
+    """One line per framework whose own venv the plan needs and is not built (names the command)."""
+    from bench.framework_venvs import venv_python
+    from bench.local_launchers import local_launch
+
+    venvs = {local_launch(e.framework).venv for e in plan if not e.skip and local_launch(e.framework)} - {None}
+    return [err for err in (venv_python(v)[1] for v in sorted(venvs)) if err]
 
 
 def _show(path: Path) -> str:

@@ -20,6 +20,10 @@ from spec.train_args import TrainArgs, parse_train_args, train_args_to_argv
 
 LAUNCHER_MODULE = "workloads.train.launch"
 TRAINER_MODULE = "workloads.train"
+# The module each framework runs, all with workloads.train's CLI (spec.train_args); a package or
+# module under workloads/train. The launcher finds the trainer's arguments after any of them.
+ENTRY_MODULES = {"pytorch": TRAINER_MODULE, "tensorflow": "workloads.train.tf_keras",
+                 "horovod": "workloads.train.hvd_torch", "paddle": "workloads.train.paddle_ps"}
 NNODES = "--nnodes"
 NPROC_PER_NODE = "--nproc_per_node"
 
@@ -90,11 +94,11 @@ def launched_shape(command: Sequence[str]) -> dict[str, int | None]:
 
 
 def launched_train_args(command: Sequence[str]) -> TrainArgs | None:
-    """The trainer's arguments inside a command ``trainer_argv`` built (after ``-m workloads.train``);
-    None when there are none or they do not parse."""
+    """The trainer's arguments inside a command ``trainer_argv`` built (after ``-m <entry module>``,
+    any framework's: ``ENTRY_MODULES``); None when there are none or they do not parse."""
     cmd = list(command)
     for i in range(len(cmd) - 1):
-        if cmd[i] == "-m" and cmd[i + 1] == TRAINER_MODULE:
+        if cmd[i] == "-m" and cmd[i + 1] in ENTRY_MODULES.values():
             try:
                 return parse_train_args(cmd[i + 2:])
             except SystemExit:

@@ -31,7 +31,7 @@ from infra.environment import Environment
 from spec import aws_catalog as catalog
 from spec.config import Experiment
 from spec.pins import is_training_image
-from spec.launch_command import Torchrun, torchrun_argv, trainer_argv
+from spec.launch_command import ENTRY_MODULES, Torchrun, torchrun_argv, trainer_argv
 from spec.train_args import TrainArgs
 from spec.workload_facts import WORKLOADS
 from workloads.pod_script import ensure_modules, launcher_script  # noqa: F401 - the pods' sh script
@@ -43,6 +43,7 @@ GATE_MODULE = "workloads.train.gate"  # the gate Job's program; reads gate_spec(
 C10D_PORT = 29400  # torchrun's default c10d rendezvous port
 TF_PORT = 2222  # conventional MultiWorkerMirroredStrategy worker port
 PADDLE_PORT = 6170  # pserver listen port
+PADDLE_GLOO_PORT = 6171  # pserver 0: Paddle's HTTP store for the trainers' gloo barriers
 CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the shipped code (spec/, workloads/train/) is mounted here
 CHECKPOINT_FILE = "checkpoints/latest.pt"  # under the results dir (workloads/train/checkpoint.py)
 EVAL_SUBDIR = "eval"
@@ -138,9 +139,6 @@ def pod_fqdn(job: str, index: int | str, service: str, namespace: str) -> str:
     return f"{pod_host(job, index, service)}.{namespace}.svc.{CLUSTER_DOMAIN}"
 
 
-# The module each framework runs, all with workloads.train's CLI; a package or module under workloads/train.
-ENTRY_MODULES = {"pytorch": "workloads.train", "tensorflow": "workloads.train.tf_keras",
-                 "horovod": "workloads.train.hvd_torch", "paddle": "workloads.train.paddle_ps"}
 
 
 def entry_file(framework: str) -> str:
@@ -282,34 +280,51 @@ PADDLE_PER_POD = ("SERVER_ENDPOINT", "TRAINER_INDEX", "PADDLE_TRAINER_ID", "POD_
 
 
 def paddle_env(e: Experiment, *, job: str, service: str, role: str, index: int) -> dict[str, str]:
-    """The env one paddle pod gets: role PSERVER or TRAINER, with its index. Both naming sets:
+    """The env one paddle pod gets: role PSERVER or TRAINER, with its index (``paddle_ps_env`` on
+    the pods' DNS names). Since the pserver list holds the pods' DNS names (fixed before any pod
+    has an IP), a pserver's POD_IP is its own DNS name, so Paddle's lookup of ``POD_IP:PADDLE_PORT``
+    in the list finds it. Trainers get POD_IP from the downward API (status.podIP, job_manifests);
+    every paddle pod also has that IP as EKSBENCH_POD_IP.
+    """
+    _, ps_job = paddle_job_names(job)
+    pservers = [f"{pod_host(ps_job, i, service)}:{PADDLE_PORT}" for i in range(e.pservers)]
+    trainers = [f"{pod_host(job, i, service)}:{PADDLE_PORT}" for i in range(e.max_nodes)]
+    env = paddle_ps_env(pservers=pservers, trainers=trainers, role=role, index=index, task=job)
+    if role != "PSERVER":
+        del env["POD_IP"]  # the downward API's (job_manifests)
+    return env
+
+
+def paddle_ps_env(*, pservers: list[str], trainers: list[str], role: str, index: int, task: str,
+                  gloo_port: int = PADDLE_GLOO_PORT) -> dict[str, str]:
+    """One paddle process's env from the endpoint lists (``host:port``); the cluster's pods and the
+    local run (bench.paddle_local) both build it here. Both naming sets:
 
     - Fluid-era names, from PaddlePaddle's AWS benchmarking tool (PaddlePaddle/Paddle,
       tools/aws_benchmarking/README.md, the Fluid 0.x/1.x days): TASK_NAME, TRAINING_ROLE,
       PSERVER_HOSTS = PSERVERS (comma-separated pserver endpoints), TRAINERS (count),
       SERVER_ENDPOINT (a pserver's own endpoint) and TRAINER_INDEX (a trainer's index).
-    - What Paddle 2.x fleet reads: ``PaddleCloudRoleMaker._ps_env`` in
+    - What Paddle 2.x/3.x fleet reads: ``PaddleCloudRoleMaker._ps_env`` in
       python/paddle/distributed/fleet/base/role_maker.py (checked at PaddlePaddle/Paddle
-      d4038ff; the 1.x ``paddle.fluid.incubate.fleet`` role maker reads the same names):
-      PADDLE_PSERVERS_IP_PORT_LIST, PADDLE_TRAINER_ENDPOINTS, PADDLE_TRAINERS_NUM,
-      TRAINING_ROLE, PADDLE_TRAINER_ID (trainers), and for a pserver PADDLE_PORT and POD_IP,
-      which it joins as ``POD_IP:PADDLE_PORT`` and looks up in PADDLE_PSERVERS_IP_PORT_LIST.
-
-    Since the pserver list holds the pods' DNS names (fixed before any pod has an IP), a
-    pserver's POD_IP is its own DNS name, so that lookup finds it. Trainers get POD_IP from
-    the downward API (status.podIP, job_manifests); every paddle pod also has that IP as
-    EKSBENCH_POD_IP.
+      d4038ff and in the 3.0.0 wheel): PADDLE_PSERVERS_IP_PORT_LIST, PADDLE_TRAINER_ENDPOINTS,
+      PADDLE_TRAINERS_NUM, TRAINING_ROLE, PADDLE_TRAINER_ID (trainers), and PADDLE_PORT and
+      POD_IP for every role (3.0.0 requires both of a trainer too), joined as ``POD_IP:PADDLE_PORT``.
+    - The trainers' barrier store, as Paddle's own PS launcher sets it
+      (python/paddle/distributed/fleet/launch_utils.py ``ParameterServerLauncher``):
+      PADDLE_WITH_GLOO=1 (trainers only), PADDLE_GLOO_RENDEZVOUS=3 (HTTP) and
+      PADDLE_GLOO_HTTP_ENDPOINT, served by pserver 0 (``_gloo_init``: "self._is_server() and
+      self._server_index() == 0" starts the HTTP store) on ``gloo_port``.
     """
-    _, ps_job = paddle_job_names(job)
-    pservers = ",".join(f"{pod_host(ps_job, i, service)}:{PADDLE_PORT}" for i in range(e.pservers))
-    trainers = ",".join(f"{pod_host(job, i, service)}:{PADDLE_PORT}" for i in range(e.max_nodes))
-    env = {"TASK_NAME": job, "TRAINING_ROLE": role, "PSERVER_HOSTS": pservers, "PSERVERS": pservers,
-           "TRAINERS": str(e.max_nodes), "EKSBENCH_FRAMEWORK": "paddle",
-           "PADDLE_PSERVERS_IP_PORT_LIST": pservers, "PADDLE_TRAINER_ENDPOINTS": trainers,
-           "PADDLE_TRAINERS_NUM": str(e.max_nodes), "PADDLE_PORT": str(PADDLE_PORT)}
+    ps, own = ",".join(pservers), (pservers if role == "PSERVER" else trainers)[index]
+    host, port = own.rsplit(":", 1)
+    env = {"TASK_NAME": task, "TRAINING_ROLE": role, "PSERVER_HOSTS": ps, "PSERVERS": ps,
+           "TRAINERS": str(len(trainers)), "EKSBENCH_FRAMEWORK": "paddle",
+           "PADDLE_PSERVERS_IP_PORT_LIST": ps, "PADDLE_TRAINER_ENDPOINTS": ",".join(trainers),
+           "PADDLE_TRAINERS_NUM": str(len(trainers)), "PADDLE_PORT": port, "POD_IP": host,
+           "PADDLE_WITH_GLOO": "1", "PADDLE_GLOO_RENDEZVOUS": "3",
+           "PADDLE_GLOO_HTTP_ENDPOINT": f"{pservers[0].rsplit(':', 1)[0]}:{gloo_port}"}
     if role == "PSERVER":
-        env["SERVER_ENDPOINT"] = f"{pod_host(ps_job, index, service)}:{PADDLE_PORT}"
-        env["POD_IP"] = pod_host(ps_job, index, service)
+        env["SERVER_ENDPOINT"] = own
     else:
         env["TRAINER_INDEX"] = env["PADDLE_TRAINER_ID"] = str(index)
     return env

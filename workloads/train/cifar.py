@@ -28,8 +28,15 @@ def batches_dir(data_dir: str | Path) -> Path:
 
 def read_split(data_dir: str | Path, train: bool) -> tuple[Any, Any, list[str]]:
     """(uint8 tensor N x 3 x 32 x 32, int64 labels, class names)."""
-    import numpy as np
     import torch
+
+    x, y, classes = read_arrays(data_dir, train)
+    return torch.from_numpy(x), torch.tensor(y, dtype=torch.int64), classes
+
+
+def read_arrays(data_dir: str | Path, train: bool) -> tuple[Any, list[int], list[str]]:
+    """(uint8 numpy array N x 3 x 32 x 32, labels, class names): no torch, for every framework's trainer."""
+    import numpy as np
 
     d = batches_dir(data_dir)
     names = sorted(d.glob("data_batch_*")) if train else [d / "test_batch"]
@@ -46,7 +53,7 @@ def read_split(data_dir: str | Path, train: bool) -> tuple[Any, Any, list[str]]:
     if meta.is_file():
         with open(meta, "rb") as f:
             classes = list(pickle.load(f, encoding="latin1").get("label_names", classes))
-    return torch.from_numpy(np.concatenate(xs)), torch.tensor(ys, dtype=torch.int64), classes
+    return np.concatenate(xs), [int(v) for v in ys], classes
 
 
 def normalize(x_uint8: Any) -> Any:

@@ -1,0 +1,39 @@
+"""Paddle's entry in the local launch table: pservers and trainers on loopback, free ports.
+
+The same processes as the cluster's two Jobs (``workloads.contracts.paddle_launch``): every one
+runs ``python -m workloads.train.paddle_ps`` with the experiment's trainer arguments, its role
+and endpoints in the env ``workloads.contracts.paddle_ps_env`` builds (both naming sets), here
+on 127.0.0.1 with a free port each. Each is wrapped by the results launcher, as a cluster pod's
+is; trainer 0 writes summary.json. The launcher runs on bench's python (it needs no Paddle),
+the Paddle processes on the paddle venv's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from bench.local_launchers import LocalProcess
+from spec.launch_command import ENTRY_MODULES, launcher_argv, trainer_argv
+from workloads.contracts import paddle_ps_env
+
+LOOPBACK = "127.0.0.1"
+
+
+def paddle_processes(exp: Any, *, python: str, launcher_python: str, free_port: Callable[[], int],
+                     results_uri: str | None = None) -> list[LocalProcess]:
+    """``exp.pservers`` pservers, then ``exp.max_nodes`` trainers (one process each)."""
+    pservers = [f"{LOOPBACK}:{free_port()}" for _ in range(exp.pservers)]
+    trainers = [f"{LOOPBACK}:{free_port()}" for _ in range(exp.max_nodes)]
+    gloo = free_port()
+    command = [python, *trainer_argv(exp.train, exp.extra_args, module=ENTRY_MODULES["paddle"])]
+    out = []
+    for role, endpoints in (("PSERVER", pservers), ("TRAINER", trainers)):
+        for i in range(len(endpoints)):
+            node = f"{role.lower()}-{i}"
+            head = launcher_argv(python=launcher_python, results_dir=exp.results_dir, results_uri=results_uri,
+                                 experiment=exp.name, node_id=node,
+                                 summary="always" if node == "trainer-0" else "never", grace=15)
+            env = paddle_ps_env(pservers=pservers, trainers=trainers, role=role, index=i,
+                                task=exp.name, gloo_port=gloo)
+            out.append(LocalProcess(role=node, argv=tuple(head + ["--", *command]), env=env))
+    return out
