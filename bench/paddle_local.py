@@ -10,6 +10,7 @@ the Paddle processes on the paddle venv's.
 
 from __future__ import annotations
 
+import tempfile
 from typing import Any, Callable
 
 from bench.local_launchers import LocalProcess
@@ -35,5 +36,9 @@ def paddle_processes(exp: Any, *, python: str, launcher_python: str, free_port: 
                                  summary="always" if node == "trainer-0" else "never", grace=15)
             env = paddle_ps_env(pservers=pservers, trainers=trainers, role=role, index=i,
                                 task=exp.name, gloo_port=gloo)
+            # Paddle's gloo set-up starts a multiprocessing Manager, whose AF_UNIX socket goes under
+            # TMPDIR; the run's own _tmp folder can be deeper than sun_path's 108 bytes ("AF_UNIX path
+            # too long"), so these processes keep bench's own temporary folder.
+            env["TMPDIR"] = tempfile.gettempdir()
             out.append(LocalProcess(role=node, argv=tuple(head + ["--", *command]), env=env))
     return out

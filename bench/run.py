@@ -124,6 +124,15 @@ def run_local(args) -> int:
         for e in plan:
             if e.skip:
                 continue
+            if e.framework != "pytorch":  # its processes from the local launch table
+                from bench.framework_venvs import venv_python
+                from bench.local_launchers import local_launch, local_processes
+
+                venv = local_launch(e.framework).venv
+                python = (venv_python(venv)[0] or f"<{venv} venv>/bin/python") if venv else sys.executable
+                for p in local_processes(e, python=python, launcher_python=sys.executable, free_port=lambda: 0):
+                    print(" ".join(p.argv))
+                continue
             for n in range(e.max_nodes):
                 print(" ".join(lr.node_command(e, n, python=sys.executable, endpoint="127.0.0.1:PORT",
                                                rdzv_id=f"{args.stack}-{run_id}-{e.name}")))

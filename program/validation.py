@@ -275,7 +275,7 @@ def image_problems(cfg: StackConfig) -> list[str]:
             continue
         reasons = compat.pair_problems(row, group.instance_type, group.ami_type)
         if reasons:
-            fit = compat.default_image(group.instance_type, group.ami_type, cfg.region or "us-west-2")
+            fit = compat.default_image(group.instance_type, group.ami_type, cfg.region or "us-west-2", e.framework)
             out.append(problem(f"experiments[{i}].image", e.image,
                                f"cannot train on node group {group.name!r} ({group.instance_type}, {group.ami_type}): "
                                f"{'; '.join(reasons)}; leave image unset for the group's default (spec/compat.py), "

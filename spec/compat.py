@@ -97,6 +97,14 @@ IMAGES: tuple[TrainingImage, ...] = (
         # wheels carry 5.0, 6.0, 7.0, 7.5, 8.0, 8.6, 9.0 (RELEASE.md support matrix). Listed here: what both
         # say (SASS 7.0-9.0; the PTX neither source is sure of is left out, so no GPU is claimed on PTX alone).
         source="aws/deep-learning-containers 2.6-gpu-ec2.yml + Dockerfile.gpu; pytorch/pytorch RELEASE.md"),
+    TrainingImage(
+        pins.PADDLE_REPOSITORY, (pins.PADDLE_TAG,), "paddle", "3.0.0", "11.8",
+        sass=("6.0", "6.1", "7.0", "7.5", "8.0", "8.6"), ptx=(), end_of_patch="",
+        # Paddle's cmake/cuda.cmake (PaddlePaddle/Paddle): for CUDA 11.2+ every release strategy
+        # (NEW_RELEASE_ALL, NEW_RELEASE_PYPI, the default) builds paddle_known_gpu_archs11 + "86", and
+        # all of them hold 60 61 70 75 80 (the table keeps what every strategy has: no sm_90, no PTX).
+        # Paddle's install tables: Volta sm_70 takes the CUDA 10/11 packages. No DLC: spec/pins.py.
+        source="PaddlePaddle/Paddle cmake/cuda.cmake; paddlepaddle.org.cn install Tables; Docker Hub tag"),
 )
 
 # The driver each CUDA release needs without the forward-compatibility package. toolkit_driver: NVIDIA CUDA
@@ -106,6 +114,8 @@ IMAGES: tuple[TrainingImage, ...] = (
 # feature set (no PTX JIT of newer PTX). eksbench requires the toolkit driver's branch: that is where the
 # DLC's own start_cuda_compat.sh stops adding the compat package, so skipping it loses nothing.
 CUDA_DRIVERS: dict[str, CudaDriver] = {
+    # 11.8 GA >= 520.61.05 (Table 3); 11.x minor compatibility >= 450.80.02 (Table 1).
+    "11.8": CudaDriver("520.61.05", 450, "CUDA Toolkit Release Notes, Table 3; CUDA Compatibility, Table 1"),
     "12.6": CudaDriver("560.35.05", 525, "CUDA Toolkit Release Notes, Table 3; CUDA Compatibility, Table 1"),
     "13.0": CudaDriver("580.95.05", 580, "CUDA Toolkit Release Notes, Table 3; CUDA Compatibility, Table 1"),
 }
@@ -158,6 +168,8 @@ def find_image(image: str) -> TrainingImage | None:
     path, _, tag = ref.rpartition(":")
     if not path or "/" in tag:
         return None
+    if path in (pins.PADDLE_REPOSITORY, f"docker.io/{pins.PADDLE_REPOSITORY}"):  # Docker Hub, by its full name
+        return next((row for row in IMAGES if row.repository == pins.PADDLE_REPOSITORY and tag in row.tags), None)
     if not (".dkr.ecr." in path or path.startswith(PUBLIC_DLC_PREFIX)):
         return None
     repository = path.rsplit("/", 1)[-1]
@@ -197,11 +209,16 @@ def pair_problems(row: TrainingImage, instance_type: str, ami_type: str) -> list
     return [p for p in (kernel_problem(row, instance_type), driver_problem(row, ami_type)) if p]
 
 
-def default_row(instance_type: str, ami_type: str) -> TrainingImage:
-    """The first image of ``IMAGES`` that runs on the group; the first row where none does (the plan says why)."""
-    return next((row for row in IMAGES if not pair_problems(row, instance_type, ami_type)), IMAGES[0])
+def default_row(instance_type: str, ami_type: str, framework: str = "pytorch") -> TrainingImage:
+    """The first image of ``IMAGES`` for ``framework`` that runs on the group; the framework's first
+    row where none does (the plan says why)."""
+    rows = [row for row in IMAGES if row.framework == framework]
+    return next((row for row in rows if not pair_problems(row, instance_type, ami_type)), rows[0])
 
 
-def default_image(instance_type: str, ami_type: str, region: str) -> str:
-    """The default training image of a node group, in ``region``'s registry."""
-    return pins.training_image(region, default_row(instance_type, ami_type).tags[0])
+def default_image(instance_type: str, ami_type: str, region: str, framework: str = "pytorch") -> str:
+    """The default training image of a node group: a DLC in ``region``'s registry; paddle's from Docker Hub."""
+    row = default_row(instance_type, ami_type, framework if framework == "paddle" else "pytorch")
+    if row.framework == "paddle":
+        return f"{row.repository}:{row.tags[0]}"
+    return pins.training_image(region, row.tags[0])

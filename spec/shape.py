@@ -19,7 +19,7 @@ from spec.config import (Autostop, DEFAULT_IMAGE, NAME, RETIRED_FRAMEWORKS, Clus
                          HOME_ROLE, HomeConfig, LocalRun, Network, ROLES, Results, StackConfig, Storage,
                          SystemNodeGroup, choices_of, default_of)
 from spec.fields import ConfigError, Reader, cidr_rule, show
-from spec.pins import training_image
+from spec.pins import PADDLE_IMAGE, training_image
 
 DEFAULT_REGION = "us-west-2"  # the registry of DEFAULT_IMAGE, where no region is known
 
@@ -353,7 +353,10 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
     group = next((g for g in groups if g.name == group_name), None)
     if group is not None:
         # The image whose CUDA build has kernels for the group's GPUs and fits its AMI's driver (spec/compat.py).
-        default_image = compat.default_image(group.instance_type, group.ami_type, region or DEFAULT_REGION)
+        default_image = compat.default_image(group.instance_type, group.ami_type, region or DEFAULT_REGION,
+                                             framework)
+    elif framework == "paddle":
+        default_image = PADDLE_IMAGE
     # Every GPU of the node unless asked otherwise (program.validation checks it against the group).
     per_node = max(group.gpus_per_node, 1) if group else 1
     gpus = r.integer("gpus_per_node", per_node, minimum=1, example=str(per_node))

@@ -30,7 +30,7 @@ from typing import Mapping, Protocol
 from infra.environment import Environment
 from spec import aws_catalog as catalog
 from spec.config import Experiment
-from spec.pins import is_training_image
+from spec.pins import PADDLE_IMAGE, is_training_image
 from spec.launch_command import ENTRY_MODULES, Torchrun, torchrun_argv, trainer_argv
 from spec.train_args import TrainArgs
 from spec.workload_facts import WORKLOADS
@@ -57,7 +57,7 @@ SUPPORTED = {
 IMAGE_EXAMPLES = {
     "tensorflow": "tensorflow/tensorflow:2.17.0-gpu",
     "horovod": "horovod/horovod:0.28.1",
-    "paddle": "paddlepaddle/paddle:2.6.1-gpu-cuda12.0-cudnn8.9-trt8.6",
+    "paddle": PADDLE_IMAGE,
 }
 # A Job name becomes the pod hostname "<job>-<index>" and the label value
 # batch.kubernetes.io/job-name: both are limited to 63 characters (RFC 1123 label).
