@@ -45,7 +45,7 @@ from typing import Any, Mapping  # noqa: E402
 
 from spec.train_args import TrainArgs, parse_train_args  # noqa: E402
 from spec.workload_facts import WORKLOADS  # noqa: E402
-from workloads.train.data import Position, epoch_ends, next_slice, rank_indices  # noqa: E402
+from workloads.train.data import Position, epoch_ends, next_step, rank_indices  # noqa: E402
 from workloads.train.metrics import JsonLines, metrics_dir  # noqa: E402
 from workloads.train.schedule import default_lr  # noqa: E402
 from workloads.train.startup import startup_event  # noqa: E402
@@ -222,15 +222,8 @@ def trainer_loop(a: TrainArgs, exe: Any, main: Any, loss: Any, source: Batches, 
     gb = a.batch_size * world
     step, pos, done_here, interval, data_wait, times = 0, Position(), 0, 0, 0.0, []
     t_prev = loop_start = mark = time.perf_counter()
-    while True:
-        if source.size is not None:
-            start, after = next_slice(source.size, pos, gb)
-            if a.by_epochs and start.epoch >= a.epochs:
-                break
-        else:
-            start, after = pos, pos
-        if not a.by_epochs and step >= a.steps:
-            break
+    while (where := next_step(source.size, pos, gb, step, a)) is not None:
+        start, after = where
         t0 = time.perf_counter()
         xb, yb = source.batch(start)
         data_wait += time.perf_counter() - t0
