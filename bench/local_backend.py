@@ -168,8 +168,7 @@ class ExperimentRun:
         ok = summary is not None and summary.get("status") == "succeeded"
         progress.line(f"[{self.exp.name}] {'succeeded' if ok else 'FAILED'} in {self.wall:.1f}s")
         if not ok:
-            log = Path(self.exp.results_dir) / "logs" / ("node-0.log" if self.exp.framework == "pytorch"
-                                                          else "trainer-0.log")
+            log = Path(self.exp.results_dir) / "logs" / "node-0.log"
             error = (summary or {}).get("error") or "no exception in the log tail"
             progress.line(f"[{self.exp.name}] {error}\n[{self.exp.name}] log: {show(log)}", err=True)
         if ok and self.exp.evaluate and WORKLOADS[self.exp.workload].evaluates:

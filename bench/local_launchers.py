@@ -10,16 +10,10 @@ its processes run that venv's python.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable
 
-
-@dataclass(frozen=True)
-class LocalProcess:
-    """One local process: its role (e.g. ``pserver-0``, also its launcher node id) and command line."""
-    role: str
-    argv: tuple[str, ...]  # the launcher, ``--`` and the framework's command
-    env: Mapping[str, str] = field(default_factory=dict)  # added to the run's child env
+from bench.local_process import LocalProcess
 
 
 # (experiment, *, python (the framework's), launcher_python, free_port) -> processes
@@ -45,6 +39,10 @@ def local_launch(framework: str) -> LocalLaunch | None:
 
 def runs_locally(framework: str) -> bool:
     return framework == "pytorch" or local_launch(framework) is not None
+
+
+def local_frameworks() -> tuple[str, ...]:
+    return ("pytorch", *_table())
 
 
 def local_processes(exp: Any, *, python: str, launcher_python: str, free_port: Callable[[], int]) -> list[LocalProcess]:

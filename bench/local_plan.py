@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Sequence
 
-from bench.local_launchers import runs_locally
+from bench.local_launchers import local_frameworks, runs_locally
 from spec.config import Experiment, LocalRun
 from spec.launch_command import Torchrun, launcher_argv, torchrun_argv, trainer_argv
 from spec.train_args import TrainArgs
@@ -118,7 +118,8 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         log_every=max(1, min(cluster.log_every, steps // 10)))
     skip = None
     if not runs_locally(exp.framework):
-        skip = f"framework {exp.framework}: the local runner has no launch for it (bench.local_launchers)"
+        skip = (f"framework {exp.framework}: the local runner runs {', '.join(local_frameworks())} only "
+                f"(bench.local_launchers)")
     return LocalExperiment(
         name=exp.name, workload=exp.workload, min_nodes=lo, max_nodes=hi,
         procs_per_node=1 if exp.framework == "paddle" else min(exp.gpus_per_node, local.procs_per_node), train=train, extra_args=tuple(exp.args),

@@ -5,7 +5,8 @@ runs ``python -m workloads.train.paddle_ps`` with the experiment's trainer argum
 and endpoints in the env ``workloads.contracts.paddle_ps_env`` builds (both naming sets), here
 on 127.0.0.1 with a free port each. Each is wrapped by the results launcher, as a cluster pod's
 is; trainer 0 writes summary.json. The launcher runs on bench's python (it needs no Paddle),
-the Paddle processes on the paddle venv's.
+the Paddle processes on the paddle venv's. The results layout is the cluster's: trainers in the experiment's folder,
+pservers in its ``pserver/`` folder.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import tempfile
 from typing import Any, Callable
 
-from bench.local_launchers import LocalProcess
+from bench.local_process import LocalProcess
 from spec.launch_command import ENTRY_MODULES, launcher_argv, trainer_argv
 from workloads.contracts import paddle_ps_env
 
@@ -29,16 +30,19 @@ def paddle_processes(exp: Any, *, python: str, launcher_python: str, free_port: 
     command = [python, *trainer_argv(exp.train, exp.extra_args, module=ENTRY_MODULES["paddle"])]
     out = []
     for role, endpoints in (("PSERVER", pservers), ("TRAINER", trainers)):
+        # The cluster's layout (workloads.job_manifests): pservers under <results>/pserver/, each Job's
+        # pod i logging to logs/node-<i>.log, index 0 of each writing its summary.json.
+        sub = "/pserver" if role == "PSERVER" else ""
         for i in range(len(endpoints)):
-            node = f"{role.lower()}-{i}"
-            head = launcher_argv(python=launcher_python, results_dir=exp.results_dir, results_uri=results_uri,
-                                 experiment=exp.name, node_id=node,
-                                 summary="always" if node == "trainer-0" else "never", grace=15)
+            head = launcher_argv(python=launcher_python, results_dir=exp.results_dir + sub,
+                                 results_uri=results_uri and results_uri + sub.lstrip("/") + ("/" if sub else ""),
+                                 experiment=exp.name, node_id=f"node-{i}", summary="always" if i == 0 else "never",
+                                 grace=15)
             env = paddle_ps_env(pservers=pservers, trainers=trainers, role=role, index=i,
                                 task=exp.name, gloo_port=gloo)
             # Paddle's gloo set-up starts a multiprocessing Manager, whose AF_UNIX socket goes under
             # TMPDIR; the run's own _tmp folder can be deeper than sun_path's 108 bytes ("AF_UNIX path
             # too long"), so these processes keep bench's own temporary folder.
             env["TMPDIR"] = tempfile.gettempdir()
-            out.append(LocalProcess(role=node, argv=tuple(head + ["--", *command]), env=env))
+            out.append(LocalProcess(role=f"{role.lower()}-{i}", argv=tuple(head + ["--", *command]), env=env))
     return out

@@ -216,9 +216,14 @@ def default_row(instance_type: str, ami_type: str, framework: str = "pytorch") -
     return next((row for row in rows if not pair_problems(row, instance_type, ami_type)), rows[0])
 
 
+def image_ref(row: TrainingImage, region: str, tag: str | None = None) -> str:
+    """``row``'s image (its pinned tag, or ``tag``): a DLC in ``region``'s registry; paddle's on Docker Hub."""
+    tag = tag or row.tags[0]
+    if row.repository == pins.DLC_REPOSITORY:
+        return pins.training_image(region, tag)
+    return f"{row.repository}:{tag}"
+
+
 def default_image(instance_type: str, ami_type: str, region: str, framework: str = "pytorch") -> str:
-    """The default training image of a node group: a DLC in ``region``'s registry; paddle's from Docker Hub."""
-    row = default_row(instance_type, ami_type, framework if framework == "paddle" else "pytorch")
-    if row.framework == "paddle":
-        return f"{row.repository}:{row.tags[0]}"
-    return pins.training_image(region, row.tags[0])
+    """The default training image of a node group for ``framework`` (paddle's, else the PyTorch DLC)."""
+    return image_ref(default_row(instance_type, ami_type, framework if framework == "paddle" else "pytorch"), region)

@@ -46,7 +46,7 @@ def test_two_pservers_and_two_trainers_train_and_summarise(tmp_path):
     (results,) = (tmp_path / "results").glob("**/paddle-ps/t/paddle-resnet50")  # spec.results_location's layout
     summary = json.loads((results / "summary.json").read_text())
     assert summary["status"] == "succeeded" and summary["exit_code"] == 0, summary.get("log_tail")
-    assert summary["framework"] == "paddle" and summary["node_id"] == "trainer-0"
+    assert summary["framework"] == "paddle" and summary["node_id"] == "node-0"
     # the launcher read the trainer's arguments back from the paddle entry module's command
     assert summary["config"]["workload"] == "resnet50" and summary["config"]["batch_size"] == 8
     assert summary["world_sizes"] == [2] and summary["nodes"] == 2
@@ -64,11 +64,14 @@ def test_two_pservers_and_two_trainers_train_and_summarise(tmp_path):
         assert {r["world_size"] for r in lines} == {2} and all(r["loss"] > 0 for r in lines)
     events = [e["event"] for e in read_jsonl(metrics_dir(results) / "events.jsonl")]
     assert events == ["start", "run_info", "startup", "end"]
-    logs = {p.name: p.read_text() for p in (results / "logs").glob("*.log")}
-    assert set(logs) == {"pserver-0.log", "pserver-1.log", "trainer-0.log", "trainer-1.log"}
-    assert all("[paddle_ps] pserver" in logs[f"pserver-{i}.log"] and "stopped" in logs[f"pserver-{i}.log"]
-               for i in (0, 1))
-    assert "finished at step 20 (trainers 2)" in logs["trainer-0.log"]
+    # the cluster's layout (workloads.job_manifests): pservers under pserver/, pod i's log logs/node-<i>.log
+    logs = {str(p.relative_to(results)): p.read_text() for p in results.glob("**/node-*.log")}
+    assert set(logs) == {"logs/node-0.log", "logs/node-1.log", "pserver/logs/node-0.log", "pserver/logs/node-1.log"}
+    assert all(f"[paddle_ps] pserver {i}/2 serving" in logs[f"pserver/logs/node-{i}.log"]
+               and f"pserver {i} stopped" in logs[f"pserver/logs/node-{i}.log"] for i in (0, 1))
+    assert "finished at step 20 (trainers 2)" in logs["logs/node-0.log"]
+    pserver = json.loads((results / "pserver" / "summary.json").read_text())
+    assert pserver["status"] == "succeeded" and pserver["framework"] == "paddle"
 
 
 def test_a_missing_paddle_venv_is_one_line_naming_the_command_that_builds_it(tmp_path):
