@@ -311,7 +311,8 @@ def paddle_ps_env(*, pservers: list[str], trainers: list[str], role: str, index:
       POD_IP for every role (3.0.0 requires both of a trainer too), joined as ``POD_IP:PADDLE_PORT``.
     - The trainers' barrier store, as Paddle's own PS launcher sets it
       (python/paddle/distributed/fleet/launch_utils.py ``ParameterServerLauncher``):
-      PADDLE_WITH_GLOO=1 (trainers only), PADDLE_GLOO_RENDEZVOUS=3 (HTTP) and
+      PADDLE_WITH_GLOO=1 (gloo among the trainers; set in every pod, since pserver 0 serves the store),
+      PADDLE_GLOO_RENDEZVOUS=3 (HTTP) and
       PADDLE_GLOO_HTTP_ENDPOINT, served by pserver 0 (``_gloo_init``: "self._is_server() and
       self._server_index() == 0" starts the HTTP store) on ``gloo_port``.
     """
