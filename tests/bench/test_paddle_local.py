@@ -1,6 +1,7 @@
 """Paddle for real on this machine: ``bench run paddle-ps --local`` (tests/bench/stacks/Pulumi.paddle-ps.yaml)
-starts 2 pservers and 2 trainers of ``workloads.train.paddle_ps`` from the paddle venv, each wrapped by
-the results launcher, on loopback with free ports; trainer 0's launcher writes summary.json."""
+runs resnet50 (synthetic) and cifar10 (the generated stand-in), each with 2 pservers and 2 trainers of
+``workloads.train.paddle_ps`` from the paddle venv, each wrapped by the results launcher, on loopback
+with free ports; trainer 0's launcher writes summary.json."""
 
 from __future__ import annotations
 
@@ -43,12 +44,17 @@ def test_two_pservers_and_two_trainers_train_and_summarise(tmp_path):
         pytest.skip(venv_python("paddle")[1])
     done = run(tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (results,) = (tmp_path / "results").glob("**/paddle-ps/t/paddle-resnet50")  # spec.results_location's layout
+    for name, workload in (("paddle-resnet50", "resnet50"), ("paddle-cifar10", "cifar10")):
+        (results,) = (tmp_path / "results").glob(f"**/paddle-ps/t/{name}")  # spec.results_location's layout
+        check_results(results, workload)
+
+
+def check_results(results: Path, workload: str) -> None:
     summary = json.loads((results / "summary.json").read_text())
     assert summary["status"] == "succeeded" and summary["exit_code"] == 0, summary.get("log_tail")
     assert summary["framework"] == "paddle" and summary["node_id"] == "node-0"
     # the launcher read the trainer's arguments back from the paddle entry module's command
-    assert summary["config"]["workload"] == "resnet50" and summary["config"]["batch_size"] == 8
+    assert summary["config"]["workload"] == workload and summary["config"]["batch_size"] == 8
     assert summary["world_sizes"] == [2] and summary["nodes"] == 2
     assert summary["coverage"] == {"steps": 20, "duplicate_lines": 0, "missing_steps": []}
     tp = summary["throughput"]
@@ -62,6 +68,8 @@ def test_two_pservers_and_two_trainers_train_and_summarise(tmp_path):
         assert steps == list(range(1, 21))
         assert sum(len(r["step_times_s"]) for r in lines) == 20
         assert {r["world_size"] for r in lines} == {2} and all(r["loss"] > 0 for r in lines)
+    if workload == "cifar10":  # 256 stand-in images, 16 per global step: the second epoch starts at step 17
+        assert [r["epoch"] for r in lines][-1] == 1
     events = [e["event"] for e in read_jsonl(metrics_dir(results) / "events.jsonl")]
     assert events == ["start", "run_info", "startup", "end"]
     # the cluster's layout (workloads.job_manifests): pservers under pserver/, pod i's log logs/node-<i>.log
