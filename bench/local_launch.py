@@ -15,6 +15,11 @@
   node), or None for the stack's ``local.procs_per_node``.
 - ``rendezvous``: how its processes find each other when it is not the experiment's
   ``rdzv_backend`` (no etcd is started for it), for the plan's printed line.
+- ``pservers``: whether the experiment's parameter servers run too (Paddle).
+
+The entries: pytorch and tensorflow here; paddle's in ``bench.paddle_local``. The pieces they are
+built from (``LocalExperiment``, ``LocalContext``, ``LocalProcess``, ``LocalLaunch``, ``wrapped``,
+``framework_command``) live in ``bench.local_process`` and are importable from here too.
 
 ``LocalContext`` carries what only the runner knows: the launcher's python (this one), the
 framework's python, the torch rendezvous endpoint and id, and ``ports()``, a free loopback port per
@@ -25,46 +30,13 @@ one-line reason.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Sequence
 
-from spec.launch_command import (ENTRY_MODULES, Launched, Torchrun, launched_torchrun, launched_trainer, launcher_argv,
-                                 torchrun_argv, trainer_argv)
-from spec.train_args import TrainArgs
+from bench.local_process import (LocalContext, LocalExperiment, LocalLaunch, LocalProcess,  # noqa: F401 - the interface
+                                 framework_command, wrapped)
+from bench.paddle_local import paddle_processes
+from spec.launch_command import Torchrun, launched_torchrun, launched_trainer, launcher_argv, torchrun_argv, trainer_argv
 from workloads.contracts import rdzv_conf, tf_config
-
-
-@dataclass(frozen=True)
-class LocalExperiment:
-    name: str
-    workload: str
-    min_nodes: int
-    max_nodes: int
-    procs_per_node: int
-    train: TrainArgs
-    extra_args: tuple[str, ...]
-    rdzv_backend: str
-    max_restarts: int
-    evaluate: bool
-    results_dir: str
-    notes: tuple[str, ...] = ()
-    skip: str | None = None  # why it is not run locally
-    repeat: int = 0  # 1..repeats for one repeat of an experiment with repeats: N (Experiment.runs)
-    repeats: int = 1
-    framework: str = "pytorch"  # its entry in bench.local_launch.LOCAL_LAUNCHES starts its processes
-
-    @property
-    def label(self) -> str:
-        """How the run's lines and rows name it: ``<name>`` or ``<name> repeat <k>/<N>``."""
-        return f"{self.name} repeat {self.repeat}/{self.repeats}" if self.repeat else self.name
-
-    @property
-    def elastic(self) -> bool:
-        return self.min_nodes != self.max_nodes
-
-    @property
-    def processes(self) -> int:
-        return self.max_nodes * self.procs_per_node
 
 
 def local_agent(exp: LocalExperiment, *, endpoint: str, rdzv_id: str, last_call_timeout: int = 5,
@@ -95,44 +67,6 @@ def node_command(exp: LocalExperiment, node: int, *, python: str, endpoint: str,
     return head + ["--", *torchrun_command(exp, python=python, endpoint=endpoint, rdzv_id=rdzv_id)]
 
 
-@dataclass(frozen=True)
-class LocalContext:
-    launcher_python: str  # runs workloads.train.launch (this Python: it has boto3 etc.)
-    python: str  # runs the framework's own processes: this Python, or the framework's venv's
-    endpoint: str  # pytorch: the rendezvous endpoint (etcd or c10d)
-    rdzv_id: str
-    ports: Callable[[], int]  # a free loopback port each call
-
-
-@dataclass(frozen=True)
-class LocalProcess:
-    argv: tuple[str, ...]
-    env: Mapping[str, str] = field(default_factory=dict)  # on top of the run's environment
-    role: str = "node"
-
-
-@dataclass(frozen=True)
-class LocalLaunch:
-    processes: Callable[[LocalExperiment, LocalContext], list[LocalProcess]]
-    venv: str | None = None
-    procs_per_node: int | None = None
-    rendezvous: str | None = None
-
-
-def wrapped(exp: LocalExperiment, ctx: LocalContext, *, node_id: str, summary: bool, command: Sequence[str],
-            launched: Launched = Launched()) -> tuple[str, ...]:
-    """The results launcher (``workloads.train.launch``, run by this Python) around ``command``; ``launched``
-    tells it the shape and the trainer's arguments it records (it never reads them back from ``command``)."""
-    head = launcher_argv(python=ctx.launcher_python, results_dir=exp.results_dir, experiment=exp.name,
-                         node_id=node_id, summary="always" if summary else "never", grace=15, launched=launched)
-    return (*head, "--", *command)
-
-
-def framework_command(exp: LocalExperiment, ctx: LocalContext) -> tuple[str, ...]:
-    """``<python> -m <the framework's entry module> <trainer arguments>`` (workloads.train's CLI)."""
-    return (ctx.python, *trainer_argv(exp.train, exp.extra_args, module=ENTRY_MODULES[exp.framework]))
-
-
 def pytorch_processes(exp: LocalExperiment, ctx: LocalContext) -> list[LocalProcess]:
     """One launcher + torchrun agent per node (``local_plan.node_command``); node 0 writes the summary."""
     return [LocalProcess(tuple(node_command(exp, n, python=ctx.python, endpoint=ctx.endpoint, rdzv_id=ctx.rdzv_id)))
@@ -153,6 +87,8 @@ def tensorflow_processes(exp: LocalExperiment, ctx: LocalContext) -> list[LocalP
 LOCAL_LAUNCHES: dict[str, LocalLaunch] = {
     "pytorch": LocalLaunch(pytorch_processes),
     "tensorflow": LocalLaunch(tensorflow_processes, venv="tensorflow", procs_per_node=1, rendezvous="TF_CONFIG"),
+    "paddle": LocalLaunch(paddle_processes, venv="paddle", procs_per_node=1, pservers=True,
+                          rendezvous="the Paddle env, gloo's HTTP store on pserver 0"),
 }
 
 

@@ -103,7 +103,7 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
     procs = (launch and launch.procs_per_node) or min(exp.gpus_per_node, local.procs_per_node)
     return LocalExperiment(
         name=exp.name, workload=exp.workload, min_nodes=lo, max_nodes=hi,
-        procs_per_node=procs, train=train, extra_args=extra,
+        procs_per_node=procs, train=train, extra_args=extra, pservers=min(exp.pservers, local.nodes) if launch and launch.pservers else 0,
         rdzv_backend=(launch and launch.rendezvous) or exp.rdzv_backend, max_restarts=exp.max_restarts,
         evaluate=exp.evaluate, results_dir=results_dir, notes=tuple(notes), skip=not_local(exp.framework),
         repeat=exp.repeat, repeats=exp.repeats, framework=exp.framework)

@@ -116,6 +116,14 @@ IMAGES: tuple[TrainingImage, ...] = (
         # cuda is the image's CUDA libraries (FROM nvidia/cuda:12.9.1-runtime-amzn2023), which set its driver floor.
         source="aws/deep-learning-containers tensorflow-training 2.21-gpu-sagemaker.yml + Dockerfile.cuda; "
                "the tensorflow 2.21.0 wheel's build_info.py"),
+    TrainingImage(
+        pins.PADDLE_REPOSITORY, (pins.PADDLE_TAG,), "paddle", "3.0.0", "11.8",
+        sass=("6.0", "6.1", "7.0", "7.5", "8.0", "8.6"), ptx=(), end_of_patch="",
+        # Paddle's cmake/cuda.cmake (PaddlePaddle/Paddle): for CUDA 11.2+ every release strategy
+        # (NEW_RELEASE_ALL, NEW_RELEASE_PYPI, the default) builds paddle_known_gpu_archs11 + "86", and
+        # all of them hold 60 61 70 75 80 (the table keeps what every strategy has: no sm_90, no PTX).
+        # Paddle's install tables: Volta sm_70 takes the CUDA 10/11 packages. No DLC: spec/pins.py.
+        source="PaddlePaddle/Paddle cmake/cuda.cmake; paddlepaddle.org.cn install Tables; Docker Hub tag"),
 )
 
 # The driver each CUDA release needs without the forward-compatibility package. toolkit_driver: NVIDIA CUDA
@@ -125,6 +133,8 @@ IMAGES: tuple[TrainingImage, ...] = (
 # feature set (no PTX JIT of newer PTX). eksbench requires the toolkit driver's branch: that is where the
 # DLC's own start_cuda_compat.sh stops adding the compat package, so skipping it loses nothing.
 CUDA_DRIVERS: dict[str, CudaDriver] = {
+    # 11.8 GA >= 520.61.05 (Table 3); 11.x minor compatibility >= 450.80.02 (Table 1).
+    "11.8": CudaDriver("520.61.05", 450, "CUDA Toolkit Release Notes, Table 3; CUDA Compatibility, Table 1"),
     "12.6": CudaDriver("560.35.05", 525, "CUDA Toolkit Release Notes, Table 3; CUDA Compatibility, Table 1"),
     "13.0": CudaDriver("580.95.05", 580, "CUDA Toolkit Release Notes, Table 3; CUDA Compatibility, Table 1"),
     # 12.9 Update 1 ships driver 575.57.08 (NVIDIA's installer cuda_12.9.1_575.57.08_linux.run).
@@ -179,6 +189,8 @@ def find_image(image: str) -> TrainingImage | None:
     path, _, tag = ref.rpartition(":")
     if not path or "/" in tag:
         return None
+    if path in (pins.PADDLE_REPOSITORY, f"docker.io/{pins.PADDLE_REPOSITORY}"):  # Docker Hub, by its full name
+        return next((row for row in IMAGES if row.repository == pins.PADDLE_REPOSITORY and tag in row.tags), None)
     if not (".dkr.ecr." in path or path.startswith(PUBLIC_DLC_PREFIX)):
         return None
     repository = path.rsplit("/", 1)[-1]
@@ -225,7 +237,15 @@ def default_row(instance_type: str, ami_type: str, framework: str = "pytorch") -
     return next((row for row in rows if not pair_problems(row, instance_type, ami_type)), rows[0])
 
 
+def image_ref(row: TrainingImage, region: str, tag: str | None = None) -> str:
+    """``row``'s image (its pinned tag, or ``tag``): a DLC in ``region``'s registry; one from Docker Hub
+    (an ``<organization>/<name>`` repository: paddle's) by its own name."""
+    tag = tag or row.tags[0]
+    if "/" in row.repository:
+        return f"{row.repository}:{tag}"
+    return pins.training_image(region, tag, row.repository)
+
+
 def default_image(instance_type: str, ami_type: str, region: str, framework: str = "pytorch") -> str:
-    """The default training image of ``framework`` on a node group, in ``region``'s registry."""
-    row = default_row(instance_type, ami_type, framework)
-    return pins.training_image(region, row.tags[0], row.repository)
+    """The default training image of ``framework`` on a node group (a DLC in ``region``'s registry, or Docker Hub's)."""
+    return image_ref(default_row(instance_type, ami_type, framework), region)

@@ -60,6 +60,16 @@ def is_training_image(image: str) -> bool:
     return ".dkr.ecr." in image and any(image.endswith(f"/{DLC_REPOSITORY}:{t}") for t in (DLC_TAG, DLC_TAG_CU126))
 
 
+# Paddle's training image. AWS builds no Paddle DLC (aws/deep-learning-containers at e0ecede has no
+# paddle image in docs/src/data/ nor anywhere in the repository), so the official PaddlePaddle GPU image,
+# from Docker Hub: PaddlePaddle 3.0.0 built with CUDA 11.8 + cuDNN 8.9 (the tag PaddlePaddle's own
+# install docs name, "3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6", e.g. PaddleX 3.1 installation/paddlepaddle_install,
+# driver >= 450.80.02); its CUDA 11 build has Volta (sm_70) kernels for p3 (spec/compat.py). 3.0.0 matches
+# requirements-paddle.txt: the newest 3.x whose PyPI CPU wheel has the parameter-server core.
+PADDLE_REPOSITORY = "paddlepaddle/paddle"
+PADDLE_TAG = "3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6"
+PADDLE_IMAGE = f"{PADDLE_REPOSITORY}:{PADDLE_TAG}"
+
 # The default where no region is known, and the base of workloads/Dockerfile: us-west-2's copy.
 TRAINING_IMAGE = training_image("us-west-2")
 # etcd stays on 3.5: torch's etcd rendezvous backends speak the v2 API, which etcd 3.6

@@ -19,7 +19,7 @@ from spec.config import (BATCH_SIZE_MAX, DEFAULT_IMAGE, HOME_ROLE, MAX_REPEATS, 
                          Autostop, Cluster, Efs, Experiment, Fsx, GpuNodeGroup, HomeConfig, LocalRun, Network, Results,
                          StackConfig, Storage, SystemNodeGroup, choices_of, default_of)
 from spec.fields import ConfigError, Reader, cidr_rule, show
-from spec.pins import training_image
+from spec.pins import PADDLE_IMAGE, training_image
 
 DEFAULT_REGION = "us-west-2"  # the registry of DEFAULT_IMAGE, where no region is known
 
@@ -363,6 +363,8 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
         # The image whose CUDA build has kernels for the group's GPUs and fits its AMI's driver (spec/compat.py).
         known = framework if framework in choices_of(Experiment, "framework") else "pytorch"
         default_image = compat.default_image(group.instance_type, group.ami_type, region or DEFAULT_REGION, known)
+    elif framework == "paddle":
+        default_image = PADDLE_IMAGE
     # Every GPU of the node unless asked otherwise (program.validation checks it against the group).
     per_node = max(group.gpus_per_node, 1) if group else 1
     gpus = r.integer("gpus_per_node", per_node, minimum=1, example=str(per_node))

@@ -44,6 +44,7 @@ GATE_MODULE = "workloads.train.gate"  # the gate Job's program; reads gate_spec(
 C10D_PORT = 29400  # torchrun's default c10d rendezvous port
 TF_PORT = 2222  # conventional MultiWorkerMirroredStrategy worker port
 PADDLE_PORT = 6170  # pserver listen port
+PADDLE_GLOO_PORT = 6171  # pserver 0: Paddle's HTTP store for the trainers' gloo barriers
 CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the shipped code (spec/, workloads/train/) is mounted here
 CHECKPOINT_FILE = "checkpoints/latest.pt"  # under the results dir (workloads/train/checkpoint.py)
 EVAL_SUBDIR = "eval"
@@ -58,7 +59,7 @@ IMAGE_EXAMPLES = {
     "pytorch": pins.TRAINING_IMAGE,
     "tensorflow": pins.training_image("us-west-2", pins.TF_DLC_TAG, pins.TF_DLC_REPOSITORY),
     "horovod": "horovod/horovod:0.28.1",
-    "paddle": "paddlepaddle/paddle:2.6.1-gpu-cuda12.0-cudnn8.9-trt8.6",
+    "paddle": pins.PADDLE_IMAGE,
 }
 # A Job name becomes the pod hostname "<job>-<index>" and the label value
 # batch.kubernetes.io/job-name: both are limited to 63 characters (RFC 1123 label).
@@ -228,6 +229,15 @@ def train_argv(e: Experiment, env: Environment, *, instance_type: str | None = N
                         module=ENTRY_MODULES[e.framework])
 
 
+def entry_command(e: Experiment, env: Environment, *, nodes: int, procs_per_node: int,
+                  prefix: tuple[str, ...] = ("python3",)) -> tuple[tuple[str, ...], Launched]:
+    """``prefix -m <the framework's entry module> <the trainer's arguments>``, and what the launcher records
+    of it (``nodes`` pods of ``procs_per_node`` processes each): frameworks started without torchrun."""
+    train = train_args_for(e, env)
+    return (prefix + trainer_argv(train, e.args, module=ENTRY_MODULES[e.framework]),
+            launched_trainer(nodes=nodes, procs_per_node=procs_per_node, args=train, extra=e.args))
+
+
 def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int,
                    instance_type: str | None = None) -> Launch:
     """torchrun on every pod; the rendezvous id is the Job name, stable for one experiment and run."""
@@ -266,12 +276,10 @@ def tensorflow_launch(e: Experiment, env: Environment, *, job: str, service: str
     # Same bytes as tf_config(workers, index): the worker list comes from the env, the index from the Job.
     prelude = ('export TF_CONFIG="{\\"cluster\\":{\\"worker\\":${EKSBENCH_TF_WORKERS}},'
                '\\"task\\":{\\"type\\":\\"worker\\",\\"index\\":${JOB_COMPLETION_INDEX}}}"')
-    train = train_args_for(e, env)
-    return Launch(argv=("python3",) + trainer_argv(train, e.args, module=ENTRY_MODULES[e.framework]),
-                  prelude=prelude, port=TF_PORT,
-                  env={"EKSBENCH_FRAMEWORK": "tensorflow", "EKSBENCH_TF_WORKERS": workers},
-                  # one worker process per pod (MultiWorkerMirroredStrategy drives the pod's GPUs)
-                  launched=launched_trainer(nodes=e.max_nodes, procs_per_node=1, args=train, extra=e.args))
+    # one worker process per pod (MultiWorkerMirroredStrategy drives the pod's GPUs)
+    argv, launched = entry_command(e, env, nodes=e.max_nodes, procs_per_node=1)
+    return Launch(argv=argv, prelude=prelude, port=TF_PORT, launched=launched,
+                  env={"EKSBENCH_FRAMEWORK": "tensorflow", "EKSBENCH_TF_WORKERS": workers})
 
 
 def horovod_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
@@ -293,34 +301,52 @@ PADDLE_PER_POD = ("SERVER_ENDPOINT", "TRAINER_INDEX", "PADDLE_TRAINER_ID", "POD_
 
 
 def paddle_env(e: Experiment, *, job: str, service: str, role: str, index: int) -> dict[str, str]:
-    """The env one paddle pod gets: role PSERVER or TRAINER, with its index. Both naming sets:
+    """The env one paddle pod gets: role PSERVER or TRAINER, with its index (``paddle_ps_env`` on
+    the pods' DNS names). Since the pserver list holds the pods' DNS names (fixed before any pod
+    has an IP), a pserver's POD_IP is its own DNS name, so Paddle's lookup of ``POD_IP:PADDLE_PORT``
+    in the list finds it. Trainers get POD_IP from the downward API (status.podIP, job_manifests);
+    every paddle pod also has that IP as EKSBENCH_POD_IP.
+    """
+    _, ps_job = paddle_job_names(job)
+    pservers = [f"{pod_host(ps_job, i, service)}:{PADDLE_PORT}" for i in range(e.pservers)]
+    trainers = [f"{pod_host(job, i, service)}:{PADDLE_PORT}" for i in range(e.max_nodes)]
+    env = paddle_ps_env(pservers=pservers, trainers=trainers, role=role, index=index, task=job)
+    if role != "PSERVER":
+        del env["POD_IP"]  # the downward API's (job_manifests)
+    return env
+
+
+def paddle_ps_env(*, pservers: list[str], trainers: list[str], role: str, index: int, task: str,
+                  gloo_port: int = PADDLE_GLOO_PORT) -> dict[str, str]:
+    """One paddle process's env from the endpoint lists (``host:port``); the cluster's pods and the
+    local run (bench.paddle_local) both build it here. Both naming sets:
 
     - Fluid-era names, from PaddlePaddle's AWS benchmarking tool (PaddlePaddle/Paddle,
       tools/aws_benchmarking/README.md, the Fluid 0.x/1.x days): TASK_NAME, TRAINING_ROLE,
       PSERVER_HOSTS = PSERVERS (comma-separated pserver endpoints), TRAINERS (count),
       SERVER_ENDPOINT (a pserver's own endpoint) and TRAINER_INDEX (a trainer's index).
-    - What Paddle 2.x fleet reads: ``PaddleCloudRoleMaker._ps_env`` in
+    - What Paddle 2.x/3.x fleet reads: ``PaddleCloudRoleMaker._ps_env`` in
       python/paddle/distributed/fleet/base/role_maker.py (checked at PaddlePaddle/Paddle
-      d4038ff; the 1.x ``paddle.fluid.incubate.fleet`` role maker reads the same names):
-      PADDLE_PSERVERS_IP_PORT_LIST, PADDLE_TRAINER_ENDPOINTS, PADDLE_TRAINERS_NUM,
-      TRAINING_ROLE, PADDLE_TRAINER_ID (trainers), and for a pserver PADDLE_PORT and POD_IP,
-      which it joins as ``POD_IP:PADDLE_PORT`` and looks up in PADDLE_PSERVERS_IP_PORT_LIST.
-
-    Since the pserver list holds the pods' DNS names (fixed before any pod has an IP), a
-    pserver's POD_IP is its own DNS name, so that lookup finds it. Trainers get POD_IP from
-    the downward API (status.podIP, job_manifests); every paddle pod also has that IP as
-    EKSBENCH_POD_IP.
+      d4038ff and in the 3.0.0 wheel): PADDLE_PSERVERS_IP_PORT_LIST, PADDLE_TRAINER_ENDPOINTS,
+      PADDLE_TRAINERS_NUM, TRAINING_ROLE, PADDLE_TRAINER_ID (trainers), and PADDLE_PORT and
+      POD_IP for every role (3.0.0 requires both of a trainer too), joined as ``POD_IP:PADDLE_PORT``.
+    - The trainers' barrier store, as Paddle's own PS launcher sets it
+      (python/paddle/distributed/fleet/launch_utils.py ``ParameterServerLauncher``):
+      PADDLE_WITH_GLOO=1 (gloo among the trainers; set in every pod, since pserver 0 serves the store),
+      PADDLE_GLOO_RENDEZVOUS=3 (HTTP) and
+      PADDLE_GLOO_HTTP_ENDPOINT, served by pserver 0 (``_gloo_init``: "self._is_server() and
+      self._server_index() == 0" starts the HTTP store) on ``gloo_port``.
     """
-    _, ps_job = paddle_job_names(job)
-    pservers = ",".join(f"{pod_host(ps_job, i, service)}:{PADDLE_PORT}" for i in range(e.pservers))
-    trainers = ",".join(f"{pod_host(job, i, service)}:{PADDLE_PORT}" for i in range(e.max_nodes))
-    env = {"TASK_NAME": job, "TRAINING_ROLE": role, "PSERVER_HOSTS": pservers, "PSERVERS": pservers,
-           "TRAINERS": str(e.max_nodes), "EKSBENCH_FRAMEWORK": "paddle",
-           "PADDLE_PSERVERS_IP_PORT_LIST": pservers, "PADDLE_TRAINER_ENDPOINTS": trainers,
-           "PADDLE_TRAINERS_NUM": str(e.max_nodes), "PADDLE_PORT": str(PADDLE_PORT)}
+    ps, own = ",".join(pservers), (pservers if role == "PSERVER" else trainers)[index]
+    host, port = own.rsplit(":", 1)
+    env = {"TASK_NAME": task, "TRAINING_ROLE": role, "PSERVER_HOSTS": ps, "PSERVERS": ps,
+           "TRAINERS": str(len(trainers)), "EKSBENCH_FRAMEWORK": "paddle",
+           "PADDLE_PSERVERS_IP_PORT_LIST": ps, "PADDLE_TRAINER_ENDPOINTS": ",".join(trainers),
+           "PADDLE_TRAINERS_NUM": str(len(trainers)), "PADDLE_PORT": port, "POD_IP": host,
+           "PADDLE_WITH_GLOO": "1", "PADDLE_GLOO_RENDEZVOUS": "3",
+           "PADDLE_GLOO_HTTP_ENDPOINT": f"{pservers[0].rsplit(':', 1)[0]}:{gloo_port}"}
     if role == "PSERVER":
-        env["SERVER_ENDPOINT"] = f"{pod_host(ps_job, index, service)}:{PADDLE_PORT}"
-        env["POD_IP"] = pod_host(ps_job, index, service)
+        env["SERVER_ENDPOINT"] = own
     else:
         env["TRAINER_INDEX"] = env["PADDLE_TRAINER_ID"] = str(index)
     return env
@@ -333,7 +359,9 @@ def paddle_launch(e: Experiment, env: Environment, *, job: str, service: str, ro
     host = f"{ps_job}-${{JOB_COMPLETION_INDEX}}.{service}"
     prelude = (f'export POD_IP="{host}" SERVER_ENDPOINT="{host}:{PADDLE_PORT}"' if role == "PSERVER" else
                'export TRAINER_INDEX="${JOB_COMPLETION_INDEX}" PADDLE_TRAINER_ID="${JOB_COMPLETION_INDEX}"')
-    return Launch(argv=("python3",) + train_argv(e, env), env=static, prelude=prelude, port=PADDLE_PORT)
+    # one process per pod; the pserver Job has e.pservers pods, the trainer Job e.max_nodes
+    argv, launched = entry_command(e, env, nodes=e.pservers if role == "PSERVER" else e.max_nodes, procs_per_node=1)
+    return Launch(argv=argv, env=static, prelude=prelude, port=PADDLE_PORT, launched=launched)
 
 
 def launch_for(e: Experiment, env: Environment, *, job: str, service: str, gpus: int,

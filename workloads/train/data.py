@@ -28,6 +28,21 @@ def next_slice(size: int, pos: Position, global_batch: int) -> tuple[Position, P
     return start, Position(start.epoch, start.offset + global_batch)
 
 
+def next_step(size: int | None, pos: Position, global_batch: int, step: int, args: Any) -> tuple[Position, Position] | None:
+    """(where the next step reads from, the position after it), or None when the run is done: its
+    ``args.epochs`` (an epoch run) or its ``args.steps`` (a step run). Synthetic data (``size``
+    None) has no positions. Every framework's training loop asks this."""
+    if size is not None:
+        start, after = next_slice(size, pos, global_batch)
+        if args.by_epochs and start.epoch >= args.epochs:
+            return None
+    else:
+        start, after = pos, pos
+    if not args.by_epochs and step >= args.steps:
+        return None
+    return start, after
+
+
 def epoch_ends(size: int, after: Position, global_batch: int) -> bool:
     return after.offset + global_batch > size
 

@@ -27,7 +27,7 @@ from typing import Any
 from spec.train_args import TrainArgs, parse_train_args
 from spec.workload_facts import WORKLOADS as WORKLOAD_FACTS
 from workloads.train import checkpoint as ckpt
-from workloads.train.data import Position, epoch_ends, next_slice
+from workloads.train.data import Position, epoch_ends, next_step
 from workloads.train.cpu_choice import channels_last_for
 from workloads.train.device import StepClock, device_info
 from workloads.train.startup import startup_event
@@ -256,15 +256,8 @@ class Run:
         self.sync()
         t_prev = loop_start = last_checkpoint = time.perf_counter()
         clock.start()
-        while True:
-            if size is not None:
-                start, after = next_slice(size, pos, gb)
-                if a.by_epochs and start.epoch >= a.epochs:
-                    break
-            else:
-                start, after = pos, pos
-            if not a.by_epochs and step >= a.steps:
-                break
+        while (where := next_step(size, pos, gb, step, a)) is not None:
+            start, after = where
             t0 = time.perf_counter()
             x, y = self.source.batch(start)
             data_wait += time.perf_counter() - t0
