@@ -100,16 +100,16 @@ class ExperimentRun:
 
     def start(self) -> None:
         from bench.local_etcd import free_port
-        from bench.local_plan import node_command
+        from bench.local_launch import local_processes
 
         endpoint = self.etcd if self.exp.rdzv_backend == "etcd-v2" else f"127.0.0.1:{free_port()}"
         self.t0 = time.monotonic()
         Path(self.exp.results_dir).mkdir(parents=True, exist_ok=True)
-        for n in range(self.exp.max_nodes):
-            cmd = node_command(self.exp, n, python=sys.executable, endpoint=endpoint, rdzv_id=self.rdzv_id)
+        for proc in local_processes(self.exp, endpoint=endpoint, rdzv_id=self.rdzv_id):
             # Own session (a terminal's Ctrl-C reaches bench only, which stops the nodes in order);
             # SIGTERM if bench dies: the launcher forwards it to torchrun and writes its summary.
-            self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
+            self.procs.append(subprocess.Popen(proc.argv, cwd=ROOT, env={**self.env, **proc.env},
+                                               stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL, start_new_session=True,
                                                preexec_fn=die_with_parent(signal.SIGTERM)))
         progress.line(f"[{self.exp.name}] started {len(self.procs)} node(s)")

@@ -41,7 +41,8 @@ class LocalExperiment:
     evaluate: bool
     results_dir: str
     notes: tuple[str, ...] = ()
-    skip: str | None = None  # why it is not run locally
+    skip: str | None = None  # why it is not run locally (bench.local_launch.with_launcher decides)
+    framework: str = "pytorch"  # its entry in bench.local_launch says how its processes start
 
     @property
     def elastic(self) -> bool:
@@ -113,14 +114,11 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         image_size=local.image_size, width_per_group=local.width_per_group,
         warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0, collective_timeout=120,
         log_every=max(1, min(cluster.log_every, steps // 10)))
-    skip = None
-    if exp.framework != "pytorch":
-        skip = f"framework {exp.framework}: the local runner runs pytorch experiments only"
     return LocalExperiment(
         name=exp.name, workload=exp.workload, min_nodes=lo, max_nodes=hi,
         procs_per_node=min(exp.gpus_per_node, local.procs_per_node), train=train, extra_args=tuple(exp.args),
         rdzv_backend=exp.rdzv_backend, max_restarts=exp.max_restarts, evaluate=exp.evaluate,
-        results_dir=results_dir, notes=tuple(notes), skip=skip)
+        results_dir=results_dir, notes=tuple(notes), framework=exp.framework)
 
 
 def plan_local(experiments: Sequence[Experiment], local: LocalRun, *, run_dir: Path,

@@ -73,7 +73,9 @@ def existing_summaries(run_dir: Path) -> list[Path]:
 def run_local(args) -> int:
     from bench import local_plan as lr
     from bench.lifecycle import Control, run_lifecycle
+    from bench.framework_venvs import VenvMissing
     from bench.local_backend import LocalBackend
+    from bench.local_launch import local_processes, with_launcher
     from bench.stack_files import load_stack_config
     from spec.fields import ConfigError
     from workloads.train.cpu_choice import read_cpu_facts
@@ -101,7 +103,7 @@ def run_local(args) -> int:
     etcd_bin = shutil.which("etcd")
     gpu = bool(shutil.which("nvidia-smi"))
     cpu = read_cpu_facts()
-    plan = [lr.with_rendezvous(e, etcd_available=bool(etcd_bin))
+    plan = [lr.with_rendezvous(with_launcher(e), etcd_available=bool(etcd_bin))
             for e in lr.plan_local(cfg.experiments, cfg.local, run_dir=run_dir, only=args.experiment,
                                    gpu=gpu, cpu=cpu)]
     cpus = os.cpu_count() or 1
@@ -117,13 +119,13 @@ def run_local(args) -> int:
               + (f" -- SKIPPED: {e.skip}" if e.skip else ""))
         for note in e.notes:
             print(f"      {note}")
+    try:  # every runnable experiment's processes, also checking each framework's venv is built
+        commands = [" ".join(p.argv) for e in plan if not e.skip
+                    for p in local_processes(e, endpoint="127.0.0.1:PORT", rdzv_id=f"{args.stack}-{run_id}-{e.name}")]
+    except VenvMissing as e:
+        return fail(str(e))
     if args.dry_run:
-        for e in plan:
-            if e.skip:
-                continue
-            for n in range(e.max_nodes):
-                print(" ".join(lr.node_command(e, n, python=sys.executable, endpoint="127.0.0.1:PORT",
-                                               rdzv_id=f"{args.stack}-{run_id}-{e.name}")))
+        print("\n".join(commands))
         return 0
     sys.stdout.flush()
     backend = LocalBackend(stack=args.stack, run_id=run_id, run_dir=run_dir, plan=plan, mode=mode,

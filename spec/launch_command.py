@@ -20,6 +20,9 @@ from spec.train_args import TrainArgs, parse_train_args, train_args_to_argv
 
 LAUNCHER_MODULE = "workloads.train.launch"
 TRAINER_MODULE = "workloads.train"
+# The module each framework's ranks run, every one with workloads.train's CLI (spec.train_args).
+TRAINER_MODULES = {"pytorch": TRAINER_MODULE, "tensorflow": "workloads.train.tf_keras",
+                   "horovod": "workloads.train.hvd_torch", "paddle": "workloads.train.paddle_ps"}
 NNODES = "--nnodes"
 NPROC_PER_NODE = "--nproc_per_node"
 
@@ -90,11 +93,11 @@ def launched_shape(command: Sequence[str]) -> dict[str, int | None]:
 
 
 def launched_train_args(command: Sequence[str]) -> TrainArgs | None:
-    """The trainer's arguments inside a command ``trainer_argv`` built (after ``-m workloads.train``);
-    None when there are none or they do not parse."""
+    """The trainer's arguments inside a command ``trainer_argv`` built (after ``-m <a TRAINER_MODULES
+    module>``, e.g. ``-m workloads.train``); None when there are none or they do not parse."""
     cmd = list(command)
     for i in range(len(cmd) - 1):
-        if cmd[i] == "-m" and cmd[i + 1] == TRAINER_MODULE:
+        if cmd[i] == "-m" and cmd[i + 1] in TRAINER_MODULES.values():
             try:
                 return parse_train_args(cmd[i + 2:])
             except SystemExit:

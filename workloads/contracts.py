@@ -31,7 +31,7 @@ from infra.environment import Environment
 from spec import aws_catalog as catalog
 from spec.config import Experiment
 from spec.pins import is_training_image
-from spec.launch_command import Torchrun, torchrun_argv, trainer_argv
+from spec.launch_command import TRAINER_MODULES, Torchrun, torchrun_argv, trainer_argv
 from spec.train_args import TrainArgs
 from spec.workload_facts import WORKLOADS
 from workloads.pod_script import ensure_modules, launcher_script  # noqa: F401 - the pods' sh script
@@ -139,8 +139,7 @@ def pod_fqdn(job: str, index: int | str, service: str, namespace: str) -> str:
 
 
 # The module each framework runs, all with workloads.train's CLI; a package or module under workloads/train.
-ENTRY_MODULES = {"pytorch": "workloads.train", "tensorflow": "workloads.train.tf_keras",
-                 "horovod": "workloads.train.hvd_torch", "paddle": "workloads.train.paddle_ps"}
+ENTRY_MODULES = TRAINER_MODULES
 
 
 def entry_file(framework: str) -> str:

@@ -79,9 +79,12 @@ def test_evaluate_command_is_the_clusters_on_local_paths(tmp_path):
     assert cmd[cmd.index("--results-dir") + 1] == str(lr.evaluation_dir(le))
 
 
-def test_other_frameworks_are_skipped_with_a_reason():
-    le = lr.scale_experiment(Experiment(name="h", framework="horovod"), LocalRun(), results_dir="r", data_dir="d")
-    assert "pytorch" in le.skip
+def test_frameworks_without_a_local_launcher_are_skipped_with_a_reason():
+    from bench.local_launch import with_launcher
+
+    le = with_launcher(lr.scale_experiment(Experiment(name="p", framework="paddle"), LocalRun(), results_dir="r",
+                                           data_dir="d"))
+    assert "no local launcher" in le.skip
 
 
 def test_node_commands_wrap_torchrun_in_the_launcher():

@@ -1,0 +1,35 @@
+# Build hook of `.ci/setup-framework horovod` (sourced): Horovod 0.28.1 from its PyPI sdist, with Gloo
+# and without MPI, into a venv that already holds torch (requirements-horovod.txt).
+# 0.28.1 (2023-06) is Horovod's last release. It compiles its torch extension as C++14, and torch >= 2.1
+# headers need C++17 ("#error You need C++17 to compile PyTorch": horovod/horovod#3996, #4014).
+# Upstream fixed it on master after the release: PR #3998, commit 3a31d933a13c7c885b8a673f4172b17914ad334d
+# (2024-08-31, "Compile using C++17 when using PyTorch 2.1"), in no release since. horovod-cxx17.patch is
+# that commit's diff to CMakeLists.txt and horovod/torch/CMakeLists.txt, unchanged.
+# Env vars: horovod docs/install.rst (HOROVOD_WITH_*/WITHOUT_*, HOROVOD_CPU_OPERATIONS).
+HOROVOD_VERSION=0.28.1
+# sha256 of horovod-0.28.1.tar.gz as PyPI serves it.
+HOROVOD_SDIST_SHA256=92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0
+
+framework_build() {
+  local venv=$1 work
+  work=$(mktemp -d)
+  "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    "horovod==$HOROVOD_VERSION" -d "$work"
+  echo "$HOROVOD_SDIST_SHA256  $work/horovod-$HOROVOD_VERSION.tar.gz" | sha256sum -c --quiet
+  tar xzf "$work/horovod-$HOROVOD_VERSION.tar.gz" -C "$work"
+  patch -d "$work/horovod-$HOROVOD_VERSION" -p1 -s < .ci/frameworks/horovod-cxx17.patch
+  # Two make jobs at low priority: the build shares a 2-core machine.
+  if ! (cd "$work/horovod-$HOROVOD_VERSION" && \
+        HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_TENSORFLOW=1 \
+        HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=gloo MAKEFLAGS=-j2 \
+        nice -n 10 "$venv/bin/python" -m pip install -v --no-build-isolation --no-cache-dir \
+          --disable-pip-version-check . > "$venv/build.log" 2>&1); then
+    echo "setup-framework: horovod $HOROVOD_VERSION failed to build; log: $venv/build.log" >&2
+    tail -20 "$venv/build.log" >&2
+    rm -rf "$work"
+    return 1
+  fi
+  rm -rf "$work"
+  "$venv/bin/python" -c "import horovod.torch as hvd; assert hvd.gloo_built(), 'no Gloo'" \
+    || { echo "setup-framework: horovod.torch does not import or lacks Gloo" >&2; return 1; }
+}
