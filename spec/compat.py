@@ -97,6 +97,17 @@ IMAGES: tuple[TrainingImage, ...] = (
         # wheels carry 5.0, 6.0, 7.0, 7.5, 8.0, 8.6, 9.0 (RELEASE.md support matrix). Listed here: what both
         # say (SASS 7.0-9.0; the PTX neither source is sure of is left out, so no GPU is claimed on PTX alone).
         source="aws/deep-learning-containers 2.6-gpu-ec2.yml + Dockerfile.gpu; pytorch/pytorch RELEASE.md"),
+    # Horovod images the user builds from workloads/Dockerfile.horovod on the two DLCs above (no DLC has
+    # Horovod): the base's torch, so the base's architectures; Horovod's own CUDA kernels are built for the
+    # same list (HOROVOD_BUILD_CUDA_CC_LIST in the Dockerfile; horovod cmake/build_utils.py get_nvcc_flags).
+    TrainingImage(
+        pins.HOROVOD_REPOSITORY, (pins.HOROVOD_TAG,), "horovod", f"{pins.HOROVOD_VERSION} on PyTorch 2.10.0", "13.0",
+        sass=("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"), ptx=("12.0",), end_of_patch="2027-01-21",
+        source="workloads/Dockerfile.horovod FROM the PyTorch 2.10.0 DLC row above"),
+    TrainingImage(
+        pins.HOROVOD_REPOSITORY, (pins.HOROVOD_TAG_CU126,), "horovod", f"{pins.HOROVOD_VERSION} on PyTorch 2.6.0",
+        "12.6", sass=("7.0", "7.5", "8.0", "8.6", "9.0"), ptx=(), end_of_patch="2026-01-29",
+        source="workloads/Dockerfile.horovod FROM the PyTorch 2.6.0 DLC row above"),
 )
 
 # The driver each CUDA release needs without the forward-compatibility package. toolkit_driver: NVIDIA CUDA
@@ -197,9 +208,11 @@ def pair_problems(row: TrainingImage, instance_type: str, ami_type: str) -> list
     return [p for p in (kernel_problem(row, instance_type), driver_problem(row, ami_type)) if p]
 
 
-def default_row(instance_type: str, ami_type: str) -> TrainingImage:
-    """The first image of ``IMAGES`` that runs on the group; the first row where none does (the plan says why)."""
-    return next((row for row in IMAGES if not pair_problems(row, instance_type, ami_type)), IMAGES[0])
+def default_row(instance_type: str, ami_type: str, framework: str = "pytorch") -> TrainingImage:
+    """The first image of ``IMAGES`` for ``framework`` that runs on the group; its first row where none
+    does (the plan says why)."""
+    rows = [row for row in IMAGES if row.framework == framework]
+    return next((row for row in rows if not pair_problems(row, instance_type, ami_type)), rows[0])
 
 
 def default_image(instance_type: str, ami_type: str, region: str) -> str:

@@ -30,7 +30,7 @@ from typing import Mapping, Protocol
 from infra.environment import Environment
 from spec import aws_catalog as catalog
 from spec.config import Experiment
-from spec.pins import is_training_image
+from spec.pins import horovod_image, is_training_image
 from spec.launch_command import TRAINER_MODULES, Torchrun, torchrun_argv, trainer_argv
 from spec.train_args import TrainArgs
 from spec.workload_facts import WORKLOADS
@@ -55,9 +55,13 @@ SUPPORTED = {
 }
 IMAGE_EXAMPLES = {
     "tensorflow": "tensorflow/tensorflow:2.17.0-gpu",
-    "horovod": "horovod/horovod:0.28.1",
+    # No AWS DLC has Horovod (spec/pins.py): workloads/Dockerfile.horovod, pushed to the home stack's repository.
+    "horovod": horovod_image("<account>", "<region>"),
     "paddle": "paddlepaddle/paddle:2.6.1-gpu-cuda12.0-cudnn8.9-trt8.6",
 }
+IMAGE_HOW = {"horovod": " (no AWS Deep Learning Container has Horovod since PyTorch 2.0.1): build "
+                        "workloads/Dockerfile.horovod (--build-arg BASE_TAG for V100 groups), push it to the "
+                        "home stack's repository and set image"}
 # A Job name becomes the pod hostname "<job>-<index>" and the label value
 # batch.kubernetes.io/job-name: both are limited to 63 characters (RFC 1123 label).
 # 40 leaves room for the "-eval-gate" suffix and "-<index>".
@@ -89,8 +93,9 @@ def check_experiment(e: Experiment) -> list[str]:
         out.append(f'nodes="{e.min_nodes}:{e.max_nodes}": elastic runs need framework "pytorch" (torchrun); '
                    f'{e.framework} needs a fixed node count, e.g. {e.max_nodes}')
     if e.framework != "pytorch" and is_training_image(e.image):
-        out.append(f'image="{e.image}": framework "{e.framework}" needs an image that has it installed, '
-                   f'e.g. "{IMAGE_EXAMPLES[e.framework]}"')
+        how = IMAGE_HOW.get(e.framework, "")
+        out.append(f'image="{e.image}": framework "{e.framework}" needs an image that has it installed'
+                   f'{how}, e.g. "{IMAGE_EXAMPLES[e.framework]}"')
     evaluated = [w for w, facts in WORKLOADS.items() if facts.evaluates]
     if e.evaluate and (e.framework != "pytorch" or e.workload not in evaluated):
         out.append(f'evaluate=true: evaluation exists for workload "{", ".join(evaluated)}" with framework '

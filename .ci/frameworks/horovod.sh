@@ -18,6 +18,19 @@ framework_build() {
   echo "$HOROVOD_SDIST_SHA256  $work/horovod-$HOROVOD_VERSION.tar.gz" | sha256sum -c --quiet
   tar xzf "$work/horovod-$HOROVOD_VERSION.tar.gz" -C "$work"
   patch -d "$work/horovod-$HOROVOD_VERSION" -p1 -s < .ci/frameworks/horovod-cxx17.patch
+  # torch's PyPI wheel is a CUDA build, and where torch finds a CUDA toolkit (torch.utils.cpp_extension
+  # CUDA_HOME: $CUDA_HOME, nvcc on PATH, /usr/local/cuda), Horovod builds its torch extension with CUDA
+  # (horovod/torch/CMakeLists.txt: Pytorch_CUDA -> add_cuda). CMake then looks for the toolkit beside
+  # the nvcc it finds, which may be a wrapper outside the toolkit; HOROVOD_CUDA_HOME names the root
+  # that holds include/cuda_runtime.h (horovod CMakeLists.txt: CMAKE_CUDA_COMPILER=$HOROVOD_CUDA_HOME/bin/nvcc).
+  local cuda_home
+  cuda_home=$("$venv/bin/python" -c "from torch.utils.cpp_extension import CUDA_HOME; print(CUDA_HOME or '')" 2>/dev/null)
+  for root in "$cuda_home" /usr/local/cuda; do
+    if [ -n "$root" ] && [ -f "$root/include/cuda_runtime.h" ] && [ -x "$root/bin/nvcc" ]; then
+      export HOROVOD_CUDA_HOME=$root
+      break
+    fi
+  done
   # Two make jobs at low priority: the build shares a 2-core machine.
   if ! (cd "$work/horovod-$HOROVOD_VERSION" && \
         HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_TENSORFLOW=1 \

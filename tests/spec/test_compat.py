@@ -84,7 +84,9 @@ def test_the_old_default_cannot_train_on_the_dev_stack_and_the_plan_says_so():
                          ids=lambda v: v.tags[0] if isinstance(v, compat.TrainingImage) else str(v))
 def test_every_explicit_image_on_every_gpu_type_is_judged_as_the_table_says(instance_type, row, ami_type):
     for tag in row.tags:
-        cfg = stack(instance_type, ami_type, image=pins.training_image(REGION, tag))
+        image = (pins.training_image(REGION, tag) if row.framework == "pytorch"
+                 else pins.horovod_image("123456789012", REGION, tag))
+        cfg = stack(instance_type, ami_type, image=image)
         problems = image_problems_of(cfg)
         assert (problems == []) is oracle_runs(row, instance_type, ami_type), (tag, problems)
         assert image_advisories(cfg) == []
