@@ -19,15 +19,18 @@ framework_build() {
   tar xzf "$work/horovod-$HOROVOD_VERSION.tar.gz" -C "$work"
   patch -d "$work/horovod-$HOROVOD_VERSION" -p1 -s < .ci/frameworks/horovod-cxx17.patch
   # torch's PyPI wheel is a CUDA build, and where torch finds a CUDA toolkit (torch.utils.cpp_extension
-  # CUDA_HOME: $CUDA_HOME, nvcc on PATH, /usr/local/cuda), Horovod builds its torch extension with CUDA
-  # (horovod/torch/CMakeLists.txt: Pytorch_CUDA -> add_cuda). CMake then looks for the toolkit beside
-  # the nvcc it finds, which may be a wrapper outside the toolkit; HOROVOD_CUDA_HOME names the root
-  # that holds include/cuda_runtime.h (horovod CMakeLists.txt: CMAKE_CUDA_COMPILER=$HOROVOD_CUDA_HOME/bin/nvcc).
-  local cuda_home
+  # CUDA_HOME: $CUDA_HOME, else nvcc on PATH, else /usr/local/cuda) Horovod builds its torch extension
+  # with CUDA (horovod/torch/CMakeLists.txt: Pytorch_CUDA -> add_cuda), whether or not a GPU is there.
+  # Both then need the toolkit's real root, the one holding include/cuda_runtime.h and libcudart: an
+  # nvcc on PATH may be a wrapper outside it (torch would take its parent's parent). HOROVOD_CUDA_HOME
+  # is where Horovod's CMake takes nvcc from (CMakeLists.txt: CMAKE_CUDA_COMPILER), CUDA_HOME where
+  # torch's library paths come from (FindPytorch.cmake: cpp_extension.library_paths). Its kernels are
+  # built for one architecture only here (HOROVOD_BUILD_CUDA_CC_LIST): this venv trains on the CPU.
+  local cuda_home root
   cuda_home=$("$venv/bin/python" -c "from torch.utils.cpp_extension import CUDA_HOME; print(CUDA_HOME or '')" 2>/dev/null)
   for root in "$cuda_home" /usr/local/cuda; do
     if [ -n "$root" ] && [ -f "$root/include/cuda_runtime.h" ] && [ -x "$root/bin/nvcc" ]; then
-      export HOROVOD_CUDA_HOME=$root
+      export HOROVOD_CUDA_HOME=$root CUDA_HOME=$root HOROVOD_BUILD_CUDA_CC_LIST=90
       break
     fi
   done

@@ -161,3 +161,24 @@ def test_cifar10_trains_with_horovod_on_two_ranks(tmp_path):
     lines = {r: read_jsonl(metrics_dir(results) / f"rank-{r}.jsonl") for r in (0, 1)}
     assert [x["step"] for x in lines[0]] == [x["step"] for x in lines[1]]
     assert all(x["world_size"] == 2 for r in (0, 1) for x in lines[r])
+
+
+def test_the_plan_accepts_the_horovod_stack_and_refuses_it_on_the_dlc_default():
+    """The program ships hvd_torch.py (contracts.missing_entry_points passes), runs the pods' bootstrap, and
+    with ``image`` left at the DLC default refuses the experiment, naming what to build."""
+    from bench.plan import evaluate, evaluate_config
+    from bench.stack_files import read_stack_yaml
+    from spec.fields import ConfigError
+
+    plan = evaluate("horovod", root=STACKS)
+    assert not [w for w in plan.warnings if "experiments[" in w], plan.warnings
+    jobs = [r for r in plan.resources if r["type"] == "kubernetes:batch/v1:Job"]
+    text = json.dumps([j["inputs"] for j in jobs])
+    assert "workloads.train.horovod_bootstrap" in text and "workloads.train.hvd_torch" in text
+    config = read_stack_yaml("horovod", STACKS)
+    del config["eksbench:experiments"][0]["image"]
+    with pytest.raises(ConfigError) as refused:
+        evaluate_config("horovod", config)
+    [problem] = [p for p in refused.value.problems if "experiments[0]" in p]
+    assert 'framework "horovod" needs an image that has it installed' in problem
+    assert "workloads/Dockerfile.horovod" in problem
