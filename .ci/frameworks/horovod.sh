@@ -4,8 +4,7 @@
 # headers need C++17 ("#error You need C++17 to compile PyTorch": horovod/horovod#3996, #4014).
 # Upstream fixed it on master after the release: PR #3998, commit 3a31d933a13c7c885b8a673f4172b17914ad334d
 # (2024-08-31, "Compile using C++17 when using PyTorch 2.1"), in no release since. horovod-cxx17.patch is
-# that commit's diff to CMakeLists.txt and horovod/torch/CMakeLists.txt, unchanged. It covers torch 2.1-2.13:
-# torch 2.14 headers require C++20 (pytorch/pytorch#178150), hence requirements-horovod.txt's torch 2.13.
+# that commit's diff to CMakeLists.txt and horovod/torch/CMakeLists.txt, unchanged.
 # Env vars: horovod docs/install.rst (HOROVOD_WITH_*/WITHOUT_*, HOROVOD_CPU_OPERATIONS).
 HOROVOD_VERSION=0.28.1
 # sha256 of horovod-0.28.1.tar.gz as PyPI serves it.
