@@ -291,7 +291,9 @@ class Run:
                 set_lr(self.optimizer, self.lr)
             with self.autocast():
                 loss = self.loss_fn(self.train_model, x, y)
-            self.optimizer.zero_grad(set_to_none=True)
+            # set_to_none is zero_grad's default (torch >= 2.0); not passed, because Horovod's
+            # DistributedOptimizer.zero_grad takes no arguments (horovod/torch/optimizer.py).
+            self.optimizer.zero_grad()
             self.backward_and_step(loss)
             clock.step()
             step, pos, done_here, interval_steps = step + 1, after, done_here + 1, interval_steps + 1
