@@ -17,7 +17,8 @@
   ``rdzv_backend`` (no etcd is started for it), for the plan's printed line.
 - ``pservers``: whether the experiment's parameter servers run too (Paddle).
 
-The entries: pytorch and tensorflow here; paddle's in ``bench.paddle_local``. The pieces they are
+The entries: pytorch and tensorflow here; paddle's in ``bench.paddle_local``, horovod's in
+``bench.local_horovod``. The pieces they are
 built from (``LocalExperiment``, ``LocalContext``, ``LocalProcess``, ``LocalLaunch``, ``wrapped``,
 ``framework_command``) live in ``bench.local_process`` and are importable from here too.
 
@@ -34,6 +35,8 @@ from typing import Sequence
 
 from bench.local_process import (LocalContext, LocalExperiment, LocalLaunch, LocalProcess,  # noqa: F401 - the interface
                                  framework_command, wrapped)
+from bench.local_horovod import RENDEZVOUS as HOROVOD_RENDEZVOUS
+from bench.local_horovod import horovod_processes
 from bench.paddle_local import paddle_processes
 from spec.launch_command import Torchrun, launched_torchrun, launched_trainer, launcher_argv, torchrun_argv, trainer_argv
 from workloads.contracts import rdzv_conf, tf_config
@@ -89,6 +92,7 @@ LOCAL_LAUNCHES: dict[str, LocalLaunch] = {
     "tensorflow": LocalLaunch(tensorflow_processes, venv="tensorflow", procs_per_node=1, rendezvous="TF_CONFIG"),
     "paddle": LocalLaunch(paddle_processes, venv="paddle", procs_per_node=1, pservers=True,
                           rendezvous="the Paddle env, gloo's HTTP store on pserver 0"),
+    "horovod": LocalLaunch(horovod_processes, venv="horovod", rendezvous=HOROVOD_RENDEZVOUS),
 }
 
 

@@ -51,6 +51,9 @@ class TrainingImage:
     # MB unpacked: the DLC build's image_size_baseline (docker inspect's Size; the build fails above 1.2x),
     # aws/deep-learning-containers pytorch/training/buildspec-<version>-ec2.yml. No compressed size is published.
     size_mb: int | None = None
+    # A stock image anyone pulls by this name (a DLC, Docker Hub's); False for one the user builds and pushes
+    # to their own registry (Horovod's), which is known here but never a default.
+    stock: bool = True
 
     @property
     def name(self) -> str:
@@ -124,6 +127,17 @@ IMAGES: tuple[TrainingImage, ...] = (
         # all of them hold 60 61 70 75 80 (the table keeps what every strategy has: no sm_90, no PTX).
         # Paddle's install tables: Volta sm_70 takes the CUDA 10/11 packages. No DLC: spec/pins.py.
         source="PaddlePaddle/Paddle cmake/cuda.cmake; paddlepaddle.org.cn install Tables; Docker Hub tag"),
+    # Horovod images the user builds from workloads/Dockerfile.horovod on the two DLCs above (no DLC has
+    # Horovod): the base's torch, so the base's architectures; Horovod's own CUDA kernels are built for the
+    # same list (HOROVOD_BUILD_CUDA_CC_LIST in the Dockerfile; horovod cmake/build_utils.py get_nvcc_flags).
+    TrainingImage(
+        pins.HOROVOD_REPOSITORY, (pins.HOROVOD_TAG,), "horovod", f"{pins.HOROVOD_VERSION} on PyTorch 2.10.0", "13.0",
+        sass=("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"), ptx=("12.0",), end_of_patch="2027-01-21",
+        source="workloads/Dockerfile.horovod FROM the PyTorch 2.10.0 DLC row above", stock=False),
+    TrainingImage(
+        pins.HOROVOD_REPOSITORY, (pins.HOROVOD_TAG_CU126,), "horovod", f"{pins.HOROVOD_VERSION} on PyTorch 2.6.0",
+        "12.6", sass=("7.0", "7.5", "8.0", "8.6", "9.0"), ptx=(), end_of_patch="2026-01-29",
+        source="workloads/Dockerfile.horovod FROM the PyTorch 2.6.0 DLC row above", stock=False),
 )
 
 # The driver each CUDA release needs without the forward-compatibility package. toolkit_driver: NVIDIA CUDA
@@ -231,9 +245,12 @@ def pair_problems(row: TrainingImage, instance_type: str, ami_type: str) -> list
 
 
 def default_row(instance_type: str, ami_type: str, framework: str = "pytorch") -> TrainingImage:
-    """The first image of ``framework`` in ``IMAGES`` that runs on the group; its first row where none does
-    (the plan says why). A framework with no row gets PyTorch's (``contracts.check_experiment`` refuses it)."""
-    rows = [row for row in IMAGES if row.framework == framework] or [IMAGES[0]]
+    """The first stock image of ``framework`` in ``IMAGES`` that runs on the group; its first stock row where
+    none does (the plan says why). A framework with no stock row (Horovod: its images are built by the user)
+    gets PyTorch's for the group (``contracts.check_experiment`` refuses it, saying what to build), as does an
+    unknown framework (the stack's parser has refused it)."""
+    rows = ([row for row in IMAGES if row.framework == framework and row.stock]
+            or [row for row in IMAGES if row.framework == "pytorch"])
     return next((row for row in rows if not pair_problems(row, instance_type, ami_type)), rows[0])
 
 

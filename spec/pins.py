@@ -70,6 +70,20 @@ PADDLE_REPOSITORY = "paddlepaddle/paddle"
 PADDLE_TAG = "3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6"
 PADDLE_IMAGE = f"{PADDLE_REPOSITORY}:{PADDLE_TAG}"
 
+# Horovod images: no AWS DLC has Horovod since PyTorch 2.0.1 (aws/deep-learning-containers fb9f7cb,
+# 2023-07-25), so users build workloads/Dockerfile.horovod on a pinned DLC above and push it to the home
+# stack's repository (infra/image_repository.py: ``<project>/<home stack>/training``) under these tags,
+# which spec/compat.py knows the CUDA build of. Horovod 0.28.1 is its last release.
+HOROVOD_VERSION = "0.28.1"
+HOROVOD_REPOSITORY = "training"  # the last part of the home stack's repository name
+HOROVOD_TAG = f"horovod-{HOROVOD_VERSION}-pt2.10.0-cu130"  # FROM DLC_TAG
+HOROVOD_TAG_CU126 = f"horovod-{HOROVOD_VERSION}-pt2.6.0-cu126"  # FROM DLC_TAG_CU126 (V100 groups)
+
+def horovod_image(account: str, region: str, tag: str = HOROVOD_TAG, repository: str = "eksbench/home/training") -> str:
+    """Where workloads/Dockerfile.horovod's image is pushed: the home stack's repository in ``account``."""
+    return f"{account}.dkr.ecr.{region}.amazonaws.com/{repository}:{tag}"
+
+
 # The default where no region is known, and the base of workloads/Dockerfile: us-west-2's copy.
 TRAINING_IMAGE = training_image("us-west-2")
 # etcd stays on 3.5: torch's etcd rendezvous backends speak the v2 API, which etcd 3.6

@@ -359,11 +359,9 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
                "counts for a sweep", '"2:4"')
     group_name = r.string("node_group", groups[0].name if groups else "", example='"gpu"')
     group = next((g for g in groups if g.name == group_name), None)
-    if group is not None:
-        # The image whose CUDA build has kernels for the group's GPUs and fits its AMI's driver (spec/compat.py).
-        known = framework if framework in choices_of(Experiment, "framework") else "pytorch"
-        default_image = compat.default_image(group.instance_type, group.ami_type, region or DEFAULT_REGION, known)
-    elif framework == "paddle":
+    if group is not None:  # the framework's image with kernels for the group's GPUs that fits its driver (compat.py)
+        default_image = compat.default_image(group.instance_type, group.ami_type, region or DEFAULT_REGION, framework)
+    elif framework == "paddle":  # no group to fit: paddle's one image, from Docker Hub (no region to follow)
         default_image = PADDLE_IMAGE
     # Every GPU of the node unless asked otherwise (program.validation checks it against the group).
     per_node = max(group.gpus_per_node, 1) if group else 1

@@ -58,9 +58,12 @@ SUPPORTED = {
 IMAGE_EXAMPLES = {
     "pytorch": pins.TRAINING_IMAGE,
     "tensorflow": pins.training_image("us-west-2", pins.TF_DLC_TAG, pins.TF_DLC_REPOSITORY),
-    "horovod": "horovod/horovod:0.28.1",
+    "horovod": pins.horovod_image("<account>", "<region>"),  # no DLC has Horovod: workloads/Dockerfile.horovod
     "paddle": pins.PADDLE_IMAGE,
 }
+IMAGE_HOW = {"horovod": " (no AWS Deep Learning Container has Horovod since PyTorch 2.0.1): build "
+                        "workloads/Dockerfile.horovod (--build-arg BASE_TAG for V100 groups), push it to the "
+                        "home stack's repository and set image"}
 # A Job name becomes the pod hostname "<job>-<index>" and the label value
 # batch.kubernetes.io/job-name: both are limited to 63 characters (RFC 1123 label).
 # 40 leaves room for the "-eval-gate" suffix and "-<index>".
@@ -92,10 +95,10 @@ def check_experiment(e: Experiment) -> list[str]:
     if e.framework != "pytorch" and e.elastic:
         out.append(f'nodes="{e.min_nodes}:{e.max_nodes}": elastic runs need framework "pytorch" (torchrun); '
                    f'{e.framework} needs a fixed node count, e.g. {e.max_nodes}')
-    row = compat.find_image(e.image)  # a DLC of the compatibility table: its framework is known
+    row = compat.find_image(e.image)  # an image of the compatibility table: its framework is known
     if row is not None and row.framework != e.framework:
         out.append(f'image="{e.image}": a {row.framework} image; framework "{e.framework}" needs an image that has '
-                   f'it installed, e.g. "{IMAGE_EXAMPLES[e.framework]}"')
+                   f'it installed{IMAGE_HOW.get(e.framework, "")}, e.g. "{IMAGE_EXAMPLES[e.framework]}"')
     evaluated = [w for w, facts in WORKLOADS.items() if facts.evaluates]
     if e.evaluate and (e.framework != "pytorch" or e.workload not in evaluated):
         out.append(f'evaluate=true: evaluation exists for workload "{", ".join(evaluated)}" with framework '
@@ -231,11 +234,9 @@ def train_argv(e: Experiment, env: Environment, *, instance_type: str | None = N
 
 def entry_command(e: Experiment, env: Environment, *, nodes: int, procs_per_node: int,
                   prefix: tuple[str, ...] = ("python3",)) -> tuple[tuple[str, ...], Launched]:
-    """``prefix -m <the framework's entry module> <the trainer's arguments>``, and what the launcher records
-    of it (``nodes`` pods of ``procs_per_node`` processes each): frameworks started without torchrun."""
-    train = train_args_for(e, env)
-    return (prefix + trainer_argv(train, e.args, module=ENTRY_MODULES[e.framework]),
-            launched_trainer(nodes=nodes, procs_per_node=procs_per_node, args=train, extra=e.args))
+    """``prefix`` + ``train_argv``, and the Launched the launcher records (``nodes`` x ``procs_per_node``)."""
+    return prefix + train_argv(e, env), launched_trainer(nodes=nodes, procs_per_node=procs_per_node,
+                                                         args=train_args_for(e, env), extra=e.args)
 
 
 def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int,
@@ -285,8 +286,10 @@ def tensorflow_launch(e: Experiment, env: Environment, *, job: str, service: str
 def horovod_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
     """Every pod runs workloads.train.horovod_bootstrap, which starts one process per GPU with horovod_env()."""
     hosts = ",".join(pod_host(job, i, service) for i in range(e.max_nodes))
-    return Launch(argv=("python3", "-m", HOROVOD_BOOTSTRAP_MODULE, "python3") + train_argv(e, env),
-                  port=HOROVOD_PORT,
+    # gpus ranks per pod, each "python3 -m workloads.train.hvd_torch <args>"
+    argv, launched = entry_command(e, env, nodes=e.max_nodes, procs_per_node=gpus,
+                                   prefix=("python3", "-m", HOROVOD_BOOTSTRAP_MODULE, "python3"))
+    return Launch(argv=argv, port=HOROVOD_PORT, launched=launched,
                   env={"EKSBENCH_FRAMEWORK": "horovod", "EKSBENCH_HVD_HOSTS": hosts, "EKSBENCH_HVD_SLOTS": str(gpus),
                        "EKSBENCH_HVD_PORT": str(HOROVOD_PORT)})
 

@@ -53,10 +53,6 @@ def test_tensorflow_workers_get_the_clusters_tf_config_on_loopback(tmp_path):
         assert p.env["EKSBENCH_FRAMEWORK"] == "tensorflow"
 
 
-def test_a_framework_without_a_local_entry_is_skipped(tmp_path):
-    assert "no local launch" in planned("horovod", tmp_path).skip
-
-
 def test_a_missing_venv_is_one_line_naming_the_command_that_builds_it(tmp_path, monkeypatch):
     monkeypatch.setenv("EKSBENCH_VENVS", str(tmp_path / "venvs"))
     exp = planned("tensorflow", tmp_path)

@@ -83,9 +83,16 @@ def test_evaluate_command_is_the_clusters_on_local_paths(tmp_path):
     assert cmd[cmd.index("--results-dir") + 1] == str(lr.evaluation_dir(le))
 
 
-def test_other_frameworks_are_skipped_with_a_reason():
-    le = lr.scale_experiment(Experiment(name="h", framework="horovod"), LocalRun(), results_dir="r", data_dir="d")
-    assert "pytorch" in le.skip
+def test_frameworks_without_a_local_launcher_are_skipped_with_a_reason():
+    """Every framework the stack accepts has an entry in bench.local_launch.LOCAL_LAUNCHES; a name
+    without one (a retired framework's) is skipped, saying which frameworks run locally."""
+    from bench.local_launch import LOCAL_LAUNCHES
+    from spec.config import RETIRED_FRAMEWORKS, choices_of
+
+    assert set(LOCAL_LAUNCHES) == set(choices_of(Experiment, "framework"))
+    [retired] = list(RETIRED_FRAMEWORKS)[:1]
+    le = lr.scale_experiment(Experiment(name="p", framework=retired), LocalRun(), results_dir="r", data_dir="d")
+    assert "no local launch" in le.skip and "horovod" in le.skip
 
 
 def test_node_commands_wrap_torchrun_in_the_launcher():

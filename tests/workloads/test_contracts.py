@@ -141,6 +141,10 @@ def test_every_framework_tells_the_launcher_its_shape_and_the_trainers_arguments
     launch = c.launch_for(e, ENV, job="tf", service="svc", gpus=8)
     assert (launch.launched.nodes, launch.launched.procs_per_node) == (4, 1)  # one worker process per pod
     assert launch.launched.train == parse_train_args(launch.argv[3:]) and launch.launched.train.batch_size == 3
+    hvd = c.launch_for(replace(e, framework="horovod"), ENV, job="hv", service="svc", gpus=8)
+    assert (hvd.launched.nodes, hvd.launched.procs_per_node) == (4, 8)  # the bootstrap starts a rank per GPU
+    i = hvd.argv.index("workloads.train.hvd_torch")
+    assert hvd.launched.train == parse_train_args(hvd.argv[i + 1:]) and hvd.launched.train.batch_size == 3
 
 
 def test_horovod_bootstrap_gives_each_process_the_pure_env(tmp_path):

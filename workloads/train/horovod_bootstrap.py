@@ -4,7 +4,7 @@ What ``horovodrun --gloo`` does, without its SSH: pod 0 serves Horovod's Gloo re
 HTTP key-value store horovodrun starts on its driver, ``horovod.runner.http.http_server``),
 then every pod spawns ``CMD`` once per GPU with the per-process env of ``horovod_env``, as
 horovodrun's Gloo launcher sets it (horovod/runner/gloo_run.py). Exits with the first non-zero
-exit code of its processes.
+exit code of its processes (128 + N for a signal N); SIGTERM and SIGINT are passed on to them.
 
 Reads ``EKSBENCH_HVD_HOSTS`` (comma-separated pod hosts, pod 0 first), ``EKSBENCH_HVD_SLOTS``
 (GPUs per pod), ``EKSBENCH_HVD_PORT`` and the Indexed Job's ``JOB_COMPLETION_INDEX``.
@@ -15,6 +15,7 @@ Standard library only, apart from Horovod itself on pod 0; ``workloads.contracts
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -49,11 +50,28 @@ def main(argv: list[str]) -> int:
     port = int(os.environ["EKSBENCH_HVD_PORT"])
     if node == 0:
         serve_rendezvous(hosts, gpus, port)
-    procs = [subprocess.Popen(argv, env={**os.environ, **horovod_env(hosts=hosts, node=node, local_rank=r,
-                                                                      gpus=gpus, port=port)})
-             for r in range(gpus)]
+    procs: list[subprocess.Popen] = []
+    stopped: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        """The launcher (or the kubelet) signals this process only: pass it on to every rank."""
+        stopped.append(signum)
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    for r in range(gpus):
+        procs.append(subprocess.Popen(argv, env={**os.environ, **horovod_env(hosts=hosts, node=node, local_rank=r,
+                                                                            gpus=gpus, port=port)}))
+        if stopped:  # a signal came while starting: this rank missed it
+            procs[-1].send_signal(stopped[0])
     codes = [p.wait() for p in procs]
-    return next((c for c in codes if c), 0)
+    if stopped:
+        return 128 + stopped[0]
+    # A rank a signal ended has code -N: report it as a shell would, 128 + N.
+    return next((c if c > 0 else 128 - c for c in codes if c), 0)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ class Run:
 
     def __init__(self, args: TrainArgs, env: dict[str, int], marks: dict[str, float] | None = None):
         import torch
-        import torch.distributed as dist
 
         self.args, self.env = args, env
         # Wall times of this attempt's start-up phases (rank 0 writes them after the first step).
@@ -57,9 +56,7 @@ class Run:
             self.device = torch.device("cpu")
             backend = "gloo"
         if self.distributed:
-            from datetime import timedelta
-
-            dist.init_process_group(backend, timeout=timedelta(seconds=args.collective_timeout))
+            self.init_group(backend)
         self.marks["process_group"] = time.time()
         # The memory format this device trains in (never channels_last on a CPU: workloads.train.cpu_choice).
         self.facts, self.code = WORKLOAD_FACTS[args.workload], WORKLOAD_CODE[args.workload]
@@ -68,6 +65,37 @@ class Run:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=args.precision == "amp-fp16")
         self.writer = ckpt.BackgroundWriter()
         self.loop_seconds = self.final_save_seconds = 0.0
+
+    # How the ranks talk: torch.distributed with DDP here; workloads.train.hvd_torch overrides these
+    # few methods with Horovod's (the loop, metrics, checkpoints and summary stay this class's).
+    def init_group(self, backend: str) -> None:
+        import torch.distributed as dist
+        from datetime import timedelta
+
+        dist.init_process_group(backend, timeout=timedelta(seconds=self.args.collective_timeout))
+
+    def distribute(self, model: Any) -> Any:
+        """The model the steps run: DDP around ``model`` when distributed."""
+        if not self.distributed:
+            return model
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        # Gradients live in the all-reduce buckets (no copy); buffers (BN statistics) stay per rank
+        # instead of a broadcast every forward; a classifier's graph is the same every step.
+        return DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                   gradient_as_bucket_view=True, broadcast_buffers=False,
+                   static_graph=self.facts.classifier and not self.args.compile)
+
+    def distribute_optimizer(self, optimizer: Any) -> Any:
+        return optimizer  # DDP all-reduces in backward
+
+    def backward_and_step(self, loss: Any) -> None:
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+    def local_world_size(self) -> int:
+        return int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
 
     def barrier(self) -> None:
         if self.distributed:
@@ -91,21 +119,14 @@ class Run:
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
         self.model = model  # the bare module: what checkpoints hold
-        wrapped = model
-        if self.distributed:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            # Gradients live in the all-reduce buckets (no copy); buffers (BN statistics) stay per rank
-            # instead of a broadcast every forward; a classifier's graph is the same every step.
-            wrapped = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                          gradient_as_bucket_view=True, broadcast_buffers=False,
-                          static_graph=classifier and not a.compile)
+        wrapped = self.distribute(model)
         if a.compile:
             wrapped = torch.compile(wrapped, mode=None if a.compile_mode == "default" else a.compile_mode)
         self.train_model = wrapped
         self.lr = lr_at(a, self.world, 0)
         fused = {"fused": True} if self.device.type == "cuda" else {}
-        self.optimizer = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.9, weight_decay=1e-4, **fused)
+        self.optimizer = self.distribute_optimizer(
+            torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.9, weight_decay=1e-4, **fused))
         self.marks["built"] = time.time()
 
     def resume(self, now: float) -> tuple[int, Position, float]:
@@ -183,7 +204,7 @@ class Run:
 
     def run_info(self) -> dict[str, Any]:
         """What the summary needs about this attempt: shape, device, model FLOPs (rank 0, once per attempt)."""
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        local = self.local_world_size()
         flops, note = self.measure_flops()
         cuda = self.device.type == "cuda"
         gb, size = self.args.batch_size * self.world, self.source.size
@@ -266,10 +287,10 @@ class Run:
                 set_lr(self.optimizer, self.lr)
             with self.autocast():
                 loss = self.loss_fn(self.train_model, x, y)
-            self.optimizer.zero_grad(set_to_none=True)
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
+            # set_to_none is zero_grad's default (torch >= 2.0); not passed, because Horovod's
+            # DistributedOptimizer.zero_grad takes no arguments (horovod/torch/optimizer.py).
+            self.optimizer.zero_grad()
+            self.backward_and_step(loss)
             clock.step()
             step, pos, done_here, interval_steps = step + 1, after, done_here + 1, interval_steps + 1
             if done_here == 1 and events:
@@ -335,16 +356,19 @@ class Run:
 
 
 
-def main(argv: list[str] | None = None, process_started: float | None = None) -> int:
+def main(argv: list[str] | None = None, process_started: float | None = None, *, run_class: type[Run] = Run,
+         env: dict[str, int] | None = None) -> int:
+    """One rank's run; ``run_class`` and ``env`` (rank, world size, local rank, restart) are another
+    framework's (workloads.train.hvd_torch), else torchrun's from the environment."""
     args = parse_train_args(sys.argv[1:] if argv is None else argv)
-    env = dist_env(dict(os.environ))
+    env = dist_env(dict(os.environ)) if env is None else env
     marks = {"process": process_started} if process_started else {}
     try:  # the launcher's start is this attempt's origin only for the first attempt (restarts are later)
         if env["restart"] == 0:
             marks["launched"] = float(os.environ["EKSBENCH_LAUNCHED_AT"])
     except (KeyError, ValueError):
         pass
-    run = Run(args, env, marks)
+    run = run_class(args, env, marks)
     try:
         if run.code.run is not None:  # a workload with its own loop (workloads.train.registry)
             steps = run.code.run(run)
