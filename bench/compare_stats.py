@@ -14,9 +14,8 @@ steady-state step times. Two methods, both for independent samples with unequal 
   (Welch's degrees of freedom) the interval excludes 1 exactly when Welch's test rejects "same
   mean" at that level, so the verdict and the test never disagree.
 
-Student's t quantile is computed here (regularized incomplete beta by Lentz's continued
-fraction, Numerical Recipes 3rd ed. section 6.4, then bisection) to keep scipy out of the run's
-dependencies; the tests check it against printed table values.
+Student's t comes from ``bench.confidence`` (the repeats' intervals use it too), computed there
+without scipy; the tests check it against printed table values.
 """
 
 from __future__ import annotations
@@ -25,61 +24,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
+from bench.confidence import t_cdf, t_quantile
+
 FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no change at this noise"
 CONFIDENCE = 0.95
-
-
-# ---- Student's t ---------------------------------------------------------------------------
-
-def _beta_fraction(a: float, b: float, x: float) -> float:
-    """The continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny, eps = 1e-300, 3e-16
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < eps:
-            break
-    return h
-
-
-def incomplete_beta(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _beta_fraction(a, b, x) / a
-    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with ``df`` (> 0, not necessarily whole) degrees of freedom."""
-    tail = 0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
-
-
-def t_quantile(p: float, df: float) -> float:
-    """The t with ``t_cdf(t, df) == p`` (0.5 < p < 1), by bisection to 1e-10."""
-    if not 0.5 < p < 1.0 or not df > 0:
-        raise ValueError(f"t_quantile needs 0.5 < p < 1 and df > 0, got p={p}, df={df}")
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        lo, hi = hi, hi * 2.0
-    while hi - lo > 1e-10:
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
-    return (lo + hi) / 2.0
 
 
 # ---- two samples ---------------------------------------------------------------------------

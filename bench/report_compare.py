@@ -24,7 +24,7 @@ def run_pairs(runs: Sequence[compare.Run]) -> list[tuple[str, str, str, list, li
     for (stack, experiment), by_run in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
         if len(by_run) >= 2:
             first, last = sorted(by_run)[0], sorted(by_run)[-1]
-            label = f"{stack}/{experiment}" if stack else str(experiment)
+            label = f"{experiment} (stack {stack})" if stack else str(experiment)
             out.append((label, first, last, by_run[first], by_run[last]))
     return out
 

@@ -96,7 +96,7 @@ def test_deadline_and_budget():
 
 
 def test_cost_window_sums_sequential_and_takes_the_longest_parallel():
-    exps = (SimpleNamespace(timeout_minutes=30), SimpleNamespace(timeout_minutes=90))
+    exps = (SimpleNamespace(timeout_minutes=30, repeats=1), SimpleNamespace(timeout_minutes=90, repeats=1))
     assert run_minutes(SimpleNamespace(experiments=exps, execution="sequential")) == 120
     assert run_minutes(SimpleNamespace(experiments=exps, execution="parallel")) == 90
     assert estimate_usd(60.0, 20, 90) == pytest.approx(20 + 90 + TEARDOWN_MINUTES)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from spec.launch_command import Torchrun, launcher_argv, torchrun_argv, trainer_argv
+from spec.launch_command import Torchrun, launched_torchrun, launcher_argv, torchrun_argv, trainer_argv
 from spec.train_args import TrainArgs
 from tests.workloads.conftest import child_env, run_training
 from workloads.train.allreduce import bandwidths, mem_available, memory_cap, message_sizes
@@ -30,7 +30,8 @@ def gloo_run(tmp_path_factory):
     agent = Torchrun(min_nodes=1, max_nodes=1, nproc_per_node=2, max_restarts=0, rdzv_backend="c10d",
                      rdzv_endpoint=f"127.0.0.1:{free_port()}", rdzv_id="ar", rdzv_conf="join_timeout=60",
                      local_addr="127.0.0.1")
-    cmd = [*launcher_argv(python=sys.executable, results_dir=str(results), experiment="ar", summary="always"), "--",
+    cmd = [*launcher_argv(python=sys.executable, results_dir=str(results), experiment="ar", summary="always",
+                          launched=launched_torchrun(agent, args, ())), "--",
            *torchrun_argv(agent, program=(sys.executable, "-m", "torch.distributed.run")), *trainer_argv(args)]
     done = run_training(cmd, env=child_env())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
