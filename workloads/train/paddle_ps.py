@@ -41,7 +41,7 @@ STARTED = time.time()  # before paddle is imported: the start-up record counts t
 os.environ.setdefault("FLAGS_enable_pir_api", "0")  # must be set before `import paddle` (see above)
 
 import socket  # noqa: E402
-from typing import Any, Mapping  # noqa: E402
+from typing import Any, Callable, Mapping  # noqa: E402
 
 from spec.train_args import TrainArgs, parse_train_args  # noqa: E402
 from spec.workload_facts import WORKLOADS  # noqa: E402
@@ -100,14 +100,34 @@ def cifar_net(paddle: Any, num_classes: int, width: int = 64) -> Any:
     return nn.Sequential(*layers)
 
 
-def build_model(paddle: Any, a: TrainArgs) -> tuple[Any, int]:
-    """(network, classes): paddle.vision's ResNet-50, or the CIFAR net; both as wide as
-    --width-per-group, as the PyTorch models are (workloads/train/models.py build_classifier)."""
-    if a.workload == "cifar10":
-        return cifar_net(paddle, 10, a.width_per_group), 10
+def resnet50_net(paddle: Any, a: TrainArgs) -> tuple[Any, int]:
     from paddle.vision.models.resnet import BottleneckBlock, ResNet
 
     return ResNet(BottleneckBlock, 50, width=a.width_per_group, num_classes=1000), 1000
+
+
+# The workloads this trainer runs (workloads.contracts.SUPPORTED["paddle"]) -> (network, classes):
+# paddle.vision's ResNet-50, or the CIFAR net; both as wide as --width-per-group, as the PyTorch
+# models are (workloads/train/models.py build_classifier).
+MODELS: dict[str, Callable[[Any, TrainArgs], tuple[Any, int]]] = {
+    "resnet50": resnet50_net, "cifar10": lambda paddle, a: (cifar_net(paddle, 10, a.width_per_group), 10)}
+
+
+def build_model(paddle: Any, a: TrainArgs) -> tuple[Any, int]:
+    return MODELS[a.workload](paddle, a)
+
+
+def cifar_arrays(np: Any, data_dir: str) -> tuple[Any, Any, Any, Any]:
+    """CIFAR-10's training images, labels, and the mean and std to normalize them by."""
+    from workloads.train.cifar import MEAN, STD, read_arrays
+
+    x, y, _ = read_arrays(data_dir, train=True)
+    return (x, np.asarray(y, dtype=np.int64), np.asarray(MEAN, np.float32).reshape(1, 3, 1, 1),
+            np.asarray(STD, np.float32).reshape(1, 3, 1, 1))
+
+
+# The workloads whose data is read from disk -> its reader; the others train on one fixed synthetic batch.
+ARRAYS: dict[str, Callable[[Any, str], tuple[Any, Any, Any, Any]]] = {"cifar10": cifar_arrays}
 
 
 class Batches:
@@ -119,13 +139,8 @@ class Batches:
 
         self.np, self.a, self.rank, self.world = np, a, rank, world
         self.rng = np.random.default_rng(a.seed * 7919 + rank * 104_729)
-        if a.workload == "cifar10":
-            from workloads.train.cifar import MEAN, STD, read_arrays
-
-            x, y, _ = read_arrays(a.data_dir, train=True)
-            self.x, self.y = x, np.asarray(y, dtype=np.int64)
-            self.mean = np.asarray(MEAN, np.float32).reshape(1, 3, 1, 1)
-            self.std = np.asarray(STD, np.float32).reshape(1, 3, 1, 1)
+        if a.workload in ARRAYS:
+            self.x, self.y, self.mean, self.std = ARRAYS[a.workload](np, a.data_dir)
             self.size: int | None = len(self.y)
         else:
             self.size = None
