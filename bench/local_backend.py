@@ -32,7 +32,7 @@ from bench import progress
 from bench.lifecycle import BackendError, Control
 from bench.proc import die_with_parent
 from program.stack_files import PROJECT, ROOT
-from spec.results_location import ResultsLocation, log_name, repeat_number
+from spec.results_location import ResultsLocation, log_name, repeat_folder, repeat_number
 from spec.workload_facts import WORKLOADS
 from workloads.train.what_ran import LOCAL_IMAGE
 
@@ -227,10 +227,11 @@ class LocalBackend:
     def __init__(self, *, stack: str, run_id: str = "", run_dir: Path | None = None, plan: list[Any] = (),
                  mode: str = "sequential", timeout_s: float = 0.0, progress_every: float = 30.0,
                  etcd_bin: str | None = None, cpus: int = 1, results_root: Path = Path("results"),
-                 project: str = PROJECT):
-        """A run's backend; with ``stack`` (and where results live) alone, one that only observes."""
+                 project: str = PROJECT, repeats: dict[str, int] | None = None):
+        """A run's backend; with ``stack`` (and where results live) alone, one that only observes
+        (``repeats``: each experiment's ``repeats``, for following a repeated experiment's logs to its end)."""
         self.stack, self.run_id, self.run_dir = stack, run_id, run_dir
-        self.results_root, self.project = results_root, project
+        self.results_root, self.project, self.repeats = results_root, project, repeats or {}
         self.plan, self.mode, self.timeout_s = plan, mode, timeout_s
         self.every, self.etcd_bin, self.cpus = progress_every, etcd_bin, cpus
         self.runnable = [e for e in plan if not e.skip]
@@ -305,7 +306,8 @@ class LocalBackend:
 
     def logs(self, experiment: str, *, run_id: str | None = None, follow: bool = False) -> Iterator[str]:
         """The experiment's node logs of ``run_id`` (default: its latest run), ``follow`` tailing them until
-        summary.json appears. FileNotFoundError (saying where it looked) when there are none."""
+        its summary.json appears (its last repeat's, for ``repeats: N``). FileNotFoundError (saying where
+        it looked) when there are none."""
         root = self.results_root.resolve()
         if run_id:
             exp_dir = ResultsLocation(None, self.project, self.stack, run_id, experiment).local_dir(root)
@@ -313,7 +315,7 @@ class LocalBackend:
             exp_dir = latest_local_run(root, self.stack, experiment)
         if exp_dir is None or not exp_dir.is_dir():
             raise FileNotFoundError(f"not under {self.results_root / self.stack}")
-        return local_logs(exp_dir, follow)
+        return local_logs(exp_dir, follow, repeats=self.repeats.get(experiment, 1))
 
 
 def local_runs(results_root: Path, stack: str) -> dict[str, dict[str, str]]:
@@ -344,9 +346,11 @@ def latest_local_run(results_root: Path, stack: str, experiment: str) -> Path | 
     return runs[-1] if runs else None
 
 
-def local_logs(exp_dir: Path, follow: bool) -> Iterator[str]:
+def local_logs(exp_dir: Path, follow: bool, repeats: int = 1) -> Iterator[str]:
     """The experiment's node logs, or each repeat's (``<exp>/repeat_<k>/logs/``) in order; ``follow`` tails
-    them until summary.json appears."""
+    them until the experiment's summary.json appears, or its last repeat's (``repeats`` > 1: each repeat
+    writes its own, and none is written at the experiment's level)."""
+    done = (exp_dir / repeat_folder(repeats) if repeats > 1 else exp_dir) / "summary.json"
     positions: dict[Path, int] = {}
     while True:
         found = [*exp_dir.glob("logs/*.log"), *exp_dir.glob("repeat_*/logs/*.log")]
@@ -359,6 +363,6 @@ def local_logs(exp_dir: Path, follow: bool) -> Iterator[str]:
             name = log_name(path.relative_to(exp_dir).as_posix()) or path.stem
             for line in data.decode("utf-8", "replace").splitlines():
                 yield f"{name}: {line}"
-        if not follow or (exp_dir / "summary.json").exists():
+        if not follow or done.exists():
             return
         time.sleep(1.0)

@@ -49,7 +49,8 @@ def backends(stack: str, root: Path, results_root: Path) -> tuple[Any, CloudBack
 
     cfg = load_stack_config(stack, root)
     return (cfg, CloudBackend(stack=stack, cfg=cfg, root=root, results_root=results_root),
-            LocalBackend(stack=stack, project=cfg.project, results_root=results_root))
+            LocalBackend(stack=stack, project=cfg.project, results_root=results_root,
+                         repeats={e.name: e.repeats for e in cfg.experiments}))
 
 
 def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:

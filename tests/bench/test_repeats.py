@@ -136,3 +136,22 @@ def test_logs_of_a_repeated_experiment_are_read_per_repeat(tmp_path):
         (tmp_path / "rn" / f"repeat_{k}" / "logs").mkdir(parents=True)
         (tmp_path / "rn" / f"repeat_{k}" / "logs" / "node-0.log").write_text(f"hello from {k}\n")
     assert list(local_logs(tmp_path / "rn", False)) == ["repeat_1/node-0: hello from 1", "repeat_2/node-0: hello from 2"]
+
+
+def test_following_a_repeated_experiment_ends_with_its_last_repeat(tmp_path):
+    """A repeated experiment writes a summary.json per repeat and none of its own: following its logs
+    ends once the last repeat's is there (it followed forever before)."""
+    import threading
+
+    from bench.local_backend import local_logs
+
+    for k in (1, 2):
+        (tmp_path / "rn" / f"repeat_{k}" / "logs").mkdir(parents=True)
+        (tmp_path / "rn" / f"repeat_{k}" / "logs" / "node-0.log").write_text(f"hello from {k}\n")
+        (tmp_path / "rn" / f"repeat_{k}" / "summary.json").write_text("{}")
+    got: list[str] = []
+    follower = threading.Thread(target=lambda: got.extend(local_logs(tmp_path / "rn", True, repeats=2)), daemon=True)
+    follower.start()
+    follower.join(10)
+    assert not follower.is_alive(), "following the logs did not end after the last repeat's summary"
+    assert got == ["repeat_1/node-0: hello from 1", "repeat_2/node-0: hello from 2"]
