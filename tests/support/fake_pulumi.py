@@ -73,11 +73,20 @@ def load() -> dict:
         return {"stacks": {}}
 
 
-def save(state: dict) -> None:
+def save(state: dict, stack: str) -> None:
+    """Write ``stack``'s entry of ``state`` into the state file, leaving the other stacks' as they are on
+    disk now: two ``bench run``s of two stacks drive two fakes at once, and writing back a whole state
+    read earlier lost the other stack's entry (a stack created in between vanished)."""
+    import fcntl
+
     STATE.mkdir(parents=True, exist_ok=True)
-    tmp = STATE / f".state.{os.getpid()}"
-    tmp.write_text(json.dumps(state))
-    os.replace(tmp, STATE / "state.json")
+    with open(STATE / "state.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        fresh = load()
+        fresh["stacks"][stack] = state["stacks"][stack]
+        tmp = STATE / f".state.{os.getpid()}"
+        tmp.write_text(json.dumps(fresh))
+        os.replace(tmp, STATE / "state.json")
 
 
 def alive(pid: int | None) -> bool:
@@ -176,7 +185,7 @@ def cmd_up(argv: list[str], stack: str) -> int:
     if alive(st.get("lock")):
         return fail(f"error: the stack is currently locked by 1 lock(s). ({stack}: pid {st['lock']})")
     st["lock"] = os.getpid()
-    save(state)
+    save(state, stack)
     interrupted = []
 
     def on_sigint(signum, _frame):
@@ -222,7 +231,7 @@ def cmd_up(argv: list[str], stack: str) -> int:
     if outcome == "ok":
         st["outputs"] = (sc.get("outputs_by_stack") or {}).get(stack) or sc.get("outputs") or {}
     st["history"].insert(0, history_entry("update", "succeeded" if outcome == "ok" else "failed", started))
-    save(state)
+    save(state, stack)
     events.send(summaryEvent={"maybeCorrupt": False, "durationSeconds": int(time.time() - started),
                               "resourceChanges": {"create": len(created)}, "policyPacks": {}})
     events.close()
@@ -298,14 +307,14 @@ def cmd_destroy(argv: list[str], stack: str) -> int:
     events = Events(opt(argv, "--event-log"))
     if mode == "fail" or (mode == "fail_once" and attempts == 1):
         st["history"].insert(0, history_entry("destroy", "failed", started))
-        save(state)
+        save(state, stack)
         events.close()
         record(event="destroy-failed", attempt=attempts)
         return fail("error: deleting aws:ec2/vpc:Vpc (network-vpc): DependencyViolation: the vpc has "
                     "dependencies and cannot be deleted")
     signal.signal(signal.SIGINT, lambda *_: (record(event="sigint", command="destroy"), sys.exit(255)))
     st["lock"] = os.getpid()
-    save(state)
+    save(state, stack)
     time.sleep(float(sc.get("destroy_s", 0)))
     state = load()
     st = state["stacks"][stack]
@@ -315,7 +324,7 @@ def cmd_destroy(argv: list[str], stack: str) -> int:
         events.send(resOutputsEvent=step("delete", stack, typ, name, parent))
     st["resources"], st["outputs"] = [], {}
     st["history"].insert(0, history_entry("destroy", "succeeded", started))
-    save(state)
+    save(state, stack)
     events.close()
     record(event="destroyed")
     return 0
@@ -346,7 +355,7 @@ def main(argv: list[str]) -> int:
         if name in state["stacks"]:
             return fail(f"error: stack '{name}' already exists")
         state["stacks"][name] = {"resources": [], "outputs": {}, "history": []}
-        save(state)
+        save(state, name)
         return 0
     st = state["stacks"].get(stack or "")
     if words[:2] == ["stack", "output"]:
@@ -368,7 +377,7 @@ def main(argv: list[str]) -> int:
     if words[:1] == ["cancel"]:
         if st is not None:
             st["lock"] = None
-            save(state)
+            save(state, stack)
         record(event="cancelled")
         return 0
     return fail(f"fake pulumi: unsupported command {args}", code=1)
