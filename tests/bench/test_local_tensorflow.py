@@ -22,7 +22,7 @@ STACK = ROOT / "tests" / "stacks" / "Pulumi.frameworks.yaml"
 LINE_KEYS = {"step", "epoch", "loss", "steps", "samples", "step_time_s", "samples_per_s", "step_times_s",
              "data_wait_s", "peak_memory_gib", "lr", "wall_time", "world_size", "rank", "restart", "warmup"}
 
-pytestmark = pytest.mark.local_run
+pytestmark = [pytest.mark.local_run, pytest.mark.cpu_capability]  # amp-fp16 trains in this CPU's choice
 
 
 def torch_flops(model, image_size: int) -> float:
@@ -50,14 +50,16 @@ def tf_run(tmp_path_factory):
     return done, tmp / "results" / "frameworks" / "t" / "tf-resnet50"
 
 
-def test_two_tensorflow_workers_train_and_the_launcher_summarises(tf_run):
+def test_two_tensorflow_workers_train_and_the_launcher_summarises(tf_run, cpu_mixed_precision):
     done, results = tf_run
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     s = json.loads((results / "summary.json").read_text())
     assert s["status"] == "succeeded" and s["framework"] == "tensorflow" and s["exit_code"] == 0
     assert s["launch"] == {"nodes": 2, "procs_per_node": 1}  # the Launched the local entry passes
     assert s["nodes"] == 2 and s["world_sizes"] == [2] and "Keras" in s["model"]
-    assert s["config"]["workload"] == "resnet50" and s["config"]["precision"] == "fp32"  # amp-fp16 -> fp32 on CPU
+    # the stack's amp-fp16 becomes bf16 on a CPU with bf16 instructions, else fp32 (workloads.train.cpu_choice)
+    assert s["config"]["workload"] == "resnet50" and s["config"]["precision"] == cpu_mixed_precision
+    assert s["precision"] == cpu_mixed_precision
     assert s["coverage"] == {"steps": 12, "duplicate_lines": 0, "missing_steps": []}
     tp = s["throughput"]
     assert tp["samples_per_s_total"] > 0 and tp["processes"] == 2

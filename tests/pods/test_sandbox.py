@@ -11,6 +11,8 @@ import pytest
 
 from tests.support.sandbox_cluster import SandboxCluster
 
+pytestmark = pytest.mark.cpu_capability  # the shipped stacks' plans scaled down; their pods train on this CPU
+
 CAP_CHOWN = 0  # linux/capability.h
 
 

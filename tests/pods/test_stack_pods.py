@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.support.sandbox_cluster import GATE_SKIPPED
 
+pytestmark = pytest.mark.cpu_capability  # the pods' trainers run the cloud's amp-fp16 in this CPU's choice
 
 
 def job_named(cluster, suffix):
@@ -40,12 +43,14 @@ def test_dev_staging_copies_the_dataset_onto_the_claim(dev_cluster):
     assert staged.stat().st_uid == 10001  # created through the EFS access point
 
 
-def test_dev_training_runs_two_pods_that_rendezvous(dev_cluster, dev_plan):
+def test_dev_training_runs_two_pods_that_rendezvous(dev_cluster, dev_plan, cpu_mixed_precision):
     r = result(dev_cluster, "experiments-resnet50-synthetic-job")
     assert r.reason == "Complete" and sorted(p.index for p in r.pods) == [0, 1], [p.failure for p in r.pods]
     uri = dev_plan.outputs["experiment_results"]["resnet50-synthetic"]
     summary = assert_results(dev_cluster, uri, nodes=2)
     assert summary["throughput"]["processes"] == 2  # both pods in one process group
+    # the Job asks for the cloud's amp-fp16; CPU processes train in what this CPU runs fast
+    assert (summary["config"]["precision"], summary["precision"]) == ("amp-fp16", cpu_mixed_precision)
 
 
 def test_dev_elastic_training_and_evaluation(dev_cluster, dev_plan):

@@ -29,16 +29,16 @@ S3_PORT = 4566  # where AWS_ENDPOINT_URL points inside the pods' network
 STANDIN_IMAGEFOLDER = dict(images=16, classes=4, resolution=64, val_images=8)
 
 
-def scaled_config(config: dict[str, Any], *, cpu=None) -> dict[str, Any]:
-    """The stack file's ``config:`` with every experiment scaled by its ``local:`` section for this CPU:
-    ``local.steps`` steps, batch and width as the local run takes them, one process per node, the
-    precision and memory format this CPU trains well in, no compile, checkpoints a third of the way."""
+def scaled_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The stack file's ``config:`` with every experiment scaled by its ``local:`` section:
+    ``local.steps`` steps, batch and width as the local run takes them, one process per node, no
+    compile, checkpoints a third of the way. Precision and memory format stay the cloud's, so the plan
+    checks them against the cloud's GPUs; the pods' trainers, on this CPU, train in what it runs fast
+    (workloads.train.cpu_choice.precision_on)."""
     from bench.local_plan import local_node_range
     from spec.config import LocalRun
-    from workloads.train import cpu_choice
 
     local = LocalRun(**config.get("eksbench:local", {}))
-    cpu = cpu or cpu_choice.read_cpu_facts()
     out = []
     for e in config["eksbench:experiments"]:
         e = dict(e)
@@ -49,8 +49,7 @@ def scaled_config(config: dict[str, Any], *, cpu=None) -> dict[str, Any]:
         e["steps"] = local.steps if e.pop("epochs", 0) else min(e.get("steps", local.steps), local.steps)
         e["batch_size"] = min(e.get("batch_size", local.batch_size), local.batch_size)
         e["gpus_per_node"] = local.procs_per_node
-        choice = cpu_choice.choose(e.get("precision", "fp32"), bool(e.get("channels_last", False)), cpu)
-        e["precision"], e["channels_last"], e["compile"] = choice.precision, choice.channels_last, False
+        e["compile"] = False
         if e.get("checkpoint_every"):
             e["checkpoint_every"] = max(1, e["steps"] // 3)
         e["timeout_minutes"] = local.timeout_minutes

@@ -193,3 +193,18 @@ def test_nccl_transport_is_read_from_the_init_lines():
     assert nccl_transport([efa, tcp])["nccl_transport"] == ["NET/OFI", "NET/Socket"]
     gone = nccl_transport(["[workloads.train] rank 0/1 on cpu"])
     assert gone["nccl_transport"] is None and "NCCL_DEBUG" in gone["nccl_transport_note"]
+
+
+@pytest.mark.parametrize("bf16", [False, True], ids=["no-bf16-cpu", "bf16-cpu"])
+def test_a_cpu_process_trains_a_cluster_precision_as_its_cpu_allows(bf16, tmp_path, monkeypatch):
+    """A cluster Job's amp-fp16 run by CPU processes (the pod sandbox, a CPU node) trains in the CPU's choice,
+    never fp16 autocast with a GradScaler, and its run_info says both what was asked and what ran."""
+    from workloads.train.cpu_choice import FORCE_BF16_ENV
+
+    monkeypatch.setenv(FORCE_BF16_ENV, "1" if bf16 else "0")
+    run_in_process(replace(TINY, results_dir=str(tmp_path), precision="amp-fp16", steps=2, warmup_steps=1,
+                           log_every=1), monkeypatch)
+    info = next(e for e in read_jsonl(tmp_path / "metrics" / "events.jsonl") if e["event"] == "run_info")
+    assert (info["precision"], info["requested_precision"]) == ("bf16" if bf16 else "fp32", "amp-fp16")
+    state = ckpt.load(str(tmp_path / "checkpoints" / "latest.pt"))
+    assert not state["scaler"]  # GradScaler was never enabled: an empty state_dict

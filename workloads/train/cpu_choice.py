@@ -15,17 +15,26 @@ tensor-core layout). On a CPU both can cost an order of magnitude or worse:
 ``/proc/cpuinfo`` without importing torch, so ``bench run --local`` can decide before it starts
 any process. The trainer records torch's own view (``torch.backends.cpu.get_cpu_capability()``)
 beside the choice in the summary.
+
+``EKSBENCH_CPU_BF16=1`` (or ``0``) makes ``read_cpu_facts`` answer as a CPU with (without) bf16
+instructions, whatever this one has, in this process and every process it starts: the tests use
+it to check both kinds of CPU on one machine (``.ci/run``). Forced bf16 on a CPU without the
+instructions is correct, only slow.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Mapping
 
 # x86 flags (Linux /proc/cpuinfo names) whose presence makes bf16 matmuls and convolutions native
 # (oneDNN uses AVX512_BF16 on Cooper Lake / Zen 4 and later, AMX on Sapphire Rapids and later).
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 MIXED = ("amp-fp16", "bf16")
+FORCE_BF16_ENV = "EKSBENCH_CPU_BF16"  # "1": answer as a CPU with bf16 instructions, "0": as one without
+FORCED_FLAG = "avx512_bf16"  # the flag a forced "1" adds
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,7 @@ class CpuFacts:
     """What the CPU offers, as Linux names its flags (``/proc/cpuinfo``); empty where unknown."""
     flags: frozenset[str] = frozenset()
     model: str = ""
+    forced: str = ""  # how FORCE_BF16_ENV changed the flags read, for describe(); "" when it did not
 
     @property
     def native_bf16(self) -> bool:
@@ -41,7 +51,21 @@ class CpuFacts:
     def describe(self) -> str:
         isa = "AMX" if "amx_bf16" in self.flags else "AVX-512 BF16" if "avx512_bf16" in self.flags else None
         vec = "AVX-512" if "avx512f" in self.flags else "AVX2" if "avx2" in self.flags else "no AVX2"
-        return f"{self.model or 'CPU'} ({vec}, " + (f"bf16 via {isa})" if isa else "no bf16 instructions)")
+        return (f"{self.model or 'CPU'} ({vec}, " + (f"bf16 via {isa}" if isa else "no bf16 instructions")
+                + (f", {self.forced}" if self.forced else "") + ")")
+
+
+def forced(facts: CpuFacts, value: str | None) -> CpuFacts:
+    """``facts`` as ``FORCE_BF16_ENV=value`` has them: unchanged for None or "", bf16 instructions added
+    for "1", taken away for "0"; any other value is a ValueError naming the variable, the value and the choices."""
+    if value in (None, ""):
+        return facts
+    if value not in ("0", "1"):
+        raise ValueError(f"{FORCE_BF16_ENV}={value!r}: use 1 (train as on a CPU with bf16 instructions), "
+                         "0 (as on one without), or leave it unset (as this CPU is)")
+    flags = facts.flags | {FORCED_FLAG} if value == "1" else facts.flags - BF16_FLAGS
+    return replace(facts, flags=flags, forced=f"bf16 instructions {'forced' if value == '1' else 'hidden'} "
+                                              f"by {FORCE_BF16_ENV}={value}")
 
 
 @dataclass(frozen=True)
@@ -54,6 +78,11 @@ class CpuChoice:
 def channels_last_for(device_type: str, requested: bool) -> bool:
     """Whether to train in channels_last: as asked on an accelerator, never on a CPU (module docstring)."""
     return requested and device_type != "cpu"
+
+
+def precision_on(device_type: str, requested: str) -> str:
+    """The precision a process on ``device_type`` trains in: as asked on an accelerator, this CPU's choice on a CPU."""
+    return requested if device_type != "cpu" else choose(requested, False, read_cpu_facts()).precision
 
 
 def choose(precision: str, channels_last: bool, facts: CpuFacts) -> CpuChoice:
@@ -86,9 +115,11 @@ def parse_cpuinfo(text: str) -> CpuFacts:
     return CpuFacts(flags=flags, model=model)
 
 
-def read_cpu_facts(path: Path = Path("/proc/cpuinfo")) -> CpuFacts:
-    """This machine's facts; no flags (so: fp32) where the file cannot be read (not Linux)."""
+def read_cpu_facts(path: Path = Path("/proc/cpuinfo"), environ: Mapping[str, str] | None = None) -> CpuFacts:
+    """This machine's facts, as ``FORCE_BF16_ENV`` in ``environ`` (default: this process's) leaves them;
+    no flags (so: fp32) where the file cannot be read (not Linux)."""
     try:
-        return parse_cpuinfo(path.read_text(errors="replace"))
+        facts = parse_cpuinfo(path.read_text(errors="replace"))
     except OSError:
-        return CpuFacts()
+        facts = CpuFacts()
+    return forced(facts, (os.environ if environ is None else environ).get(FORCE_BF16_ENV))

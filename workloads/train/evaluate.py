@@ -50,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from workloads.train.checkpoint import load
     from workloads.train.registry import WORKLOADS as CODE
+    from workloads.train.cpu_choice import precision_on
     from workloads.train.schedule import autocast_factory
 
     started = time.time()
@@ -59,9 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = CODE[args.workload].model(state.get("num_classes") or 10, saved.get("width_per_group", 64))
     model.load_state_dict(state["model"])
     model.to(device)
-    precision = saved.get("precision", "fp32")
-    if device.type == "cpu" and precision == "amp-fp16":
-        precision = "fp32"
+    precision = precision_on(device.type, saved.get("precision", "fp32"))  # as the trainer chose on this device
     result = CODE[args.workload].evaluate(model, args.data_dir, device=device,
                                           autocast=autocast_factory(precision, device.type), batch=args.batch_size)
     doc = {"workload": args.workload, "checkpoint": args.checkpoint, "step": state.get("step"),

@@ -162,14 +162,15 @@ def metrics_summary(by_rank: Mapping[int, list[dict[str, Any]]], evals: list[dic
         device["peak_memory_gib"] = peak_memory(by_rank)
     loop = end.get("loop_seconds")
     return {F.THROUGHPUT: tp,
-            **efficiency(tp, info, precision or info.get("precision")),
+            # what the ranks trained in (a CPU's choice, workloads.train.cpu_choice) before what was asked
+            **efficiency(tp, info, info.get("precision") or precision),
             # the last attempt's whole loop (warm-up, compile, checkpoints, evaluation) beside the steady figure
             F.LOOP_SECONDS: loop,
             "loop_samples_per_s": _rate(end["samples"], loop) if loop and end.get("samples") else None,
             F.DATA_WAIT_S: data_wait(by_rank),
             # the first attempt's start-up: launcher (torchrun, rendezvous), imports, process group, build, ...
             F.STARTUP: {k: startup[k] for k in ("phases_s", "time_to_first_step_s")} if startup else None,
-            "memory_format": info.get("memory_format"),
+            "memory_format": info.get("memory_format"), "precision": info.get("precision"),
             # a trainer that names its model (another framework's build of the workload's layers) overrides the
             # workload's own name, which the launcher's provenance gives
             **({"model": info["model"]} if info.get("model") else {}),

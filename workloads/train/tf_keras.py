@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from spec.train_args import parse_train_args
-from workloads.train.cpu_choice import choose, read_cpu_facts
+from workloads.train.cpu_choice import precision_on, read_cpu_facts
 from workloads.train.device import nvidia_driver
 from workloads.train.metrics import JsonLines, metrics_dir
 from workloads.train.schedule import default_lr
@@ -49,7 +49,7 @@ def task(environ: dict[str, str]) -> tuple[int, int]:
 
 
 def precision_for(requested: str, gpu: bool) -> str:
-    return requested if gpu else choose(requested, False, read_cpu_facts()).precision
+    return precision_on("gpu" if gpu else "cpu", requested)
 
 
 def flops_per_sample(tf: Any, model: Any, image_size: int) -> tuple[float | None, str]:

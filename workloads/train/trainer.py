@@ -28,7 +28,7 @@ from spec.train_args import TrainArgs, parse_train_args
 from spec.workload_facts import WORKLOADS as WORKLOAD_FACTS
 from workloads.train import checkpoint as ckpt
 from workloads.train.data import Position, epoch_ends, next_step
-from workloads.train.cpu_choice import channels_last_for
+from workloads.train.cpu_choice import channels_last_for, precision_on
 from workloads.train.device import StepClock, device_info
 from workloads.train.startup import startup_event
 from workloads.train.metrics import JsonLines, metrics_dir, prune_after
@@ -61,8 +61,11 @@ class Run:
         # The memory format this device trains in (never channels_last on a CPU: workloads.train.cpu_choice).
         self.facts, self.code = WORKLOAD_FACTS[args.workload], WORKLOAD_CODE[args.workload]
         self.channels_last = channels_last_for(self.device.type, args.channels_last) and self.facts.classifier
-        self.autocast = autocast_factory(args.precision, self.device.type)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=args.precision == "amp-fp16")
+        # The precision this device trains in: as asked on a GPU; on a CPU what that CPU runs fast
+        # (cpu_choice), so a cluster Job's amp-fp16 never becomes fp16 autocast on CPU processes.
+        self.precision = precision_on(self.device.type, args.precision)
+        self.autocast = autocast_factory(self.precision, self.device.type)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "amp-fp16")
         self.writer = ckpt.BackgroundWriter()
         self.loop_seconds = self.final_save_seconds = 0.0
 
@@ -211,7 +214,7 @@ class Run:
         return {"world_size": self.world, "nodes": max(1, self.world // max(local, 1)),
                 "gpus_per_node": local if cuda else 0, "processes_per_node": local,
                 "device": device_info(self.device, self.world), "flops_per_sample": flops, "flops_note": note,
-                "precision": self.args.precision, "lr": self.lr,
+                "precision": self.precision, "requested_precision": self.args.precision, "lr": self.lr,
                 # samples trained per epoch (an epoch's incomplete last batch is dropped); None: no epochs
                 "samples_per_epoch": size // gb * gb if size else None,
                 "memory_format": "channels_last" if self.channels_last else "contiguous"}
