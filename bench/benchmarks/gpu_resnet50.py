@@ -11,8 +11,10 @@ usual synthetic benchmark), 1 process, channels_last:
   steps, no checkpoints inside the loop) and reads its figures back through the same summary
   code the launcher uses: img/s over steady steps, step-time p50/p95, model FLOPs (FlopCounterMode)
   and MFU against ``workloads.train.peaks``;
-- a bare loop of the same torchvision model (autocast, SGD with momentum, fused on CUDA, no
-  metrics, no DDP), timed over the same steady steps with CUDA events (or the host clock on a CPU).
+- a bare loop of the same torchvision model (autocast, the trainer's SGD: momentum, fused on CUDA,
+  buffers seeded as ``workloads.train.optim`` says why; no metrics, no DDP), timed over the same steady
+  steps with CUDA events (or the host clock on a CPU); its last loss is reported, and a non-finite
+  one marks the figure as not a result (``finite_loss``).
 
 ``overhead`` = bare img/s / trainer img/s (1.0 = the harness costs nothing). Goals from the
 "GPU throughput you can trust" issue: >= 5,000 img/s per H100 with bf16 + channels_last +
@@ -43,8 +45,9 @@ def bare_loop(*, batch: int, image_size: int, width: int, precision: str, steps:
     torch.manual_seed(0)
     model = torchvision.models.resnet50(weights=None, width_per_group=width).to(device)
     model = model.to(memory_format=torch.channels_last)
-    fused = {"fused": True} if device.type == "cuda" else {}
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4, **fused)
+    from workloads.train.optim import sgd
+
+    opt = sgd(model.parameters(), lr=0.1, fused=device.type == "cuda")
     x = torch.randn(batch, 3, image_size, image_size, device=device).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (batch,), device=device)
     step_model = torch.compile(model, mode=None if compile_mode == "default" else compile_mode) if compile_model \
@@ -54,13 +57,14 @@ def bare_loop(*, batch: int, image_size: int, width: int, precision: str, steps:
     ce = torch.nn.CrossEntropyLoss()
     cuda = device.type == "cuda"
 
-    def one() -> None:
+    def one() -> Any:
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             loss = ce(step_model(x), y)
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
+        return loss
 
     t0 = time.perf_counter()
     for _ in range(warmup):
@@ -78,8 +82,9 @@ def bare_loop(*, batch: int, image_size: int, width: int, precision: str, steps:
         return time.perf_counter()
 
     marks.append(mark())
+    loss = None
     for _ in range(steps):
-        one()
+        loss = one()
         marks.append(mark())
     if cuda:
         torch.cuda.synchronize(device)
@@ -88,9 +93,14 @@ def bare_loop(*, batch: int, image_size: int, width: int, precision: str, steps:
         times = [b - a for a, b in zip(marks, marks[1:])]
     from workloads.train.summary import quantile
 
+    import math
+
     total = sum(times)
+    last = float(loss.item()) if loss is not None else None
+    finite = last is not None and math.isfinite(last)
     return {"img_per_s": round(batch * steps / total, 2), "step_time_p50_s": quantile(times, 0.5),
-            "step_time_p95_s": quantile(times, 0.95), "warmup_s": round(warm_s, 3), "steps": steps}
+            "step_time_p95_s": quantile(times, 0.95), "warmup_s": round(warm_s, 3), "steps": steps,
+            "final_loss": last if finite else None, "finite_loss": finite}
 
 
 def trainer_run(*, batch: int, image_size: int, width: int, precision: str, steps: int, warmup: int,

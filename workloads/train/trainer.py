@@ -32,6 +32,7 @@ from workloads.train.cpu_choice import channels_last_for, precision_on
 from workloads.train.device import StepClock, device_info
 from workloads.train.startup import startup_event
 from workloads.train.metrics import JsonLines, metrics_dir, prune_after
+from workloads.train.optim import seed_momentum, sgd
 from workloads.train.registry import WORKLOADS as WORKLOAD_CODE
 from workloads.train.schedule import autocast_factory, dist_env, lr_at, set_lr
 
@@ -127,9 +128,10 @@ class Run:
             wrapped = torch.compile(wrapped, mode=None if a.compile_mode == "default" else a.compile_mode)
         self.train_model = wrapped
         self.lr = lr_at(a, self.world, 0)
-        fused = {"fused": True} if self.device.type == "cuda" else {}
-        self.optimizer = self.distribute_optimizer(
-            torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.9, weight_decay=1e-4, **fused))
+        # Fused on a GPU, momentum buffers seeded with zeros (workloads.train.optim: the fused kernel otherwise
+        # leaves them uninitialised when GradScaler skips the first steps), in the optimizer that steps.
+        self.optimizer = self.distribute_optimizer(sgd(model.parameters(), lr=self.lr, fused=self.device.type == "cuda"))
+        seed_momentum(self.optimizer)
         self.marks["built"] = time.time()
 
     def resume(self, now: float) -> tuple[int, Position, float]:
@@ -145,6 +147,7 @@ class Run:
         if state is not None:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
+            seed_momentum(self.optimizer)  # a checkpoint taken before any step holds no buffers
             self.scaler.load_state_dict(state["scaler"])
             step, pos, started = state["step"], Position(state["epoch"], state["offset"]), state["run_started_at"]
         # load_state_dict restored the saved world's learning rate: set the one for this world.
