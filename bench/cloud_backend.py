@@ -369,11 +369,13 @@ class CloudBackend(CloudObservation):
                 summary = None  # a previous attempt's summary, not this run's
             s = summary or {}
             tp = s.get("throughput") or {}
+            # The launcher's status (summary_fields: succeeded, failed, diverged, interrupted, deadline, timeout);
+            # a pod cannot tell why it got SIGTERM, this run can: its timeout, deadline, budget or an interrupt.
             status = s.get("status") or ("interrupted" if ctl.reason == "interrupted" else "failed (no summary)")
-            if w.state == "timeout":
-                status = "failed (timeout)"
-            elif w.state == "stopped" and not summary:
-                status = "interrupted" if ctl.reason == "interrupted" else f"failed ({ctl.reason})"
+            if w.state == "timeout" and status in ("failed", "interrupted", "failed (no summary)"):
+                status = "timeout"
+            elif w.state == "stopped" and status in ("failed", "interrupted", "failed (no summary)"):
+                status = ctl.reason if ctl.reason in ("interrupted", "deadline") else f"stopped ({ctl.reason})"
             elif w.state == "failed" and not summary:
                 status = "failed (" + (w.reasons[0].split(": ", 2)[-1] if w.reasons else "no summary") + ")"
             evaluation = _read_local_json(dest / "eval" / "eval.json") or {}

@@ -37,6 +37,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from bench import compare_stats as S
 from bench.errors import fail
 from workloads.train import summary_fields as F
+from spec import strict_json
 
 MAX_BATCHES = 20
 STEP_NOTE = ("from one run a side: the interval holds the noise within a run, not between runs (another "
@@ -253,5 +254,5 @@ def main(args) -> int:
     doc = comparison(loaded[0], loaded[1], a=sources[0], b=sources[1])
     if not doc["experiments"]:
         return fail(f"no experiment in both: A has {', '.join(doc['only_in_a'])}; B has {', '.join(doc['only_in_b'])}")
-    print(json.dumps(doc, indent=1) if args.json else render(doc))
+    print(strict_json.dumps(doc, indent=1) if args.json else render(doc))
     return SLOWER_EXIT if doc["slower"] else 0

@@ -14,7 +14,7 @@ forward SIGINT to the Pulumi CLI); every phase polls ``Control.stopping``. Later
 are reported and otherwise ignored, so a second Ctrl-C cannot cut a teardown short.
 
 Exit codes: 0 every experiment succeeded; 1 an experiment, the environment or the
-teardown failed; 130/143 interrupted by SIGINT/SIGTERM (after teardown). Preflight
+teardown failed; 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP (after teardown). Preflight
 refusals (exit 2) happen before a backend exists.
 """
 
@@ -154,12 +154,29 @@ class Outcome:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# SIGHUP: a closed terminal (or an ssh session that dropped) must tear down too; on AWS that is
+# what runs `pulumi destroy`.
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def detach_from_terminal() -> None:
+    """After a hang-up, writes to the terminal fail (EIO): point stdout and stderr that were a terminal at
+    /dev/null, so the teardown's progress lines cannot stop the teardown. Files and pipes are kept."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for fd in (1, 2):
+            try:
+                if os.isatty(fd):
+                    os.dup2(null, fd)
+            except OSError:
+                pass
+    finally:
+        os.close(null)
 
 
 @contextlib.contextmanager
 def handle_signals(ctl: Control, on_first: Callable[[int], None]) -> Iterator[None]:
-    """SIGINT/SIGTERM -> ``ctl.request_stop("interrupted")`` + ``on_first``; no exception is raised.
+    """SIGINT/SIGTERM/SIGHUP -> ``ctl.request_stop("interrupted")`` + ``on_first``; no exception is raised.
 
     Only the main thread can install handlers; elsewhere (a notebook's worker thread) the
     caller's own handling applies and this is a no-op.
@@ -170,6 +187,8 @@ def handle_signals(ctl: Control, on_first: Callable[[int], None]) -> Iterator[No
 
     def handler(signum: int, _frame: Any) -> None:
         name = signal.Signals(signum).name
+        if signum == signal.SIGHUP:
+            detach_from_terminal()
         if ctl.request_stop("interrupted", signum):
             os.write(2, f"\n{name} received: stopping, then tearing down (this can take minutes; "
                         f"a second signal does not skip the teardown)\n".encode())

@@ -34,6 +34,7 @@ from bench.proc import die_with_parent
 from program.stack_files import PROJECT, ROOT
 from spec.results_location import ResultsLocation, log_name, repeat_folder, repeat_number
 from spec.workload_facts import WORKLOADS
+from workloads.train import summary_fields as F
 from workloads.train.what_ran import LOCAL_IMAGE
 
 
@@ -95,6 +96,8 @@ class ExperimentRun:
         self.exp, self.env, self.timeout_s = exp, env, timeout_s
         self.rdzv_id = f"{stack}-{run_id}-{exp.name}" + (f"-r{exp.repeat}" if exp.repeat else "")
         self.etcd = etcd
+        # where stop() writes why before its SIGTERM: the launchers record it in summary.json (launch.STOP_REASON_ENV)
+        self.stop_file = Path(env.get("TMPDIR") or exp.results_dir) / f"stop-{self.rdzv_id}"
         self.procs: list[subprocess.Popen] = []
         self.eval: dict[str, Any] | None = None
         self.timed_out = False
@@ -111,7 +114,8 @@ class ExperimentRun:
         for p in started:
             # Own session (a terminal's Ctrl-C reaches bench only, which stops the nodes in order);
             # SIGTERM if bench dies: the launcher forwards it to the framework's command and writes its summary.
-            self.procs.append(subprocess.Popen(list(p.argv), cwd=ROOT, env={**self.env, **p.env},
+            self.procs.append(subprocess.Popen(list(p.argv), cwd=ROOT,
+                                               env={**self.env, **p.env, F.STOP_REASON_ENV: str(self.stop_file)},
                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                                start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM)))
         roles = {p.role: sum(q.role == p.role for q in started) for p in started}
@@ -128,9 +132,19 @@ class ExperimentRun:
         if not self.timed_out and self.running() and time.monotonic() - self.t0 > self.timeout_s:
             self.timed_out = True
             progress.line(f"[{self.exp.label}] timed out after {self.timeout_s:.0f}s: stopping")
-            self.stop()
+            self.stop(F.TIMEOUT)
 
-    def stop(self) -> None:
+    def stop(self, cause: str | None = None) -> None:
+        """SIGTERM to every launcher still running, after writing why (``cause``, else what stopped the run)."""
+        if not self.running():
+            return
+        cause = cause or (F.TIMEOUT if self.timed_out else self.stopped_by) or F.INTERRUPTED
+        if not self.stop_file.exists():  # the first cause stands (a timeout, then the teardown's stop)
+            try:
+                self.stop_file.parent.mkdir(parents=True, exist_ok=True)
+                self.stop_file.write_text(cause)
+            except OSError:
+                pass  # the launchers then record an interrupt
         for p in self.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)  # the launcher forwards it to torchrun, then writes its summary
@@ -167,8 +181,10 @@ class ExperimentRun:
             p.wait()
         self.wall = time.monotonic() - self.t0
         summary = self.summary()
-        ok = summary is not None and summary.get("status") == "succeeded"
-        progress.line(f"[{self.exp.label}] {'succeeded' if ok else 'FAILED'} in {self.wall:.1f}s")
+        status = (summary or {}).get(F.STATUS)
+        status = status if status in F.STATUSES else F.FAILED  # never a run's own text on the terminal
+        ok = status == F.SUCCEEDED
+        progress.line(f"[{self.exp.label}] {'succeeded' if ok else status.upper()} in {self.wall:.1f}s")
         if not ok:
             log = Path(self.exp.results_dir) / "logs" / "node-0.log"
             error = (summary or {}).get("error") or "no exception in the log tail"
@@ -204,13 +220,12 @@ class ExperimentRun:
             return {"experiment": e.label, "status": "not run", "shape": shape, "path": show(Path(e.results_dir))}
         s = self.summary() or {}
         tp = s.get("throughput") or {}
-        status = s.get("status", "failed (no summary)")
-        if self.timed_out:
-            status = "failed (timeout)"
-        elif self.stopped_by == "interrupted":
-            status = "interrupted"
-        elif self.stopped_by:
-            status = f"failed ({self.stopped_by})"
+        # What stopped it, as the launcher recorded it (summary_fields: succeeded, failed, diverged, interrupted,
+        # deadline, timeout); where no summary says, what this run knows.
+        status = s.get(F.STATUS) or (F.TIMEOUT if self.timed_out else self.stopped_by) or "failed (no summary)"
+        if self.timed_out or self.stopped_by:
+            stopped = F.TIMEOUT if self.timed_out else self.stopped_by
+            status = stopped if status in (F.FAILED, F.INTERRUPTED) else status
         if self.eval and "error" in self.eval:
             status = "failed (evaluation)"
         acc = self.eval.get("accuracy") if self.eval else None
@@ -282,7 +297,7 @@ class LocalBackend:
 
     def interrupt(self, signum: int) -> None:
         for r in self.runs:
-            r.stop()
+            r.stop(F.INTERRUPTED)
 
     def teardown(self, ctl: Control) -> bool:
         for r in self.runs:

@@ -15,6 +15,7 @@ from typing import Any
 
 from bench.errors import config_error
 from program.offline import Plan, evaluate
+from spec import strict_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -80,7 +81,7 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as e:
         return config_error(args.stack, e.problems)
     if args.json:
-        json.dump(plan.as_json(), sys.stdout, indent=1, sort_keys=False)
+        sys.stdout.write(strict_json.dumps(plan.as_json(), indent=1, sort_keys=False))
         print()
     else:
         print(render(plan))

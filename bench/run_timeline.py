@@ -10,13 +10,13 @@ bucket, at ``ResultsLocation.key("timeline.json")`` in it, with the rest of the 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from bench import progress
 from bench import timeline as T
 from spec.results_location import ResultsLocation
+from spec import strict_json
 
 
 def recorder(stack: str, ready: Any, *, started: float) -> T.Recorder:
@@ -88,7 +88,7 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
 
 def write(doc: dict[str, Any], *, run: ResultsLocation, results_root: Path, bucket: str | None, s3: Any) -> list[str]:
     """``timeline.json`` under ./results/<stack>/<run>/ and beside the run's results in the bucket; where it went."""
-    body = json.dumps(doc, indent=1).encode()
+    body = strict_json.dumps(doc, indent=1).encode()
     written = []
     local = run.local_dir(results_root) / T.FILE
     try:

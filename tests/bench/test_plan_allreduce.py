@@ -11,6 +11,7 @@ from program.offline import evaluate_config
 from program.stack_files import ROOT
 from spec.fabric import EFA_ENV, FABRIC_ENV, FABRIC_EXIT_CODE
 from spec.fields import ConfigError
+from workloads.train import summary_fields as F
 
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
 P5 = yaml.safe_load((ROOT / "Pulumi.p5-fsx.yaml").read_text())["config"]
@@ -44,7 +45,8 @@ def test_plan_dev_accepts_an_allreduce_experiment():
     assert "--workload=allreduce" in script and "--steps=20" in script and "--max-bytes=8589934592" in script
     assert env_of(job)[FABRIC_ENV] == "check" and EFA_ENV not in env_of(job)  # p3.16xlarge: no EFA
     assert {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In",
-                                                 "values": [FABRIC_EXIT_CODE]}} in job["spec"]["podFailurePolicy"]["rules"]
+                                                 "values": [FABRIC_EXIT_CODE, F.DIVERGED_EXIT_CODE]}} \
+        in job["spec"]["podFailurePolicy"]["rules"]
 
 
 def test_strict_on_an_efa_group_reaches_the_pods():

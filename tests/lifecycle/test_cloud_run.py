@@ -183,7 +183,7 @@ def test_deadline_stops_the_run_and_destroys_exit_1(project):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "run deadline reached" in done.stderr
     assert project.events()[-1] == "destroyed"
-    assert any(line.startswith("beta") and "failed (deadline)" in line for line in done.stdout.splitlines())
+    assert any(line.startswith("beta") and " deadline " in line for line in done.stdout.splitlines()), done.stdout
 
 
 def test_destroy_failing_once_is_retried(project):

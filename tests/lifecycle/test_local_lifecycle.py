@@ -1,8 +1,9 @@
 """The lifecycle with the local backend, for real (torchrun agents, etcd): a failing experiment,
-Ctrl-C, SIGTERM, the run's deadline and ``kill -9`` of bench, and that nothing is left behind."""
+Ctrl-C, SIGTERM, a hang-up, the run's deadline and ``kill -9`` of bench, and that nothing is left behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -104,7 +105,7 @@ def test_a_failing_experiment_exits_1_and_leaves_no_process(tmp_path):
     assert not (results / "loc" / "t" / "_tmp").exists()
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_a_signal_stops_the_nodes_and_etcd_and_exits_128_plus_signal(tmp_path, sig, code):
     if not shutil.which("etcd"):
         pytest.skip("no etcd binary on PATH")
@@ -119,7 +120,7 @@ def test_a_signal_stops_the_nodes_and_etcd_and_exits_128_plus_signal(tmp_path, s
         if sig == signal.SIGINT:
             os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole foreground group
         else:
-            proc.send_signal(signal.SIGTERM)  # a scheduler's stop: bench only
+            proc.send_signal(sig)  # a scheduler's stop, or a closed terminal's hang-up: bench only
         out, _ = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
@@ -127,6 +128,8 @@ def test_a_signal_stops_the_nodes_and_etcd_and_exits_128_plus_signal(tmp_path, s
     assert proc.returncode == code, out
     assert "received: stopping" in out
     assert any(line.startswith("long") and "interrupted" in line for line in out.splitlines()), out
+    summary = json.loads((run / "long" / "summary.json").read_text())  # the record says so too, not "failed"
+    assert summary["status"] == "interrupted" and summary["stop_reason"].startswith("SIGTERM: an interrupt"), summary
     assert wait_gone(str(run), 10) == []
     assert not (run / "_tmp").exists()
 
@@ -138,7 +141,9 @@ def test_the_run_deadline_stops_it_exit_1(tmp_path):
                           text=True, timeout=240)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "run deadline reached" in done.stderr
-    assert any(line.startswith("long") and "failed (deadline)" in line for line in done.stdout.splitlines())
+    assert any(line.startswith("long") and " deadline " in line for line in done.stdout.splitlines()), done.stdout
+    summary = json.loads((results / "loc" / "t" / "long" / "summary.json").read_text())
+    assert summary["status"] == "deadline" and "the run's deadline" in summary["stop_reason"], summary
     assert wait_gone(str(results), 10) == []
 
 

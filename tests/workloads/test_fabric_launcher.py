@@ -10,6 +10,7 @@ import time
 from spec.fabric import DEGRADED, EFA_ENV, FABRIC_ENV, FABRIC_EXIT_CODE
 from workloads.job_manifests import training_failure_policy
 from workloads.train import launch
+from workloads.train import summary_fields as F
 
 # What NCCL 2.x prints at init with NCCL_DEBUG=INFO (the launcher's NCCL_NET pattern reads these)
 SOCKET_LINE = "ip-10-0-1-2:42:42 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.1.2<0>"
@@ -52,8 +53,8 @@ def test_a_pod_without_efa_is_not_judged_even_under_strict(tmp_path):
     assert rc == 0 and s["status"] == "succeeded" and s["fabric"]["verdict"].startswith("not checked")
 
 
-def test_the_job_fails_at_once_on_the_fabric_exit_code_and_still_ignores_disruptions():
+def test_the_job_fails_at_once_on_the_fabric_and_diverged_exit_codes_and_still_ignores_disruptions():
     rules = training_failure_policy()["rules"]
     assert rules[0]["action"] == "Ignore"
     assert rules[1] == {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In",
-                                                             "values": [FABRIC_EXIT_CODE]}}
+                                                             "values": [FABRIC_EXIT_CODE, F.DIVERGED_EXIT_CODE]}}

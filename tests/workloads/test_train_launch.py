@@ -15,6 +15,7 @@ from spec.s3_uri import parse_s3_uri
 from spec.train_args import TrainArgs
 from tests.workloads.conftest import ROOT, child_env, wait_for
 from workloads.train import launch
+from workloads.train import summary_fields as F
 from workloads.train.upload import upload_plan
 
 
@@ -110,21 +111,51 @@ def test_failing_training_script_leaves_log_and_failed_summary(tmp_path):
 
 
 @pytest.mark.local_run
-def test_sigterm_is_forwarded_and_the_summary_says_so(tmp_path):
+@pytest.mark.parametrize("sig, code, cause, status", [
+    (signal.SIGTERM, 143, None, "interrupted"), (signal.SIGHUP, 129, None, "interrupted"),
+    (signal.SIGTERM, 143, "deadline", "deadline"), (signal.SIGTERM, 143, "timeout", "timeout"),
+    (signal.SIGTERM, 143, "\x1b[2Jrm -rf", "interrupted")])
+def test_a_signal_is_forwarded_and_the_summary_says_why_the_run_stopped(tmp_path, sig, code, cause, status):
+    """SIGTERM and a hang-up reach the command; the summary records interrupted, or the cause whoever stopped the
+    run wrote (bench run's deadline, an experiment's timeout), never a word outside those."""
     script = ("import signal, sys, time\n"
               "signal.signal(signal.SIGTERM, lambda *a: (print('child got SIGTERM', flush=True), sys.exit(143)))\n"
               "print('ready', flush=True)\n"
               "time.sleep(60)\n")
-    proc = subprocess.Popen([sys.executable, "-m", "workloads.train.launch", "--results-dir", str(tmp_path),
+    env = child_env()
+    if cause is not None:
+        (tmp_path / "stop").write_text(cause)
+        env[F.STOP_REASON_ENV] = str(tmp_path / "stop")
+    proc = subprocess.Popen([sys.executable, "-m", "workloads.train.launch", "--results-dir", str(tmp_path / "r"),
                              "--node-id", "node-0", "--", sys.executable, "-c", script],
-                            cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    log = tmp_path / "logs" / "node-0.log"
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "r" / "logs" / "node-0.log"
     wait_for(lambda: log.exists() and "ready" in log.read_text(), 30, "the child to start", [proc])
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 143
-    assert "child got SIGTERM" in log.read_text()
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["status"] == "failed" and summary["signal"] == "SIGTERM" and summary["exit_code"] == 143
+    proc.send_signal(sig)
+    assert proc.wait(timeout=30) == code
+    if sig == signal.SIGTERM:
+        assert "child got SIGTERM" in log.read_text()
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["status"] == status and summary["signal"] == sig.name and summary["exit_code"] == code
+    assert summary["stop_reason"].startswith(f"{sig.name}: ")
+
+
+def test_run_status_puts_divergence_first_and_names_each_stop():
+    diverged = {"step": 4, "reason": "non-finite loss (nan) at step 4"}
+    assert launch.run_status(0, None, diverged, None) == ("diverged", diverged["reason"])
+    assert launch.run_status(143, "SIGTERM", diverged, "deadline")[0] == "diverged"
+    assert launch.run_status(0, "SIGTERM", None, None) == ("succeeded", None)  # it finished as the signal came
+    assert launch.run_status(143, "SIGTERM", None, "timeout") == ("timeout", "SIGTERM: the experiment's timeout")
+    assert launch.run_status(3, None, None, None) == ("failed", "exit code 3")
+
+
+def test_a_diverged_run_exits_non_zero_even_when_its_command_exited_0():
+    metrics = {"throughput": {}, F.DIVERGENCE: {"step": 7, "reason": "non-finite loss (inf) at step 7"}}
+    doc = launch.summary_document(experiment="e", node_id="node-0", command=["x"], returncode=0, signal_name=None,
+                                  started=0.0, ended=1.0, metrics=metrics, config=None, environ={}, log_tail=[],
+                                  results_uri=None)
+    assert (doc["status"], doc["exit_code"]) == ("diverged", F.DIVERGED_EXIT_CODE)
+    assert doc["error"] == doc["stop_reason"] == metrics[F.DIVERGENCE]["reason"]
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from spec.autostop import RUN_ID_LABEL, SCALE, Decision, decide, job_state
 from workloads.train.gate import request
+from spec import strict_json
 
 POLL_SECONDS = 30
 
@@ -55,7 +56,7 @@ def act(spec: dict, decision: Decision, *, eks: Any, s3: Any, now: float) -> dic
     record = {"decided_at": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(),
               "action": decision.action, "reason": decision.reason, "jobs": dict(decision.jobs),
               "cluster": spec["cluster"], "run_id": spec["run_id"], "node_groups": groups}
-    s3.put_object(Bucket=spec["bucket"], Key=spec["key"], Body=json.dumps(record, indent=2).encode(),
+    s3.put_object(Bucket=spec["bucket"], Key=spec["key"], Body=strict_json.dumps(record, indent=2).encode(),
                   ContentType="application/json")
     return record
 

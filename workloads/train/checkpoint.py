@@ -20,6 +20,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from spec import strict_json
+
 LATEST = "latest.pt"
 LATEST_META = "latest.json"
 META_KEYS = ("step", "epoch", "offset", "run_started_at", "world_size", "args", "num_classes", "lr", "saved_at")
@@ -76,13 +78,11 @@ def split_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def save(results_dir: str | Path, state: dict[str, Any]) -> Path:
     """``latest.pt`` (tensors + ``"meta"``), then ``latest.json`` (the meta), each replaced atomically."""
-    import json
-
     import torch
 
     tensors, meta = split_state(state)
     path = atomic_write(latest_path(results_dir), lambda f: torch.save({**tensors, "meta": meta}, f))
-    text = json.dumps({"checkpoint": LATEST, **meta}, indent=2, sort_keys=True).encode()
+    text = strict_json.dumps({"checkpoint": LATEST, **meta}, indent=2, sort_keys=True).encode()
     atomic_write(meta_path(results_dir), lambda f: f.write(text))
     return path
 

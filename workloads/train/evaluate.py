@@ -11,7 +11,6 @@ the rest of the prefix) with boto3's default credentials; a failed upload exits 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Sequence
 
 from spec.workload_facts import WORKLOADS
 from workloads.train.checkpoint import atomic_write
+from spec import strict_json
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                           autocast=autocast_factory(precision, device.type), batch=args.batch_size)
     doc = {"workload": args.workload, "checkpoint": args.checkpoint, "step": state.get("step"),
            "epoch": state.get("epoch"), **result, "seconds": round(time.time() - started, 3)}
-    text = json.dumps(doc, indent=2).encode()
+    text = strict_json.dumps(doc, indent=2).encode()
     path = atomic_write(Path(args.results_dir) / "eval.json", lambda f: f.write(text))
     print(f"[evaluate] {args.workload}: accuracy {result['accuracy']:.4f} on {result['samples']} test images "
           f"(step {state.get('step')})", flush=True)

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from workloads.train.checkpoint import atomic_write
+from spec import strict_json
 
 
 def fallback_dir(node_id: str) -> Path:
@@ -50,7 +50,7 @@ def write_summary(doc: dict[str, Any], dirs: Sequence[Path]) -> Path | None:
     last is recorded in the document as ``results_dir_error``. None when none takes it."""
     for d in dirs:
         try:
-            text = json.dumps(doc, indent=2, sort_keys=False).encode()
+            text = strict_json.dumps(doc, indent=2, sort_keys=False).encode()
             atomic_write(d / "summary.json", lambda f: f.write(text))
             return d
         except OSError as e:
@@ -60,7 +60,7 @@ def write_summary(doc: dict[str, Any], dirs: Sequence[Path]) -> Path | None:
 
 
 class StopSignals:
-    """SIGTERM/SIGINT for the launcher's whole life: forwarded to the command while it runs,
+    """SIGTERM/SIGINT/SIGHUP for the launcher's whole life: forwarded to the command while it runs,
     only recorded before and after (the summary and the upload must finish; the kubelet's
     SIGKILL at the end of the grace period still ends everything)."""
 
@@ -70,7 +70,8 @@ class StopSignals:
         self.previous: dict[int, Any] = {}
 
     def install(self) -> "StopSignals":
-        self.previous = {sig: signal.signal(sig, self) for sig in (signal.SIGTERM, signal.SIGINT)}
+        # SIGHUP too: a closed terminal must still leave a summary, not kill the launcher mid-run.
+        self.previous = {sig: signal.signal(sig, self) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
         return self
 
     def restore(self) -> None:

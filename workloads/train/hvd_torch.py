@@ -57,8 +57,7 @@ class HorovodRun(Run):
         self.optimizer.synchronize()
         self.scaler.unscale_(self.optimizer)  # a no-op when the scaler is off (fp32, bf16)
         with self.optimizer.skip_synchronize():
-            self.scaler.step(self.optimizer)
-        self.scaler.update()
+            self.scaler_step()
 
     def local_world_size(self) -> int:
         import horovod.torch as hvd
@@ -70,6 +69,14 @@ class HorovodRun(Run):
             import horovod.torch as hvd
 
             hvd.barrier()
+
+    def any_rank(self, flag: bool) -> bool:
+        if not self.distributed:
+            return flag
+        import horovod.torch as hvd
+        import torch
+
+        return bool(hvd.allreduce(torch.tensor([1 if flag else 0]), op=hvd.Max, name="any_rank").item())
 
     def agreed(self, flag: bool) -> bool:
         if not self.distributed:

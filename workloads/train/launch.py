@@ -142,13 +142,53 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+STOP_CAUSES = (F.INTERRUPTED, F.DEADLINE, F.TIMEOUT)
+
+
+def stop_cause(environ: Mapping[str, str]) -> str | None:
+    """What ``F.STOP_REASON_ENV``'s file says stopped us (one of STOP_CAUSES), None when nothing (usable) does."""
+    path = environ.get(F.STOP_REASON_ENV)
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            word = f.read(64).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return word if word in STOP_CAUSES else None
+
+
+def run_status(code: int, signal_name: str | None, divergence: Mapping[str, Any] | None,
+               cause: str | None) -> tuple[str, str | None]:
+    """(status, stop reason): diverged before anything else (the numbers are wrong whatever the exit), then
+    succeeded on exit 0, then a signal's cause (interrupted unless told otherwise), else failed."""
+    if divergence:
+        return F.DIVERGED, divergence.get("reason") or "non-finite loss"
+    if code == 0:
+        return F.SUCCEEDED, None
+    if signal_name:
+        status = cause or F.INTERRUPTED
+        told = {F.DEADLINE: "the run's deadline", F.TIMEOUT: "the experiment's timeout",
+                F.INTERRUPTED: "an interrupt (Ctrl-C, or the run stopping)"}
+        return status, f"{signal_name}: " + (told[cause] if cause else
+                                              "from outside (a Job's deadline, a node drain, a deletion, Ctrl-C)")
+    return F.FAILED, f"exit code {code}"
+
+
 def summary_document(*, experiment: str | None, node_id: str, command: Sequence[str], returncode: int,
                      signal_name: str | None, started: float, ended: float, metrics: Mapping[str, Any],
                      config: Mapping[str, Any] | None, environ: Mapping[str, str], log_tail: Sequence[str],
                      results_uri: str | None, nodes: int | None = None,
-                     procs_per_node: int | None = None) -> dict[str, Any]:
+                     procs_per_node: int | None = None, cause: str | None = None,
+                     self_stopped: bool = False) -> dict[str, Any]:
+    """The summary; ``self_stopped``: the launcher itself signalled the command (``fabric: strict``), so its
+    signal is a failure of the run, not a stop from outside."""
     code = exit_code(returncode)
-    doc = {F.EXPERIMENT: experiment, F.STATUS: F.SUCCEEDED if code == 0 else "failed", F.EXIT_CODE: code,
+    divergence = metrics.get(F.DIVERGENCE)
+    status, why = run_status(code, None if self_stopped else signal_name, divergence, cause)
+    if status == F.DIVERGED and code == 0:
+        code = F.DIVERGED_EXIT_CODE  # the trainer exits 0 (no torchrun restart); the run did not succeed
+    doc = {F.EXPERIMENT: experiment, F.STATUS: status, F.STOP_REASON: why, F.EXIT_CODE: code,
            "signal": signal_name, "node_id": node_id,
            F.STARTED_AT: _iso(started), "ended_at": _iso(ended), F.WALL_TIME_S: round(ended - started, 3),
            F.IMAGE: environ.get("EKSBENCH_IMAGE"), F.GIT_COMMIT: environ.get("EKSBENCH_GIT_COMMIT"),
@@ -157,7 +197,7 @@ def summary_document(*, experiment: str | None, node_id: str, command: Sequence[
            **provenance(environ, command, config)}
     doc.update(metrics)
     if code != 0:
-        doc[F.ERROR] = root_cause(log_tail)
+        doc[F.ERROR] = why if status == F.DIVERGED else root_cause(log_tail)
         doc["log_tail"] = list(log_tail)
     return doc
 
@@ -381,7 +421,10 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
                                returncode=returncode, signal_name=signal_name,
                                started=started, ended=time.time(), metrics=metrics, config=config,
                                environ=environ, log_tail=tail, results_uri=args.results_uri,
-                               nodes=args.nodes, procs_per_node=args.procs_per_node)
+                               nodes=args.nodes, procs_per_node=args.procs_per_node,
+                               cause=stop_cause(environ) if signal_name else None,
+                               self_stopped=bool(fabric_error) or (child is not None and child.watch.tripped))
+        returncode = doc[F.EXIT_CODE]
         if fabric_error:
             doc[F.ERROR] = fabric_error
         if results_error:

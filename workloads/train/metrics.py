@@ -16,6 +16,8 @@ import re
 from pathlib import Path
 from typing import IO, Any
 
+from spec import strict_json
+
 RANK_FILE = re.compile(r"rank-(\d+)\.jsonl$")
 
 
@@ -31,7 +33,7 @@ class JsonLines:
         self._file: IO[str] = open(path, "a", encoding="utf-8", buffering=1)
 
     def write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._file.write(strict_json.dumps(record, separators=(",", ":")) + "\n")
 
     def close(self) -> None:
         self._file.close()
@@ -105,7 +107,7 @@ def rewrite_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
         for r in records:
-            f.write(json.dumps(r, separators=(",", ":")) + "\n")
+            f.write(strict_json.dumps(r, separators=(",", ":")) + "\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -12,11 +12,12 @@ elapsed time only. Imports only ``workloads.train.metrics`` and boto3: it ships 
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from spec import strict_json
 
 PROGRESS_NAME = "progress.json"
 
@@ -60,7 +61,7 @@ class ProgressPublisher:
             import boto3
 
             self.client = boto3.client("s3")
-        body = json.dumps(progress_document(self.results_dir, total=self.total)).encode()
+        body = strict_json.dumps(progress_document(self.results_dir, total=self.total)).encode()
         self.client.put_object(Bucket=self.bucket, Key=self.key, Body=body, ContentType="application/json")
 
     def _loop(self) -> None:

@@ -13,9 +13,11 @@ there is no peak: a CPU run, an unknown GPU, a precision the GPU lacks).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any, Mapping
 
+from spec.strict_json import nonfinite_name
 from workloads.train import summary_fields as F
 from workloads.train.peaks import SOURCES as PEAK_SOURCES
 from workloads.train.peaks import peak_tflops
@@ -33,7 +35,37 @@ def rank_figures(lines: list[dict[str, Any]]) -> dict[str, Any]:
             "steady_steps": sum(int(r.get("steps", 1)) for r in steady),
             "last_step": max((r["step"] for r in lines), default=0),
             "samples_per_s": _rate(samples, seconds),
-            "final_loss": lines[-1].get("loss") if lines else None}
+            "final_loss": _finite_or_none(lines[-1].get("loss")) if lines else None}
+
+
+def _finite_or_none(value: Any) -> Any:
+    return None if _nonfinite(value) else value
+
+
+def _nonfinite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def numerical_health(by_rank: Mapping[int, list[dict[str, Any]]], events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether the run diverged, and with amp-fp16 the loss scale and skipped steps.
+
+    Diverged: the trainer's ``diverged`` event (it stopped at a non-finite loss), else the first metrics
+    line whose loss is not finite (a line written as NaN by an older trainer or another framework, or
+    null with ``nonfinite_loss``). ``amp``: rank 0's last loss scale and the steps GradScaler skipped.
+    """
+    event = next((e for e in events if e.get("event") == "diverged"), None)
+    diverged = {"step": event.get("step"), "reason": event.get("reason")} if event else None
+    if diverged is None:
+        bad = sorted((r["step"], rank, r.get("nonfinite_loss") or nonfinite_name(r.get("loss")))
+                     for rank, lines in by_rank.items() for r in lines
+                     if isinstance(r.get("step"), int) and (r.get("nonfinite_loss") or _nonfinite(r.get("loss"))))
+        if bad:
+            step, rank, what = bad[0]
+            diverged = {"step": step, "reason": f"non-finite loss ({what}) at step {step} (rank {rank})"}
+    scaled = [r for r in by_rank.get(0, []) if "loss_scale" in r]
+    amp = ({"loss_scale": scaled[-1]["loss_scale"], "skipped_steps": scaled[-1].get("skipped_steps")}
+           if scaled else None)
+    return {F.DIVERGENCE: diverged, F.AMP: amp}
 
 
 def quantile(values: list[float], q: float) -> float | None:
@@ -161,7 +193,7 @@ def metrics_summary(by_rank: Mapping[int, list[dict[str, Any]]], evals: list[dic
     if device:
         device["peak_memory_gib"] = peak_memory(by_rank)
     loop = end.get("loop_seconds")
-    return {F.THROUGHPUT: tp,
+    return {F.THROUGHPUT: tp, **numerical_health(by_rank, events),
             # what the ranks trained in (a CPU's choice, workloads.train.cpu_choice) before what was asked
             **efficiency(tp, info, info.get("precision") or precision),
             # the last attempt's whole loop (warm-up, compile, checkpoints, evaluation) beside the steady figure

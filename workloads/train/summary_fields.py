@@ -5,7 +5,24 @@ from __future__ import annotations
 
 EXPERIMENT = "experiment"
 STATUS = "status"
-SUCCEEDED = "succeeded"  # STATUS's value for a run that exited 0
+# STATUS's values, one per way a run ends (workloads.train.launch.run_status decides):
+SUCCEEDED = "succeeded"  # the command exited 0 and its loss stayed finite
+FAILED = "failed"  # the command failed on its own (an exception, a crash, a failed pod set-up)
+DIVERGED = "diverged"  # a non-finite loss ended training (the trainer's record; DIVERGENCE says where and why)
+INTERRUPTED = "interrupted"  # stopped by a signal: SIGINT (Ctrl-C), SIGTERM, SIGHUP; STOP_REASON says which
+DEADLINE = "deadline"  # stopped by `bench run --deadline`
+TIMEOUT = "timeout"  # stopped by the experiment's timeout_minutes
+STATUSES = (SUCCEEDED, FAILED, DIVERGED, INTERRUPTED, DEADLINE, TIMEOUT)
+# The launcher's exit code for a diverged run whose command exited 0 (the trainer exits 0 so that torchrun does
+# not restart it into the same divergence); the Job fails at once on it (workloads.job_manifests).
+DIVERGED_EXIT_CODE = 87
+STOP_REASON = "stop_reason"  # why a run that did not succeed stopped, one line
+# Where whoever stops a launcher (`bench run --local`: its deadline, an experiment's timeout, Ctrl-C) writes
+# the cause (INTERRUPTED, DEADLINE, TIMEOUT) before its SIGTERM; without it a signal reads as INTERRUPTED (a
+# pod cannot tell a Job's deadline from a drain or a deletion: each is a SIGTERM from the kubelet).
+STOP_REASON_ENV = "EKSBENCH_STOP_REASON_FILE"
+DIVERGENCE = "divergence"  # {step, reason} where a non-finite loss ended training; null when it did not
+AMP = "amp"  # amp-fp16: {loss_scale, skipped_steps} from rank 0's last metrics line
 EXIT_CODE = "exit_code"
 ERROR = "error"
 STARTED_AT = "started_at"

@@ -18,12 +18,14 @@ time (rank 0's clock, agreed at line boundaries) and/or every ``--checkpoint-eve
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
 from dataclasses import asdict
 from typing import Any
 
+from spec.strict_json import nonfinite_name
 from spec.train_args import TrainArgs, parse_train_args
 from spec.workload_facts import WORKLOADS as WORKLOAD_FACTS
 from workloads.train import checkpoint as ckpt
@@ -67,6 +69,8 @@ class Run:
         self.precision = precision_on(self.device.type, args.precision)
         self.autocast = autocast_factory(self.precision, self.device.type)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "amp-fp16")
+        self.skipped_steps: Any = None  # amp-fp16: steps GradScaler skipped, a device tensor (scaler_step)
+        self.diverged: dict[str, Any] | None = None  # the step and reason a non-finite loss ended the run
         self.writer = ckpt.BackgroundWriter()
         self.loop_seconds = self.final_save_seconds = 0.0
 
@@ -95,8 +99,21 @@ class Run:
 
     def backward_and_step(self, loss: Any) -> None:
         self.scaler.scale(loss).backward()
+        self.scaler_step()
+
+    def scaler_step(self) -> None:
+        """GradScaler's step and update; with amp-fp16, count the steps it skipped (an inf or NaN gradient
+        halves the scale) on the device, read at line boundaries only."""
+        if not self.scaler.is_enabled():
+            self.optimizer.step()
+            return
+        # GradScaler keeps its scale as the device tensor ``_scale`` (torch/amp/grad_scaler.py, since 1.6);
+        # comparing it before and after update() counts a skip without a host sync.
+        before = self.scaler._scale.clone()
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        skipped = self.scaler._scale < before
+        self.skipped_steps = skipped.int() if self.skipped_steps is None else self.skipped_steps + skipped
 
     def local_world_size(self) -> int:
         return int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
@@ -130,7 +147,8 @@ class Run:
         self.lr = lr_at(a, self.world, 0)
         # Fused on a GPU, momentum buffers seeded with zeros (workloads.train.optim: the fused kernel otherwise
         # leaves them uninitialised when GradScaler skips the first steps), in the optimizer that steps.
-        self.optimizer = self.distribute_optimizer(sgd(model.parameters(), lr=self.lr, fused=self.device.type == "cuda"))
+        fused = self.device.type == "cuda"
+        self.optimizer = self.distribute_optimizer(sgd(model.parameters(), lr=self.lr, fused=fused))
         seed_momentum(self.optimizer)
         self.marks["built"] = time.time()
 
@@ -250,6 +268,28 @@ class Run:
 
         return round(torch.cuda.max_memory_allocated(self.device) / 2**30, 3)
 
+    def any_rank(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any rank (one tiny all-reduce; called at line boundaries only)."""
+        if not self.distributed:
+            return flag
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([1 if flag else 0], device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item())
+
+    def health(self, loss_value: float) -> dict[str, Any]:
+        """A metrics line's numerical health: the loss (null when not finite, with why), and with amp-fp16 the
+        loss scale and the steps GradScaler skipped so far."""
+        out: dict[str, Any] = {"loss": round(loss_value, 5) if math.isfinite(loss_value) else None}
+        if not math.isfinite(loss_value):
+            out["nonfinite_loss"] = nonfinite_name(loss_value)
+        if self.scaler.is_enabled():
+            out["loss_scale"] = self.scaler.get_scale()
+            out["skipped_steps"] = int(self.skipped_steps.item()) if self.skipped_steps is not None else 0
+        return out
+
     def agreed(self, flag: bool) -> bool:
         """Rank 0's ``flag``, on every rank (one tiny broadcast; called at line boundaries only)."""
         if not self.distributed:
@@ -311,8 +351,11 @@ class Run:
             if boundary:
                 self.sync()
                 t = time.perf_counter()
+                loss_value = float(loss.item())
+                # A non-finite loss on any rank ends the run on every rank: nothing after it is a result.
+                diverged = self.any_rank(not math.isfinite(loss_value))
                 if lines:
-                    lines.write({"step": step, "epoch": start.epoch, "loss": round(float(loss.item()), 5),
+                    lines.write({"step": step, "epoch": start.epoch, **self.health(loss_value),
                                  "steps": interval_steps, "samples": a.batch_size * interval_steps,
                                  "step_time_s": round(t - t_prev, 6),
                                  "samples_per_s": round(a.batch_size * interval_steps / (t - t_prev), 3),
@@ -321,6 +364,15 @@ class Run:
                                  "wall_time": round(time.time(), 3), "world_size": self.world, "rank": self.rank,
                                  "restart": self.env["restart"], "warmup": warmup})
                 t_prev, interval_steps, data_wait = t, 0, 0.0
+                if diverged:
+                    what = nonfinite_name(loss_value)
+                    self.diverged = {"step": step, "reason": f"non-finite loss ({what}) at step {step}" if what
+                                     else f"non-finite loss on another rank at step {step}"}
+                    print(f"[workloads.train] rank {self.rank}: diverged: {self.diverged['reason']}; stopping, "
+                          "the last checkpoint is kept", flush=True)
+                    if events:
+                        events.write({"event": "diverged", **self.diverged, "wall_time": round(time.time(), 3)})
+                    break
                 clock.start()
                 if a.checkpoint_minutes > 0 and not last and not checkpoint:
                     checkpoint = self.agreed(t - last_checkpoint >= a.checkpoint_minutes * 60)
@@ -339,12 +391,14 @@ class Run:
         self.sync()
         t_end = time.perf_counter()
         self.loop_seconds = t_end - loop_start  # the steps (and in-loop checkpoints), not the final save
-        self.save(step, pos, started, events, wait=True)
+        if self.diverged is None:  # a diverged run's weights are not saved over its last good checkpoint
+            self.save(step, pos, started, events, wait=True)
         self.final_save_seconds = time.perf_counter() - t_end
         if events:
             events.write({"event": "end", "step": step, "steps": step - first_step,
                           "samples": (step - first_step) * gb, "loop_seconds": round(self.loop_seconds, 4),
                           "final_save_s": round(self.final_save_seconds, 4), "restart": self.env["restart"],
+                          "diverged": self.diverged is not None,
                           "world_size": self.world, "wall_time": round(time.time(), 3)})
         for f in (lines, events, evals):
             if f:
@@ -384,6 +438,9 @@ def main(argv: list[str] | None = None, process_started: float | None = None, *,
     finally:
         run.close()
     if env["rank"] == 0:
-        print(f"[workloads.train] {args.workload}: finished at step {steps} (world size {env['world_size']}), "
+        ended = f"diverged at step {steps}" if getattr(run, "diverged", None) else f"finished at step {steps}"
+        print(f"[workloads.train] {args.workload}: {ended} (world size {env['world_size']}), "
               f"loop {run.loop_seconds:.3f}s", flush=True)
+    # 0 even when diverged: torchrun would restart the group on a failure and diverge again; the
+    # "diverged" event is the record, and the results launcher turns it into the run's status and exit code.
     return 0
