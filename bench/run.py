@@ -90,17 +90,28 @@ def run_local(args) -> int:
     run_id = args.run_id or lr.default_run_id(datetime.now(timezone.utc))
     if not re.fullmatch(RUN_ID, run_id):
         return fail(f'--run-id={run_id!r}: use letters, digits, ".", "_" or "-", e.g. "try-2"')
+    root = Path(args.results_root).resolve()
     names = [e.name for e in cfg.experiments]
     if args.experiment and args.experiment not in names:
         return fail(f"--experiment={args.experiment!r}: not in stack {args.stack}; experiments: "
                     f"{', '.join(names) or 'none'}")
     if not names:
         return fail(f"stack {args.stack} has no experiments (eksbench:experiments)")
-    run_dir = ResultsLocation(None, cfg.project, args.stack, run_id).local_dir(Path(args.results_root).resolve())
+    run_dir_for = lambda rid: ResultsLocation(None, cfg.project, args.stack, rid).local_dir(root)  # noqa: E731
+    run_dir = run_dir_for(run_id)
     done = existing_summaries(run_dir)
     if done and not args.resume and not args.dry_run:
         return fail(f"run {run_id} of stack {args.stack} already has results ({len(done)} summary.json under "
                     f"{_show(run_dir)}): pick another --run-id, or pass --resume to continue it")
+    if not args.dry_run:  # one run, one folder: reserved before anything is written (bench.run_reservation)
+        from bench.run_reservation import RunTaken, reserve
+
+        try:
+            run_id, run_dir = reserve(run_dir_for, run_id, explicit=bool(args.run_id), resume=args.resume)
+        except RunTaken as e:
+            return fail(str(e))
+        except OSError as e:
+            return fail(f"--results-root={args.results_root!r}: cannot create {run_dir}: {e.strerror or e}")
     etcd_bin = shutil.which("etcd")
     gpu = bool(shutil.which("nvidia-smi"))
     cpu = read_cpu_facts()
