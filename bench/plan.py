@@ -52,7 +52,18 @@ def render(plan: Plan) -> str:
             lines.append(f"  {step['minutes']:5.1f} min  {step['type']}  {step['urn'].rsplit('::', 1)[-1]}"
                          f"  ({step['source']})")
     lines += render_first_steps(est.get("first_step") or [])
+    lines += render_lr_schedules(est.get("lr_schedules") or [])
     return "\n".join(lines)
+
+
+def render_lr_schedules(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["\nLearning rate at full size (linear scaling rule; warm-up where the global batch calls for it):"]
+    for r in rows:
+        lines.append(f"  {r['experiment']}: global batch {r['global_batch']}, "
+                     + (r["warmup"] or f"lr {r['lr']:g}, no warm-up (global batch <= 1024)"))
+    return lines
 
 
 def render_first_steps(rows: list[dict[str, Any]]) -> list[str]:

@@ -108,8 +108,38 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     }
     if isinstance(cfg, StackConfig):
         estimate["first_step"] = first_steps(cfg, nodes)
+        estimate["lr_schedules"] = lr_schedules(cfg)
     return Plan(stack=stack, resources=[r.as_json() for r in regs], outputs=monitor.stack_outputs,
                 warnings=collect.messages, estimate=estimate, seconds=seconds, cost_items=items)
+
+
+class _NoPaths:
+    """A ``workloads.contracts.TrainPaths`` for arguments whose paths nobody reads (the schedule)."""
+    datasets_dir = ""
+
+    def experiment_results_dir(self, experiment: Any) -> str:
+        return ""
+
+
+def lr_schedules(cfg: Any) -> list[dict[str, Any]]:
+    """Per experiment the trainer trains (PyTorch, Horovod): its learning rate at full size and the warm-up it
+    gets (workloads.train.schedule: the workload's own, or the large-batch one above a global batch of 1024)."""
+    from spec.train_args import apply_train_args
+    from spec.workload_facts import WORKLOADS
+    from workloads.contracts import train_args_for
+    from workloads.train.schedule import default_lr, warmup_note
+
+    out = []
+    for e in cfg.experiments:
+        if WORKLOADS[e.workload].collective or e.framework not in ("pytorch", "horovod"):
+            continue
+        args = apply_train_args(train_args_for(e, _NoPaths()), e.args)
+        if args is None:
+            continue
+        world = e.max_nodes * e.gpus_per_node
+        out.append({"experiment": e.name, "global_batch": args.batch_size * world, "lr": default_lr(args, world),
+                    "warmup": warmup_note(args, world)})
+    return out
 
 
 def first_steps(cfg: Any, nodes: list) -> list[dict[str, Any]]:

@@ -23,9 +23,13 @@ class WorkloadFacts:
     # The linear scaling rule: lr = base_lr x global batch / lr_batch (unless --lr is given) ...
     base_lr: float = 0.1
     lr_batch: int = 256
-    # ... with a linear warm-up from warmup_factor x lr over the first warmup_steps steps (0: none).
+    # ... with a linear warm-up from warmup_factor x lr over the first warmup_steps steps (0: none) ...
     warmup_steps: int = 0
     warmup_factor: float = 1.0
+    # ... or, for a classifier without its own warm-up, the large-batch one (workloads.train.schedule:
+    # Goyal et al. 2017), whose length is epochs of the dataset: this many samples where the data has
+    # no size of its own (synthetic tensors stand in for this dataset's epoch).
+    epoch_samples: int | None = None
     # Not a model at all: times a collective (workloads.train.registry gives it its own loop). No
     # samples/s, loss or FLOPs; --steps and --warmup-steps count iterations per message size.
     collective: bool = False
@@ -34,10 +38,11 @@ class WorkloadFacts:
 WORKLOADS: dict[str, WorkloadFacts] = {
     "resnet50": WorkloadFacts(
         image_size=224, datasets=("synthetic", "synthetic-imagefolder", "tiny-imagenet-200", "imagenet"),
+        epoch_samples=1_281_167,  # ImageNet-1k's training set
         model="torchvision ResNet-50 v1.5 (torchvision.models.resnet50)"),
     # cifar10 always reads the CIFAR batches, at their own 32 x 32.
     "cifar10": WorkloadFacts(
-        image_size=32, datasets=("cifar10",), evaluates=True, flops_image_size=32,
+        image_size=32, datasets=("cifar10",), evaluates=True, flops_image_size=32, epoch_samples=50_000,
         model="ResNet-18-style CIFAR-10 network (workloads/train/models.py cifar_resnet)"),
     # Mask R-CNN: 0.02 per 16 images and torchvision's references/detection warm-up
     # (warmup_iters = min(1000, len(loader) - 1), warmup_factor = 1/1000).

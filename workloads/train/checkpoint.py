@@ -24,7 +24,8 @@ from spec import strict_json
 
 LATEST = "latest.pt"
 LATEST_META = "latest.json"
-META_KEYS = ("step", "epoch", "offset", "run_started_at", "world_size", "args", "num_classes", "lr", "saved_at")
+META_KEYS = ("step", "epoch", "offset", "run_started_at", "world_size", "args", "num_classes", "lr", "saved_at",
+             "samples_seen")
 
 
 def checkpoint_dir(results_dir: str | Path) -> Path:

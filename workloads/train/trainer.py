@@ -36,7 +36,7 @@ from workloads.train.startup import startup_event
 from workloads.train.metrics import JsonLines, metrics_dir, prune_after
 from workloads.train.optim import seed_momentum, sgd
 from workloads.train.registry import WORKLOADS as WORKLOAD_CODE
-from workloads.train.schedule import autocast_factory, dist_env, lr_at, set_lr
+from workloads.train.schedule import autocast_factory, dist_env, lr_at, set_lr, warmup_samples
 
 
 class Run:
@@ -69,6 +69,7 @@ class Run:
         self.precision = precision_on(self.device.type, args.precision)
         self.autocast = autocast_factory(self.precision, self.device.type)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "amp-fp16")
+        self.samples_seen = 0  # samples trained by the whole job so far (the large-batch warm-up's clock)
         self.skipped_steps: Any = None  # amp-fp16: steps GradScaler skipped, a device tensor (scaler_step)
         self.diverged: dict[str, Any] | None = None  # the step and reason a non-finite loss ended the run
         self.writer = ckpt.BackgroundWriter()
@@ -144,7 +145,7 @@ class Run:
         if a.compile:
             wrapped = torch.compile(wrapped, mode=None if a.compile_mode == "default" else a.compile_mode)
         self.train_model = wrapped
-        self.lr = lr_at(a, self.world, 0)
+        self.lr = lr_at(a, self.world, 0, samples=0, size=self.source.size)
         # Fused on a GPU, momentum buffers seeded with zeros (workloads.train.optim: the fused kernel otherwise
         # leaves them uninitialised when GradScaler skips the first steps), in the optimizer that steps.
         fused = self.device.type == "cuda"
@@ -162,15 +163,19 @@ class Run:
             raise RuntimeError(f"{ckpt.latest_path(self.args.results_dir)} was written by a run with other arguments "
                                f"({'; '.join(changed)}); it is never resumed: use a new run id")
         step, pos, started = 0, Position(), now
+        gb, size = self.args.batch_size * self.world, self.source.size
+        self.samples_seen = 0
         if state is not None:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             seed_momentum(self.optimizer)  # a checkpoint taken before any step holds no buffers
             self.scaler.load_state_dict(state["scaler"])
             step, pos, started = state["step"], Position(state["epoch"], state["offset"]), state["run_started_at"]
+            # samples trained so far, counted across elastic resizes (older checkpoints: from the position)
+            self.samples_seen = state.get("samples_seen") or (pos.epoch * size + pos.offset if size else step * gb)
         # load_state_dict restored the saved world's learning rate: set the one for this world.
         saved_world = state.get("world_size") if state is not None else None
-        self.lr = lr_at(self.args, self.world, step)
+        self.lr = lr_at(self.args, self.world, step, samples=self.samples_seen, size=size)
         set_lr(self.optimizer, self.lr)
         # RNG: a deterministic function of (seed, rank, step), which stays meaningful when the world size changes.
         torch.manual_seed(self.args.seed * 7919 + self.rank * 104_729 + step)
@@ -201,6 +206,7 @@ class Run:
         state = ckpt.to_cpu({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                              "scaler": self.scaler.state_dict()})
         state.update(step=step, epoch=pos.epoch, offset=pos.offset, run_started_at=started, world_size=self.world,
+                     samples_seen=self.samples_seen,
                      args=asdict(self.args), num_classes=getattr(self, "num_classes", None), lr=self.lr,
                      saved_at=round(time.time(), 3))
         info = {"event": "checkpoint", "step": step, "snapshot_s": round(time.perf_counter() - t0, 4)}
@@ -316,7 +322,8 @@ class Run:
         gb = a.batch_size * self.world
         size = self.source.size
         evaluates = self.facts.evaluates and a.harness
-        warmup_lr = self.facts.warmup_steps > 0
+        # a warm-up sets the rate every step: the workload's own, or the large-batch one (schedule.warmup_samples)
+        warmup_lr = self.facts.warmup_steps > 0 or warmup_samples(a, self.world, size) > 0
         self.train_model.train()
         clock = StepClock(self.device)
         done_here, interval_steps, data_wait = 0, 0, 0.0
@@ -329,7 +336,7 @@ class Run:
             x, y = self.source.batch(start)
             data_wait += time.perf_counter() - t0
             if warmup_lr:
-                self.lr = lr_at(a, self.world, step)
+                self.lr = lr_at(a, self.world, step, samples=self.samples_seen, size=size)
                 set_lr(self.optimizer, self.lr)
             with self.autocast():
                 loss = self.loss_fn(self.train_model, x, y)
@@ -339,6 +346,7 @@ class Run:
             self.backward_and_step(loss)
             clock.step()
             step, pos, done_here, interval_steps = step + 1, after, done_here + 1, interval_steps + 1
+            self.samples_seen += gb
             if done_here == 1 and events:
                 self.sync()
                 events.write(startup_event(self.marks, time.time(), step=step, restart=self.env["restart"]))
