@@ -78,12 +78,14 @@ class LocalLaunch:
 
 
 def wrapped(exp: LocalExperiment, ctx: LocalContext, *, node_id: str, summary: bool, command: Sequence[str],
-            launched: Launched = Launched(), results_dir: str | None = None) -> tuple[str, ...]:
+            launched: Launched = Launched(), results_dir: str | None = None,
+            stop_with: str | None = None) -> tuple[str, ...]:
     """The results launcher (``workloads.train.launch``, run by this Python) around ``command``, writing to
     ``results_dir`` (the experiment's by default); ``launched`` tells it the shape and the trainer's
     arguments it records (it never reads them back from ``command``)."""
     head = launcher_argv(python=ctx.launcher_python, results_dir=results_dir or exp.results_dir, experiment=exp.name,
-                         node_id=node_id, summary="always" if summary else "never", grace=15, launched=launched)
+                         node_id=node_id, summary="always" if summary else "never", grace=15, launched=launched,
+                         stop_with=stop_with)
     return (*head, "--", *command)
 
 

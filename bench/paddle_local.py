@@ -41,7 +41,9 @@ def paddle_processes(exp: LocalExperiment, ctx: LocalContext) -> list[LocalProce
             # TMPDIR; the run's own _tmp folder can be deeper than sun_path's 108 bytes ("AF_UNIX path
             # too long"), so these processes keep bench's own temporary folder.
             env["TMPDIR"] = tempfile.gettempdir()
+            # pservers end with their trainers: trainer 0's summary.json, whatever it says, stops them
+            stop_with = f"{exp.results_dir}/summary.json" if role == "PSERVER" else None
             out.append(LocalProcess(wrapped(exp, ctx, node_id=f"node-{i}", summary=i == 0, command=command,
-                                            launched=launched, results_dir=results_dir),
+                                            launched=launched, results_dir=results_dir, stop_with=stop_with),
                                     env=env, role=role.lower()))
     return out

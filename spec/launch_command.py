@@ -89,11 +89,12 @@ def launched_torchrun(t: Torchrun, args: TrainArgs, extra: Sequence[str] = ()) -
 
 def launcher_argv(*, python: str, results_dir: str, results_uri: str | None = None, experiment: str | None = None,
                   node_id: str | None = None, summary: str | None = None, grace: float | None = None,
-                  launched: Launched = Launched()) -> list[str]:
-    """The results launcher's own part, up to (not including) ``--`` and the command it wraps."""
+                  stop_with: str | None = None, launched: Launched = Launched()) -> list[str]:
+    """The results launcher's own part, up to (not including) ``--`` and the command it wraps. ``stop_with``:
+    a summary.json whose appearance ends the command (paddle's pservers end with their trainers)."""
     out = [python, "-m", LAUNCHER_MODULE, "--results-dir", results_dir]
     for flag, value in (("--results-uri", results_uri), ("--experiment", experiment), ("--node-id", node_id),
-                        ("--summary", summary), ("--grace", grace)):
+                        ("--summary", summary), ("--grace", grace), ("--stop-with", stop_with)):
         if value is not None:
             out += [flag, str(value)]
     return out + launched_argv(launched)

@@ -20,6 +20,9 @@ class WorkloadFacts:
     classifier: bool = True  # an image classifier: cross-entropy, a fixed input shape, FLOPs counted
     evaluates: bool = False  # test accuracy each epoch, and an evaluation Job where asked
     flops_image_size: int | None = None  # the input size its FLOPs are counted at (None: --image-size)
+    # its data comes at image_size whatever --image-size says (CIFAR-10's 32 x 32 batches): every framework's
+    # model is built for that size (input_size)
+    own_image_size: bool = False
     # The linear scaling rule: lr = base_lr x global batch / lr_batch (unless --lr is given) ...
     base_lr: float = 0.1
     lr_batch: int = 256
@@ -43,6 +46,7 @@ WORKLOADS: dict[str, WorkloadFacts] = {
     # cifar10 always reads the CIFAR batches, at their own 32 x 32.
     "cifar10": WorkloadFacts(
         image_size=32, datasets=("cifar10",), evaluates=True, flops_image_size=32, epoch_samples=50_000,
+        own_image_size=True,
         model="ResNet-18-style CIFAR-10 network (workloads/train/models.py cifar_resnet)"),
     # Mask R-CNN: 0.02 per 16 images and torchvision's references/detection warm-up
     # (warmup_iters = min(1000, len(loader) - 1), warmup_factor = 1/1000).
@@ -57,3 +61,10 @@ WORKLOADS: dict[str, WorkloadFacts] = {
         image_size=1, datasets=("synthetic",), classifier=False, collective=True,
         model="torch.distributed all_reduce (sum, float32, in place), message sizes 8 B to --max-bytes"),
 }
+
+
+def input_size(workload: str, image_size: int) -> int:
+    """The side of the images ``workload``'s model is built for: its data's own (CIFAR-10: 32), else ``image_size``
+    (--image-size; a stack's ``local:`` section sets one for every experiment)."""
+    facts = WORKLOADS[workload]
+    return facts.image_size if facts.own_image_size else image_size

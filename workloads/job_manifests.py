@@ -236,10 +236,13 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
     # pservers keep their logs and summary apart: the launcher on index 0 writes summary.json.
     sub = "pserver/" if pserver else ""
     results_dir = env.experiment_results_dir(e) + ("/pserver" if pserver else "")
+    # pservers serve until their trainers are done: the trainer Job's summary.json (on the shared claim, written
+    # by its index 0 whatever happened) stops them, so a failed trainer Job never leaves them billing.
     script = contracts.launcher_script(launch.argv, results_dir=results_dir,
                                        results_uri=env.experiment_results_uri(bucket, e) + sub,
                                        experiment=e.name, prelude=launch.prelude, modules=launch.modules,
-                                       launched=launch.launched)
+                                       launched=launch.launched,
+                                       stop_with=f"{env.experiment_results_dir(e)}/summary.json" if pserver else None)
     extra_env = [{"name": k, "value": v} for k, v in sorted(launch.env.items())]
     if e.framework == "paddle":  # a pserver's prelude overrides POD_IP with its DNS name (contracts.paddle_env)
         extra_env += [pod_ip_env("POD_IP"), pod_ip_env("EKSBENCH_POD_IP")]

@@ -28,7 +28,8 @@ def ensure_modules(modules: tuple[str, ...]) -> str:
 
 
 def launcher_script(argv: tuple[str, ...], *, results_dir: str, results_uri: str, experiment: str,
-                    prelude: str = "", modules: tuple[str, ...] = ("boto3",), launched: Launched = Launched()) -> str:
+                    prelude: str = "", modules: tuple[str, ...] = ("boto3",), launched: Launched = Launched(),
+                    stop_with: str | None = None) -> str:
     """The container's ``sh -c`` script: deps, prelude, then the results launcher around ``argv``.
 
     ``sh`` is PID 1 of the container, and the kernel delivers to PID 1 only the signals it has a
@@ -42,7 +43,7 @@ def launcher_script(argv: tuple[str, ...], *, results_dir: str, results_uri: str
     it through the trap and it can still write summary.json and upload.
     """
     head = launcher_argv(python="python3", results_dir=results_dir, results_uri=results_uri, experiment=experiment,
-                         launched=launched)
+                         stop_with=stop_with, launched=launched)
     tail = ["--", *argv]
     give_up = " ".join(shlex.quote(a) for a in head) + ' --setup-failed "$1" --setup-error "$2" ' + \
         " ".join(shlex.quote(a) for a in tail)

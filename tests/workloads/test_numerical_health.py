@@ -90,3 +90,17 @@ def test_amp_fp16_lines_carry_the_loss_scale_and_the_skipped_steps(tmp_path, mon
     assert lines[-1]["loss_scale"] == 2.0**127 / 2**skipped[-1]
     s = metrics_summary(read_rank_metrics(tmp_path), [], read_jsonl(tmp_path / "metrics" / "events.jsonl"), None)
     assert s[F.AMP] == {"loss_scale": lines[-1]["loss_scale"], "skipped_steps": skipped[-1]}
+
+
+def test_a_frameworks_nan_loss_line_is_written_as_null_with_why_and_read_as_diverged(tmp_path):
+    """TensorFlow and Paddle write their loss as it is: the metrics writer keeps NaN out of the file and says so."""
+    from workloads.train.metrics import JsonLines
+
+    with JsonLines(tmp_path / "metrics" / "rank-0.jsonl") as f:
+        f.write({"step": 10, "loss": 2.1})
+        f.write({"step": 20, "loss": float("nan"), "samples_per_s": float("inf")})
+    text = (tmp_path / "metrics" / "rank-0.jsonl").read_text().splitlines()
+    assert strict_loads(text[1]) == {"step": 20, "loss": None, "samples_per_s": None, "nonfinite_loss": "nan",
+                                     "nonfinite_samples_per_s": "inf"}
+    health = numerical_health(read_rank_metrics(tmp_path), [])
+    assert health[F.DIVERGENCE] == {"step": 20, "reason": "non-finite loss (nan) at step 20 (rank 0)"}

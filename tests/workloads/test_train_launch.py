@@ -234,3 +234,22 @@ def test_root_cause_is_the_last_exception_line():
             "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "  time : 2026"]
     assert launch.root_cause(tail) == "FileNotFoundError: no CIFAR-10 data_batch_* files in /d"
     assert launch.root_cause(["all fine"]) is None
+
+
+@pytest.mark.local_run
+@pytest.mark.parametrize("peer, code", [("succeeded", 0), ("failed", 1)])
+def test_stop_with_ends_the_command_when_its_peers_summary_appears(tmp_path, peer, code):
+    """paddle's pservers: they serve until the trainers' summary.json is written, then stop, as it says."""
+    import threading
+    import time
+
+    peers = tmp_path / "trainers" / "summary.json"
+    peers.parent.mkdir()
+    later = threading.Timer(1.0, lambda: peers.write_text(json.dumps({"status": peer})))
+    later.start()
+    started = time.monotonic()
+    rc = run_launcher(tmp_path / "r", sys.executable, "-c", "import time; time.sleep(120)",
+                      extra=["--stop-with", str(peers), "--grace", "5"])
+    assert rc == code and time.monotonic() - started < 20
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert s["status"] == peer and s["stop_reason"] == f"stopped with its peers: {peers} says {peer}"

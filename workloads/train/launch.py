@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not run the command: the pod's set-up failed (or a signal 128+N stopped it) with CODE; "
                         "write and upload a failed summary and exit with CODE")
     p.add_argument("--setup-error", default=None, help="with --setup-failed: what failed, for the summary")
+    p.add_argument("--stop-with", default=None, metavar="SUMMARY",
+                   help="stop the command once this summary.json is written (by another Job: paddle's trainers), "
+                        "and succeed or fail as it says")
     p.add_argument("--nodes", type=int, default=None, help="the most nodes the command runs at, for the summary")
     p.add_argument("--procs-per-node", type=int, default=None, help="its processes per node, for the summary")
     p.add_argument("--train-config", type=train_config, default=None, metavar="JSON",
@@ -293,6 +296,7 @@ class Child:
         self.watch = watch
         self.tail: collections.deque[str] = collections.deque(maxlen=80)
         self.signal_name: str | None = None
+        self.peer_status: str | None = None  # what --stop-with's summary said, once it stopped the command
         self.grace = grace
         self.proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      start_new_session=True, env=child_env(os.environ))
@@ -317,6 +321,25 @@ class Child:
                     out.flush()
                 except (OSError, ValueError):
                     out = None
+
+    def stop_with(self, path: str, since: float, every: float = 1.0) -> None:
+        """Watch for ``path`` (a summary written after ``since``) in a thread; once it is there, record its status
+        in ``peer_status`` and stop the command: paddle's pservers serve until their trainers are done, and
+        trainers that failed never tell them so."""
+        def watch() -> None:
+            while self.proc.poll() is None:
+                try:
+                    if os.stat(path).st_mtime >= since - 1:
+                        with open(path, "rb") as f:
+                            status = json.loads(f.read(1_000_000)).get(F.STATUS)
+                        self.peer_status = status if status in F.STATUSES else F.FAILED
+                        print(f"launcher: {path} says {self.peer_status}: stopping the command", flush=True)
+                        self.forward(signal.SIGTERM)
+                        return
+                except (OSError, ValueError, AttributeError):
+                    pass  # not there yet, or half-written: look again
+                time.sleep(every)
+        threading.Thread(target=watch, daemon=True).start()
 
     def forward(self, signum: int, _frame: Any = None) -> None:
         self.signal_name = signal.Signals(signum).name
@@ -389,6 +412,8 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
                 log.close()
     if child is not None:
         stop.child = child
+        if args.stop_with:
+            child.stop_with(args.stop_with, started)
         if stop.name and child.signal_name is None:  # arrived while the command was starting
             child.forward(signal.Signals[stop.name])
         if summary_node and bucket is not None:  # live step/total for `bench run` (workloads.train.progress)
@@ -403,6 +428,8 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
         signal_name = child.signal_name
         if child.watch.tripped:
             returncode = FABRIC_EXIT_CODE
+        elif child.peer_status is not None:  # stopped with its peers (--stop-with): their outcome is ours
+            returncode = 0 if child.peer_status == F.SUCCEEDED else 1
     if summary_node:
         try:
             metrics = collect_metrics(results, (config or {}).get("target_accuracy"), (config or {}).get("precision"),
@@ -423,7 +450,10 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
                                environ=environ, log_tail=tail, results_uri=args.results_uri,
                                nodes=args.nodes, procs_per_node=args.procs_per_node,
                                cause=stop_cause(environ) if signal_name else None,
-                               self_stopped=bool(fabric_error) or (child is not None and child.watch.tripped))
+                               self_stopped=bool(fabric_error) or (child is not None and (
+                                   child.watch.tripped or child.peer_status is not None)))
+        if child is not None and child.peer_status is not None:
+            doc[F.STOP_REASON] = f"stopped with its peers: {args.stop_with} says {child.peer_status}"
         returncode = doc[F.EXIT_CODE]
         if fabric_error:
             doc[F.ERROR] = fabric_error

@@ -33,7 +33,11 @@ class JsonLines:
         self._file: IO[str] = open(path, "a", encoding="utf-8", buffering=1)
 
     def write(self, record: dict[str, Any]) -> None:
-        self._file.write(strict_json.dumps(record, separators=(",", ":")) + "\n")
+        """One line; a non-finite top-level number is written as null with ``nonfinite_<key>`` saying which
+        ("nan", "inf", "-inf"): a framework's NaN loss stays visible (workloads.train.summary.numerical_health)."""
+        why = {f"nonfinite_{k}": strict_json.nonfinite_name(v) for k, v in record.items()
+               if strict_json.nonfinite_name(v)}
+        self._file.write(strict_json.dumps({**record, **why}, separators=(",", ":")) + "\n")
 
     def close(self) -> None:
         self._file.close()

@@ -44,7 +44,7 @@ import socket  # noqa: E402
 from typing import Any, Callable, Mapping  # noqa: E402
 
 from spec.train_args import TrainArgs, parse_train_args  # noqa: E402
-from spec.workload_facts import WORKLOADS  # noqa: E402
+from spec.workload_facts import WORKLOADS, input_size  # noqa: E402
 from workloads.train.data import Position, epoch_ends, next_step, rank_indices  # noqa: E402
 from workloads.train.metrics import JsonLines, metrics_dir  # noqa: E402
 from workloads.train.schedule import default_lr  # noqa: E402
@@ -185,7 +185,8 @@ def train(a: TrainArgs, environ: Mapping[str, str], marks: dict[str, float]) -> 
     paddle.seed(a.seed)
     main, startup = paddle.static.default_main_program(), paddle.static.default_startup_program()
     net, classes = build_model(paddle, a)
-    x = paddle.static.data("x", [None, 3, a.image_size, a.image_size], "float32")
+    size = input_size(a.workload, a.image_size)  # CIFAR-10 at its own 32 x 32, whatever --image-size says
+    x = paddle.static.data("x", [None, 3, size, size], "float32")
     y = paddle.static.data("y", [None, 1], "int64")
     loss = paddle.nn.functional.cross_entropy(net(x), y)
     world = fleet.worker_num()

@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from spec.train_args import parse_train_args
+from spec.workload_facts import input_size
 from workloads.train.cpu_choice import precision_on, read_cpu_facts
 from workloads.train.device import nvidia_driver
 from workloads.train.metrics import JsonLines, metrics_dir
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     lr = default_lr(a, replicas)
     keras.utils.set_random_seed(a.seed)
     with strategy.scope():
-        model = MODELS[a.workload](keras, image_size=a.image_size, num_classes=num_classes,
+        model = MODELS[a.workload](keras, image_size=input_size(a.workload, a.image_size), num_classes=num_classes,
                                    width_per_group=a.width_per_group)
         optimizer = keras.optimizers.SGD(learning_rate=lr, momentum=0.9, weight_decay=1e-4)
         if precision == "amp-fp16":
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             t_prev, times, data_wait, interval = t, [], 0.0, 0
     loop = time.perf_counter() - loop_start
     if events:  # FLOPs counted after the loop cost it nothing; a second run_info (the summary reads the last)
-        flops, note = flops_per_sample(tf, model, a.image_size)
+        flops, note = flops_per_sample(tf, model, input_size(a.workload, a.image_size))
         events.write({**info, "flops_per_sample": flops, "flops_note": note, "wall_time": round(time.time(), 3)})
         events.write({"event": "end", "step": steps, "steps": steps, "samples": steps * a.batch_size * replicas,
                       "loop_seconds": round(loop, 4), "final_save_s": 0.0, "restart": 0, "world_size": workers,
