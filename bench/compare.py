@@ -133,7 +133,12 @@ def compare_experiment(name: str, a_runs: Sequence[Run], b_runs: Sequence[Run],
                            "method": None, "n_a": None, "n_b": None, "p_value": None, "df": None, "note": None,
                            "differences": differences([r for r, _ in a_runs], [r for r, _ in b_runs])}
     if not a or not b:
-        doc["note"] = f"no succeeded run with a throughput in {'A' if not a else 'B'}"
+        side, runs = ("A", a_runs) if not a else ("B", b_runs)
+        # why not: each run's status (diverged, interrupted, ...), so a run that went wrong is never just "missing"
+        why = sorted({str(r.get("status")) if r.get("status") in F.STATUSES else "failed" for r, _ in runs}
+                     - {F.SUCCEEDED})
+        doc["note"] = (f"no succeeded run with a throughput in {side}"
+                       + (f" ({side} {', '.join(why)})" if why else ""))
         return doc
     if len(a) >= 2 and len(b) >= 2:
         result = S.compare_throughputs([r["samples_per_s"] for r, _ in a], [r["samples_per_s"] for r, _ in b],

@@ -101,7 +101,7 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
     wall = s.get(F.WALL_TIME_S)
     rate = tp.get(F.SAMPLES_PER_S_TOTAL)
     status = s.get(F.STATUS) or "failed"
-    error = s.get(F.ERROR) or log_error
+    error = s.get(F.ERROR) or (s.get(F.STOP_REASON) if status != F.SUCCEEDED else None) or log_error
     if status != F.SUCCEEDED and not error:
         error = NO_SUMMARY if summary is None else f"exit code {s.get(F.EXIT_CODE)}, no exception in the log tail"
     ev_acc = (eval_doc or {}).get("accuracy")
@@ -109,7 +109,8 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         "stack": stack, "run_id": run_id, "experiment": experiment or s.get(F.EXPERIMENT), "repeat": repeat,
         "workload": cfg.get("workload"), "framework": s.get(F.FRAMEWORK) or "pytorch", "status": status,
         "instance_type": instance_type, "gpu": gpu, "nodes": nodes, "gpus_per_node": gpus_per_node,
-        "world_size": world_size, "batch_size": cfg.get("batch_size"), "precision": cfg.get("precision"),
+        "world_size": world_size, "batch_size": cfg.get("batch_size"),
+        "precision": s.get("precision") or cfg.get("precision"),  # what the ranks trained in (a CPU's choice)
         "samples_per_s": rate, "samples_per_s_per_gpu": tp.get(F.SAMPLES_PER_S_PER_PROCESS),
         "step_time_p50_s": tp.get(F.STEP_TIME_P50_S) or quantile(times, 0.5),
         "step_time_p95_s": tp.get(F.STEP_TIME_P95_S) or quantile(times, 0.95),

@@ -174,3 +174,12 @@ def test_a_real_run_against_itself_is_no_change_and_a_faster_copy_is_faster(real
     assert same["verdict"] == S.NO_CHANGE and same["ratio"] == pytest.approx(1.0)
     faster = compare.comparison(results.runs(str(src)), results.runs(str(fast)), a="A", b="B")["experiments"][0]
     assert faster["verdict"] == S.FASTER and faster["ratio"] == pytest.approx(1.25, rel=1e-3)
+
+
+def test_a_side_without_a_succeeded_run_says_how_its_runs_ended():
+    from bench.compare import compare_experiment
+
+    a = [({"status": "diverged", "samples_per_s": None}, "r1"), ({"status": "\x1b[2J", "samples_per_s": 9.0}, "r2")]
+    b = [({"status": "succeeded", "samples_per_s": 5.0}, "r3")]
+    doc = compare_experiment("x", a, b)
+    assert doc["verdict"] is None and doc["note"] == "no succeeded run with a throughput in A (A diverged, failed)"
