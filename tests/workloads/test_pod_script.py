@@ -140,5 +140,5 @@ def test_sigterm_during_a_slow_install_stops_at_once_with_a_summary(tmp_path, as
         pip_pid = int((tmp_path / "pip.log.pid").read_text())
         assert not Path(f"/proc/{pip_pid}").exists(), "the install stand-in still runs"
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
-    assert summary["status"] == "failed" and summary["exit_code"] == 143 and summary["signal"] == "SIGTERM"
+    assert summary["status"] == "interrupted" and summary["exit_code"] == 143 and summary["signal"] == "SIGTERM"
     assert summary["log_tail"] == ["stopped by a signal while installing python-etcd==0.4.5"]
