@@ -215,10 +215,15 @@ class SandboxCluster:
         return names
 
     def _env(self) -> dict[str, str]:
+        """The image's env: this machine's Python, moto's S3, and the node's CPU kind as this test run has it (a
+        forced EKSBENCH_CPU_BF16 reaches the pods, as a node's CPU would)."""
+        from workloads.train.cpu_choice import FORCE_BF16_ENV
+
         cores = os.cpu_count() or 1
+        forced = {FORCE_BF16_ENV: os.environ[FORCE_BF16_ENV]} if os.environ.get(FORCE_BF16_ENV) else {}
         return {"PATH": f"{image_prefix()}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "AWS_ENDPOINT_URL": f"http://127.0.0.1:{S3_PORT}", "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing", "OMP_NUM_THREADS": str(max(1, cores // 2))}
+                "AWS_SECRET_ACCESS_KEY": "testing", "OMP_NUM_THREADS": str(max(1, cores // 2)), **forced}
 
     # -- running the plan ---------------------------------------------------------------------
     def jobs(self) -> list[tuple[str, dict]]:
