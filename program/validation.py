@@ -4,10 +4,10 @@
 to each other and to the world: node group sizes (min <= desired <= max), EFA on a type
 that has it, an existing VPC with two private subnets, FSx-only options, unique names, each
 experiment's node group, nodes and GPUs, its dataset in the catalog, its framework/workload
-pairing (``workloads.contracts``), the region's instance offerings and the shipped entry
-points. It runs only on a config whose shape is clean, so a default that stood in for a bad
-value is never judged. ``program.stack`` calls it before registering any resource; ``bench``
-calls it (without offerings) before a local run.
+pairing (``workloads.contracts``), Kubernetes object names no two runs share, the region's
+instance offerings and the shipped entry points. It runs only on a config whose shape is clean,
+so a default that stood in for a bad value is never judged. ``program.stack`` calls it before
+registering any resource; ``bench`` calls it (without offerings) before a local run.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None
     ``code_files`` (the shipped sources), ``today`` (ISO date: the caller's clock, for the EKS
     version calendar) and ``zones`` (the region's usable zone names -> zone ids) are checked when given."""
     problems = (_cluster(cfg, today) + _node_groups(cfg) + _network(cfg, zones) + _storage(cfg)
-                + _datasets(cfg) + _experiments(cfg) + image_problems(cfg))
+                + _datasets(cfg) + _experiments(cfg) + name_collisions(cfg) + image_problems(cfg))
     problems += _fsx_deployment(cfg) + _parallel_gpus(cfg) + deadline_problems(cfg)
     if offered is not None:
         problems += offering_problems(cfg, offered)
@@ -235,6 +235,41 @@ def _experiments(cfg: StackConfig) -> list[str]:
                                show(DATASET_NAMES[0])))
         else:
             out += [f"{key}.{p}" for p in contracts.check_experiment(e)]
+    return out
+
+
+# How a message names each object of a run (the roles of contracts.object_names).
+OBJECT_ROLES = {"svc": "Service", "job": "training Job", "pserver": "pserver Job", "eval": "evaluation Job",
+                "eval-gate": "evaluation gate", "gate": "gate Job and its RBAC"}
+
+
+def name_collisions(cfg: StackConfig) -> list[str]:
+    """No two runs (experiments and their repeats) give a Kubernetes object the same name.
+
+    Each name is a valid label on its own (``spec.k8s_names``), and one that had to be cut or changed ends
+    with a hash of its parts; but two names that need no change can still join to the same text: "a-r1"
+    and "a" repeat 1 with run id "r1" are both "a-r1-r1", and experiment "a-eval" trains in the Job
+    "a-eval-eval" that is also the evaluation Job of "a" with run id "eval". The second object would
+    replace or be refused by the first. Experiments that share a name are reported by ``_experiments``.
+    """
+    out, first = [], {}  # name -> (experiment index, run, roles of that run with the name)
+    reported = set()
+    for i, e in enumerate(cfg.experiments):
+        for run in e.runs():
+            mine: dict[str, list[str]] = {}
+            for role, name in contracts.object_names(run, cfg.run_id).items():
+                mine.setdefault(name, []).append(role)
+            for name, roles in mine.items():
+                j, other, other_roles = first.setdefault(name, (i, run, roles))
+                if (j, other) == (i, run) or other.name == run.name or (j, other, i, run) in reported:
+                    continue
+                reported.add((j, other, i, run))
+                what = lambda rs: " and ".join(OBJECT_ROLES[r] for r in rs)  # noqa: E731
+                out.append(problem(
+                    f"{cfg.experiment_key(i)}.name", e.name,
+                    f"the {what(roles)} of {show(run.label)} would be named {show(name)} (run id {show(cfg.run_id)}), "
+                    f"and so would the {what(other_roles)} of {cfg.experiment_key(j)} {show(other.label)}: Kubernetes "
+                    f"names in one namespace must be unique; rename one", show(f"{e.name[:30]}-2")))
     return out
 
 

@@ -11,7 +11,8 @@ Pure functions (no Pulumi, no I/O):
   a short shell prelude that derives the per-pod part from ``JOB_COMPLETION_INDEX``, which
   only exists at run time. Every per-index value also has a pure function here (e.g.
   ``tf_config``), so tests can check the shell and the Python agree;
-- names (``base_name``, ``service_name``) and the gate's instructions (``gate_spec``).
+- names (``base_name``, ``service_name``, ``paddle_job_names``, ``object_names``: every one a DNS-1035
+  label from ``spec.k8s_names.dns1035_label``) and the gate's instructions (``gate_spec``).
 
 Frameworks (see workloads/README.md for the reasoning):
 - pytorch: torchrun, etcd-v2 (default) or c10d rendezvous, elastic ``min:max`` nodes.
@@ -22,7 +23,6 @@ Frameworks (see workloads/README.md for the reasoning):
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol
@@ -30,6 +30,7 @@ from typing import Mapping, Protocol
 from infra.environment import Environment
 from spec import aws_catalog as catalog
 from spec.config import Experiment
+from spec.k8s_names import dns1035_label
 from spec import compat, pins
 from spec.launch_command import (ENTRY_MODULES, Launched, Torchrun, launched_torchrun, launched_trainer, torchrun_argv,
                                  trainer_argv)
@@ -66,8 +67,12 @@ IMAGE_HOW = {"horovod": " (no AWS Deep Learning Container has Horovod since PyTo
                         "home stack's repository and set image"}
 # A Job name becomes the pod hostname "<job>-<index>" and the label value
 # batch.kubernetes.io/job-name: both are limited to 63 characters (RFC 1123 label).
-# 40 leaves room for the "-eval-gate" suffix and "-<index>".
+# 40 leaves room for the "-eval-gate" suffix and "-<index>". The Service has the same name (so the
+# same limit): it is the pods' subdomain, one label of "<job>-<index>.<svc>.<namespace>.svc.cluster.local".
 MAX_BASE_NAME = 40
+# What each object of an experiment's run adds to its base name (workloads.job_manifests builds them;
+# tests/workloads/test_k8s_names.py checks that they agree with ``object_names``).
+NAME_SUFFIXES = {"pserver": "ps", "eval": "eval", "gate": "gate", "eval-gate": "eval-gate"}
 
 
 @dataclass(frozen=True)
@@ -119,19 +124,37 @@ def check_experiment(e: Experiment) -> list[str]:
 
 
 def base_name(experiment: Experiment, run_id: str) -> str:
-    """``<experiment>-<run_id>`` (``-r<k>`` added for repeat k), shortened with a stable hash when too long
-    for a hostname."""
-    name = f"{experiment.name}-{run_id}" + (f"-r{experiment.repeat}" if experiment.repeat else "")
-    if len(name) > MAX_BASE_NAME:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:6]
-        name = f"{name[:MAX_BASE_NAME - 7].rstrip('-')}-{digest}"
-    return name
+    """``<experiment>-<run_id>`` (``-r<k>`` added for repeat k): the training Job, its pods' peers label and
+    the rendezvous id. A DNS-1035 label of at most MAX_BASE_NAME characters (``spec.k8s_names``): a name
+    that is too long, or starts with a digit, is made valid and ends with a stable hash of its parts."""
+    parts = (experiment.name, run_id) + ((f"r{experiment.repeat}",) if experiment.repeat else ())
+    return dns1035_label(*parts, limit=MAX_BASE_NAME)
 
 
 def service_name(experiment: Experiment, run_id: str) -> str:
-    """The headless Service; a DNS-1035 label, so it must start with a letter."""
-    name = base_name(experiment, run_id)
-    return name if name[0].isalpha() else f"x{name}"[:MAX_BASE_NAME]
+    """The headless Service: the Job's own name, already a DNS-1035 label (which a Service name must be)."""
+    return base_name(experiment, run_id)
+
+
+def derived_name(job: str, role: str) -> str:
+    """The name of one of a run's other objects: ``<job>-<suffix>`` (NAME_SUFFIXES), a DNS-1035 label."""
+    return dns1035_label(job, NAME_SUFFIXES[role])
+
+
+def object_names(experiment: Experiment, run_id: str) -> dict[str, str]:
+    """Every Kubernetes object name one run of ``experiment`` may create, by role (as
+    ``job_manifests.experiment_manifests`` keys them; the gate's ServiceAccount, Role and RoleBinding share
+    the "gate" name). The gate is named whether or not the run gets one (it does when it waits for the
+    previous experiment), so a check of these never depends on the order the experiments run in."""
+    job = base_name(experiment, run_id)
+    out = {"svc": service_name(experiment, run_id), "job": job}
+    if experiment.framework == "paddle":
+        out["pserver"] = paddle_job_names(job)[1]
+    if experiment.evaluate:
+        out["eval"] = derived_name(job, "eval")
+        out["eval-gate"] = derived_name(job, "eval-gate")
+    out["gate"] = derived_name(job, "gate")
+    return out
 
 
 def pod_host(job: str, index: int | str, service: str) -> str:
@@ -296,7 +319,7 @@ def horovod_launch(e: Experiment, env: Environment, *, job: str, service: str, g
 
 def paddle_job_names(job: str) -> tuple[str, str]:
     """(trainer Job, pserver Job): two Indexed Jobs, so pservers hold no GPUs."""
-    return job, f"{job}-ps"
+    return job, derived_name(job, "pserver")
 
 
 # Per-pod paddle variables, set by the prelude from JOB_COMPLETION_INDEX (the rest is the same in every pod).
