@@ -22,7 +22,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from program.stack_files import ROOT, load_stack_config, stack_file
+from program.stack_files import ROOT, check_stack_name, load_stack_config, stack_file
 
 CLI_MISSING = ("the Pulumi CLI is not on PATH: install it (https://www.pulumi.com/docs/install/), "
                "log in (`pulumi login` or PULUMI_BACKEND_URL=file://... with PULUMI_CONFIG_PASSPHRASE), then retry; "
@@ -99,8 +99,13 @@ def work_dir(stack: str, root: Path = ROOT) -> Path:
     work dir (Pulumi's per-directory workspace state is not shared between concurrent runs) while
     the program and Pulumi.<stack>.yaml stay the user's own files."""
     root = Path(root).resolve()
-    wd = root / WORK_DIR / stack
+    base = root / WORK_DIR
+    wd = base / check_stack_name(stack)
     wd.mkdir(parents=True, exist_ok=True)
+    # Everything below is deleted and relinked: it must be this stack's own folder, not a link planted to
+    # point elsewhere (a deletion never leaves the folder it owns).
+    if wd.is_symlink() or wd.resolve().parent != base.resolve():
+        raise AutomationError(f"{wd} is not a folder of {base} (a link?); remove it and retry")
     for entry in root.iterdir():
         if entry.name.startswith(".") or entry.name in ("results",) or (
                 entry.name.startswith("Pulumi.") and entry.name not in ("Pulumi.yaml", f"Pulumi.{stack}.yaml")):
@@ -119,7 +124,7 @@ def work_dir(stack: str, root: Path = ROOT) -> Path:
 def sync_stack_file(stack: str, root: Path = ROOT) -> None:
     """If the CLI replaced the linked Pulumi.<stack>.yaml by a file (an atomic rewrite, e.g. adding
     ``encryptionsalt``), copy it back over the user's file and link it again."""
-    wd = Path(root).resolve() / WORK_DIR / stack
+    wd = Path(root).resolve() / WORK_DIR / check_stack_name(stack)
     linked = wd / f"Pulumi.{stack}.yaml"
     if linked.is_file() and not linked.is_symlink():
         target = stack_file(stack, Path(root).resolve())
@@ -131,6 +136,7 @@ def sync_stack_file(stack: str, root: Path = ROOT) -> None:
 def open_stack(stack: str, root: Path = ROOT, *, check_config: bool = True, create: bool = True):
     """``create_or_select_stack`` in the stack's own work dir (``stack select``, else ``stack init``);
     ``create=False``: select only (status, logs, destroy must not create a stack)."""
+    check_stack_name(stack)  # always, config checked or not: the name becomes folder names
     if check_config:
         load_stack_config(stack, root)  # raises ConfigError before anything runs
     if shutil.which("pulumi") is None:
@@ -157,5 +163,5 @@ def stack_outputs(name: str, root: Path = ROOT) -> dict[str, Any]:
     from pulumi import automation as auto
 
     isolate_cli()
-    stk = auto.select_stack(stack_name=name, work_dir=str(work_dir(name.rsplit("/", 1)[-1], root)))
+    stk = auto.select_stack(stack_name=name, work_dir=str(work_dir(check_stack_name(name.rsplit("/", 1)[-1]), root)))
     return {k: v.value for k, v in stk.outputs().items()}

@@ -22,19 +22,27 @@ from spec.pulumi_config import PROJECT, decode_config, to_pulumi_config
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# Pulumi's stack names: letters, digits, "-", "_" and "." (pulumi/pulumi: tokens.ValidateStackName), up to 100.
-STACK_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+# Pulumi's stack names: letters, digits, "-", "_" and "." (pulumi/pulumi: tokens.ValidateStackName), up to 100,
+# and here never starting with ".": a stack's name becomes folder names (.eksbench/work/<stack>,
+# results/<stack>), so "." and ".." would name the folders above them.
+STACK_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+STACK_NAME_RULE = 'must be 1-100 letters, digits, ".", "_" or "-", not starting with "." (as Pulumi allows, less ".")'
+
+
+def check_stack_name(stack: Any) -> str:
+    """``stack`` when it is a valid stack name; ConfigError (one line: the name, the rule, an example) when not.
+    Every command and API entry point asks this before a path is built from the name."""
+    if not isinstance(stack, str) or not STACK_NAME.fullmatch(stack):
+        raise ConfigError([problem("stack", stack, STACK_NAME_RULE, '"dev"')])
+    return stack
 # A stack file is a few kilobytes; anything far larger is a mistake, and YAML aliases can expand a
 # small file into gigabytes (an alias bomb), so aliases are refused outright.
 MAX_STACK_FILE_BYTES = 1_000_000
 
 
 def stack_file(stack: str, root: Path = ROOT) -> Path:
-    """``<root>/Pulumi.<stack>.yaml``; ConfigError for a name Pulumi would not accept."""
-    if not isinstance(stack, str) or not STACK_NAME.fullmatch(stack):
-        raise ConfigError([problem("stack", stack, 'must be 1-100 letters, digits, ".", "_" or "-" (as Pulumi '
-                                   "allows)", '"dev"')])
-    return root / f"Pulumi.{stack}.yaml"
+    """``<root>/Pulumi.<stack>.yaml``; ConfigError for a name that is not a stack name (``check_stack_name``)."""
+    return root / f"Pulumi.{check_stack_name(stack)}.yaml"
 
 
 def available_stacks(root: Path = ROOT) -> list[str]:

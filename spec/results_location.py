@@ -30,6 +30,20 @@ REPEAT_FOLDER = "repeat_{}"
 _REPEAT = re.compile(r"repeat_([1-9][0-9]{0,5})")
 
 
+def segment_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be one folder of the layout, None when it can: a results path built from it must
+    never leave its root (a stack named "..", an S3 key's "../" part, a run id with a slash)."""
+    if not isinstance(name, str) or not name:
+        return "is empty or not text"
+    if name in (".", ".."):
+        return f"is {name!r}, which names a folder above or at its own"
+    if "/" in name or "\\" in name:
+        return "holds a path separator"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "holds a control character"
+    return None
+
+
 def repeat_folder(k: int) -> str:
     """The folder of repeat ``k`` (1-based) under its experiment's folder."""
     return REPEAT_FOLDER.format(k)
@@ -66,6 +80,11 @@ class ResultsLocation:
     repeat: int | None = None
 
     def __post_init__(self) -> None:
+        for level in ("project", "stack", "run", "experiment"):
+            value = getattr(self, level)
+            why = None if value is None and level != "project" else segment_problem(value)
+            if why:
+                raise ValueError(f"{level}={value!r}: {why}; a level of the results layout is one folder name")
         parts = (self.stack, self.run, self.experiment, self.repeat)
         if any(later is not None for i, p in enumerate(parts) if p is None for later in parts[i + 1:]):
             raise ValueError(f"{self!r}: a level of the results layout is missing above one that is given")
