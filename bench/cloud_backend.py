@@ -361,9 +361,11 @@ class CloudBackend(CloudObservation):
                 continue
             try:
                 n = s3_results.download(self.s3, w.uri, dest)
-            except Exception as ex:  # noqa: BLE001
-                raise BackendError(f"could not copy {w.uri} to {dest}: {type(ex).__name__}: {ex}; the results stay "
-                                   "on S3") from None
+            except Exception as ex:  # noqa: BLE001 - one experiment that cannot be copied stops no other
+                progress.line(f"warning: could not copy {w.uri} to {dest}: {type(ex).__name__}: {ex}; its results "
+                              "stay on S3", err=True)
+                rows.append({"experiment": e.label, "status": "failed (not copied home)", "shape": shape})
+                continue
             summary = _read_local_json(dest / "summary.json") if n else None
             if self.not_before is not None and w.summary is None:
                 summary = None  # a previous attempt's summary, not this run's

@@ -12,12 +12,14 @@ logs: an experiment's node logs from the cluster while its pods run (``follow`` 
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
 from bench import pulumi_cli
 from bench.stack_operations import stack_resources
-from spec.results_location import ResultsLocation, log_name, repeat_number, results_bucket as resolve_results_bucket
+from spec.results_location import ResultsLocation, log_name, repeat_number, segment_problem
+from spec.results_location import results_bucket as resolve_results_bucket
 from spec.s3_uri import parse_s3_uri
 
 
@@ -42,21 +44,33 @@ def s3_runs(stack_results: ResultsLocation, region: str | None,
 
     s3 = s3_results.client(region)
     runs: dict[str, dict[str, str]] = {}
-    for run_id in s3_results.child_prefixes(s3, stack_results.uri):
+
+    def names(uri: str) -> list[str]:
+        """The folders under ``uri`` that can be a level of the layout; any other key is a warning, not a path."""
+        out = []
+        for name in s3_results.child_prefixes(s3, uri):
+            why = segment_problem(name)
+            if why:
+                warnings.warn(f"{uri}{name!r}/: {why}; skipped", stacklevel=2)
+            else:
+                out.append(name)
+        return out
+
+    for run_id in names(stack_results.uri):
         exps = {}
         run = stack_results.child(run_id)
         record = s3_results.read_json(s3, run.uri, RECORD)
         if record is not None and autostops is not None:
             autostops[run_id] = record
-        for exp in s3_results.child_prefixes(s3, run.uri):
+        for exp in names(run.uri):
             where = run.child(exp)
             repeats = sorted(k for k in map(repeat_number, s3_results.child_prefixes(s3, where.uri)) if k)
             for name, uri in ([(f"{exp} repeat {k}", where.repeat_run(k).uri) for k in repeats]
                               or [(exp, where.uri)]):
                 summary = s3_results.read_json(s3, uri, "summary.json")
                 progress = None if summary else s3_results.read_json(s3, uri, "progress.json")
-                if summary:
-                    exps[name] = summary.get("status", "?")
+                if summary is not None:
+                    exps[name] = summary.get("status") or "unreadable summary"
                 elif progress:
                     exps[name] = f"running (step {progress.get('step')}/{progress.get('total')})"
                 else:
@@ -172,8 +186,10 @@ class CloudObservation:
                 bucket = uri[len("s3://"):].split("/", 1)[0]
 
                 def s3_lines() -> Iterator[str]:
-                    for key, rel in keys:
-                        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8", "replace")
-                        yield from (f"{log_name(rel)}: {line}" for line in body.splitlines())
+                    from bench.safe_paths import LINE_CHUNK, chunk_lines
+
+                    for key, rel in keys:  # streamed: a 200 MB log is never held whole
+                        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+                        yield from (f"{log_name(rel)}: {line}" for line in chunk_lines(body.iter_chunks(LINE_CHUNK)))
                 return s3_lines()
         raise FileNotFoundError("not in the cluster, not on S3" + (f" ({uri})" if uri else ""))

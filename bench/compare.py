@@ -36,6 +36,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from bench import compare_stats as S
 from bench.errors import fail
+from bench.terminal import safe
 from workloads.train import summary_fields as F
 from spec import strict_json
 
@@ -252,12 +253,12 @@ def main(args) -> int:
     for source in sources:
         runs, notes = load_side(source)
         for n in notes:
-            print(f"warning: {n}", file=sys.stderr)
+            print(safe(f"warning: {n}"), file=sys.stderr)
         if not runs:
             return fail(f"nothing loadable under {source} (no summary.json, metrics/ or logs/)")
         loaded.append(runs)
     doc = comparison(loaded[0], loaded[1], a=sources[0], b=sources[1])
     if not doc["experiments"]:
         return fail(f"no experiment in both: A has {', '.join(doc['only_in_a'])}; B has {', '.join(doc['only_in_b'])}")
-    print(strict_json.dumps(doc, indent=1) if args.json else render(doc))
+    print(strict_json.dumps(doc, indent=1) if args.json else safe(render(doc)))
     return SLOWER_EXIT if doc["slower"] else 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 import shutil
 import signal
 import subprocess
@@ -31,6 +32,8 @@ from typing import Any, Iterator
 from bench import progress
 from bench.lifecycle import BackendError, Control
 from bench.proc import die_with_parent
+from bench.result_readers import MAX_JSON_BYTES
+from bench.safe_paths import LINE_CHUNK, chunk_lines, open_under, read_under
 from program.stack_files import PROJECT, ROOT
 from spec.results_location import ResultsLocation, log_name, repeat_folder, repeat_number
 from spec.workload_facts import WORKLOADS
@@ -195,8 +198,9 @@ class ExperimentRun:
     def _evaluate(self) -> None:
         from bench.local_plan import evaluate_command, evaluation_dir
 
+        # dies with bench (a kill -9 of bench during the evaluation once left it running)
         done = subprocess.run(evaluate_command(self.exp, python=sys.executable), cwd=ROOT, env=self.env,
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, preexec_fn=die_with_parent(signal.SIGTERM))
         path = evaluation_dir(self.exp) / "eval.json"
         if done.returncode == 0 and path.is_file():
             self.eval = json.loads(path.read_text())
@@ -265,7 +269,8 @@ class LocalBackend:
 
             t = time.monotonic()
             try:
-                self.etcd = LocalEtcd(self.etcd_bin, tmp_root=str(self.run_dir / "_tmp")).start()
+                self.etcd = LocalEtcd(self.etcd_bin, tmp_root=str(self.run_dir / "_tmp"),
+                                      keep_log=self.run_dir / "etcd.log").start()
             except RuntimeError as e:
                 raise BackendError(str(e)) from None
             progress.line(f"etcd {self.etcd.endpoint} (v2 API, loopback, temp data dir) started in "
@@ -341,18 +346,29 @@ def local_runs(results_root: Path, stack: str) -> dict[str, dict[str, str]]:
     base = results_root / stack
     if not base.is_dir():
         return runs
-    for run in sorted(p for p in base.iterdir() if p.is_dir()):
+    for run in sorted(p for p in base.iterdir() if _folder(p)):
         exps = {}
-        for exp in sorted(p for p in run.iterdir() if p.is_dir() and not p.name.startswith("_")):
-            repeats = sorted((k, d) for d in exp.iterdir() if d.is_dir() and (k := repeat_number(d.name)))
+        for exp in sorted(p for p in run.iterdir() if _folder(p) and not p.name.startswith("_")):
+            repeats = sorted((k, d) for d in exp.iterdir() if _folder(d) and (k := repeat_number(d.name)))
             for name, folder in ([(f"{exp.name} repeat {k}", d) for k, d in repeats] or [(exp.name, exp)]):
-                try:
-                    exps[name] = (read_summary((folder / "summary.json").read_bytes(), f"{folder}/summary.json")
-                                  or {}).get("status") or "?"
-                except (OSError, ValueError):
+                rel = f"{folder.relative_to(base).as_posix()}/summary.json"
+                try:  # never through a link, never a pipe or a device, never more than a summary's bound
+                    raw = read_under(base, rel, MAX_JSON_BYTES + 1)
+                except FileNotFoundError:
                     exps[name] = "no summary (running, or stopped before its launcher finished)"
+                    continue
+                except (OSError, ValueError) as e:
+                    warnings.warn(f"{folder}/summary.json: {e}; ignored", stacklevel=2)
+                    exps[name] = "unreadable summary"
+                    continue
+                exps[name] = (read_summary(raw, f"{folder}/summary.json") or {}).get("status") or "?"
         runs[run.name] = exps
     return runs
+
+
+def _folder(path: Path) -> bool:
+    """A real folder of the results tree: not a link (to anywhere), so a reader never leaves the tree."""
+    return path.is_dir() and not path.is_symlink()
 
 
 def latest_local_run(results_root: Path, stack: str, experiment: str) -> Path | None:
@@ -369,15 +385,24 @@ def local_logs(exp_dir: Path, follow: bool, repeats: int = 1) -> Iterator[str]:
     positions: dict[Path, int] = {}
     while True:
         found = [*exp_dir.glob("logs/*.log"), *exp_dir.glob("repeat_*/logs/*.log")]
-        named = sorted((repeat_number(p.parent.parent.name) or 0, p) for p in found if p.is_file())
+        named = sorted((repeat_number(p.parent.parent.name) or 0, p) for p in found
+                       if p.is_file() and not p.is_symlink())
         for _, path in named:
-            with open(path, "rb") as f:
-                f.seek(positions.get(path, 0))
-                data = f.read()
-                positions[path] = f.tell()
-            name = log_name(path.relative_to(exp_dir).as_posix()) or path.stem
-            for line in data.decode("utf-8", "replace").splitlines():
-                yield f"{name}: {line}"
+            rel = path.relative_to(exp_dir).as_posix()
+            name = log_name(rel) or path.stem
+            try:  # streamed a chunk at a time, never through a link or from a pipe
+                with open_under(exp_dir, rel, os.O_RDONLY, names_from_disk=True) as f:
+                    f.seek(positions.get(path, 0))
+
+                    def chunks(f=f) -> Iterator[bytes]:
+                        while chunk := f.read(LINE_CHUNK):
+                            yield chunk
+                    for line in chunk_lines(chunks()):
+                        yield f"{name}: {line}"
+                    positions[path] = f.tell()
+            except (OSError, ValueError) as e:
+                yield f"{name}: (not read: {e})"
+                positions[path] = 1 << 62
         if not follow or done.exists():
             return
         time.sleep(1.0)

@@ -9,6 +9,7 @@ killed (and the dir removed) on exit, or by the kernel when the process that sta
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import socket
@@ -17,6 +18,9 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+
+MEMBER = "eksbench-local"  # the member name our etcd is started with (and checked for)
 
 
 def free_port() -> int:
@@ -28,21 +32,23 @@ def free_port() -> int:
 def etcd_command(binary: str, *, data_dir: str, client_port: int, peer_port: int) -> list[str]:
     client = f"http://127.0.0.1:{client_port}"
     peer = f"http://127.0.0.1:{peer_port}"
-    return [binary, "--enable-v2=true", "--name", "eksbench-local", "--data-dir", data_dir,
+    return [binary, "--enable-v2=true", "--name", MEMBER, "--data-dir", data_dir,
             "--listen-client-urls", client, "--advertise-client-urls", client,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"eksbench-local={peer}", "--log-level", "error"]
+            "--initial-cluster", f"{MEMBER}={peer}", "--log-level", "error"]
 
 
 class LocalEtcd:
     """``with LocalEtcd() as etcd: etcd.endpoint`` -> "127.0.0.1:<port>"."""
 
-    def __init__(self, binary: str | None = None, startup_timeout: float = 20.0, tmp_root: str | None = None):
+    def __init__(self, binary: str | None = None, startup_timeout: float = 20.0, tmp_root: str | None = None,
+                 keep_log: str | Path | None = None):
         self.binary = binary or shutil.which("etcd")
         if not self.binary:
             raise FileNotFoundError("no etcd binary on PATH")
         self.startup_timeout = startup_timeout
         self.tmp_root = tmp_root  # where the temp data dir goes (default: the system temp dir)
+        self.keep_log = Path(keep_log) if keep_log else None  # where a failed start's log is copied (it outlives tmp)
         self.proc: subprocess.Popen | None = None
         self.endpoint = ""
 
@@ -60,22 +66,45 @@ class LocalEtcd:
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                          preexec_fn=die_with_parent(signal.SIGKILL))  # never outlives bench
             log.close()
-            if self._wait_healthy(client):
+            if self._wait_healthy(client, peer):
                 self.endpoint = f"127.0.0.1:{client}"
                 return self
             self.stop(remove=False)
-        raise RuntimeError(f"etcd did not become healthy; see {self.tmp}/etcd.log")
+        raise RuntimeError(self._failure())
 
-    def _wait_healthy(self, port: int) -> bool:
+    def _failure(self) -> str:
+        """One line: the cause as etcd's log gives it, and where that log is kept (the temp dir goes at teardown)."""
+        log = Path(self.tmp) / "etcd.log"
+        try:
+            lines = [x for x in log.read_bytes()[-4096:].decode("utf-8", "replace").splitlines() if x.strip()]
+        except OSError:
+            lines = []
+        kept = log
+        if self.keep_log is not None:
+            try:
+                self.keep_log.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(log, self.keep_log)
+                kept = self.keep_log
+            except OSError:
+                pass
+        cause = lines[-1][:300] if lines else "it wrote nothing"
+        return f"etcd did not become healthy within {self.startup_timeout:.0f}s (3 tries): {cause}; log: {kept}"
+
+    def _wait_healthy(self, port: int, peer: int) -> bool:
+        """True once the etcd we started answers on ``port``: its v2 API lists one member, named as ours, whose peer
+        URL is the port we gave it. A listener that took the port first (ours then fails to bind) would answer
+        too; only our own etcd knows that peer port."""
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/keys/", timeout=1) as r:
-                    if r.status == 200:
-                        return True
-            except OSError:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/members", timeout=1) as r:
+                    members = json.loads(r.read(65536)).get("members") or []
+                if any(m.get("name") == MEMBER and f"http://127.0.0.1:{peer}" in (m.get("peerURLs") or [])
+                       for m in members if isinstance(m, dict)):
+                    return self.proc.poll() is None
+            except (OSError, ValueError, AttributeError):
                 pass
             time.sleep(0.1)
         return False

@@ -18,6 +18,7 @@ from typing import Sequence
 
 # What runs and how each framework starts (the pytorch node command included) live in bench.local_launch.
 from bench.local_launch import LOCAL_LAUNCHES, LocalExperiment, node_command, not_local, torchrun_command  # noqa: F401
+from bench.terminal import safe_line
 from spec.config import Experiment, LocalRun
 from spec.workload_facts import WORKLOADS
 from workloads.contracts import EVAL_SUBDIR, evaluation_argv, train_args_for
@@ -167,7 +168,8 @@ def results_table(rows: Sequence[dict]) -> str:
     """Fixed-width table of experiment, status, shape, steps, samples/s, wall time, path."""
     head = ("experiment", "status", "nodes x procs", "steps", "samples/s", "per proc", "wall s", "accuracy",
             "results")
-    body = [tuple("-" if row.get(k) is None else str(row.get(k)) for k in
+    # a status, a name or a path can come from a run: one line each, control characters escaped
+    body = [tuple("-" if row.get(k) is None else safe_line(row.get(k)) for k in
                   ("experiment", "status", "shape", "steps", "total", "per_process", "wall", "accuracy", "path"))
             for row in rows]
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
 from bench.cloud_backend import CloudBackend
 from bench.errors import fail
+from bench.terminal import safe, safe_line
 from bench.local_backend import LocalBackend
 from program.stack_files import ROOT
 
@@ -103,10 +105,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     from spec.fields import ConfigError
 
     try:
-        st = stack_status(args.stack, Path(args.project_dir), Path(args.results_root))
+        with warnings.catch_warnings(record=True) as caught:  # a bad file from a run: one safe line each
+            warnings.simplefilter("always")
+            st = stack_status(args.stack, Path(args.project_dir), Path(args.results_root))
     except ConfigError as e:
         return fail(f"invalid config for stack {args.stack!r}: " + "; ".join(e.problems))
-    print(render_status(st))
+    for w in caught:
+        print(safe_line(f"warning: {w.message}"), file=sys.stderr)
+    print(safe(render_status(st)))
     return 0
 
 
@@ -131,9 +137,13 @@ def cmd_logs(args: argparse.Namespace) -> int:
     from spec.fields import ConfigError
 
     try:
-        for line in experiment_logs(args.stack, args.experiment, root=Path(args.project_dir),
-                                    results_root=Path(args.results_root), run_id=args.run_id, follow=args.follow):
-            print(line, flush=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for line in experiment_logs(args.stack, args.experiment, root=Path(args.project_dir),
+                                        results_root=Path(args.results_root), run_id=args.run_id, follow=args.follow):
+                print(safe(line), flush=True)
+        for w in caught:
+            print(safe_line(f"warning: {w.message}"), file=sys.stderr)
     except ConfigError as e:
         return fail(f"invalid config for stack {args.stack!r}: " + "; ".join(e.problems))
     except (ValueError, FileNotFoundError) as e:

@@ -18,13 +18,15 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from bench.terminal import safe
+
 _out = Console(highlight=False, markup=False, emoji=False, soft_wrap=True)
 _err = Console(highlight=False, markup=False, emoji=False, soft_wrap=True, stderr=True)
 
 
 def line(text: str, *, err: bool = False) -> None:
-    """One progress line (stdout; stderr with ``err``), flushed."""
-    (_err if err else _out).print(text)
+    """One progress line (stdout; stderr with ``err``), flushed; control characters from a run shown escaped."""
+    (_err if err else _out).print(safe(text))
     (sys.stderr if err else sys.stdout).flush()
 
 
@@ -40,7 +42,7 @@ class Board:
 
     def show(self, lines: list[str]) -> None:
         if self._live is not None:
-            self._live.update(Text("\n".join(lines)))
+            self._live.update(Text(safe("\n".join(lines))))
         else:
             for text in lines:
                 line(text)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from bench.errors import fail
+from bench.terminal import safe
 from bench.report_fabric import fabric_section
 from bench.report_scaling import repeats_section, scaling_section
 
@@ -348,7 +349,7 @@ def write_report(sources: list[str], out: str | Path, baseline: str | None = Non
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
     for n in notes:
-        print(f"warning: {n}")
+        print(safe(f"warning: {n}"))
     return path
 
 

@@ -16,7 +16,10 @@ and its name, keeps every field of the expected type, drops the others, and give
     autostop.json        read_autostop   (bench status; the cluster's controller, beside the experiments)
 
 A field may always be null (the writers leave out what they did not measure). Numbers must be
-finite: JSON from Python may carry ``NaN``/``Infinity``, which would poison every sum.
+finite and in range (``MAX_NUMBER``; an integer of 400 digits made ``math.isfinite`` raise, and 1.7e308
+overflowed every sum to infinity); throughputs and step times must be positive; a document nests at most
+``MAX_DEPTH`` levels (checked without recursion); lists a report draws (timeline phases) are cut at
+``MAX_ITEMS`` with a note.
 Fields a reader does not know are kept as they are: nothing in bench reads them.
 """
 
@@ -36,16 +39,33 @@ MAX_LINES = 200_000  # metrics lines kept per file, the first ones (a run's step
 MAX_STEP_ROWS = 5_000_000  # metrics lines read over all experiment runs of one ``results.steps`` call
 MAX_LOG_TAIL_BYTES = 256 * 1024  # the end of a log is read for its root cause, never the whole log
 MAX_TEXT = 4_000  # characters kept of any one string field (an error message, a command argument)
+MAX_NUMBER = 1e15  # any number a run reports (FLOPs per sample, wall times, counts) lies well within this
+MAX_DEPTH = 32  # nesting levels of one document or line: a real summary has 4
+MAX_ITEMS = 1_000  # entries kept of a list a report draws one mark per entry for (timeline phases)
+MIN_SECONDS = 1e-9  # a step shorter than a nanosecond is no measurement (5e-324 made compare print Infinity)
 
 Check = Callable[[Any], bool]
 
 
 def number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite number within +-MAX_NUMBER (an int is compared as it is: converting a huge one overflows)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    return -MAX_NUMBER <= v <= MAX_NUMBER if isinstance(v, int) else math.isfinite(v) and abs(v) <= MAX_NUMBER
 
 
 def integer(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    return isinstance(v, int) and not isinstance(v, bool) and -MAX_NUMBER <= v <= MAX_NUMBER
+
+
+def positive(v: Any) -> bool:
+    """A rate: a number above zero (a negative throughput once compared as "faster")."""
+    return number(v) and v > 0
+
+
+def seconds(v: Any) -> bool:
+    """A duration that was measured: at least MIN_SECONDS."""
+    return number(v) and v >= MIN_SECONDS
 
 
 def text(v: Any) -> bool:
@@ -76,8 +96,8 @@ def flat_object(v: Any) -> bool:
 # A nested dict is a sub-schema: checked field by field, its bad fields dropped and named "outer.inner".
 Schema = Mapping[str, Any]
 
-THROUGHPUT: Schema = {F.SAMPLES_PER_S_TOTAL: number, F.SAMPLES_PER_S_PER_PROCESS: number,
-                      F.STEP_TIME_P50_S: number, F.STEP_TIME_P95_S: number}
+THROUGHPUT: Schema = {F.SAMPLES_PER_S_TOTAL: positive, F.SAMPLES_PER_S_PER_PROCESS: positive,
+                      F.STEP_TIME_P50_S: seconds, F.STEP_TIME_P95_S: seconds}
 ACCURACY: Schema = {F.BEST_ACCURACY: number, F.TIME_TO_ACCURACY_S: number, "target_accuracy": number,
                     "time_to_accuracy_epoch": integer}
 CONFIG: Schema = {"workload": text, "batch_size": integer, "precision": text, "epochs": integer, "steps": integer}
@@ -97,9 +117,9 @@ PROGRESS: Schema = {"step": integer, "total": integer, "samples_per_s": number, 
                     "updated_at": text}
 EVAL: Schema = {"workload": text, "checkpoint": text, "step": integer, "epoch": integer, "accuracy": number,
                 "samples": integer, "seconds": number}
-RANK_LINE: Schema = {"step": integer, "loss": number, "step_time_s": number, "samples_per_s": number,
+RANK_LINE: Schema = {"step": integer, "loss": number, "step_time_s": seconds, "samples_per_s": positive,
                      "samples": integer, "warmup": flag, "restart": integer, "world_size": integer,
-                     "wall_time": number, "steps": integer, "step_times_s": list_of(number)}
+                     "wall_time": number, "steps": integer, "step_times_s": list_of(seconds)}
 EVAL_LINE: Schema = {"epoch": integer, "step": integer, "accuracy": number, "elapsed_s": number}
 EVENT_LINE: Schema = {"event": text, "step": integer, "wall_time": number}
 
@@ -163,16 +183,30 @@ def _fields(bad: list[str], shown: int = 8) -> str:
     return ", ".join(names[:shown]) + more
 
 
+def depth(doc: Any, limit: int = MAX_DEPTH) -> int:
+    """How deep ``doc`` nests (a scalar: 0), counted without recursion and only up to ``limit`` + 1."""
+    deepest, todo = 0, [(doc, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            if d > limit:
+                return d
+            todo.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
 def _decode(raw: str | bytes, name: str) -> Any:
     """The parsed document, or a ValueError whose text names what is wrong."""
     if len(raw) > MAX_JSON_BYTES:
         raise ValueError(f"larger than {MAX_JSON_BYTES // 1024 // 1024} MiB")
     try:
-        return json.loads(raw)
+        doc = json.loads(raw)
     except RecursionError:
         raise ValueError("nested too deeply") from None
     except ValueError as e:
         raise ValueError(f"not valid JSON ({cut_text(str(e), 200)})") from None
+    return doc
 
 
 def read_document(raw: str | bytes | None, name: str, schema: Schema, *, stacklevel: int = 2) -> dict[str, Any] | None:
@@ -188,7 +222,10 @@ def read_document(raw: str | bytes | None, name: str, schema: Schema, *, stackle
         warnings.warn(f"{name}: expected a JSON object, found {type(doc).__name__}; ignored",
                       stacklevel=stacklevel + 1)
         return None
+    deep = [k for k, v in doc.items() if depth(v) >= MAX_DEPTH]  # dropped alone: the rest of the run still counts
+    doc = {k: v for k, v in doc.items() if k not in deep}
     out, bad = checked(doc, schema)
+    bad = [f"{k} (nested deeper than {MAX_DEPTH} levels)" for k in deep] + bad
     if bad:
         warnings.warn(f"{name}: ignored field(s) of the wrong type: {_fields(bad)}", stacklevel=stacklevel + 1)
     return out
@@ -223,6 +260,8 @@ def read_lines(raw: str | bytes, name: str, schema: Schema, *, truncated: bool =
         try:
             doc = json.loads(line)
         except (ValueError, RecursionError):
+            doc = None
+        if isinstance(doc, dict) and depth(doc) > MAX_DEPTH:
             doc = None
         if isinstance(doc, dict):
             kept, wrong = checked(doc, schema)
@@ -269,7 +308,13 @@ def read_autostop(raw: str | bytes | None, name: str) -> dict[str, Any] | None:
 
 
 def read_timeline(raw: str | bytes | None, name: str) -> dict[str, Any] | None:
-    return read_document(raw, name, TIMELINE, stacklevel=2)
+    doc = read_document(raw, name, TIMELINE, stacklevel=2)
+    for key in ("phases", "experiments"):  # one mark each in the report's chart: a bounded count
+        items = (doc or {}).get(key)
+        if isinstance(items, list) and len(items) > MAX_ITEMS:
+            warnings.warn(f"{name}: {key}: kept the first {MAX_ITEMS:,} of {len(items):,}", stacklevel=2)
+            doc[key] = items[:MAX_ITEMS]
+    return doc
 
 
 READERS: dict[str, Callable[[Any, str], dict[str, Any] | None]] = {

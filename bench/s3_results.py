@@ -35,8 +35,9 @@ def _missing(e: Exception) -> bool:
 
 def read_json(s3, uri: str, name: str, not_before: datetime | None = None) -> dict[str, Any] | None:
     """``<uri><name>`` read by its kind's reader (``bench.result_readers``: shape checked, bad fields
-    dropped with one warning), or None when absent, not a JSON object, larger than the readers'
-    bound, or older than ``not_before`` (a previous attempt's)."""
+    dropped with one warning), or None when absent or older than ``not_before`` (a previous attempt's).
+    A file that is there but unreadable (not a JSON object, past the readers' bounds) is ``{}``, with the
+    reader's warning: it exists, so a watch waiting for it stops waiting."""
     from bench.result_readers import MAX_JSON_BYTES, reader_for
 
     bucket, prefix = parse_s3_uri(uri)
@@ -49,7 +50,8 @@ def read_json(s3, uri: str, name: str, not_before: datetime | None = None) -> di
         raise
     if not_before is not None and obj["LastModified"] < not_before:
         return None
-    return reader_for(name)(obj["Body"].read(MAX_JSON_BYTES + 1), f"{uri}{name}")
+    doc = reader_for(name)(obj["Body"].read(MAX_JSON_BYTES + 1), f"{uri}{name}")
+    return {} if doc is None else doc
 
 
 def keys_under(s3, uri: str) -> list[tuple[str, str]]:

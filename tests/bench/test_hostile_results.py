@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 from bench import report, result_readers as R, results
 from tests.bench.conftest import ROOT, summary, write_experiment
 
+pytestmark = pytest.mark.hostile  # the hostile-input group: pytest -m hostile
+
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
                     max_leaves=8)

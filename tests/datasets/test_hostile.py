@@ -17,6 +17,8 @@ from datasets import stage
 from datasets.file_manifest import FileEntry, build_manifest, manifest_bytes
 from tests.datasets.conftest import BUCKET, tells_size
 
+pytestmark = pytest.mark.hostile  # the hostile-input group: pytest -m hostile
+
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = "datasets/ds/"
 URI = f"s3://{BUCKET}/{PREFIX}"

@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 
 from datasets import stage
 
+pytestmark = pytest.mark.hostile  # the hostile-input group: pytest -m hostile
+
 SENTINEL = "{SENTINEL}"  # replaced by the sentinel's absolute path in each example
 URI = "s3://eksbench-datasets/datasets/ds/"
 PREFIX = "datasets/ds/"

@@ -21,6 +21,8 @@ from program.validation import validated_config
 from spec.fields import ConfigError, show
 from spec.pulumi_config import decode_config, to_pulumi_config
 
+pytestmark = pytest.mark.hostile  # the hostile-input group: pytest -m hostile
+
 GOOD_GROUP = {"name": "gpu", "instance_type": "p3.16xlarge", "max_size": 2}
 GOOD_EXPERIMENT = {"name": "r50", "workload": "resnet50", "nodes": 2}
 # A problem line starts with a key path (``a.b[0].c=`` or ``a.b: is required``) or a file name.

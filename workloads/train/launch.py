@@ -115,8 +115,18 @@ def train_config(text: str) -> dict[str, Any]:
 ERROR_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?\s*((?:[\w.]+\.)?\w*(?:Error|Exception)\b.*)$")
 
 
+# Errors of the machine, not the code: where one appears, it is the cause, and what follows it (a rank that
+# lost its peer: "DistNetworkError: Broken pipe", torchrun's restarts) is only its consequence.
+MACHINE_ERRORS = ("No space left on device", "Disk quota exceeded", "Read-only file system", "Cannot allocate memory")
+
+
 def root_cause(lines: Sequence[str]) -> str | None:
-    """The last exception line in the log tail (``FileNotFoundError: ...``), rank prefix removed."""
+    """The first exception line that names a machine error (a full disk), else the last exception line in the
+    log tail (``FileNotFoundError: ...``), rank prefix removed."""
+    for line in lines:
+        m = ERROR_LINE.match(line.strip())
+        if m and any(e in m.group(1) for e in MACHINE_ERRORS):
+            return m.group(1)
     for line in reversed(lines):
         m = ERROR_LINE.match(line.strip())
         if m and not m.group(1).startswith(("ChildFailedError", "torch.distributed.elastic")):
