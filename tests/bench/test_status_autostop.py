@@ -83,3 +83,24 @@ def test_what_still_bills_after_autostop_is_the_estimates_figure():
                                   "state": {"last": "update", "result": "succeeded", "ended": None, "resources": 80},
                                   "after_autostop_usd": expected})
     assert f"still bills about ${expected:.2f}/h until destroyed" in text
+
+
+@pytest.mark.hostile
+def test_one_hostile_summary_on_s3_hides_no_other_run(s3):
+    """A summary with a 401-digit number, one nested 600 deep, and a run prefix that is not a folder name:
+    bench status still lists every run (before: OverflowError hid all of them)."""
+    good = ResultsLocation(BUCKET, "eksbench", "dev", "r1").child("a")
+    s3.put_object(Bucket=BUCKET, Key=good.key("summary.json"), Body=b'{"status": "succeeded"}')
+    huge = ResultsLocation(BUCKET, "eksbench", "dev", "r2").child("b")
+    s3.put_object(Bucket=BUCKET, Key=huge.key("summary.json"),
+                  Body=b'{"status": "failed", "wall_time_s": ' + b"9" * 401 + b"}")
+    deep = ResultsLocation(BUCKET, "eksbench", "dev", "r2").child("c")
+    nested = b"[" * 600 + b"]" * 600
+    s3.put_object(Bucket=BUCKET, Key=deep.key("summary.json"), Body=b'{"status": "x", "y": ' + nested + b"}")
+    s3.put_object(Bucket=BUCKET, Key="eksbench/dev/../summary.json", Body=b"{}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runs = cloud_observe.s3_runs(ResultsLocation(BUCKET, "eksbench", "dev"), REGION, {})
+    assert runs == {"r1": {"a": "succeeded"}, "r2": {"b": "failed", "c": "x"}}
+    notes = " ".join(str(w.message) for w in caught)
+    assert "wall_time_s" in notes and "nested deeper than 32 levels" in notes and "'..'" in notes
