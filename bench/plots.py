@@ -21,6 +21,7 @@ MAX_BARS = 60  # experiment runs per bar chart
 MAX_CURVES = 20  # experiment runs on the loss plot
 MAX_GROUPS = 6  # scaling panels
 MAX_STEP_ROWS = 12  # experiment runs in the step-time figure
+MAX_RANKS_DRAWN = 32  # ranks drawn per experiment run: the slowest and the fastest half each, by median step
 MAX_SIZES = 40  # message sizes per busbw curve (8 B to 8 GiB is 31)
 MAX_MESSAGE = 2**50  # bytes; past 2**63 numpy holds an int as an object and cannot take its log
 FRAMEWORK_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")  # bars of the throughput chart
@@ -251,6 +252,19 @@ def stragglers(steps) -> list[dict[str, Any]]:
     return out
 
 
+def drawn_ranks(g, steady, limit: int = MAX_RANKS_DRAWN) -> tuple[list, str]:
+    """(the ranks to draw, a note for the title): every rank up to ``limit``; past it the slowest and the fastest
+    ``limit`` / 2 by median steady step time (where stragglers and their opposite are), so 2,000 ranks draw as
+    fast as 32 (one line and one box each made the report take a minute and 450 MB)."""
+    ranks = sorted(g["rank"].unique())
+    if len(ranks) <= limit:
+        return ranks, ""
+    med = (steady if not steady.empty else g).groupby("rank")["step_time_s"].median().sort_values()
+    half = limit // 2
+    picked = sorted(set(med.index[:half]) | set(med.index[-half:]))
+    return picked, f" ({len(picked)} of {len(ranks)} ranks: the fastest and slowest {half})"
+
+
 @_plain_text
 def step_time_figure(steps, df, max_rows: int = MAX_STEP_ROWS):
     s = _keyed(steps, df).dropna(subset=["step_time_s"])
@@ -262,10 +276,11 @@ def step_time_figure(steps, df, max_rows: int = MAX_STEP_ROWS):
     for (box_ax, line_ax), name in zip(axes, names):
         g = s[s["label"] == name]
         steady = g[g["warmup"] == False]
-        ranks = sorted(g["rank"].unique())
+        ranks, shown = drawn_ranks(g, steady)
+        g = g[g["rank"].isin(ranks)]
         box_ax.boxplot([steady[steady["rank"] == r]["step_time_s"] for r in ranks],
                        tick_labels=[str(r) for r in ranks], showfliers=True)
-        box_ax.set(xlabel="rank", ylabel="step time (s)", title=f"{name}: steady steps")
+        box_ax.set(xlabel="rank", ylabel="step time (s)", title=f"{name}: steady steps{shown}")
         for r in ranks:
             line = g[g["rank"] == r].sort_values("wall_time")
             line_ax.plot(range(len(line)), line["step_time_s"], lw=1, label=f"rank {r}")
@@ -277,7 +292,8 @@ def step_time_figure(steps, df, max_rows: int = MAX_STEP_ROWS):
             line_ax.axvline(i, color="#C44E52", ls="--", lw=1.2, label="restart" if n == 0 else None)
         line_ax.set(xlabel="logged step, in order (shaded: warm-up)", ylabel="step time (s)",
                     title=f"{name}: step time per rank")
-        line_ax.legend(fontsize=7, ncol=4, loc="upper right")
+        if len(ranks) <= 16:
+            line_ax.legend(fontsize=7, ncol=4, loc="upper right")
         for ax in (box_ax, line_ax):
             ax.title.set_fontsize(9)
             ax.grid(alpha=0.3)

@@ -226,3 +226,27 @@ def test_results_load_survives(tree):
             "print(len(df), sorted(df['experiment']))")
     out, _ = check("results.load", bench("-c", code))
     assert "'huge'" in out and "'deep'" in out and "'inf'" in out and "'neg'" in out
+
+
+def test_of_2000_ranks_the_report_draws_the_slowest_and_fastest():
+    import pandas as pd
+
+    from bench.plots import MAX_RANKS_DRAWN, drawn_ranks
+
+    g = pd.DataFrame({"rank": list(range(2000)) * 2, "step_time_s": [0.1 + r / 1e5 for r in range(2000)] * 2})
+    ranks, note = drawn_ranks(g, g)
+    assert len(ranks) == MAX_RANKS_DRAWN and {0, 1999} <= set(ranks) and "32 of 2000 ranks" in note
+    small = g[g["rank"] < 5]
+    assert drawn_ranks(small, small) == ([0, 1, 2, 3, 4], "")
+
+
+@pytest.mark.local_run
+def test_a_run_of_2000_rank_files_reports_within_the_bound(tmp_path):
+    exp = tmp_path / "results" / "st" / "r1" / "e"
+    (exp / "metrics").mkdir(parents=True)
+    (exp / "summary.json").write_text(json.dumps(summary("e")))
+    for r in range(2000):
+        (exp / "metrics" / f"rank-{r}.jsonl").write_text(
+            "\n".join(line(step=10 * k, rank=r) for k in range(1, 6)) + "\n")
+    check("report of 2000 ranks", bench("-m", "bench", "report", str(tmp_path / "results" / "st"), "--out",
+                                        str(tmp_path / "r.html")))
