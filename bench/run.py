@@ -103,21 +103,31 @@ def run_local(args) -> int:
     if done and not args.resume and not args.dry_run:
         return fail(f"run {run_id} of stack {args.stack} already has results ({len(done)} summary.json under "
                     f"{_show(run_dir)}): pick another --run-id, or pass --resume to continue it")
+    etcd_bin = shutil.which("etcd")
+    gpu = bool(shutil.which("nvidia-smi"))
+    cpu = read_cpu_facts()
+
+    def plan_for(run_dir: Path) -> list:
+        return [lr.with_rendezvous(e, etcd_available=bool(etcd_bin))
+                for e in lr.plan_local(cfg.experiments, cfg.local, run_dir=run_dir, only=args.experiment,
+                                       gpu=gpu, cpu=cpu)]
+    plan = plan_for(run_dir)
+    from bench.local_launch import local_processes, missing_venvs
+
+    missing = missing_venvs(plan)
+    if missing:  # refused before anything is written
+        return fail("\n  ".join(missing))
     if not args.dry_run:  # one run, one folder: reserved before anything is written (bench.run_reservation)
         from bench.run_reservation import RunTaken, reserve
 
         try:
-            run_id, run_dir = reserve(run_dir_for, run_id, explicit=bool(args.run_id), resume=args.resume)
+            reserved, run_dir = reserve(run_dir_for, run_id, explicit=bool(args.run_id), resume=args.resume)
         except RunTaken as e:
             return fail(str(e))
         except OSError as e:
             return fail(f"--results-root={args.results_root!r}: cannot create {run_dir}: {e.strerror or e}")
-    etcd_bin = shutil.which("etcd")
-    gpu = bool(shutil.which("nvidia-smi"))
-    cpu = read_cpu_facts()
-    plan = [lr.with_rendezvous(e, etcd_available=bool(etcd_bin))
-            for e in lr.plan_local(cfg.experiments, cfg.local, run_dir=run_dir, only=args.experiment,
-                                   gpu=gpu, cpu=cpu)]
+        if reserved != run_id:  # a default id another run took: this run's folder is <id>-<k>
+            run_id, plan = reserved, plan_for(run_dir)
     cpus = os.cpu_count() or 1
     mode, why = lr.execution_mode(cfg.execution, cpus, plan)
     runs = f" ({len(plan)} runs with repeats)" if any(e.repeat for e in plan) else ""
@@ -132,11 +142,6 @@ def run_local(args) -> int:
               + (f" -- SKIPPED: {e.skip}" if e.skip else ""))
         for note in e.notes:
             print(f"      {note}")
-    from bench.local_launch import local_processes, missing_venvs
-
-    missing = missing_venvs(plan)
-    if missing:
-        return fail("\n  ".join(missing))
     if args.dry_run:
         for e in plan:
             if e.skip:
