@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -84,27 +83,38 @@ def tree(tmp_path_factory):
     return project, tmp / "results"
 
 
+# Runs ``-m bench ...`` or ``-c CODE`` and, at exit, writes the process's own peak RSS (VmHWM of the memory map
+# it got at exec). The kernel's ru_maxrss would not do: it keeps the high-water mark of the forked copy of
+# the (large) pytest process from before the exec.
+MEASURED = """
+import atexit, runpy, sys
+report, mode, *rest = sys.argv[1:]
+def peak():
+    with open("/proc/self/status") as f, open(report, "w") as out:
+        out.write(next(x.split()[1] for x in f if x.startswith("VmHWM")))
+atexit.register(peak)
+if mode == "-m":
+    sys.argv = rest
+    runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
+else:
+    sys.argv = ["-c"]
+    exec(compile(rest[0], "<string>", "exec"), {"__name__": "__main__"})
+"""
+
+
 def bench(*argv: str, cwd: Path = ROOT) -> tuple[int, str, str, float, float]:
-    """(exit code, stdout, stderr, seconds, peak RSS in MB) of ``python ...``; the RSS is this child's own, from
-    wait4 (RUSAGE_CHILDREN would be the largest of every child the test run ever had)."""
+    """(exit code, stdout, stderr, seconds, peak RSS in MB) of ``python -m ...`` or ``python -c ...``."""
     import tempfile
 
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "peak"
         started = time.monotonic()
-        proc = subprocess.Popen([sys.executable, *argv], cwd=cwd, stdout=out, stderr=err,
-                                env={**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"})
-        timer = threading.Timer(120, proc.kill)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        done = subprocess.run([sys.executable, "-c", MEASURED, str(report), *argv], cwd=cwd, capture_output=True,
+                              timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"})
         took = time.monotonic() - started
-        out.seek(0)
-        err.seek(0)
-        return (proc.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"), took,
-                usage.ru_maxrss / 1024)
+        rss = int(report.read_text()) / 1024 if report.exists() else float("nan")
+    return (done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"), took,
+            rss)
 
 
 def check(name: str, result, *, codes=(0,)) -> tuple[str, str]:
