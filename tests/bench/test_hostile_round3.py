@@ -13,9 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -83,38 +80,11 @@ def tree(tmp_path_factory):
     return project, tmp / "results"
 
 
-# Runs ``-m bench ...`` or ``-c CODE`` and, at exit, writes the process's own peak RSS (VmHWM of the memory map
-# it got at exec). The kernel's ru_maxrss would not do: it keeps the high-water mark of the forked copy of
-# the (large) pytest process from before the exec.
-MEASURED = """
-import atexit, runpy, sys
-report, mode, *rest = sys.argv[1:]
-def peak():
-    with open("/proc/self/status") as f, open(report, "w") as out:
-        out.write(next(x.split()[1] for x in f if x.startswith("VmHWM")))
-atexit.register(peak)
-if mode == "-m":
-    sys.argv = rest
-    runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
-else:
-    sys.argv = ["-c"]
-    exec(compile(rest[0], "<string>", "exec"), {"__name__": "__main__"})
-"""
-
-
 def bench(*argv: str, cwd: Path = ROOT) -> tuple[int, str, str, float, float]:
-    """(exit code, stdout, stderr, seconds, peak RSS in MB) of ``python -m ...`` or ``python -c ...``."""
-    import tempfile
+    """(exit code, stdout, stderr, seconds, the process's own peak RSS in MB) of ``python -m ...``/``-c ...``."""
+    from bench.benchmarks.reader_bounds import measured_run
 
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "peak"
-        started = time.monotonic()
-        done = subprocess.run([sys.executable, "-c", MEASURED, str(report), *argv], cwd=cwd, capture_output=True,
-                              timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"})
-        took = time.monotonic() - started
-        rss = int(report.read_text()) / 1024 if report.exists() else float("nan")
-    return (done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"), took,
-            rss)
+    return measured_run(list(argv), cwd=cwd)
 
 
 def check(name: str, result, *, codes=(0,)) -> tuple[str, str]:
