@@ -41,7 +41,7 @@ MAX_LOG_TAIL_BYTES = 256 * 1024  # the end of a log is read for its root cause, 
 MAX_TEXT = 4_000  # characters kept of any one string field (an error message, a command argument)
 MAX_NUMBER = 1e15  # any number a run reports (FLOPs per sample, wall times, counts) lies well within this
 MAX_DEPTH = 32  # nesting levels of one document or line: a real summary has 4
-MAX_ITEMS = 1_000  # entries kept of a list a report draws one mark per entry for (timeline phases)
+MAX_ITEMS = 200  # entries kept of a list a report draws one mark per entry for (a real timeline has about 10 phases)
 MIN_SECONDS = 1e-9  # a step shorter than a nanosecond is no measurement (5e-324 made compare print Infinity)
 
 Check = Callable[[Any], bool]

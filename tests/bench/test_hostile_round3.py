@@ -135,7 +135,7 @@ def test_a_timeline_of_8000_phases_is_cut_with_a_note():
     with w.catch_warnings(record=True) as caught:
         w.simplefilter("always")
         doc = R.read_timeline(json.dumps({"phases": phases}), "timeline.json")
-    assert len(doc["phases"]) == R.MAX_ITEMS and "kept the first 1,000 of 8,000" in str(caught[-1].message)
+    assert len(doc["phases"]) == R.MAX_ITEMS and "kept the first 200 of 8,000" in str(caught[-1].message)
 
 
 def test_control_characters_are_shown_escaped():
