@@ -24,6 +24,25 @@ from program.stack_files import ROOT
 from spec.results_location import ResultsLocation, repeat_folder
 
 RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+# A local run writes logs, metrics and checkpoints (the dev stack's: 69 MB, 2026-11-27). On a file system with
+# less free than this it would fail mid-run, torchrun restarting into the same full disk, the cause in a node log.
+MIN_FREE_MB = 256
+
+
+def free_space_problem(root: Path, min_free_mb: int = MIN_FREE_MB) -> str | None:
+    """One line when the file system ``root`` (or its nearest existing parent) is on has too little room."""
+    where = root
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        free_mb = shutil.disk_usage(where).free / 2**20
+    except OSError:
+        return None
+    if free_mb >= min_free_mb:
+        return None
+    return (f"--results-root={str(root)!r}: {free_mb:.0f} MiB free on its file system ({where}); a local run writes "
+            f"logs, metrics and checkpoints (the dev stack's: about 69 MB) and needs at least {min_free_mb} MiB: "
+            "free some space, or choose another --results-root")
 
 
 def register(subparsers) -> None:
@@ -117,6 +136,8 @@ def run_local(args) -> int:
     missing = missing_venvs(plan)
     if missing:  # refused before anything is written
         return fail("\n  ".join(missing))
+    if not args.dry_run and (full := free_space_problem(root)):
+        return fail(full)
     if not args.dry_run:  # one run, one folder: reserved before anything is written (bench.run_reservation)
         from bench.run_reservation import RunTaken, reserve
 

@@ -99,3 +99,20 @@ def test_a_full_disk_is_the_root_cause_not_the_broken_pipe_after_it():
             "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ...",
             "[rank1]: torch.distributed.DistNetworkError: Broken pipe"]
     assert root_cause(tail) == "OSError: [Errno 28] No space left on device: '/results/metrics/rank-0.jsonl'"
+
+
+def test_a_results_root_without_room_is_refused_in_one_line_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    """A 6 MiB file system once gave three pointless restarts and 'DistNetworkError: Broken pipe'."""
+    from collections import namedtuple
+    from types import SimpleNamespace
+
+    from bench import run
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(run.shutil, "disk_usage", lambda path: usage(6 * 2**20, 0, 6 * 2**20))
+    args = SimpleNamespace(stack="dev", project_dir=str(ROOT), results_root=str(tmp_path / "results"), run_id=None,
+                           experiment=None, resume=False, dry_run=False, deadline=None, progress_every=5.0)
+    assert run.run_local(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "6 MiB free on its file system" in err[0] and "--results-root=" in err[0]
+    assert not (tmp_path / "results").exists()
