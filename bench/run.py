@@ -26,7 +26,7 @@ from spec.results_location import ResultsLocation, repeat_folder
 RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 # A local run writes logs, metrics and checkpoints (the dev stack's: 69 MB, 2026-11-27). On a file system with
 # less free than this it would fail mid-run, torchrun restarting into the same full disk, the cause in a node log.
-MIN_FREE_MB = 256
+MIN_FREE_MB = 128
 
 
 def free_space_problem(root: Path, min_free_mb: int = MIN_FREE_MB) -> str | None:
