@@ -72,3 +72,13 @@ def test_paddle_pservers_stop_within_seconds_when_their_trainers_fail(tmp_path):
     assert pservers["status"] == "failed" and pservers["stop_reason"].startswith("stopped with its peers: ")
     assert pservers["stop_reason"].endswith("summary.json says failed")
     assert took < 120, f"the run took {took:.0f}s: the pservers waited for the timeout"
+    time.sleep(1)  # nothing the run started outlives it (a pserver's gloo Manager once did)
+    left = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _mentions(p, str(run_dir))]
+    assert not left, f"processes outlived the run: {left}"
+
+
+def _mentions(proc: Path, text: str) -> bool:
+    try:
+        return text.encode() in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False

@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -253,3 +254,32 @@ def test_stop_with_ends_the_command_when_its_peers_summary_appears(tmp_path, pee
     assert rc == code and time.monotonic() - started < 20
     s = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert s["status"] == peer and s["stop_reason"] == f"stopped with its peers: {peers} says {peer}"
+
+
+@pytest.mark.local_run
+def test_nothing_the_command_started_outlives_it(tmp_path):
+    """A command that leaves a child behind in its process group (as Paddle's pserver left its gloo Manager)."""
+    import os
+    import time
+
+    pid_file = tmp_path / "left.pid"
+    script = ("import os, subprocess, sys\n"
+              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)  # eksbench-left-behind'])\n"
+              f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n")
+    assert run_launcher(tmp_path / "r", sys.executable, "-c", script) == 0
+    left = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and Path(f"/proc/{left}").exists():
+        try:  # reaped by init once killed; a zombie has no cmdline
+            if not Path(f"/proc/{left}/cmdline").read_bytes():
+                break
+        except OSError:
+            break
+        time.sleep(0.1)
+    try:
+        alive = b"eksbench-left-behind" in Path(f"/proc/{left}/cmdline").read_bytes()
+    except OSError:
+        alive = False
+    if alive:
+        os.kill(left, 9)
+    assert not alive, "the command's child outlived the launcher"

@@ -365,6 +365,13 @@ class Child:
 
     def wait(self) -> int:
         rc = self.proc.wait()
+        # Nothing the command started outlives it: what is left in its session's process group (Paddle's gloo
+        # set-up forks a multiprocessing Manager that stayed behind its stopped pserver) is killed now. The group
+        # id is the command's pid (start_new_session); an empty group is ESRCH.
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         self.tee.join(timeout=10)
         if self.log is not None:
             self.log.close()
