@@ -8,8 +8,8 @@ import pulumi
 from pulumi.runtime import config as runtime_config
 
 from program.stack import export_stack
-from spec.fields import ConfigError
-from spec.pulumi_config import decode_config
+from core.config.fields import ConfigError
+from core.config.pulumi_config import decode_config
 
 
 def stack_config() -> dict[str, str]:

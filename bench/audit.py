@@ -174,7 +174,7 @@ def audit(stack: str, *, root: Path | None = None, session: Any = None, out: Cal
     """Audit ``stack`` from its stack file (under ``root``, the project's by default); print the report;
     1 if anything is left, else 0."""
     from program.stack_files import PROJECT, ROOT, stack_raw_config
-    from spec.shape import parse_stack_config
+    from core.config.shape import parse_stack_config
 
     raw, region = stack_raw_config(stack, root or ROOT)
     cfg = parse_stack_config(raw, project=PROJECT, stack=stack, region=region)
@@ -207,7 +207,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from spec.fields import ConfigError
+    from core.config.fields import ConfigError
 
     try:
         return audit(args.stack)

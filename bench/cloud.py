@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from bench import automation
-    from spec.fields import ConfigError
+    from core.config.fields import ConfigError
 
     try:
         if args.verb == "preview":

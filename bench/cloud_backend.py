@@ -14,7 +14,7 @@ teardown: ``pulumi destroy``, retried once, then reported with the resources lef
     command to finish it. With ``keep``: the GPU node groups are scaled to zero instead.
 collect: the results prefix of each experiment copied to ./results/<stack>/<run-id>/<exp>/
     (checkpoints skipped), one row each for the results table. An experiment with ``repeats: N`` is
-    watched and collected as N runs, ``<exp>/repeat_<k>/`` each (spec.results_location).
+    watched and collected as N runs, ``<exp>/repeat_<k>/`` each (core.contract.results_location).
 Each phase leaves its marks in the run's timeline (``bench.timeline``, ``bench.run_timeline``).
 status, logs (observing a stack outside any run): ``bench.cloud_observe.CloudObservation``.
 """
@@ -33,8 +33,8 @@ from bench import timeline as T
 from bench.cloud_observe import CloudObservation
 from bench.lifecycle import BackendError, Control
 from bench.stack_operations import UpProgress, clock_text, destroy_with_retry, last_line, scale_to_zero
-from spec.results_location import ResultsLocation, repeat_folder
-from spec.s3_uri import parse_s3_uri
+from core.contract.results_location import ResultsLocation, repeat_folder
+from core.contract.s3_uri import parse_s3_uri
 
 
 @dataclass

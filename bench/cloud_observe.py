@@ -18,9 +18,9 @@ from typing import Any, Iterator
 
 from bench import pulumi_cli
 from bench.stack_operations import stack_resources
-from spec.results_location import ResultsLocation, log_name, repeat_number, segment_problem
-from spec.results_location import results_bucket as resolve_results_bucket
-from spec.s3_uri import parse_s3_uri
+from core.contract.results_location import ResultsLocation, log_name, repeat_number, segment_problem
+from core.contract.results_location import results_bucket as resolve_results_bucket
+from core.contract.s3_uri import parse_s3_uri
 
 
 def results_bucket(cfg: Any, root: Path) -> str | None:

@@ -80,8 +80,8 @@ def run_stack(stack: str, opts: CloudRunOptions) -> CloudOutcome:
 
 def _write_timeline(timeline: Any, backend: Any, ready: Any) -> None:
     """``timeline.json`` beside the run's results (./results and the bucket), and its figures printed."""
-    from spec.results_location import results_bucket
-    from spec.s3_uri import parse_s3_uri
+    from core.contract.results_location import results_bucket
+    from core.contract.s3_uri import parse_s3_uri
 
     doc = timeline.document()
     bucket = backend.outputs.get("results_bucket")
@@ -111,7 +111,7 @@ def run_cloud(args) -> int:
         return fail(f"--dry-run is for --local runs; for AWS see `python -m bench plan {args.stack}`")
     if args.run_id:
         from program.stack_files import load_stack_config
-        from spec.fields import ConfigError
+        from core.config.fields import ConfigError
 
         try:
             cfg = load_stack_config(args.stack, Path(args.project_dir))

@@ -37,8 +37,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from bench import compare_stats as S
 from bench.errors import fail
 from bench.terminal import safe
-from workloads.train import summary_fields as F
-from spec import strict_json
+from core.contract import summary_fields as F
+from core.contract import strict_json
 
 MAX_BATCHES = 20
 STEP_NOTE = ("from one run a side: the interval holds the noise within a run, not between runs (another "

@@ -6,7 +6,7 @@ first step), the steps, or after the last step (final checkpoint, exit, upload, 
 the price of the nodes; it gives dollars per 1,000 samples and per epoch at the steady
 throughput, and per experiment in total with the time before the first step and after the last
 shown apart. Every figure is an estimate: list price x nodes x time, labelled with the price's
-date and region (``spec.aws_catalog.PRICES_AS_OF``); not a bill (no discounts, Spot or Capacity
+date and region (``core.catalog.aws.PRICES_AS_OF``); not a bill (no discounts, Spot or Capacity
 Block prices, storage or network).
 
 Where the time comes from:
@@ -122,7 +122,7 @@ def cost_per_result(phases: Sequence[Phase], *, usd_per_node_hour: float | None,
 def row_cost(row: Mapping[str, Any], timeline: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``cost_per_result`` for a ``bench.results`` row: its timeline when given, else its summary's timings."""
     from bench.results import instance_price
-    from spec import aws_catalog as catalog
+    from core.catalog import aws as catalog
 
     if timeline:
         phases, notes = timing_from_timeline(timeline, row.get("experiment"))

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.errors import fail
-from spec.fields import shorten
+from core.config.fields import shorten
 
 
 def register(subparsers) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from spec.fields import shorten
+from core.config.fields import shorten
 
 USAGE_ERROR = 2
 

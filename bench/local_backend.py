@@ -35,9 +35,9 @@ from bench.proc import die_with_parent
 from bench.result_readers import MAX_JSON_BYTES
 from bench.safe_paths import LINE_CHUNK, chunk_lines, open_under, read_under
 from program.stack_files import PROJECT, ROOT
-from spec.results_location import ResultsLocation, log_name, repeat_folder, repeat_number
-from spec.workload_facts import WORKLOADS
-from workloads.train import summary_fields as F
+from core.contract.results_location import ResultsLocation, log_name, repeat_folder, repeat_number
+from core.catalog.workload_facts import WORKLOADS
+from core.contract import summary_fields as F
 from workloads.train.what_ran import LOCAL_IMAGE
 
 
@@ -164,7 +164,7 @@ class ExperimentRun:
             self.wall = time.monotonic() - self.t0
 
     def progress_line(self) -> str:
-        from spec.workload_facts import WORKLOADS
+        from core.catalog.workload_facts import WORKLOADS
         from workloads.train.metrics import last_step, metrics_dir, rank_files
 
         took = f"{time.monotonic() - self.t0:5.1f}s"

@@ -15,7 +15,7 @@ launcher, as for every framework, from bench's python.
 from __future__ import annotations
 
 from bench.local_process import LocalContext, LocalExperiment, LocalProcess, framework_command, wrapped
-from spec.launch_command import launched_trainer
+from core.contract.launch_command import launched_trainer
 from workloads.contracts import HOROVOD_BOOTSTRAP_MODULE
 
 RENDEZVOUS = "horovod-gloo-http"  # Horovod's HTTP key-value rendezvous, served by node 0's bootstrap

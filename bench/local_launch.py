@@ -38,7 +38,7 @@ from bench.local_process import (LocalContext, LocalExperiment, LocalLaunch, Loc
 from bench.local_horovod import RENDEZVOUS as HOROVOD_RENDEZVOUS
 from bench.local_horovod import horovod_processes
 from bench.paddle_local import paddle_processes
-from spec.launch_command import Torchrun, launched_torchrun, launched_trainer, launcher_argv, torchrun_argv, trainer_argv
+from core.contract.launch_command import Torchrun, launched_torchrun, launched_trainer, launcher_argv, torchrun_argv, trainer_argv
 from workloads.contracts import rdzv_conf, tf_config
 
 
@@ -53,7 +53,7 @@ def local_agent(exp: LocalExperiment, *, endpoint: str, rdzv_id: str, last_call_
 
 def torchrun_command(exp: LocalExperiment, *, python: str, endpoint: str, rdzv_id: str,
                      last_call_timeout: int = 5, join_timeout: int = 300) -> list[str]:
-    """The cluster's torchrun and trainer command (spec.launch_command), on loopback."""
+    """The cluster's torchrun and trainer command (core.contract.launch_command), on loopback."""
     agent = local_agent(exp, endpoint=endpoint, rdzv_id=rdzv_id, last_call_timeout=last_call_timeout,
                         join_timeout=join_timeout)
     return [*torchrun_argv(agent, program=(python, "-m", "torch.distributed.run")),

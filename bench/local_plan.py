@@ -19,8 +19,8 @@ from typing import Sequence
 # What runs and how each framework starts (the pytorch node command included) live in bench.local_launch.
 from bench.local_launch import LOCAL_LAUNCHES, LocalExperiment, node_command, not_local, torchrun_command  # noqa: F401
 from bench.terminal import safe_line
-from spec.config import Experiment, LocalRun
-from spec.workload_facts import WORKLOADS
+from core.config.model import Experiment, LocalRun
+from core.catalog.workload_facts import WORKLOADS
 from workloads.contracts import EVAL_SUBDIR, evaluation_argv, train_args_for
 from workloads.train.cpu_choice import CpuFacts
 from workloads.train.cpu_choice import choose as choose_for_cpu

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from spec.launch_command import ENTRY_MODULES, Launched, launcher_argv, trainer_argv
-from spec.train_args import TrainArgs
+from core.contract.launch_command import ENTRY_MODULES, Launched, launcher_argv, trainer_argv
+from core.contract.train_args import TrainArgs
 
 
 @dataclass(frozen=True)

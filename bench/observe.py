@@ -102,7 +102,7 @@ def render_status(st: dict[str, Any]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from spec.fields import ConfigError
+    from core.config.fields import ConfigError
 
     try:
         with warnings.catch_warnings(record=True) as caught:  # a bad file from a run: one safe line each
@@ -134,7 +134,7 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from spec.fields import ConfigError
+    from core.config.fields import ConfigError
 
     try:
         with warnings.catch_warnings(record=True) as caught:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import tempfile
 
 from bench.local_process import LocalContext, LocalExperiment, LocalProcess, framework_command, wrapped
-from spec.launch_command import launched_trainer
+from core.contract.launch_command import launched_trainer
 from workloads.contracts import paddle_ps_env
 
 LOOPBACK = "127.0.0.1"

@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.errors import config_error
 from program.offline import Plan, evaluate
-from spec import strict_json
+from core.contract import strict_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def render(plan: Plan) -> str:
-    from spec import aws_catalog as catalog
+    from core.catalog import aws as catalog
 
     lines = [f"eksbench plan for stack {plan.stack!r}: evaluated __main__.py under Pulumi's mock engine "
              f"in {plan.seconds:.1f} s; nothing was created."]
@@ -75,7 +75,7 @@ def render_first_steps(rows: list[dict[str, Any]]) -> list[str]:
              "start-up in the pod not included):"]
     for r in rows:
         pull = (f"+ image pull {r['image_pull']:.1f} min ({r['image_mb'] / 1000:.1f} GB unpacked)"
-                if r["image_pull"] is not None else "+ image pull unknown (not an image of spec/compat.py's list)")
+                if r["image_pull"] is not None else "+ image pull unknown (not an image of core/catalog/compat.py's list)")
         lines.append(f"  {r['experiment']}: Job created at {r['job_created']:.1f} min, GPU nodes booted and joined at "
                      f"{r['gpu_nodes_joined']:.1f} min {pull}"
                      + (f" = {r['image_running']:.1f} min" if r["image_running"] is not None else ""))
@@ -85,7 +85,7 @@ def render_first_steps(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from spec.fields import ConfigError
+    from core.config.fields import ConfigError
 
     try:
         plan = evaluate(args.stack)

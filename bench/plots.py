@@ -106,7 +106,7 @@ def throughput_figure(df):
 
 
 def _gpu_model(instance_type: Any) -> str | None:
-    from spec import aws_catalog as catalog
+    from core.catalog import aws as catalog
 
     t = catalog.INSTANCE_TYPES.get(instance_type) if isinstance(instance_type, str) else None
     return t.gpu_model if t else None
@@ -118,13 +118,13 @@ SCALING_COLUMNS = ["group", "nodes", "gpus", "runs", "samples_per_s", "ideal_sam
 
 def scaling_table(df):
     """Per group of one run's same-workload experiments at two or more node counts (a sweep over nodes:
-    spec.sweep):
+    core.config.sweep):
     throughput (the mean over repeats), ideal, efficiency(N) = throughput(N) / (N / N0 x throughput(N0)),
     N0 the smallest size measured (1 node in a sweep that starts there), and the published anchor for
-    the workload and precision (spec.scaling_anchors) with our efficiency over its."""
+    the workload and precision (core.catalog.scaling_anchors) with our efficiency over its."""
     import pandas as pd
 
-    from spec.scaling_anchors import anchor_for
+    from core.catalog.scaling_anchors import anchor_for
 
     ok = df[(df["status"] == "succeeded") & df["samples_per_s"].notna() & df["nodes"].notna()].copy()
     many_runs = ok[["stack", "run_id"]].drop_duplicates().shape[0] > 1

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from bench import progress, pulumi_cli
 from bench.pulumi_cli import CLI_MISSING
-from spec.results_location import ResultsLocation, datasets_uri, results_bucket
+from core.contract.results_location import ResultsLocation, datasets_uri, results_bucket
 
 TEARDOWN_MINUTES = 10.0
 # Service Quotas codes for running on-demand / spot vCPUs, by instance family letter.
@@ -38,7 +38,7 @@ class Refusal(Exception):
 
 @dataclass
 class Ready:
-    cfg: Any  # spec.config.StackConfig
+    cfg: Any  # core.config.model.StackConfig
     plan: Any  # program.offline.Plan
     hourly_usd: float
     provision_minutes: float
@@ -66,7 +66,7 @@ def estimate_usd(hourly: float, provision_minutes: float, window_minutes: float)
 def check_config(stack: str, root: Path) -> Ready:
     from program.offline import evaluate
     from program.stack_files import load_stack_config
-    from spec.fields import ConfigError
+    from core.config.fields import ConfigError
 
     try:
         plan = evaluate(stack, root)
@@ -133,7 +133,7 @@ def check_offerings(cfg: Any) -> str:
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from spec import aws_catalog as catalog
+    from core.catalog import aws as catalog
 
     wanted = sorted({g.instance_type for g in cfg.gpu_node_groups})
     types = sorted(set(wanted) | set(catalog.GPU_ALTERNATIVES))
@@ -155,7 +155,7 @@ def check_offerings(cfg: Any) -> str:
 
 def needed_vcpus(cfg: Any) -> dict[tuple[str, str], tuple[int, list[str]]]:
     """(family letter, capacity) -> (vCPUs the desired nodes need, how) for the GPU node groups."""
-    from spec import aws_catalog as catalog
+    from core.catalog import aws as catalog
 
     need: dict[tuple[str, str], tuple[int, list[str]]] = {}
     for g in cfg.gpu_node_groups:
@@ -230,7 +230,7 @@ def check_datasets(cfg: Any, home: dict[str, Any] | None = None) -> str:
 
     from datasets.catalog import CATALOG
     from datasets.file_manifest import MANIFEST_NAME, parse_manifest
-    from spec.s3_uri import parse_s3_uri
+    from core.contract.s3_uri import parse_s3_uri
 
     names = sorted({e.dataset for e in cfg.experiments if e.dataset in CATALOG and CATALOG[e.dataset].needs_staging})
     if not names:

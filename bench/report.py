@@ -207,7 +207,7 @@ def accuracy_section(df) -> str:
 
 
 def _price_source() -> str:
-    from spec import aws_catalog as catalog
+    from core.catalog import aws as catalog
     return f"on-demand list prices, {catalog.PRICES_REGION}, as of {catalog.PRICES_AS_OF}"
 
 

@@ -1,5 +1,5 @@
 """The report's fabric section: the all-reduce bus bandwidth curve against the published figure,
-and each run's NCCL transport as judged against its node group (``spec.fabric``).
+and each run's NCCL transport as judged against its node group (``core.catalog.fabric``).
 
 Kept beside ``bench.report`` (which calls ``fabric_section`` with its own ``figure`` and ``table``) so the page's other sections stay
 in one file of their own size; the figure is ``bench.plots.busbw_figure``.
@@ -40,7 +40,7 @@ def transport_rows(df) -> list[dict[str, Any]]:
 def fabric_section(df, *, figure: Callable[..., str], table: Callable[..., str]) -> str:
     """The section's HTML; ``figure`` and ``table`` are ``bench.report``'s, which calls this."""
     from bench import plots
-    from spec.fabric import BELOW_FRACTION
+    from core.catalog.fabric import BELOW_FRACTION
 
     parts = ["<h2>Bus bandwidth (all-reduce)</h2>"]
     rows = busbw_rows(df)

@@ -1,5 +1,5 @@
 """The report's scaling and repeats sections: throughput against the ideal line and the published
-anchor (``spec.scaling_anchors``) for each sweep over nodes, and each repeated experiment's mean with
+anchor (``core.catalog.scaling_anchors``) for each sweep over nodes, and each repeated experiment's mean with
 its 95% interval (``bench.results.repeats``, ``bench.confidence``).
 
 Beside ``bench.report``, which calls them with its own ``figure`` and ``table``, as the fabric section is.
@@ -14,7 +14,7 @@ from typing import Callable
 def scaling_section(df, *, figure: Callable[..., str], table: Callable[..., str]) -> str:
     """Throughput and efficiency against the ideal line and the published anchor, for each sweep over nodes."""
     from bench import plots
-    from spec.scaling_anchors import SOURCE
+    from core.catalog.scaling_anchors import SOURCE
 
     t = plots.scaling_table(df)
     head = ("<h2>Scaling efficiency</h2><p>efficiency(N) = throughput(N) / (N × per-node throughput "
@@ -31,7 +31,7 @@ def scaling_section(df, *, figure: Callable[..., str], table: Callable[..., str]
     anchors = sorted({a for a in t["anchor"].dropna()})
     cited = ("<p class='note'>Anchor" + ("s" if len(anchors) > 1 else "") + ": "
              + html.escape("; ".join(anchors)) + f". Source: {html.escape(SOURCE)}.</p>" if anchors else
-             "<p class='note'>No published anchor for this workload and precision (spec/scaling_anchors.py).</p>")
+             "<p class='note'>No published anchor for this workload and precision (core/catalog/scaling_anchors.py).</p>")
     return head + figure(plots.scaling_figure(t), "scaling vs nodes", "") + table(t, cols) + cited
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from spec.results_location import repeat_number
+from core.contract.results_location import repeat_number
 
 MARKERS = (re.compile(r"summary\.json"), re.compile(r"metrics/rank-\d+\.jsonl"), re.compile(r"logs/[^/]+\.log"))
 WANTED = re.compile(r"summary\.json|metrics/[^/]+\.jsonl|logs/[^/]+\.log|eval/eval\.json")
@@ -50,7 +50,7 @@ def experiment_dirs(keys: list[str]) -> dict[str, set[str]]:
 
 def ids_for(root_parts: tuple[str, ...], rel_dir: str) -> tuple[str | None, str | None, str | None]:
     """(stack, run_id, experiment): the last three names of root + relative dir, None-padded in front;
-    a repeat's folder (``<experiment>/repeat_<k>/``, spec.results_location) is not one of them."""
+    a repeat's folder (``<experiment>/repeat_<k>/``, core.contract.results_location) is not one of them."""
     parts = tuple(root_parts) + tuple(p for p in rel_dir.split("/") if p)
     if parts and repeat_number(parts[-1]) is not None:
         parts = parts[:-1]

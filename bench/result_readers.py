@@ -30,7 +30,7 @@ import math
 import warnings
 from typing import Any, Callable, Mapping
 
-from workloads.train import summary_fields as F
+from core.contract import summary_fields as F
 
 # Bounds: a hostile or runaway run makes the report slower, never the machine fall over.
 MAX_JSON_BYTES = 4 * 1024 * 1024  # summary.json, progress.json, eval.json: a real one is a few KiB

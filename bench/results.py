@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 
 from bench import result_readers as R
 from bench.result_files import ExperimentFiles, find_experiments
-from workloads.train import summary_fields as F
+from core.contract import summary_fields as F
 from workloads.train import what_ran
 from workloads.train.summary import quantile
 
@@ -49,7 +49,7 @@ def instance_price(instance_type: str | None) -> float | None:
     """On-demand USD/hour of one instance from the catalog, None where unknown."""
     if not instance_type:
         return None
-    from spec import aws_catalog as catalog
+    from core.catalog import aws as catalog
     t = catalog.INSTANCE_TYPES.get(instance_type)
     return t.usd_per_hour if t and t.usd_per_hour else None
 
@@ -126,7 +126,7 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         "loop_seconds": s.get(F.LOOP_SECONDS), "data_wait_s": s.get(F.DATA_WAIT_S),
         "started_at": s.get(F.STARTED_AT), "image": s.get(F.IMAGE), "git_commit": s.get(F.GIT_COMMIT),
         "device": device or None, "config": cfg or None, "command": command or None,
-        # the allreduce workload's bus bandwidth, and the NCCL transport judged (spec.fabric)
+        # the allreduce workload's bus bandwidth, and the NCCL transport judged (core.catalog.fabric)
         "busbw": _dict(s.get(F.BUSBW)) or None,
         "fabric": _dict(s.get(F.FABRIC)).get("verdict"),
         "flags": ("; ".join(str(f) for f in s[F.FLAGS] if f) or None) if isinstance(s.get(F.FLAGS), list) else None,

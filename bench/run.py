@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.errors import USAGE_ERROR, fail
 from program.stack_files import ROOT
-from spec.results_location import ResultsLocation, repeat_folder
+from core.contract.results_location import ResultsLocation, repeat_folder
 
 RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 # A local run writes logs, metrics and checkpoints (the dev stack's: 69 MB, 2026-11-27). On a file system with
@@ -97,7 +97,7 @@ def run_local(args) -> int:
     from bench.lifecycle import Control, run_lifecycle
     from bench.local_backend import LocalBackend
     from program.stack_files import load_stack_config
-    from spec.fields import ConfigError
+    from core.config.fields import ConfigError
     from workloads.train.cpu_choice import read_cpu_facts
 
     try:

@@ -15,8 +15,8 @@ from typing import Any
 
 from bench import progress
 from bench import timeline as T
-from spec.results_location import ResultsLocation
-from spec import strict_json
+from core.contract.results_location import ResultsLocation
+from core.contract import strict_json
 
 
 def recorder(stack: str, ready: Any, *, started: float) -> T.Recorder:

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from spec.s3_uri import parse_s3_uri
+from core.contract.s3_uri import parse_s3_uri
 
 SKIP_PREFIXES = ("checkpoints/",)
 

@@ -24,8 +24,8 @@ from datasets.catalog import dataset
 from infra import k8s_objects
 from infra.component_options import child_options
 from infra.environment import Environment
-from spec.config import Experiment
-from spec.pins import STAGING_IMAGE
+from core.config.model import Experiment
+from core.catalog.pins import STAGING_IMAGE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,7 @@ class DatasetStagingArgs:
     env: the namespace, service account, claim and datasets_dir the Jobs use.
     source_uri: the datasets prefix, ending in "/" (``s3://bucket/datasets/``); dataset
         ``name`` is staged from ``<source_uri><name>/``.
-    image: the staging container image (pinned in ``spec.pins``).
+    image: the staging container image (pinned in ``core.catalog.pins``).
     """
     datasets: tuple[str, ...]
     storage_kind: str

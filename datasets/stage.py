@@ -2,7 +2,7 @@
 
 The staging Job (``datasets.staging_manifests.staging_job_manifest``) runs this file in a
 stock Python image, so it imports only the standard library, the project's stdlib-only
-modules (``datasets.file_checks``, ``spec.s3_uri``) and boto3 inside ``main`` (the Job
+modules (``datasets.file_checks``, ``core.contract.s3_uri``) and boto3 inside ``main`` (the Job
 installs it when the image lacks it). The file checks live in ``datasets.file_checks``
 so that the laptop's ``verify`` checks exactly as the pod does.
 
@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from datasets.file_checks import (CHUNK, MANIFEST_NAME, check_file, check_tree, parse_manifest, read_regular_file,
                                   resolve_under)
-from spec.s3_uri import parse_s3_uri
+from core.contract.s3_uri import parse_s3_uri
 
 
 def _download(client, bucket: str, key: str, root: str, expected: dict) -> int:

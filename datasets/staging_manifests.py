@@ -28,14 +28,14 @@ from datasets.catalog import Dataset
 from infra.environment import SYSTEM_NODE_LABEL, Environment
 from infra.labels import labels, metadata
 from infra.pod_security import harden_pod_spec
-from spec.pins import PIP_PINS, STAGING_IMAGE
+from core.catalog.pins import PIP_PINS, STAGING_IMAGE
 
 CODE_ROOT = "/opt/eksbench"  # the pod's PYTHONPATH: the shipped files sit below it at their repository paths
 STAGE_MODULE = "datasets.stage"
 # The staging program and every project module it imports, as repository paths
 # (tests/datasets/test_staging.py parses the imports to keep this list complete).
 STAGE_FILES = ("datasets/__init__.py", "datasets/file_checks.py", "datasets/stage.py",
-               "spec/__init__.py", "spec/s3_uri.py")
+               "core/__init__.py", "core/contract/__init__.py", "core/contract/s3_uri.py")
 STAGE_CONFIG_MAP = "eksbench-dataset-stage"
 # Rates for sizing timeouts, deliberately pessimistic: one pod writing many small files to
 # EFS is bound by per-file latency more than by throughput.

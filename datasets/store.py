@@ -25,7 +25,7 @@ from typing import Callable
 from datasets.errors import DataError
 from datasets.file_checks import CHUNK, check_file, check_tree, path_problem, read_regular_file
 from datasets.file_manifest import MANIFEST_NAME, FileEntry, parse_manifest
-from spec.s3_uri import parse_s3_uri
+from core.contract.s3_uri import parse_s3_uri
 
 META_KEY = "sha256"
 MiB = 1024 * 1024

@@ -9,7 +9,7 @@ from __future__ import annotations
 from infra.environment import ETCD_PORT, GPU_NODE_LABEL_KEY, SYSTEM_NODE_LABEL, Environment
 from infra.labels import labels, metadata
 from infra.pod_security import NO_GPUS_ENV, pod_security_context, restricted_container_security_context
-from spec.pins import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE, efa_plugin_image
+from core.catalog.pins import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE, efa_plugin_image
 
 
 def _meta(name: str, namespace: str | None = None, app: str = "eksbench") -> dict:

@@ -15,7 +15,7 @@ from infra.component_options import child_options
 from infra.environment import Environment
 from infra.pod_security import RUN_AS_USER
 from infra.shared_volume import register_shared_volume
-from spec.config import Efs
+from core.config.model import Efs
 
 NFS_PORT = 2049
 

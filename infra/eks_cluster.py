@@ -24,7 +24,7 @@ from infra import k8s_objects
 from infra.cluster_manifests import namespace_manifest
 from infra.component_options import child_options
 from infra.policies import NODE_ROLE_POLICIES, assume_role_policy
-from spec.config import Cluster as ClusterConfig
+from core.config.model import Cluster as ClusterConfig
 
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 

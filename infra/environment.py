@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spec.config import Experiment, StackConfig
-from spec.results_location import ResultsLocation, datasets_uri
+from core.config.model import Experiment, StackConfig
+from core.contract.results_location import ResultsLocation, datasets_uri
 
 ETCD_PORT = 2379
 TRAINER_SERVICE_ACCOUNT = "eksbench-trainer"

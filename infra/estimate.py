@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from spec import aws_catalog as catalog
-from spec.config import StackConfig
+from core.catalog import aws as catalog
+from core.config.model import StackConfig
 
 # Minutes to create one resource of a type: midpoints of publicly reported provisioning times
 # (EKS control plane 9-15 min, managed node group 3-5 min, FSx for Lustre 10-12 min, NAT
@@ -116,7 +116,7 @@ def _finish(nodes: list[Node]) -> tuple[dict[str, tuple[float, str | None]], dic
 # is Ready. kubernetes/autoscaler cluster-autoscaler/utils/gpu/gpu.go says only that it "can take up to
 # 15 minutes" (an upper bound).
 #
-# The image's pull. Its size: the image list (spec/compat.py IMAGES, ``size_mb``) carries the DLC build's
+# The image's pull. Its size: the image list (core/catalog/compat.py IMAGES, ``size_mb``) carries the DLC build's
 # own size baseline, which is the UNPACKED size (docker inspect's Size; the build fails above 1.2x of it);
 # the DLC image list (aws/deep-learning-containers docs/src/data/pytorch-training/*.yml, available_images)
 # publishes no compressed size, so none is used. The rate is therefore in MB of unpacked image per second,

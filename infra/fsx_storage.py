@@ -24,7 +24,7 @@ from infra.cluster_manifests import persistent_volume_manifest
 from infra.component_options import child_options
 from infra.environment import Environment
 from infra.shared_volume import register_shared_volume
-from spec.config import Fsx
+from core.config.model import Fsx
 
 # Lustre: TCP 988 and 1018-1023 between clients and file servers, in both directions (LNet lets
 # servers open connections to clients too), and among the servers (AWS FSx for Lustre docs, "File

@@ -15,7 +15,7 @@ import pulumi_aws as aws
 
 from infra.component_options import child_options
 from infra.network_plan import subnet_plan
-from spec.config import Network as NetworkConfig
+from core.config.model import Network as NetworkConfig
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ import pulumi_aws as aws
 
 from infra.component_options import child_options
 from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT, SYSTEM_NODE_LABEL
-from spec import aws_catalog as catalog
-from spec.config import GpuNodeGroup, SystemNodeGroup
+from core.catalog import aws as catalog
+from core.config.model import GpuNodeGroup, SystemNodeGroup
 
 # Inputs of aws.eks.NodeGroup that force a replacement (pulumi-aws 7 schema / the Terraform
 # provider's resource_aws_eks_node_group: ForceNew on ami_type, capacity_type, cluster_name,
@@ -58,7 +58,7 @@ class NodeGroupSpec:
     labels: dict[str, str]
     taints: list[dict[str, str]] = field(default_factory=list)
     efa: bool = False
-    efa_interfaces: int = 0  # one per network card (spec.aws_catalog.efa_interfaces), EFA groups only
+    efa_interfaces: int = 0  # one per network card (core.catalog.aws.efa_interfaces), EFA groups only
     placement_group: bool = False
     capacity_reservation_id: str | None = None
     lustre_client: bool = False  # install the Lustre client at boot (AL2023 nodes mounting FSx)
@@ -140,7 +140,7 @@ def launch_template_data(spec: NodeGroupSpec, *, security_group_id: Any = None,
     """The launch template's arguments (pulumi-aws ``aws.ec2.LaunchTemplate`` names), pure.
 
     EFA groups get ``spec.efa_interfaces`` interfaces, the count the pods request too (one source:
-    spec.aws_catalog.efa_interfaces); ``security_group_id``: the group EFA interfaces carry, the
+    core.catalog.aws.efa_interfaces); ``security_group_id``: the group EFA interfaces carry, the
     EKS-created cluster security group (as pulumi-eks passes
     ``core.cluster.vpcConfig.clusterSecurityGroupId``); ``placement_group_name``: the placement group."""
     # Root volume: /dev/xvda on AL2023, the data volume /dev/xvdb on Bottlerocket (pulumi-eks
@@ -204,7 +204,7 @@ class NodeGroup(pulumi.ComponentResource):
         placement = None
         if spec.placement_group:
             placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", tags=tags, opts=child)
-        # As pulumi-eks does, one EFA per network card; the count is the catalog's (spec.aws_catalog), the
+        # As pulumi-eks does, one EFA per network card; the count is the catalog's (core.catalog.aws), the
         # same the pods request, so a node never has interfaces its pods cannot ask for.
         data = launch_template_data(spec, security_group_id=args.cluster_security_group_id,
                                     placement_group_name=placement.name if placement else None)

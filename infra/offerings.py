@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from spec import aws_catalog as catalog
-from spec.config import StackConfig
-from spec.fields import show
+from core.catalog import aws as catalog
+from core.config.model import StackConfig
+from core.config.fields import show
 
 
 def offering_problems(cfg: StackConfig, offered: Mapping[str, set[str]]) -> list[str]:

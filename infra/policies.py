@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spec.s3_uri import parse_s3_uri
+from core.contract.s3_uri import parse_s3_uri
 
 
 def assume_role_policy(service: str, *, tag_session: bool = False) -> dict:

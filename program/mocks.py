@@ -22,7 +22,7 @@ import pulumi
 from pulumi.runtime import mocks as pmocks
 from pulumi.runtime.proto import resource_pb2
 
-from spec import aws_catalog as catalog
+from core.catalog import aws as catalog
 
 DEFAULT_AZS = ("a", "b", "c", "d")
 

@@ -73,8 +73,8 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     from program.mocks import run_program
     from infra.estimate import DURATIONS, Node, critical_path, hourly_cost, minutes_for
     from program.stack import export_stack
-    from spec.config import StackConfig
-    from spec.pulumi_config import decode_config, to_pulumi_config
+    from core.config.model import StackConfig
+    from core.config.pulumi_config import decode_config, to_pulumi_config
 
     today = today or datetime.date.today().isoformat()
     pulumi_config = to_pulumi_config(stack_config)
@@ -98,7 +98,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
              for r in regs]
     minutes, path = critical_path(nodes)
     nat = sum(1 for r in regs if r.type == "aws:ec2/natGateway:NatGateway")
-    # A home stack (spec.config.HomeConfig) bills by use only (S3 and ECR storage): nothing per hour.
+    # A home stack (core.config.model.HomeConfig) bills by use only (S3 and ECR storage): nothing per hour.
     items = hourly_cost(cfg, nat_gateways=nat, today=today) if isinstance(cfg, StackConfig) else {}
     estimate = {
         "hourly_cost_usd": round(sum(items.values()), 2),
@@ -124,8 +124,8 @@ class _NoPaths:
 def lr_schedules(cfg: Any) -> list[dict[str, Any]]:
     """Per experiment the trainer trains (PyTorch, Horovod): its learning rate at full size and the warm-up it
     gets (workloads.train.schedule: the workload's own, or the large-batch one above a global batch of 1024)."""
-    from spec.train_args import apply_train_args
-    from spec.workload_facts import WORKLOADS
+    from core.contract.train_args import apply_train_args
+    from core.catalog.workload_facts import WORKLOADS
     from workloads.contracts import train_args_for
     from workloads.train.schedule import default_lr, warmup_note
 
@@ -145,7 +145,7 @@ def lr_schedules(cfg: Any) -> list[dict[str, Any]]:
 def first_steps(cfg: Any, nodes: list) -> list[dict[str, Any]]:
     """Per experiment: when its Job exists, its GPU nodes joined and its image is pulled (``infra.estimate``)."""
     from infra.estimate import first_step_minutes, finish_times
-    from spec import compat
+    from core.catalog import compat
 
     finish = finish_times(nodes)
     by_name = {n.urn.rsplit("::", 1)[-1]: n.urn for n in nodes}

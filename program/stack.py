@@ -33,11 +33,11 @@ from infra.node_group import NodeGroup, NodeGroupArgs, gpu_node_group_spec, syst
 from infra.trainer_identity import TrainerIdentity, TrainerIdentityArgs
 from program.home import build_home, results_bucket_name
 from program.validation import image_advisories, meaning_problems
-from spec import aws_catalog as catalog
-from spec.config import HomeConfig, StackConfig
-from spec.fields import ConfigError
-from spec.results_location import ResultsLocation
-from spec.shape import parse_stack_config, stack_role
+from core.catalog import aws as catalog
+from core.config.model import HomeConfig, StackConfig
+from core.config.fields import ConfigError
+from core.contract.results_location import ResultsLocation
+from core.config.shape import parse_stack_config, stack_role
 from workloads.autostop import AutostopController, AutostopControllerArgs
 from workloads.code_files import read_code_files
 from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs

@@ -1,7 +1,7 @@
 """Reads ``Pulumi.<stack>.yaml`` from the project directory, as the Pulumi CLI would.
 
 ``stack_raw_config`` gives the program's raw config for a stack (through
-``spec.pulumi_config``, the CLI's serialisation, so the offline plan and the local run see
+``core.config.pulumi_config``, the CLI's serialisation, so the offline plan and the local run see
 what ``pulumi up`` would); ``load_stack_config`` validates it (shape and meaning, without
 the region's offerings, which need AWS) into a ``StackConfig``.
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from spec.config import StackConfig
-from spec.fields import ConfigError, problem, shorten
-from spec.pulumi_config import PROJECT, decode_config, to_pulumi_config
+from core.config.model import StackConfig
+from core.config.fields import ConfigError, problem, shorten
+from core.config.pulumi_config import PROJECT, decode_config, to_pulumi_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

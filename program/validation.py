@@ -1,6 +1,6 @@
 """The second validation stage, meaning: one function that returns every problem, run once.
 
-``spec.shape`` has checked keys, types and single values. Here the rules that relate values
+``core.config.shape`` has checked keys, types and single values. Here the rules that relate values
 to each other and to the world: node group sizes (min <= desired <= max), EFA on a type
 that has it, an existing VPC with two private subnets, FSx-only options, unique names, each
 experiment's node group, nodes and GPUs, its dataset in the catalog, its framework/workload
@@ -16,16 +16,16 @@ from typing import Any, Mapping
 
 from datasets.catalog import DATASET_NAMES, dataset
 from infra.offerings import offering_problems
-from spec import aws_catalog as catalog
-from spec import compat
-from spec.autostop import deadline_problems
-from spec.config import Experiment, GpuNodeGroup, StackConfig
-from spec.fields import ConfigError, documentation_cidr, placeholder_bucket, problem, show
-from spec.pins import EKS_ADDON_REGISTRY_ACCOUNTS
-from spec.s3_uri import parse_s3_uri
-from spec.shape import HOME_STACK_EXAMPLE, parse_stack_config
+from core.catalog import aws as catalog
+from core.catalog import compat
+from core.config.autostop import deadline_problems
+from core.config.model import Experiment, GpuNodeGroup, StackConfig
+from core.config.fields import ConfigError, documentation_cidr, placeholder_bucket, problem, show
+from core.catalog.pins import EKS_ADDON_REGISTRY_ACCOUNTS
+from core.contract.s3_uri import parse_s3_uri
+from core.config.shape import HOME_STACK_EXAMPLE, parse_stack_config
 from workloads import contracts
-from workloads.train.peaks import NO_BF16
+from core.catalog.peaks import NO_BF16
 
 
 def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None = None,
@@ -41,7 +41,7 @@ def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None
         problems += offering_problems(cfg, offered)
     if code_files is not None:
         problems += contracts.missing_entry_points(cfg.experiments, code_files)
-    return list(dict.fromkeys(problems))  # the experiments of one sweep (spec.sweep) share their entry's key
+    return list(dict.fromkeys(problems))  # the experiments of one sweep (core.config.sweep) share their entry's key
 
 
 def validated_config(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None,
@@ -89,7 +89,7 @@ def _cluster(cfg: StackConfig, today: str | None) -> list[str]:
     if any(g.efa for g in cfg.gpu_node_groups) and cfg.region and cfg.region not in EKS_ADDON_REGISTRY_ACCOUNTS:
         out.append(problem("aws:region", cfg.region,
                            "the EFA device plugin's registry account for this region is not known to eksbench "
-                           "(spec/pins.py EKS_ADDON_REGISTRY_ACCOUNTS, from the AWS docs' \"Amazon container image "
+                           "(core/catalog/pins.py EKS_ADDON_REGISTRY_ACCOUNTS, from the AWS docs' \"Amazon container image "
                            "registries\" table); add it there, or use one of "
                            + ", ".join(sorted(EKS_ADDON_REGISTRY_ACCOUNTS)), '"us-east-1"'))
     return out
@@ -246,7 +246,7 @@ OBJECT_ROLES = {"svc": "Service", "job": "training Job", "pserver": "pserver Job
 def name_collisions(cfg: StackConfig) -> list[str]:
     """No two runs (experiments and their repeats) give a Kubernetes object the same name.
 
-    Each name is a valid label on its own (``spec.k8s_names``), and one that had to be cut or changed ends
+    Each name is a valid label on its own (``core.contract.k8s_names``), and one that had to be cut or changed ends
     with a hash of its parts; but two names that need no change can still join to the same text: "a-r1"
     and "a" repeat 1 with run id "r1" are both "a-r1-r1", and experiment "a-eval" trains in the Job
     "a-eval-eval" that is also the evaluation Job of "a" with run id "eval". The second object would
@@ -306,7 +306,7 @@ def _image_pairs(cfg: StackConfig):
 
 def image_problems(cfg: StackConfig) -> list[str]:
     """Each experiment's image can train on its node group: kernels for the group's GPUs, and a CUDA the
-    AMI's driver runs without the forward-compatibility package (spec/compat.py, with its sources)."""
+    AMI's driver runs without the forward-compatibility package (core/catalog/compat.py, with its sources)."""
     out = []
     for i, e, group, row in _image_pairs(cfg):
         if row is None:
@@ -316,7 +316,7 @@ def image_problems(cfg: StackConfig) -> list[str]:
             fit = compat.default_image(group.instance_type, group.ami_type, cfg.region or "us-west-2", e.framework)
             out.append(problem(f"{cfg.experiment_key(i)}.image", e.image,
                                f"cannot train on node group {group.name!r} ({group.instance_type}, {group.ami_type}): "
-                               f"{'; '.join(reasons)}; leave image unset for the group's default (spec/compat.py), "
+                               f"{'; '.join(reasons)}; leave image unset for the group's default (core/catalog/compat.py), "
                                f"or use one built for its GPUs", show(fit)))
     return out
 
@@ -329,10 +329,10 @@ def image_advisories(cfg: StackConfig) -> list[str]:
         if row is None and cc is not None:
             driver = compat.AMI_DRIVERS.get(group.ami_type)
             on_driver = f" and runs on its NVIDIA driver {driver.branch} without the compat package" if driver else ""
-            out.append(f"{cfg.experiment_key(i)}.image={show(e.image)}: not in spec/compat.py, so eksbench cannot "
+            out.append(f"{cfg.experiment_key(i)}.image={show(e.image)}: not in core/catalog/compat.py, so eksbench cannot "
                        f"check that its CUDA build has kernels for node group {group.name!r} "
                        f"({catalog.INSTANCE_TYPES[group.instance_type].gpu_model}, {compat.sm(cc)}){on_driver}; "
-                       "check it, or add its row to spec/compat.py IMAGES")
+                       "check it, or add its row to core/catalog/compat.py IMAGES")
     return out
 
 

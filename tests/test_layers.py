@@ -1,6 +1,6 @@
 """Imports point down the layers, in the code and in the tests that mirror it.
 
-The layers, bottom first: ``spec`` <- ``infra`` <- ``workloads``, ``datasets`` <- ``program`` <- ``bench``
+The layers, bottom first: ``core`` <- ``infra`` <- ``workloads``, ``datasets`` <- ``program`` <- ``bench``
 (``__main__.py`` is the program's entry, at the program's level). A module may import its own package and
 any lower layer, never a higher one nor a sibling of its own level (workloads and datasets do not import
 each other). Imports inside functions count (the walk of tests/test_import_graph.py).
@@ -18,9 +18,9 @@ from pathlib import Path
 
 from tests.test_import_graph import ROOT, import_graph
 
-RANK = {"spec": 0, "infra": 1, "workloads": 2, "datasets": 2, "program": 3, "bench": 4}
+RANK = {"core": 0, "infra": 1, "workloads": 2, "datasets": 2, "program": 3, "bench": 4}
 # The code layer each tests/ folder mirrors.
-TESTS_MIRROR = {"spec": "spec", "infra": "infra", "workloads": "workloads", "datasets": "datasets",
+TESTS_MIRROR = {"core": "core", "infra": "infra", "workloads": "workloads", "datasets": "datasets",
                 "program": "program", "pods": "program", "bench": "bench", "lifecycle": "bench"}
 # What tests/support imports from program/ and bench/, the top two layers, and why.
 SUPPORT_NEEDS = {
@@ -29,7 +29,7 @@ SUPPORT_NEEDS = {
     "bench.local_etcd": "the loopback etcd (processes.py, sandbox_cluster.py) the trainer's rendezvous uses",
     "bench.local_plan": "the local run's node range (sandbox_cluster.py), so the sandbox plans what --local runs",
 }
-SUPPORT_MAY_REACH = 2  # below program: spec, infra, workloads, datasets
+SUPPORT_MAY_REACH = 2  # below program: core, infra, workloads, datasets
 
 
 def layer_of(module: str) -> str | None:
@@ -85,17 +85,17 @@ def write(root: Path, files: dict[str, str]) -> None:
 
 def test_the_check_finds_a_test_importing_above_its_layer_and_a_sibling_import(tmp_path):
     write(tmp_path, {
-        "spec/__init__.py": "", "spec/a.py": "",
-        "infra/__init__.py": "", "infra/b.py": "from spec import a\n",
+        "core/__init__.py": "", "core/a.py": "",
+        "infra/__init__.py": "", "infra/b.py": "from core import a\n",
         "workloads/__init__.py": "", "workloads/w.py": "def f():\n    from datasets import d\n",
         "datasets/__init__.py": "", "datasets/d.py": "",
         "program/__init__.py": "", "program/mocks.py": "", "program/offline.py": "",
         "bench/__init__.py": "", "bench/plan.py": "from program.offline import x\n", "bench/proc.py": "",
         "tests/__init__.py": "",
         "tests/infra/__init__.py": "",
-        "tests/infra/test_b.py": "from infra.b import c\nfrom tests.spec.test_a import GOOD\n",
+        "tests/infra/test_b.py": "from infra.b import c\nfrom tests.core.test_a import GOOD\n",
         "tests/infra/test_plan.py": "def test():\n    from bench.plan import evaluate\n",
-        "tests/spec/__init__.py": "", "tests/spec/test_a.py": "from tests.program.test_p import P5\n",
+        "tests/core/__init__.py": "", "tests/core/test_a.py": "from tests.program.test_p import P5\n",
         "tests/program/__init__.py": "", "tests/program/test_p.py": "from program.offline import evaluate\n",
         "tests/pods/__init__.py": "", "tests/pods/conftest.py": "from tests.program.test_p import P5\n",
         "tests/support/__init__.py": "",
@@ -103,8 +103,8 @@ def test_the_check_finds_a_test_importing_above_its_layer_and_a_sibling_import(t
         "tests/support/bad.py": "from bench.plan import evaluate\n",
     })
     assert upward_imports(import_graph(tmp_path)) == [
+        "tests.core.test_a -> tests.program.test_p (program is not below core)",
         "tests.infra.test_plan -> bench.plan (bench is not below infra)",
-        "tests.spec.test_a -> tests.program.test_p (program is not below spec)",
         "tests.support.bad -> bench.plan (tests/support needs it? name it in SUPPORT_NEEDS)",
         "workloads.w -> datasets (datasets is not below workloads)",
         "workloads.w -> datasets.d (datasets is not below workloads)",

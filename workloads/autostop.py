@@ -19,7 +19,7 @@ from infra import k8s_objects
 from infra.component_options import child_options
 from infra.pod_identity import pod_identity_role
 from infra.policies import autostop_policy
-from spec.results_location import ResultsLocation
+from core.contract.results_location import ResultsLocation
 from workloads import autostop_manifests as m
 from workloads.job_manifests import code_config_map_manifest
 
@@ -31,7 +31,7 @@ class AutostopControllerArgs:
     """namespace, run_id, region: the run. cluster_name and cluster_arn: the cluster whose node groups
     it may resize (cluster_arn scopes the policy). node_groups: the GPU node groups' names.
     bucket: the results bucket; results: the run's place in it (``ResultsLocation``), where the record goes.
-    deadline_minutes, idle_minutes: spec.config.Autostop, resolved. code_files: read_code_files(),
+    deadline_minutes, idle_minutes: core.config.model.Autostop, resolved. code_files: read_code_files(),
     the same ConfigMap the experiments mount. tags: on every AWS resource."""
     namespace: str
     run_id: str

@@ -23,7 +23,7 @@ from typing import Sequence
 from infra.environment import SYSTEM_NODE_LABEL
 from infra.labels import labels, metadata
 from infra.pod_security import harden_pod_spec
-from spec.pins import PIP_PINS, STAGING_IMAGE
+from core.catalog.pins import PIP_PINS, STAGING_IMAGE
 from workloads import contracts
 from workloads.job_manifests import code_mount, code_volume
 

@@ -15,15 +15,15 @@ def read_code_files(root: Path = REPO_ROOT) -> dict[str, str]:
     """The sources the pods run, ``{path relative to the repository root: text}``.
 
     ``workloads/train`` (every ``*.py``, subfolders too) with the package files above it, and
-    ``spec/*.py``, the dependency-free layer the training code imports (``spec.train_args``,
-    ``spec.s3_uri``). They are mounted at ``contracts.CODE_ROOT`` with the same layout.
+    ``core/**/*.py``, the dependency-free layer the training code imports (``core.contract.train_args``,
+    ``core.contract.s3_uri``). They are mounted at ``contracts.CODE_ROOT`` with the same layout.
     """
-    paths = [root / "workloads" / "__init__.py", *sorted((root / "spec").glob("*.py")),
+    paths = [root / "workloads" / "__init__.py", *sorted((root / "core").rglob("*.py")),
              *sorted((root / "workloads" / "train").rglob("*.py"))]
     return {p.relative_to(root).as_posix(): p.read_text() for p in paths if "__pycache__" not in p.parts}
 
 
-SHIPPED_PATHS = ("workloads/__init__.py", "spec", "workloads/train")
+SHIPPED_PATHS = ("workloads/__init__.py", "core", "workloads/train")
 
 
 def read_git_commit(root: Path = REPO_ROOT) -> str | None:

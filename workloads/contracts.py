@@ -3,7 +3,7 @@
 Pure functions (no Pulumi, no I/O):
 - which experiments can run at all (``check_experiment``, ``missing_entry_points``; the
   program calls them once, before registering anything);
-- the trainer's arguments (``train_args_for``, one ``spec.train_args.TrainArgs`` per
+- the trainer's arguments (``train_args_for``, one ``core.contract.train_args.TrainArgs`` per
   experiment, also the start of ``bench run --local``) and the evaluation command
   (``evaluation_argv``);
 - how each framework is launched across the pods of one Indexed Job: a ``Launch`` with the
@@ -12,7 +12,7 @@ Pure functions (no Pulumi, no I/O):
   only exists at run time. Every per-index value also has a pure function here (e.g.
   ``tf_config``), so tests can check the shell and the Python agree;
 - names (``base_name``, ``service_name``, ``paddle_job_names``, ``object_names``: every one a DNS-1035
-  label from ``spec.k8s_names.dns1035_label``) and the gate's instructions (``gate_spec``).
+  label from ``core.contract.k8s_names.dns1035_label``) and the gate's instructions (``gate_spec``).
 
 Frameworks (see workloads/README.md for the reasoning):
 - pytorch: torchrun, etcd-v2 (default) or c10d rendezvous, elastic ``min:max`` nodes.
@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from infra.environment import Environment
-from spec import aws_catalog as catalog
-from spec.config import Experiment
-from spec.k8s_names import dns1035_label
-from spec import compat, pins
-from spec.launch_command import (ENTRY_MODULES, Launched, Torchrun, launched_torchrun, launched_trainer, torchrun_argv,
+from core.catalog import aws as catalog
+from core.config.model import Experiment
+from core.contract.k8s_names import dns1035_label
+from core.catalog import compat, pins
+from core.contract.launch_command import (ENTRY_MODULES, Launched, Torchrun, launched_torchrun, launched_trainer, torchrun_argv,
                                  trainer_argv)
-from spec.train_args import TrainArgs
-from spec.workload_facts import WORKLOADS
+from core.contract.train_args import TrainArgs
+from core.catalog.workload_facts import WORKLOADS
 from workloads.pod_script import ensure_modules, launcher_script  # noqa: F401 - the pods' sh script
 from workloads.train.horovod_bootstrap import HOROVOD_PORT, horovod_env  # noqa: F401 - one definition, shipped
 
@@ -46,7 +46,7 @@ C10D_PORT = 29400  # torchrun's default c10d rendezvous port
 TF_PORT = 2222  # conventional MultiWorkerMirroredStrategy worker port
 PADDLE_PORT = 6170  # pserver listen port
 PADDLE_GLOO_PORT = 6171  # pserver 0: Paddle's HTTP store for the trainers' gloo barriers
-CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the shipped code (spec/, workloads/train/) is mounted here
+CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the shipped code (core/, workloads/train/) is mounted here
 CHECKPOINT_FILE = "checkpoints/latest.pt"  # under the results dir (workloads/train/checkpoint.py)
 EVAL_SUBDIR = "eval"
 # Which workloads each framework's training path implements.
@@ -125,7 +125,7 @@ def check_experiment(e: Experiment) -> list[str]:
 
 def base_name(experiment: Experiment, run_id: str) -> str:
     """``<experiment>-<run_id>`` (``-r<k>`` added for repeat k): the training Job, its pods' peers label and
-    the rendezvous id. A DNS-1035 label of at most MAX_BASE_NAME characters (``spec.k8s_names``): a name
+    the rendezvous id. A DNS-1035 label of at most MAX_BASE_NAME characters (``core.contract.k8s_names``): a name
     that is too long, or starts with a digit, is made valid and ends with a stable hash of its parts."""
     parts = (experiment.name, run_id) + ((f"r{experiment.repeat}",) if experiment.repeat else ())
     return dns1035_label(*parts, limit=MAX_BASE_NAME)
@@ -203,7 +203,7 @@ class TrainPaths(Protocol):
 # first step's torch.compile on the slowest rank (max-autotune can take minutes).
 CLUSTER_COLLECTIVE_TIMEOUT_S = 300
 # torchrun's rendezvous settings, the same on the cluster as in the local run (bench.local_plan.torchrun_command;
-# both built by spec.launch_command): a new round closes 5 s after min nodes joined, an agent waits up to
+# both built by core.contract.launch_command): a new round closes 5 s after min nodes joined, an agent waits up to
 # 300 s to join, and agents that miss 3 heartbeats 2 s apart are dropped.
 RDZV_CONF = {"join_timeout": 300, "last_call_timeout": 5, "keep_alive_interval": 2, "keep_alive_max_attempt": 3}
 

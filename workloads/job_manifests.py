@@ -17,14 +17,14 @@ from typing import Mapping
 from infra.environment import GPU_NODE_LABEL_KEY, GPU_TOLERATION, SYSTEM_NODE_LABEL, Environment
 from infra.labels import SKIP_AWAIT, labels, metadata
 from infra.pod_security import harden_pod_spec, volume_owner_init_container
-from spec import aws_catalog as catalog
-from spec.autostop import EVAL_TIMEOUT_MINUTES, experiment_budget_minutes
-from spec.config import Experiment, GpuNodeGroup
-from spec.fabric import EFA_ENV, FABRIC_ENV, FABRIC_EXIT_CODE
-from spec.pins import GATE_IMAGE
+from core.catalog import aws as catalog
+from core.config.autostop import EVAL_TIMEOUT_MINUTES, experiment_budget_minutes
+from core.config.model import Experiment, GpuNodeGroup
+from core.catalog.fabric import EFA_ENV, FABRIC_ENV, FABRIC_EXIT_CODE
+from core.catalog.pins import GATE_IMAGE
 from workloads import contracts
 from workloads.results_folders import results_folder_owners
-from workloads.train import summary_fields as F
+from core.contract import summary_fields as F
 from workloads.train.what_ran import JOB_ENV
 
 CODE_CONFIG_MAP_LIMIT = 1024 * 1024  # a ConfigMap holds at most 1 MiB (Kubernetes ConfigMap docs)
@@ -50,7 +50,7 @@ IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
 
 def training_failure_policy() -> dict:
     """IGNORE_DISRUPTIONS, and fail the Job at once when the launcher says ``fabric: strict`` failed
-    (spec.fabric.FABRIC_EXIT_CODE): a retry would land on the same fabric; or that training diverged
+    (core.catalog.fabric.FABRIC_EXIT_CODE): a retry would land on the same fabric; or that training diverged
     (summary_fields.DIVERGED_EXIT_CODE): a retry would resume into the same divergence. Kubernetes batch/v1
     PodFailurePolicyOnExitCodesRequirement: containerName, operator In|NotIn, values (exit codes, not 0)."""
     policy = copy.deepcopy(IGNORE_DISRUPTIONS)
@@ -71,7 +71,7 @@ def experiment_labels(e: Experiment, *, run_id: str, instance: str, component: s
 def code_config_map_manifest(files: Mapping[str, str], *, namespace: str, prefix: str = "eksbench-code") -> dict:
     """An immutable ConfigMap of the shipped sources, named by their content hash.
 
-    ``files`` maps paths relative to the repository root (``"spec/train_args.py"``,
+    ``files`` maps paths relative to the repository root (``"core/contract/train_args.py"``,
     ``"workloads/train/launch.py"``) to their text (code_files.read_code_files). A code
     change gives a new name, so the Jobs that mount it are replaced (rerun) instead of having
     their code swapped under running pods. Keys may not contain "/", so
@@ -138,7 +138,7 @@ def _efa(group: GpuNodeGroup, gpus: int) -> tuple[dict[str, str], list[dict]]:
     # The pod's share of the node's interfaces, from the count the launch template creates (one source).
     count = max(1, catalog.efa_interfaces(group.instance_type) * gpus // max(spec.gpus, 1))
     env = [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "FI_EFA_FORK_SAFE", "value": "1"},
-           {"name": EFA_ENV, "value": "1"}]  # the launcher judges NCCL's transport by it (spec.fabric)
+           {"name": EFA_ENV, "value": "1"}]  # the launcher judges NCCL's transport by it (core.catalog.fabric)
     if group.instance_type.split(".")[0] in EFA_RDMA_FAMILIES:
         env.append({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"})
     return {"vpc.amazonaws.com/efa": str(count)}, env

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from infra.environment import Environment
 from infra.pod_security import writer_uid
-from spec.config import Experiment, GpuNodeGroup
+from core.config.model import Experiment, GpuNodeGroup
 from workloads import contracts
 
 PSERVER_SUBDIR = "pserver"

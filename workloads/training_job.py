@@ -23,7 +23,7 @@ import pulumi
 from infra import k8s_objects
 from infra.component_options import child_options
 from infra.environment import Environment
-from spec.config import Experiment, GpuNodeGroup
+from core.config.model import Experiment, GpuNodeGroup
 from workloads import contracts
 from workloads import job_manifests as manifests
 

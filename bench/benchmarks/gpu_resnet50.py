@@ -10,7 +10,7 @@ usual synthetic benchmark), 1 process, channels_last:
 - the trainer (``workloads.train.trainer.Run``, harness on: metrics lines every ``--log-every``
   steps, no checkpoints inside the loop) and reads its figures back through the same summary
   code the launcher uses: img/s over steady steps, step-time p50/p95, model FLOPs (FlopCounterMode)
-  and MFU against ``workloads.train.peaks``;
+  and MFU against ``core.catalog.peaks``;
 - a bare loop of the same torchvision model (autocast, the trainer's SGD: momentum, fused on CUDA,
   buffers seeded as ``workloads.train.optim`` says why; no metrics, no DDP), timed over the same steady
   steps with CUDA events (or the host clock on a CPU); its last loss is reported, and a non-finite
@@ -106,7 +106,7 @@ def bare_loop(*, batch: int, image_size: int, width: int, precision: str, steps:
 def trainer_run(*, batch: int, image_size: int, width: int, precision: str, steps: int, warmup: int,
                 compile_model: bool, compile_mode: str, log_every: int, tmp: Path) -> dict[str, Any]:
     """The trainer on the same shape; its figures through the launcher's summary code."""
-    from spec.train_args import TrainArgs
+    from core.contract.train_args import TrainArgs
     from workloads.train.metrics import metrics_dir, read_jsonl, read_rank_metrics
     from workloads.train.summary import metrics_summary
     from workloads.train.trainer import Run
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from workloads.train.peaks import peak_tflops
+    from core.catalog.peaks import peak_tflops
 
     cuda = torch.cuda.is_available()
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")

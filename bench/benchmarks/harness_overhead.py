@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from spec.train_args import TrainArgs
+    from core.contract.train_args import TrainArgs
     from workloads.train.trainer import Run
 
     torch.set_num_threads(args.threads)

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     from bench.local_etcd import free_port
-    from spec.results_location import ResultsLocation
+    from core.contract.results_location import ResultsLocation
 
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

@@ -35,7 +35,7 @@ def summary(experiment: str, *, nodes: int = 1, gpus: int = 8, rate: float = 100
            "image": "123.dkr.ecr.us-west-2.amazonaws.com/eksbench:abc", "git_commit": "abc123",
            "results_uri": None, "command": ["python", "-m", "torch.distributed.run", f"--nnodes={nodes}",
                                             f"--nproc-per-node={gpus}"],
-           # the launch shape the launcher records beside the command (spec.launch_command.Launched)
+           # the launch shape the launcher records beside the command (core.contract.launch_command.Launched)
            "launch": {"nodes": nodes, "procs_per_node": gpus},
            "config": {"workload": "resnet50", "batch_size": 256, "precision": "amp-fp16"},
            "throughput": {"samples_per_s_total": rate, "samples_per_s_per_process": rate / (nodes * gpus)},

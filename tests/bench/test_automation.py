@@ -8,7 +8,7 @@ import pytest
 
 from bench import automation
 from program.stack_files import ROOT
-from spec.fields import ConfigError
+from core.config.fields import ConfigError
 
 
 def test_plan_needs_no_cli():

@@ -7,7 +7,7 @@ import pytest
 from bench import cost
 from bench import timeline as T
 from bench.results import row
-from spec import aws_catalog as catalog
+from core.catalog import aws as catalog
 from tests.bench.conftest import summary
 
 # A 2 x p4d.24xlarge run: the pod's launcher ran 3,800 s; the trainer's first step ended 120 s after

@@ -14,8 +14,8 @@ import pytest
 
 from bench import automation, pulumi_cli
 from program.stack_files import check_stack_name
-from spec.fields import ConfigError
-from spec.results_location import ResultsLocation, segment_problem
+from core.config.fields import ConfigError
+from core.contract.results_location import ResultsLocation, segment_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.hostile

@@ -17,7 +17,7 @@ from bench import framework_venvs as fv
 from bench.local_horovod import horovod_processes, loopback_hosts
 from bench.local_launch import LocalContext
 from bench.local_plan import scale_experiment
-from spec.config import Experiment, LocalRun
+from core.config.model import Experiment, LocalRun
 from workloads.train.horovod_bootstrap import horovod_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,7 +117,7 @@ def test_bench_run_horovod_local_trains_two_workers_through_the_gloo_rendezvous(
     assert tp["processes"] == 2 and tp["samples_per_s_total"] > 0
     assert 0 < tp["step_time_p50_s"] <= tp["step_time_p95_s"]
     assert summary["flops_per_sample"] > 0 and summary["tflops_per_s"] > 0 and summary["loop_seconds"] > 0
-    # The shape and the trainer's arguments the local entry told the launcher (spec.launch_command.Launched).
+    # The shape and the trainer's arguments the local entry told the launcher (core.contract.launch_command.Launched).
     assert summary["launch"] == {"nodes": 2, "procs_per_node": 1}
     assert summary["config"]["workload"] == "resnet50" and summary["config"]["batch_size"] == 8
     assert summary["device"]["name"] == "cpu" and summary["device"]["torch"]

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from bench import local_plan as lr
 from bench.framework_venvs import ROOT, venv_dir
 from bench.local_launch import LOCAL_LAUNCHES, LocalContext, local_processes, missing_venvs
-from spec.config import Experiment, LocalRun
+from core.config.model import Experiment, LocalRun
 
 
 def ctx(python="fw-python"):

@@ -12,8 +12,8 @@ import pytest
 
 from bench import local_plan as lr
 from program.stack_files import load_stack_config
-from spec.config import Experiment, LocalRun
-from spec.train_args import parse_train_args
+from core.config.model import Experiment, LocalRun
+from core.contract.train_args import parse_train_args
 from tests.workloads.conftest import ROOT, child_env
 from tests.workloads.test_contracts import E, ENV
 from tests.workloads.test_cpu_choice import EPYC, SPR
@@ -87,7 +87,7 @@ def test_frameworks_without_a_local_launcher_are_skipped_with_a_reason():
     """Every framework the stack accepts has an entry in bench.local_launch.LOCAL_LAUNCHES; a name
     without one (a retired framework's) is skipped, saying which frameworks run locally."""
     from bench.local_launch import LOCAL_LAUNCHES
-    from spec.config import RETIRED_FRAMEWORKS, choices_of
+    from core.config.model import RETIRED_FRAMEWORKS, choices_of
 
     assert set(LOCAL_LAUNCHES) == set(choices_of(Experiment, "framework"))
     [retired] = list(RETIRED_FRAMEWORKS)[:1]
@@ -103,7 +103,7 @@ def test_node_commands_wrap_torchrun_in_the_launcher():
     assert cmd[:3] == ["py", "-m", "workloads.train.launch"]
     assert cmd[cmd.index("--node-id") + 1] == "node-1" and cmd[cmd.index("--summary") + 1] == "never"
     torchrun = cmd[sep + 1:]
-    # torchrun's flags as spec.launch_command spells them, for the cluster and the local run alike
+    # torchrun's flags as core.contract.launch_command spells them, for the cluster and the local run alike
     for flag in ("--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=etcd-v2", "--rdzv_endpoint=127.0.0.1:5",
                  "--rdzv_id=dev-1-e", "--max_restarts=3"):
         assert flag in torchrun
@@ -175,19 +175,19 @@ def test_the_local_plan_applies_the_choice_and_says_why(facts, precision):
 
 def test_cluster_torchrun_has_the_local_runs_rendezvous_settings():
     from bench.local_plan import LocalExperiment, torchrun_command
-    from spec.train_args import TrainArgs
+    from core.contract.train_args import TrainArgs
 
     local = torchrun_command(LocalExperiment(name="x", workload="resnet50", min_nodes=1, max_nodes=2,
                                              procs_per_node=1, train=TrainArgs(), extra_args=(), rdzv_backend="c10d",
                                              max_restarts=1, evaluate=False, results_dir="r"),
                              python="python", endpoint="127.0.0.1:1", rdzv_id="x")
-    assert f"--rdzv_conf={c.rdzv_conf()}" in local  # spelled by spec.launch_command, as on the cluster
+    assert f"--rdzv_conf={c.rdzv_conf()}" in local  # spelled by core.contract.launch_command, as on the cluster
 
 
 def test_the_cluster_and_the_local_run_build_torchrun_with_one_builder():
     """Same flags, same spelling, same order: only the program and the local-only flags differ."""
     from bench.local_plan import scale_experiment, torchrun_command
-    from spec.config import LocalRun
+    from core.config.model import LocalRun
 
     e = replace(E, min_nodes=1, max_nodes=2)
     cluster = c.pytorch_launch(e, ENV, job="j", service="s", gpus=1).argv

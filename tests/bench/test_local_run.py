@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.local_plan import node_command, scale_experiment
-from spec.config import Experiment, LocalRun
+from core.config.model import Experiment, LocalRun
 from tests.support.processes import kill_tree, stop_all
 from tests.workloads.conftest import ROOT, child_env, wait_for
 from workloads.train.metrics import last_step, metrics_dir, read_jsonl, read_rank_metrics
@@ -170,7 +170,7 @@ def test_without_etcd_on_path_the_local_run_uses_c10d(tmp_path):
     assert "c10d rendezvous" in done.stdout and "etcd 127.0.0.1" not in done.stdout
     summary = json.loads((tmp_path / "dev" / "c" / "resnet50-synthetic" / "summary.json").read_text())
     assert summary["status"] == "succeeded" and summary["world_sizes"] == [2]
-    assert "--rdzv_backend=c10d" in summary["command"]  # spelled by spec.launch_command
+    assert "--rdzv_backend=c10d" in summary["command"]  # spelled by core.contract.launch_command
 
 
 def test_a_failing_experiment_is_reported_failed_with_its_log(tmp_path, capsys):

@@ -45,7 +45,7 @@ def test_two_pservers_and_two_trainers_train_and_summarise(tmp_path):
     done = run(tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for name, workload in (("paddle-resnet50", "resnet50"), ("paddle-cifar10", "cifar10")):
-        (results,) = (tmp_path / "results").glob(f"**/paddle-ps/t/{name}")  # spec.results_location's layout
+        (results,) = (tmp_path / "results").glob(f"**/paddle-ps/t/{name}")  # core.contract.results_location's layout
         check_results(results, workload)
 
 

@@ -9,9 +9,9 @@ import yaml
 
 from program.offline import evaluate_config
 from program.stack_files import ROOT
-from spec.fabric import EFA_ENV, FABRIC_ENV, FABRIC_EXIT_CODE
-from spec.fields import ConfigError
-from workloads.train import summary_fields as F
+from core.catalog.fabric import EFA_ENV, FABRIC_ENV, FABRIC_EXIT_CODE
+from core.config.fields import ConfigError
+from core.contract import summary_fields as F
 
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
 P5 = yaml.safe_load((ROOT / "Pulumi.p5-fsx.yaml").read_text())["config"]
@@ -71,7 +71,7 @@ def test_strict_without_efa_and_a_single_process_allreduce_are_named_problems():
 
 def test_the_local_run_caps_the_messages_and_args_still_win(tmp_path):
     from bench.local_plan import LOCAL_MAX_BYTES, scale_experiment
-    from spec.config import Experiment, LocalRun
+    from core.config.model import Experiment, LocalRun
 
     e = Experiment(name="nccl", workload="allreduce", min_nodes=2, max_nodes=2, steps=20)
     local = scale_experiment(e, LocalRun(), results_dir=str(tmp_path), data_dir=str(tmp_path))
@@ -92,7 +92,7 @@ def test_the_local_progress_of_an_allreduce_counts_message_sizes(tmp_path):
 
     from bench.local_backend import ExperimentRun
     from bench.local_plan import scale_experiment
-    from spec.config import Experiment, LocalRun
+    from core.config.model import Experiment, LocalRun
 
     exp = scale_experiment(Experiment(name="nccl", workload="allreduce", min_nodes=2, max_nodes=2), LocalRun(),
                            results_dir=str(tmp_path), data_dir=str(tmp_path))

@@ -6,7 +6,7 @@ import pytest
 
 from infra import estimate
 from infra.estimate import Node, finish_times, first_step_minutes, image_pull_minutes
-from spec import compat
+from core.catalog import compat
 
 
 def test_image_pull_uses_the_cited_rate_and_says_unknown_without_a_size():

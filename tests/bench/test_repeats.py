@@ -105,7 +105,7 @@ def test_status_lists_each_repeat_locally_and_on_s3(repeats_tree, tmp_path, monk
 
     from bench.cloud_observe import s3_runs
     from bench.local_backend import local_runs
-    from spec.results_location import ResultsLocation
+    from core.contract.results_location import ResultsLocation
 
     import shutil
 

@@ -136,9 +136,9 @@ def test_real_local_run_loads_as_one_succeeded_cpu_row(real_run):
 
 
 def test_a_cluster_run_that_never_reported_keeps_its_launch_shape():
-    """The launcher records the nodes and processes per node it is given beside the command (spec.launch_command
+    """The launcher records the nodes and processes per node it is given beside the command (core.contract.launch_command
     builds both); results read that field, whatever the torchrun flags' spelling."""
-    from spec.launch_command import launcher_argv
+    from core.contract.launch_command import launcher_argv
     from workloads.contracts import pytorch_launch
     from workloads.train.launch import build_parser, summary_document
     from tests.workloads.test_contracts import E, ENV

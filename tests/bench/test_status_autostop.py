@@ -11,7 +11,7 @@ import pytest
 from bench import cloud_observe, observe
 from program.stack_files import load_stack_config
 from infra.estimate import cost_after_autostop, hourly_cost
-from spec.results_location import ResultsLocation
+from core.contract.results_location import ResultsLocation
 
 BUCKET, REGION = "status-results", "us-east-1"
 

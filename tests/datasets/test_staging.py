@@ -17,7 +17,7 @@ from datasets import staging_manifests as manifests
 from datasets.catalog import CATALOG
 from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs, datasets_to_stage, stage_program_files
 from infra.environment import SYSTEM_NODE_LABEL, environment_for
-from spec.shape import parse_stack_config
+from core.config.shape import parse_stack_config
 from tests.support.k8s_schema import assert_valid
 from tests.support.mock_engine import Registration, by_name, register
 

@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from spec.train_args import TrainArgs  # noqa: E402
+from core.contract.train_args import TrainArgs  # noqa: E402
 from workloads.train.metrics import read_jsonl, read_rank_metrics  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,

@@ -5,8 +5,8 @@ import pytest
 from infra.estimate import Node, critical_path, hourly_cost
 from infra.network_plan import subnet_plan
 from infra.offerings import choose_azs, usable_zones
-from spec.shape import parse_stack_config
-from tests.spec.examples import GOOD
+from core.config.shape import parse_stack_config
+from tests.core.examples import GOOD
 
 
 def node(urn, typ="x", deps=(), parent="", custom=True, skip=False):

@@ -15,8 +15,8 @@ import yaml
 
 from infra.cluster_manifests import device_plugin_manifest, efa_device_plugin_manifest, etcd_manifests
 from infra.environment import GPU_TAINT, Environment
-from spec.pins import DEVICE_PLUGIN_IMAGE, EFA_PLUGIN_TAG, ETCD_IMAGE
-from spec.results_location import ResultsLocation
+from core.catalog.pins import DEVICE_PLUGIN_IMAGE, EFA_PLUGIN_TAG, ETCD_IMAGE
+from core.contract.results_location import ResultsLocation
 from tests.support.k8s_schema import assert_valid
 
 UPSTREAM = Path(__file__).parent / "upstream"

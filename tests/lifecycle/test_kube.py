@@ -97,7 +97,7 @@ def test_eks_token_is_a_presigned_get_caller_identity_with_the_cluster_header(mo
 
 
 def test_the_selector_matches_the_job_labels():
-    from spec.config import Experiment
+    from core.config.model import Experiment
     from workloads.job_manifests import experiment_labels
 
     labels = experiment_labels(Experiment(name="e1"), run_id="r9", instance="x", component="training")

@@ -9,7 +9,7 @@ import pytest
 
 from bench import preflight
 from program.stack_files import load_stack_config
-from spec.fields import ConfigError
+from core.config.fields import ConfigError
 from tests.lifecycle.conftest import BUCKET, REGION
 
 pytestmark = pytest.mark.local_run

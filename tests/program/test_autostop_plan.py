@@ -10,7 +10,7 @@ import pytest
 
 from program.offline import evaluate, evaluate_config
 from infra.environment import SYSTEM_NODE_LABEL
-from spec.pins import STAGING_IMAGE
+from core.catalog.pins import STAGING_IMAGE
 from tests.program.test_program import DEV, P5_FILLED
 from tests.support.k8s_schema import schema_errors
 

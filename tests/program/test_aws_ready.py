@@ -235,7 +235,7 @@ def test_no_storage_class_and_the_static_volume_binds_without_one(dev, fsx):
     ("eksbench:results", None),
 ])
 def test_new_rules_fail_before_anything_is_registered(key, value):
-    from spec.fields import ConfigError
+    from core.config.fields import ConfigError
 
     config = copy.deepcopy(DEV)
     if value is None:

@@ -44,10 +44,10 @@ EVERYTHING = "*"
 
 # check id -> (resource patterns it is accepted on, why). Resources read "Kind.namespace.name".
 ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
-    "CKV_K8S_15": ((EVERYTHING,), "imagePullPolicy Always: every image is pinned to a version tag (spec/pins.py); "
+    "CKV_K8S_15": ((EVERYTHING,), "imagePullPolicy Always: every image is pinned to a version tag (core/catalog/pins.py); "
                                   "Always would make each pod start on 8+ nodes depend on the registry"),
     "CKV_K8S_43": ((EVERYTHING,), "image digests: tags are pinned but digests cannot be resolved without registry "
-                                  "access; resolve and pin them in spec/pins.py when there is (follow-up)"),
+                                  "access; resolve and pin them in core/catalog/pins.py when there is (follow-up)"),
     "CKV_K8S_8": ((PLUGINS,), "liveness probe: upstream's device plugins have none; the kubelet tracks the plugin "
                               "through its registration socket"),
     "CKV_K8S_9": ((PLUGINS,), "readiness probe: as for liveness, upstream's device plugins have none"),

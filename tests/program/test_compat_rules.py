@@ -2,7 +2,7 @@
 the group's GPUs, or needing a newer driver than its AMI's, is a meaning problem; an image outside the table a
 warning), checked with the oracle written from the table's raw rows (tests/support/compat_oracle.py): every
 (image, node group) pair of generated stacks is rejected exactly when it cannot run; every default runs.
-The table itself is tested in tests/spec/test_compat.py.
+The table itself is tested in tests/core/test_compat.py.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import itertools
 import pytest
 
 from program.validation import image_advisories, meaning_problems
-from spec import aws_catalog as catalog
-from spec import compat, pins
-from spec.shape import parse_stack_config
-from tests.spec.test_compat import GPU_TYPES, REGION
+from core.catalog import aws as catalog
+from core.catalog import compat, pins
+from core.config.shape import parse_stack_config
+from tests.core.test_compat import GPU_TYPES, REGION
 from tests.support.compat_oracle import oracle_runs
 
 
@@ -73,5 +73,5 @@ def test_a_custom_image_is_a_warning_naming_the_key_and_the_group():
     cfg = stack("p3.16xlarge", "AL2023_x86_64_NVIDIA", image="example.com/team/trainer:1.0")
     assert image_problems_of(cfg) == []
     [note] = image_advisories(cfg)
-    assert note.startswith('experiments[0].image="example.com/team/trainer:1.0": not in spec/compat.py')
+    assert note.startswith('experiments[0].image="example.com/team/trainer:1.0": not in core/catalog/compat.py')
     assert "'gpu'" in note and "sm_70" in note

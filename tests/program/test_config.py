@@ -9,11 +9,11 @@ import yaml
 
 from program.stack_files import ROOT, load_stack_config, stack_raw_config
 from program.validation import validated_config
-from spec.config import Cluster
-from spec.fields import ConfigError
-from spec.pulumi_config import decode_config, to_pulumi_config
-from spec.shape import PROJECT_DEFAULTS, parse_config, parse_stack_config, stack_role
-from tests.spec.examples import GOOD
+from core.config.model import Cluster
+from core.config.fields import ConfigError
+from core.config.pulumi_config import decode_config, to_pulumi_config
+from core.config.shape import PROJECT_DEFAULTS, parse_config, parse_stack_config, stack_role
+from tests.core.examples import GOOD
 
 
 
@@ -150,7 +150,7 @@ def test_every_default_less_project_key_is_set_in_every_stack_file():
 
 def test_the_default_kubernetes_version_is_the_newest_eks_offers_and_has_a_schema():
     import kubernetes_validate  # noqa: F401
-    from spec import aws_catalog as catalog
+    from core.catalog import aws as catalog
     from tests.support.k8s_schema import schema_errors
 
     assert Cluster().kubernetes_version == catalog.NEWEST_EKS_VERSION == max(
@@ -161,7 +161,7 @@ def test_the_default_kubernetes_version_is_the_newest_eks_offers_and_has_a_schem
 def test_eks_calendar_is_fourteen_plus_twelve_months():
     from datetime import date
 
-    from spec import aws_catalog as catalog
+    from core.catalog import aws as catalog
 
     for v in catalog.EKS_CALENDAR.values():
         released, std, ext = (date.fromisoformat(d) for d in (v.released, v.end_of_standard, v.end_of_extended))
@@ -211,7 +211,7 @@ def test_efa_in_an_existing_vpc_needs_the_subnet_named():
 def test_efa_region_without_a_known_registry_account_is_rejected():
     raw = with_(["gpu_node_groups", 0, "instance_type"], "p5.48xlarge")
     assert any(p.startswith('aws:region="me-central-1": the EFA device plugin') for p in problems(raw, "me-central-1"))
-    from spec.pins import efa_plugin_image
+    from core.catalog.pins import efa_plugin_image
     assert efa_plugin_image("af-south-1").startswith("877085696533.dkr.ecr.af-south-1.")
 
 

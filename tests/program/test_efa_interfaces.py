@@ -1,6 +1,6 @@
 """A pod that takes a whole EFA node requests exactly the EFA interfaces the node's launch template creates.
 
-Both counts come from one place (spec.aws_catalog.efa_interfaces). Checked for every EFA type of the
+Both counts come from one place (core.catalog.aws.efa_interfaces). Checked for every EFA type of the
 catalog through the pure builders, and through the whole program for the p5 example and a g6e.48xlarge
 variant of it (4 network cards, which a hard-coded table once gave 1).
 """
@@ -16,9 +16,9 @@ from program.offline import evaluate_config
 from program.stack_files import ROOT
 from infra.environment import Environment
 from infra.node_group import gpu_node_group_spec, launch_template_data
-from spec import aws_catalog as catalog
-from spec.config import Experiment, GpuNodeGroup
-from spec.results_location import ResultsLocation
+from core.catalog import aws as catalog
+from core.config.model import Experiment, GpuNodeGroup
+from core.contract.results_location import ResultsLocation
 from workloads import job_manifests as m
 
 EFA_TYPES = sorted(t for t, spec in catalog.INSTANCE_TYPES.items() if spec.efa)

@@ -9,7 +9,7 @@ from program.mocks import EksbenchMocks, RecordingMonitor, home_stack_outputs
 from program.offline import evaluate, evaluate_config
 from program.stack_files import ROOT
 from program.home import HOME_OUTPUTS
-from spec.fields import ConfigError
+from core.config.fields import ConfigError
 
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
 HOME = yaml.safe_load((ROOT / "Pulumi.home.yaml").read_text())["config"]

@@ -16,7 +16,7 @@ def test_the_plan_accepts_the_horovod_stack_and_refuses_it_on_the_dlc_default():
     with ``image`` left at the DLC default refuses the experiment, naming what to build."""
     from program.offline import evaluate, evaluate_config
     from program.stack_files import read_stack_yaml
-    from spec.fields import ConfigError
+    from core.config.fields import ConfigError
 
     plan = evaluate("horovod", root=STACKS)
     assert not [w for w in plan.warnings if "experiments[" in w], plan.warnings

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from program.stack_files import ROOT, read_stack_yaml
 from program.validation import validated_config
-from spec.fields import ConfigError, show
-from spec.pulumi_config import decode_config, to_pulumi_config
+from core.config.fields import ConfigError, show
+from core.config.pulumi_config import decode_config, to_pulumi_config
 
 pytestmark = pytest.mark.hostile  # the hostile-input group: pytest -m hostile
 
@@ -158,8 +158,8 @@ def test_a_stack_without_experiments_plans_with_a_warning_showing_the_cost(stack
 @given(documents)
 def test_generated_home_stack_documents_give_a_home_or_named_problems(doc):
     """The home stack (role: home) through the same reader: a HomeConfig, or one-line named problems."""
-    from spec.config import HomeConfig
-    from spec.shape import parse_config
+    from core.config.model import HomeConfig
+    from core.config.shape import parse_config
 
     raw, region = decode_config(to_pulumi_config({"aws:region": "us-west-2",
                                                   **{f"eksbench:{k}": v for k, v in doc.items()},

@@ -2,7 +2,7 @@
 
 Read from the plan itself (what `pulumi up` would register): each Job's GPU containers give the image,
 its nodeSelector the group and instance type, and that group's aws.eks.NodeGroup the AMI type. Each pair
-is judged from the table's rows (spec/compat.py) by tests/support/compat_oracle.py. The dev
+is judged from the table's rows (core/catalog/compat.py) by tests/support/compat_oracle.py. The dev
 stack with the old default (the CUDA 13 DLC) is refused by the plan, naming the key and the group.
 """
 
@@ -16,8 +16,8 @@ import yaml
 from program.offline import evaluate, evaluate_config
 from program.stack_files import ROOT
 from infra.environment import GPU_NODE_LABEL_KEY
-from spec import compat, pins
-from spec.fields import ConfigError
+from core.catalog import compat, pins
+from core.config.fields import ConfigError
 from tests.support.compat_oracle import oracle_runs
 
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]

@@ -8,10 +8,10 @@ import pytest
 
 from program.stack_files import load_stack_config, stack_raw_config
 from program.validation import meaning_problems
-from spec.shape import parse_stack_config
+from core.config.shape import parse_stack_config
 from tests.program.test_config import parse, problems
-from tests.spec.examples import GOOD
-from tests.spec.test_autostop import BASE
+from tests.core.examples import GOOD
+from tests.core.test_autostop import BASE
 
 
 def fsx(deployment_type, kind="fsx"):

@@ -11,7 +11,7 @@ from program.offline import evaluate, evaluate_config
 from program.stack_files import ROOT
 from infra.cluster_manifests import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE
 from infra.environment import GPU_TAINT
-from spec.fields import ConfigError
+from core.config.fields import ConfigError
 from tests.support.k8s_schema import schema_errors
 
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from spec.config import Experiment
-from spec.results_location import ResultsLocation, repeat_folder, repeat_number
-from spec.scaling_anchors import ANCHORS, anchor_for
+from core.config.model import Experiment
+from core.contract.results_location import ResultsLocation, repeat_folder, repeat_number
+from core.catalog.scaling_anchors import ANCHORS, anchor_for
 from tests.program.test_config import problems
 from tests.program.test_sweep import stack
 
@@ -35,7 +35,7 @@ def test_repeats_out_of_bounds_is_one_line_naming_the_key(value, rule):
 
 
 def test_the_default_deadline_counts_every_repeat():
-    from spec.autostop import default_deadline_minutes, experiment_budget_minutes
+    from core.config.autostop import default_deadline_minutes, experiment_budget_minutes
 
     one, three = Experiment(name="a"), Experiment(name="b", repeats=3)
     assert default_deadline_minutes((one, three), "sequential") - default_deadline_minutes((one,), "sequential") \

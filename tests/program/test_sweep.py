@@ -1,4 +1,4 @@
-"""Sweeps (spec.sweep): a list of node counts or batch sizes becomes one experiment per value, with
+"""Sweeps (core.config.sweep): a list of node counts or batch sizes becomes one experiment per value, with
 predictable names, validated like any other; bad lists give one line naming the key, index and value."""
 
 from __future__ import annotations

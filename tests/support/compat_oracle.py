@@ -1,10 +1,10 @@
-"""An oracle for the image/GPU/driver table (spec/compat.py), written from its raw rows rather than from the
-functions under test, so a slip in ``spec.compat`` cannot hide itself."""
+"""An oracle for the image/GPU/driver table (core/catalog/compat.py), written from its raw rows rather than from the
+functions under test, so a slip in ``core.catalog.compat`` cannot hide itself."""
 
 from __future__ import annotations
 
-from spec import aws_catalog as catalog
-from spec import compat
+from core.catalog import aws as catalog
+from core.catalog import compat
 
 
 def oracle_runs(row: compat.TrainingImage, instance_type: str, ami_type: str) -> bool:

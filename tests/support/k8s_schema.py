@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import kubernetes_validate
 
-from spec.config import Cluster
+from core.config.model import Cluster
 
 K8S_VERSION = Cluster().kubernetes_version
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spec.s3_uri import parse_s3_uri
+from core.contract.s3_uri import parse_s3_uri
 from tests.support.plan_manifests import kubernetes_objects
 from tests.support.pod_network import PodNetwork
 from tests.support.pod_sandbox import Kubelet, World
@@ -36,7 +36,7 @@ def scaled_config(config: dict[str, Any]) -> dict[str, Any]:
     checks them against the cloud's GPUs; the pods' trainers, on this CPU, train in what it runs fast
     (workloads.train.cpu_choice.precision_on)."""
     from bench.local_plan import local_node_range
-    from spec.config import LocalRun
+    from core.config.model import LocalRun
 
     local = LocalRun(**config.get("eksbench:local", {}))
     out = []

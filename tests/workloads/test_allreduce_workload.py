@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from spec.launch_command import Torchrun, launched_torchrun, launcher_argv, torchrun_argv, trainer_argv
-from spec.train_args import TrainArgs
+from core.contract.launch_command import Torchrun, launched_torchrun, launcher_argv, torchrun_argv, trainer_argv
+from core.contract.train_args import TrainArgs
 from tests.workloads.conftest import child_env, run_training
 from workloads.train.allreduce import bandwidths, mem_available, memory_cap, message_sizes
 from workloads.train.metrics import metrics_dir, read_jsonl

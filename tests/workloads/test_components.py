@@ -13,7 +13,7 @@ from dataclasses import replace
 import pulumi
 
 from infra.environment import GPU_TAINT, environment_for
-from spec.shape import parse_stack_config
+from core.config.shape import parse_stack_config
 from tests.support.k8s_schema import assert_valid
 from tests.support.mock_engine import K8S_API, k8s_manifest, of_type, register
 from workloads import contracts
@@ -33,7 +33,7 @@ RAW = {
          "epochs": 20, "dataset": "cifar10", "evaluate": True, "checkpoint_every": 100, "timeout_minutes": 90},
     ],
 }
-CODE_FILES = {"spec/__init__.py": "", "spec/train_args.py": "pass\n", "workloads/__init__.py": "",
+CODE_FILES = {"core/__init__.py": "", "core/contract/train_args.py": "pass\n", "workloads/__init__.py": "",
               "workloads/train/__init__.py": "", "workloads/train/__main__.py": "pass\n",
               "workloads/train/launch.py": "pass\n"}
 JOB = "kubernetes:batch/v1:Job"
@@ -176,9 +176,9 @@ def project_imports(path: str, text: str) -> set[str]:
 def test_read_code_files_ships_the_training_package():
     files = read_code_files()
     assert {"workloads/__init__.py", "workloads/train/__init__.py", "workloads/train/__main__.py",
-            "workloads/train/launch.py", "spec/train_args.py", "spec/s3_uri.py"} <= set(files)
+            "workloads/train/launch.py", "core/contract/train_args.py", "core/contract/s3_uri.py"} <= set(files)
     assert all(not k.startswith("/") and k.endswith(".py") and "__pycache__" not in k for k in files)
-    assert {k.split("/")[0] for k in files} == {"spec", "workloads"}
+    assert {k.split("/")[0] for k in files} == {"core", "workloads"}
     manifests.code_config_map_manifest(files, namespace="eksbench")  # fits a ConfigMap
     # Everything the pods import from the project is shipped: follow the imports from workloads/train.
     shipped = {k[:-len("/__init__.py")].replace("/", ".") if k.endswith("/__init__.py")
@@ -195,4 +195,4 @@ def test_read_code_files_ships_the_training_package():
                 todo.append(name)
             else:  # "from X import f": f is a function of the shipped module X
                 assert name.rsplit(".", 1)[0] in shipped, f"{shipped[module]} imports {name}, which is not shipped"
-    assert {"spec.train_args", "spec.s3_uri"} <= seen
+    assert {"core.contract.train_args", "core.contract.s3_uri"} <= seen

@@ -11,8 +11,8 @@ from dataclasses import replace
 import pytest
 
 from infra.environment import Environment
-from spec.config import DEFAULT_IMAGE, Experiment
-from spec.results_location import ResultsLocation
+from core.config.model import DEFAULT_IMAGE, Experiment
+from core.contract.results_location import ResultsLocation
 from tests.workloads.conftest import ROOT
 from workloads import contracts as c
 from workloads.train import gate
@@ -109,7 +109,7 @@ def test_train_args_follow_the_training_cli():
 @pytest.mark.parametrize("e", [E, replace(E, workload="cifar10", dataset="cifar10", epochs=20, precision="bf16"),
                                replace(E, workload="maskrcnn", dataset="coco2017", compile=True, channels_last=False)])
 def test_cluster_argv_parses_back_to_the_experiments_train_args(e):
-    from spec.train_args import TrainArgs, parse_train_args
+    from core.contract.train_args import TrainArgs, parse_train_args
 
     argv = c.train_argv(e, ENV)
     assert argv[:2] == ("-m", "workloads.train")
@@ -135,7 +135,7 @@ def test_tf_config_prelude_matches_the_pure_function(index):
 def test_every_framework_tells_the_launcher_its_shape_and_the_trainers_arguments():
     """Nothing is read back from a command line: each framework's cluster launch carries a Launched,
     and the pod script passes it as the launcher's own --nodes/--procs-per-node/--train-config."""
-    from spec.train_args import parse_train_args
+    from core.contract.train_args import parse_train_args
 
     e = replace(E, framework="tensorflow", max_nodes=4, min_nodes=4, args=("--batch-size=3",))
     launch = c.launch_for(e, ENV, job="tf", service="svc", gpus=8)
@@ -262,7 +262,7 @@ def test_gate_treats_a_never_started_evaluation_as_done():
 
 
 def test_train_args_parse_with_the_training_scripts_own_parser():
-    from spec.train_args import parse_train_args
+    from core.contract.train_args import parse_train_args
 
     e = replace(E, workload="cifar10", dataset="cifar10", epochs=20, compile=True, precision="bf16")
     parsed = parse_train_args(c.train_argv(e, ENV)[2:])

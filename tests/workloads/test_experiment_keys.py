@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from tests.workloads.conftest import ROOT
-from spec import pins
-from spec.config import Experiment
-from spec.fields import ConfigError
-from spec.shape import parse_stack_config
+from core.catalog import pins
+from core.config.model import Experiment
+from core.config.fields import ConfigError
+from core.config.shape import parse_stack_config
 from workloads import contracts as c
 
 GROUP = {"name": "gpu", "instance_type": "p5.48xlarge"}

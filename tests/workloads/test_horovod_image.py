@@ -1,6 +1,6 @@
 """Horovod on the cluster: no AWS DLC has it, so a Horovod experiment names the image built from
 workloads/Dockerfile.horovod; the plan refuses the DLC default with that reason, knows the built images'
-CUDA builds (spec/compat.py), and the Dockerfile builds what the local venv builds."""
+CUDA builds (core/catalog/compat.py), and the Dockerfile builds what the local venv builds."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from spec import compat, pins
-from spec.config import Experiment
+from core.catalog import compat, pins
+from core.config.model import Experiment
 from workloads import contracts as c
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
 """Kubernetes object names from experiment names, run ids and repeats: always a DNS-1035 label within its
-limit, the same as before for ordinary names, and different for different runs (spec.k8s_names)."""
+limit, the same as before for ordinary names, and different for different runs (core.contract.k8s_names)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from spec.config import Experiment
-from spec.k8s_names import MAX_LABEL, dns1035_label
+from core.config.model import Experiment
+from core.contract.k8s_names import MAX_LABEL, dns1035_label
 from tests.support.k8s_schema import assert_valid
 from tests.workloads.test_manifests import CIFAR, CODE, ENV, P3, RESNET
 from workloads import contracts as c

@@ -22,7 +22,7 @@ from dataclasses import asdict
 
 import pytest
 
-from spec.train_args import TrainArgs
+from core.contract.train_args import TrainArgs
 from tests.support.pod_network import pipe
 from tests.workloads.conftest import ROOT, child_env, wait_for
 from workloads.train import launch

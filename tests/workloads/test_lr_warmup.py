@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from spec.train_args import TrainArgs
+from core.contract.train_args import TrainArgs
 from workloads.train.schedule import WARMUP_EPOCHS, default_lr, lr_at, warmup_note, warmup_samples
 
 BIG = TrainArgs(workload="resnet50", batch_size=256)  # x 64 processes: 16,384 images, lr 6.4

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT, SYSTEM_NODE_LABEL, Environment
-from spec.config import Experiment, GpuNodeGroup
-from spec.results_location import ResultsLocation
+from core.config.model import Experiment, GpuNodeGroup
+from core.contract.results_location import ResultsLocation
 from tests.support.k8s_schema import assert_valid
 from workloads import contracts as c
 from workloads import job_manifests as m
@@ -26,7 +26,7 @@ RESNET = Experiment(name="resnet50-synthetic", max_nodes=2, min_nodes=2, gpus_pe
 CIFAR = Experiment(name="cifar10-elastic", workload="cifar10", dataset="cifar10", min_nodes=1, max_nodes=2,
                    gpus_per_node=1, epochs=20, evaluate=True, timeout_minutes=90)
 CODE = m.code_config_map_manifest({"workloads/__init__.py": "", "workloads/train/launch.py": "print('hi')\n",
-                                   "spec/x.py": "y = 1\n"}, namespace="eksbench")
+                                   "core/x.py": "y = 1\n"}, namespace="eksbench")
 
 
 def build(e=RESNET, group=P3, **kw):
@@ -149,11 +149,11 @@ def test_compiled_runs_keep_their_inductor_cache_out_of_the_small_tmp():
 
 def test_code_config_map_is_immutable_content_named_and_keeps_subfolders():
     assert CODE["immutable"] is True
-    assert CODE["data"]["spec--x.py"] == "y = 1\n"
+    assert CODE["data"]["core--x.py"] == "y = 1\n"
     other = m.code_config_map_manifest({"workloads/train/launch.py": "print('bye')\n"}, namespace="eksbench")
     assert other["metadata"]["name"] != CODE["metadata"]["name"]
     items = {i["key"]: i["path"] for i in pod(build()["job"])["volumes"][2]["configMap"]["items"]}
-    assert items["spec--x.py"] == "spec/x.py" and items["workloads--train--launch.py"] == "workloads/train/launch.py"
+    assert items["core--x.py"] == "core/x.py" and items["workloads--train--launch.py"] == "workloads/train/launch.py"
     with pytest.raises(ValueError, match="1 MiB"):
         m.code_config_map_manifest({"big.py": "x" * (1024 * 1024)}, namespace="eksbench")
 

@@ -1,5 +1,5 @@
 """A run whose numbers went wrong says so: a non-finite loss ends training as diverged, amp-fp16 records its
-loss scale and skipped steps, and every file is standard JSON (workloads.train.trainer, .summary, spec.strict_json)."""
+loss scale and skipped steps, and every file is standard JSON (workloads.train.trainer, .summary, core.contract.strict_json)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from spec import strict_json
+from core.contract import strict_json
 from tests.workloads.test_train_timing import TINY, run_in_process
-from workloads.train import summary_fields as F
+from core.contract import summary_fields as F
 from workloads.train.metrics import read_jsonl, read_rank_metrics
 from workloads.train.summary import metrics_summary, numerical_health
 

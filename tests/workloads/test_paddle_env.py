@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from spec.config import Experiment
-from spec.pins import PADDLE_IMAGE
+from core.config.model import Experiment
+from core.catalog.pins import PADDLE_IMAGE
 from workloads import contracts as c
 
 E = replace(Experiment(name="pd"), framework="paddle", min_nodes=2, max_nodes=2, pservers=2, image=PADDLE_IMAGE)
@@ -37,7 +37,7 @@ def test_a_paddle_experiment_with_its_default_image_is_accepted():
 
 def test_both_paddle_jobs_tell_the_launcher_their_shape_and_the_trainers_arguments():
     """Nothing is read back from a command line: each Job's pods carry a Launched (one process per pod)."""
-    from spec.train_args import parse_train_args
+    from core.contract.train_args import parse_train_args
     from tests.workloads.test_contracts import ENV
 
     e = replace(E, pservers=3, max_nodes=2, min_nodes=2, args=("--batch-size=5",))

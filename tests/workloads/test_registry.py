@@ -1,4 +1,4 @@
-"""A workload is one entry in spec/workload_facts.py and one in workloads/train/registry.py: the trainer and
+"""A workload is one entry in core/catalog/workload_facts.py and one in workloads/train/registry.py: the trainer and
 the evaluation ask the entries, and no code branches on a workload's name."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from spec.workload_facts import WORKLOADS as FACTS
+from core.catalog.workload_facts import WORKLOADS as FACTS
 from workloads.train.registry import WORKLOADS as CODE
 
 ROOT = Path(__file__).resolve().parents[2]

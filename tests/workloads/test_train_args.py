@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spec.train_args import TrainArgs, parse_train_args, train_args_to_argv
+from core.contract.train_args import TrainArgs, parse_train_args, train_args_to_argv
 from workloads.train.schedule import default_lr, dist_env
 
 

@@ -93,7 +93,7 @@ def test_a_checkpoint_of_other_arguments_is_never_resumed(tmp_path):
     """A reused run id with a changed batch size merged two configurations into one "succeeded" summary."""
     from dataclasses import asdict
 
-    from spec.train_args import TrainArgs
+    from core.contract.train_args import TrainArgs
     from workloads.train.checkpoint import arguments_changed
 
     saved = asdict(TrainArgs(batch_size=8, steps=10))

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from spec.launch_command import (Launched, Torchrun, launched_argv, launched_torchrun, launcher_argv,
+from core.contract.launch_command import (Launched, Torchrun, launched_argv, launched_torchrun, launcher_argv,
                                  trainer_argv)
-from spec.s3_uri import parse_s3_uri
-from spec.train_args import TrainArgs
+from core.contract.s3_uri import parse_s3_uri
+from core.contract.train_args import TrainArgs
 from tests.workloads.conftest import ROOT, child_env, wait_for
 from workloads.train import launch
-from workloads.train import summary_fields as F
+from core.contract import summary_fields as F
 from workloads.train.upload import upload_plan
 
 
@@ -31,7 +31,7 @@ def test_node_identity_and_who_writes_the_summary():
 
 
 def test_exit_codes_and_training_config_from_the_launchers_own_arguments():
-    """The launcher is told the launch shape and the trainer's arguments (spec.launch_command builds both
+    """The launcher is told the launch shape and the trainer's arguments (core.contract.launch_command builds both
     the command and these); it never reads them back out of the command."""
     assert launch.exit_code(0) == 0 and launch.exit_code(3) == 3 and launch.exit_code(-15) == 143
     agent = Torchrun(min_nodes=1, max_nodes=2, nproc_per_node=4, max_restarts=0, rdzv_backend="c10d",

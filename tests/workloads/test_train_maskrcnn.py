@@ -88,7 +88,7 @@ def test_maskrcnn_trains_on_coco_format_with_two_processes(tmp_path):
 
 
 def test_maskrcnn_resizes_like_torchvisions_reference_and_warms_up_its_lr(tmp_path):
-    from spec.train_args import TrainArgs
+    from core.contract.train_args import TrainArgs
     from workloads.train.launch import provenance
     from workloads.train.models import build_maskrcnn
     from workloads.train.schedule import MASKRCNN_WARMUP_STEPS, default_lr, lr_at

@@ -11,12 +11,12 @@ from dataclasses import replace
 
 import pytest
 
-from spec.train_args import TrainArgs
+from core.contract.train_args import TrainArgs
 from tests.workloads.conftest import child_env, run_training
 from workloads.train import checkpoint as ckpt
 from workloads.train.launch import nccl_transport
 from workloads.train.metrics import read_jsonl
-from workloads.train.peaks import gpu_model, peak_tflops
+from core.catalog.peaks import gpu_model, peak_tflops
 from workloads.train.summary import efficiency, metrics_summary, step_coverage, throughput
 
 TINY = TrainArgs(workload="resnet50", batch_size=2, steps=8, image_size=32, width_per_group=4, precision="fp32",

@@ -6,10 +6,10 @@ import json
 import platform
 import sys
 
-from spec.config import GpuNodeGroup
+from core.config.model import GpuNodeGroup
 from workloads import job_manifests as m
 from workloads.train import launch
-from workloads.train import summary_fields as F
+from core.contract import summary_fields as F
 from workloads.train.what_ran import JOB_ENV, LOCAL_IMAGE, efa_version, image_digest, what_ran
 
 DIGEST = "sha256:" + "ab" * 32

@@ -34,7 +34,7 @@ The Kubernetes Job side calls exactly these command lines, so they are a stable 
 and ``python -m workloads.train.gate`` (standard library only) resumes suspended Jobs once the Jobs
 it waits for have finished; see their module docstrings.
 
-Shipped to the pods with ``spec/`` (``workloads.code_files.read_code_files``): modules
-here import only the standard library, torch, boto3 and ``spec`` (``paddle_ps``: paddle and numpy
+Shipped to the pods with ``core/`` (``workloads.code_files.read_code_files``): modules
+here import only the standard library, torch, boto3 and ``core`` (``paddle_ps``: paddle and numpy
 instead of torch; ``python -m workloads.train.paddle_ps`` takes the same arguments, see its docstring).
 """

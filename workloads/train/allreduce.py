@@ -5,7 +5,7 @@ rank runs ``--warmup-steps`` untimed and ``--steps`` timed in-place all-reduces 
 then the ranks average their time per operation, as nccl-tests does (src/common.cu: the per-rank
 ``deltaSec`` is all-reduced with ``average``). Rank 0 writes one line per size to
 ``metrics/allreduce.jsonl``: time, algorithm bandwidth ``S / t`` and bus bandwidth
-``algbw x 2(n-1)/n`` in GB/s of 1e9 bytes (``spec.fabric.bus_bandwidth``, nccl-tests
+``algbw x 2(n-1)/n`` in GB/s of 1e9 bytes (``core.catalog.fabric.bus_bandwidth``, nccl-tests
 doc/PERFORMANCE.md). NCCL on GPUs, gloo on CPUs (the trainer's ``Run`` picks the backend).
 
 The largest size is capped by free memory as nccl-tests caps it (src/common.cu: free memory less
@@ -18,7 +18,7 @@ import os
 import time
 from typing import Any
 
-from spec.fabric import bus_bandwidth
+from core.catalog.fabric import bus_bandwidth
 from workloads.train.device import device_info
 from workloads.train.metrics import JsonLines, metrics_dir
 from workloads.train.startup import startup_event

@@ -2,7 +2,7 @@
 
 A Deployment of one pod on the system nodes (``workloads/autostop.py`` registers it) runs this
 loop: list the run's Jobs through the Kubernetes API (the gate's client, ``workloads.train.gate``),
-ask ``spec.autostop.decide`` and, when it says so, set every GPU node group's scaling config to
+ask ``core.config.autostop.decide`` and, when it says so, set every GPU node group's scaling config to
 min 0, desired 0 through the EKS API, then write ``autostop.json`` beside the run's results.
 It keeps watching afterwards: a later ``pulumi up --refresh`` that puts the sizes back with
 nothing left to run is scaled down again.
@@ -22,9 +22,9 @@ import urllib.error
 import urllib.parse
 from typing import Any, Callable
 
-from spec.autostop import RUN_ID_LABEL, SCALE, Decision, decide, job_state
+from core.config.autostop import RUN_ID_LABEL, SCALE, Decision, decide, job_state
 from workloads.train.gate import request
-from spec import strict_json
+from core.contract import strict_json
 
 POLL_SECONDS = 30
 

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from spec import strict_json
+from core.contract import strict_json
 
 LATEST = "latest.pt"
 LATEST_META = "latest.json"

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from spec.workload_facts import WORKLOADS
+from core.catalog.workload_facts import WORKLOADS
 from workloads.train.checkpoint import atomic_write
-from spec import strict_json
+from core.contract import strict_json
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    from spec.s3_uri import parse_s3_uri
+    from core.contract.s3_uri import parse_s3_uri
     from workloads.train.upload import upload
 
     try:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from workloads.train.checkpoint import atomic_write
-from spec import strict_json
+from core.contract import strict_json
 
 
 def fallback_dir(node_id: str) -> Path:

@@ -1,7 +1,7 @@
 """The launcher's fabric figures and verdict: the all-reduce busbw curve, and the NCCL transport judged.
 
 Pure functions over what the launcher already read (metric lines, the transport parsed from the
-node logs, the pod's environment); the rules are ``spec.fabric``'s. ``TransportWatch`` sees the
+node logs, the pod's environment); the rules are ``core.catalog.fabric``'s. ``TransportWatch`` sees the
 command's output line by line, so ``fabric: strict`` stops a run on sockets at NCCL's first INIT
 line instead of after the whole run.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from spec import fabric
-from workloads.train import summary_fields as F
+from core.catalog import fabric
+from core.contract import summary_fields as F
 
 GIB = 2**30
 SOCKET_LINE = re.compile(r"NCCL INFO " + re.escape(fabric.SOCKETS) + r"\b")
@@ -21,7 +21,7 @@ SOCKET_LINE = re.compile(r"NCCL INFO " + re.escape(fabric.SOCKETS) + r"\b")
 def busbw_summary(lines: Sequence[Mapping[str, Any]], *, instance_type: str | None,
                   nodes: int | None) -> dict[str, Any]:
     """The busbw curve (one point per size, the last line of a size wins), its peak, the value at
-    1 GiB and the comparison with the published figure (``spec.fabric.busbw_check``)."""
+    1 GiB and the comparison with the published figure (``core.catalog.fabric.busbw_check``)."""
     by_size: dict[int, Mapping[str, Any]] = {}
     for r in lines:
         if isinstance(r.get("bytes"), int) and isinstance(r.get("busbw_gbps"), (int, float)):

@@ -6,7 +6,7 @@ so nothing waiting holds a GPU, and its activeDeadlineSeconds only starts on res
 Job's .status.startTime is reset when resumed", Kubernetes docs, Jobs: "Suspending a Job").
 
 Its instructions come as JSON in ``EKSBENCH_GATE`` (``workloads.contracts.gate_spec``). Standard
-library only: it runs in a plain Python image (``spec.pins.GATE_IMAGE``) and talks to the API
+library only: it runs in a plain Python image (``core.catalog.pins.GATE_IMAGE``) and talks to the API
 server with the pod's service-account token.
 """
 

@@ -1,6 +1,6 @@
 """``python -m workloads.train.hvd_torch``: one Horovod rank of a PyTorch training job.
 
-The same command-line contract (``spec.train_args``), workloads (``workloads.train.registry``),
+The same command-line contract (``core.contract.train_args``), workloads (``workloads.train.registry``),
 metrics lines, checkpoints and summary as ``python -m workloads.train``: this is that trainer's
 ``Run`` with its communication done by Horovod instead of torch.distributed + DDP:
 ``hvd.DistributedOptimizer`` all-reduces the gradients, ``hvd.broadcast_parameters`` and

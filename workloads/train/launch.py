@@ -5,7 +5,7 @@
 [--train-config JSON] -- torchrun ...``
 
 What the summary records about the command (its launch shape, the trainer's arguments) comes from
-these arguments, built with the command by ``spec.launch_command``; the command is never read back.
+these arguments, built with the command by ``core.contract.launch_command``; the command is never read back.
 
 1. Runs the command in its own session and tees its stdout+stderr to
    ``<results-dir>/logs/<node id>.log`` (and to our stdout, for ``kubectl logs``).
@@ -50,11 +50,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from spec.s3_uri import parse_s3_uri
-from spec.workload_facts import WORKLOADS
+from core.contract.s3_uri import parse_s3_uri
+from core.catalog.workload_facts import WORKLOADS
 from workloads.train import summary as figures
-from workloads.train import summary_fields as F
-from spec.fabric import FABRIC_EXIT_CODE
+from core.contract import summary_fields as F
+from core.catalog.fabric import FABRIC_EXIT_CODE
 from workloads.train.allreduce import LINES_FILE as ALLREDUCE_LINES
 from workloads.train.fabric_check import TransportWatch, busbw_summary, judge
 from workloads.train.exit_paths import StopSignals, fallback_dir, open_log, write_summary
@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=None, help="the most nodes the command runs at, for the summary")
     p.add_argument("--procs-per-node", type=int, default=None, help="its processes per node, for the summary")
     p.add_argument("--train-config", type=train_config, default=None, metavar="JSON",
-                   help="the trainer's arguments (spec.train_args.TrainArgs as a JSON object), for the summary")
+                   help="the trainer's arguments (core.contract.train_args.TrainArgs as a JSON object), for the summary")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
     return p
 
@@ -102,7 +102,7 @@ def writes_summary(mode: str, environ: Mapping[str, str]) -> bool:
 
 
 def train_config(text: str) -> dict[str, Any]:
-    """``--train-config``: the trainer's arguments as a JSON object (spec.launch_command.launcher_argv wrote it)."""
+    """``--train-config``: the trainer's arguments as a JSON object (core.contract.launch_command.launcher_argv wrote it)."""
     try:
         config = json.loads(text)
     except ValueError as e:
@@ -455,7 +455,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
             metrics = {"metrics_error": f"{type(e).__name__}: {e}"}
         checked, fabric_error = judge(metrics, environ, provenance(environ, command, config)[F.FRAMEWORK])
         metrics.update(checked)
-        if fabric_error:  # fabric: strict (spec.fabric): the run fails whatever its command returned
+        if fabric_error:  # fabric: strict (core.catalog.fabric): the run fails whatever its command returned
             returncode = FABRIC_EXIT_CODE
         try:
             metrics.update(what_ran_record(environ, metrics, results, args.nodes))

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import IO, Any
 
-from spec import strict_json
+from core.contract import strict_json
 
 RANK_FILE = re.compile(r"rank-(\d+)\.jsonl$")
 

@@ -1,6 +1,6 @@
 """``python -m workloads.train.paddle_ps``: one PaddlePaddle parameter-server process, pserver or trainer.
 
-The same command line as ``python -m workloads.train`` (``spec.train_args``); the role comes from
+The same command line as ``python -m workloads.train`` (``core.contract.train_args``); the role comes from
 the environment ``workloads.contracts.paddle_env`` builds (both naming sets; Paddle reads
 ``TRAINING_ROLE``, ``PADDLE_PSERVERS_IP_PORT_LIST``, ``PADDLE_TRAINERS_NUM``, ``PADDLE_TRAINER_ID``,
 ``PADDLE_PORT`` and ``POD_IP`` in ``PaddleCloudRoleMaker._ps_env``, and the trainers' barrier
@@ -43,8 +43,8 @@ os.environ.setdefault("FLAGS_enable_pir_api", "0")  # must be set before `import
 import socket  # noqa: E402
 from typing import Any, Callable, Mapping  # noqa: E402
 
-from spec.train_args import TrainArgs, parse_train_args  # noqa: E402
-from spec.workload_facts import WORKLOADS, input_size  # noqa: E402
+from core.contract.train_args import TrainArgs, parse_train_args  # noqa: E402
+from core.catalog.workload_facts import WORKLOADS, input_size  # noqa: E402
 from workloads.train.data import Position, epoch_ends, next_step, rank_indices  # noqa: E402
 from workloads.train.metrics import JsonLines, metrics_dir  # noqa: E402
 from workloads.train.schedule import default_lr  # noqa: E402

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spec import strict_json
+from core.contract import strict_json
 
 PROGRESS_NAME = "progress.json"
 

@@ -1,7 +1,7 @@
 """Each workload's training code, keyed by workload name: its data source, model and loss, and its
 per-epoch evaluation where it has one; or, for a workload that trains no model (the all-reduce
 benchmark), its own ``run`` loop in place of the training loop. The plain facts (input size, datasets, learning-rate rule,
-whether it evaluates) are the same name's entry in ``spec.workload_facts``; adding a workload is
+whether it evaluates) are the same name's entry in ``core.catalog.workload_facts``; adding a workload is
 one entry in each. ``workloads.train.trainer.Run`` asks these entries instead of branching on the
 workload's name. torch, torchvision and the data modules are imported inside the builders.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from spec.train_args import TrainArgs
+from core.contract.train_args import TrainArgs
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What a training step is run with: the process's place in the job, the learning rate, precision.
 
 ``dist_env`` reads torchrun's environment; ``default_lr`` is the workload's linear scaling rule
-(``spec.workload_facts``: 0.1 per 256 images of global batch; Mask R-CNN 0.02 per 16), and
+(``core.catalog.workload_facts``: 0.1 per 256 images of global batch; Mask R-CNN 0.02 per 16), and
 ``lr_at`` adds its warm-up (Mask R-CNN: torchvision's detection reference; large global batches:
 Goyal et al. 2017's gradual warm-up); ``set_lr`` applies a
 rate after a checkpoint restored the old world's;
@@ -13,8 +13,8 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Any, Callable
 
-from spec.train_args import TrainArgs
-from spec.workload_facts import WORKLOADS
+from core.contract.train_args import TrainArgs
+from core.catalog.workload_facts import WORKLOADS
 
 
 def dist_env(environ: dict[str, str]) -> dict[str, int]:

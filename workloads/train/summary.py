@@ -7,7 +7,7 @@ interval of steps that is either all warm-up (the first ``--warmup-steps`` after
 is the slowest rank's, since a synchronous step ends when its last rank ends.
 
 Efficiency: ``flops_per_sample`` (counted by the trainer with FlopCounterMode), achieved
-``tflops_per_s`` and ``mfu`` against ``workloads.train.peaks`` (null with ``mfu_note`` where
+``tflops_per_s`` and ``mfu`` against ``core.catalog.peaks`` (null with ``mfu_note`` where
 there is no peak: a CPU run, an unknown GPU, a precision the GPU lacks).
 """
 
@@ -17,10 +17,10 @@ import math
 from collections import defaultdict
 from typing import Any, Mapping
 
-from spec.strict_json import nonfinite_name
-from workloads.train import summary_fields as F
-from workloads.train.peaks import SOURCES as PEAK_SOURCES
-from workloads.train.peaks import peak_tflops
+from core.contract.strict_json import nonfinite_name
+from core.contract import summary_fields as F
+from core.catalog.peaks import SOURCES as PEAK_SOURCES
+from core.catalog.peaks import peak_tflops
 
 
 def _rate(samples: float, seconds: float) -> float | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from spec.train_args import TrainArgs
+from core.contract.train_args import TrainArgs
 from workloads.train import cifar
 from workloads.train.data import IMAGENET_MEAN, IMAGENET_STD, image_folder_root
 

@@ -28,8 +28,8 @@ import sys
 import time
 from typing import Any
 
-from spec.train_args import parse_train_args
-from spec.workload_facts import input_size
+from core.contract.train_args import parse_train_args
+from core.catalog.workload_facts import input_size
 from workloads.train.cpu_choice import precision_on, read_cpu_facts
 from workloads.train.device import nvidia_driver
 from workloads.train.metrics import JsonLines, metrics_dir

@@ -25,9 +25,9 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from spec.strict_json import nonfinite_name
-from spec.train_args import TrainArgs, parse_train_args
-from spec.workload_facts import WORKLOADS as WORKLOAD_FACTS
+from core.contract.strict_json import nonfinite_name
+from core.contract.train_args import TrainArgs, parse_train_args
+from core.catalog.workload_facts import WORKLOADS as WORKLOAD_FACTS
 from workloads.train import checkpoint as ckpt
 from workloads.train.data import Position, epoch_ends, next_step
 from workloads.train.cpu_choice import channels_last_for, precision_on
@@ -224,7 +224,7 @@ class Run:
             torch.cuda.synchronize(self.device)
 
     def evaluate_epoch(self, step: int, epoch: int, started: float, evals: JsonLines | None) -> None:
-        """A workload that evaluates (spec.workload_facts): rank 0 measures test accuracy at the end of each epoch."""
+        """A workload that evaluates (core.catalog.workload_facts): rank 0 measures test accuracy at the end of each epoch."""
         if not self.facts.evaluates or self.rank != 0 or evals is None:
             return
         result = self.code.evaluate(self.model, self.args.data_dir, device=self.device, autocast=self.autocast)

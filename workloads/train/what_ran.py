@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from workloads.train import summary_fields as F
+from core.contract import summary_fields as F
 
 # The Job's env for each field it knows (one source: the Job builder and the launcher read these names).
 JOB_ENV = {F.IMAGE: "EKSBENCH_IMAGE", F.INSTANCE_TYPE: "EKSBENCH_INSTANCE_TYPE", F.NODE_GROUP: "EKSBENCH_NODE_GROUP",

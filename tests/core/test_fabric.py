@@ -1,11 +1,11 @@
-"""spec.fabric: the NCCL transport verdict, the published busbw figures and nccl-tests' busbw formula."""
+"""core.catalog.fabric: the NCCL transport verdict, the published busbw figures and nccl-tests' busbw formula."""
 
 from __future__ import annotations
 
 import pytest
 
-from spec import fabric
-from spec.fabric import DEGRADED, fabric_verdict
+from core.catalog import fabric
+from core.catalog.fabric import DEGRADED, fabric_verdict
 
 
 @pytest.mark.parametrize("mode", ["check", "strict"])

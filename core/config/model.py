@@ -1,9 +1,9 @@
 """The stack's configuration as frozen, typed objects.
 
-``spec.shape.parse_stack_config`` turns the raw ``eksbench:*`` keys of one stack into a
+``core.config.shape.parse_stack_config`` turns the raw ``eksbench:*`` keys of one stack into a
 ``StackConfig``, or raises ``ConfigError`` listing every shape problem at once: unknown
 keys, wrong types, values out of range or not among the allowed choices (instance types,
-Kubernetes versions and AMI types come from ``spec.aws_catalog``). Rules that relate two
+Kubernetes versions and AMI types come from ``core.catalog.aws``). Rules that relate two
 values, or need the dataset catalog, the region's offerings or the shipped code, are the
 second stage, ``program.validation``, which runs only on a config whose shape is clean, so
 it never judges a default that stood in for a bad value. Nothing here imports Pulumi or
@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, replace
 from typing import Mapping
 
-from spec import aws_catalog as catalog
-from spec.fabric import FABRIC_MODES
-from spec.pins import TRAINING_IMAGE
-from spec.results_location import repeat_folder
-from spec.train_args import COMPILE_MODES, PRECISIONS, WORKLOADS
+from core.catalog import aws as catalog
+from core.catalog.fabric import FABRIC_MODES
+from core.catalog.pins import TRAINING_IMAGE
+from core.contract.results_location import repeat_folder
+from core.contract.train_args import COMPILE_MODES, PRECISIONS, WORKLOADS
 
 NAME = r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?"
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "paddle")
@@ -125,7 +125,7 @@ def choices_of(cls: type, name: str) -> tuple[str, ...]:
 
 
 def default_of(cls: type, name: str):
-    """A field's default, for the shape check (``spec.shape``), so no default is written twice."""
+    """A field's default, for the shape check (``core.config.shape``), so no default is written twice."""
     f = cls.__dataclass_fields__[name]
     return f.default_factory() if f.default_factory is not MISSING else f.default
 
@@ -158,7 +158,7 @@ class Experiment:
     gpu_decode: bool = False  # ImageFolder data: decode JPEGs on the GPU (nvJPEG)
     node_group: str = ""  # the GPU node group it runs on; "" = the first one
     pservers: int = 1  # paddle only
-    # On an EFA group: "check" marks a run whose NCCL fell back to sockets degraded; "strict" fails it (spec.fabric)
+    # On an EFA group: "check" marks a run whose NCCL fell back to sockets degraded; "strict" fails it (core.catalog.fabric)
     fabric: str = choice("check", FABRIC_MODES)
     repeats: int = 1  # runs of the experiment, one after another (spec.repeats)
     # Which run this is: 0 for the experiment as configured; 1..repeats for one of its repeats
@@ -201,8 +201,8 @@ class LocalRun:
 
 @dataclass(frozen=True)
 class Autostop:
-    """The cluster scales its GPU node groups to zero once the run is over (spec/autostop.py decides).
-    deadline_minutes None: the experiments' budgets plus a margin (spec.autostop.default_deadline_minutes)."""
+    """The cluster scales its GPU node groups to zero once the run is over (core/config/autostop.py decides).
+    deadline_minutes None: the experiments' budgets plus a margin (core.config.autostop.default_deadline_minutes)."""
     enabled: bool = True
     deadline_minutes: int | None = None
     idle_minutes: int = 5
@@ -242,7 +242,7 @@ class StackConfig:
     tags: Mapping[str, str]
     autostop: Autostop = Autostop()
     # The index in the stack file's experiments list each experiment came from (a sweep makes several
-    # of one entry: spec.sweep); empty: one each, in order.
+    # of one entry: core.config.sweep); empty: one each, in order.
     experiment_sources: tuple[int, ...] = ()
 
     def experiment_key(self, i: int) -> str:
@@ -259,7 +259,7 @@ class StackConfig:
     @property
     def autostop_deadline_minutes(self) -> int:
         """The configured deadline, or the experiments' budgets plus a margin."""
-        from spec.autostop import default_deadline_minutes
+        from core.config.autostop import default_deadline_minutes
 
         if self.autostop.deadline_minutes is not None:
             return self.autostop.deadline_minutes

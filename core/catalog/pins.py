@@ -20,7 +20,7 @@ DLC_REPOSITORY = "pytorch-training"
 DLC_TAG = "2.10.0-gpu-py313-cu130-ubuntu22.04-ec2"
 DLC_TORCH_VERSION = "2.10.0"
 # The newest DLC for PyTorch training whose torch is built with CUDA 12.6, the last CUDA with Volta
-# (sm_70) kernels in PyTorch's builds: the default on V100 groups (p3, p3dn), chosen by spec/compat.py.
+# (sm_70) kernels in PyTorch's builds: the default on V100 groups (p3, p3dn), chosen by core/catalog/compat.py.
 # From aws/deep-learning-containers docs/src/data/pytorch-training/2.6-gpu-ec2.yml (same commit):
 # PyTorch 2.6.0, Python 3.12, CUDA 12.6, Ubuntu 22.04, GA 2025-01-29, end of patches 2026-01-29 (no
 # later pytorch-training DLC is built with CUDA 12.6: 2.7 is cu128, 2.8 cu129, 2.9 and 2.10 cu130).
@@ -64,7 +64,7 @@ def is_training_image(image: str) -> bool:
 # paddle image in docs/src/data/ nor anywhere in the repository), so the official PaddlePaddle GPU image,
 # from Docker Hub: PaddlePaddle 3.0.0 built with CUDA 11.8 + cuDNN 8.9 (the tag PaddlePaddle's own
 # install docs name, "3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6", e.g. PaddleX 3.1 installation/paddlepaddle_install,
-# driver >= 450.80.02); its CUDA 11 build has Volta (sm_70) kernels for p3 (spec/compat.py). 3.0.0 matches
+# driver >= 450.80.02); its CUDA 11 build has Volta (sm_70) kernels for p3 (core/catalog/compat.py). 3.0.0 matches
 # requirements-paddle.txt: the newest 3.x whose PyPI CPU wheel has the parameter-server core.
 PADDLE_REPOSITORY = "paddlepaddle/paddle"
 PADDLE_TAG = "3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6"
@@ -73,7 +73,7 @@ PADDLE_IMAGE = f"{PADDLE_REPOSITORY}:{PADDLE_TAG}"
 # Horovod images: no AWS DLC has Horovod since PyTorch 2.0.1 (aws/deep-learning-containers fb9f7cb,
 # 2023-07-25), so users build workloads/Dockerfile.horovod on a pinned DLC above and push it to the home
 # stack's repository (infra/image_repository.py: ``<project>/<home stack>/training``) under these tags,
-# which spec/compat.py knows the CUDA build of. Horovod 0.28.1 is its last release.
+# which core/catalog/compat.py knows the CUDA build of. Horovod 0.28.1 is its last release.
 HOROVOD_VERSION = "0.28.1"
 HOROVOD_REPOSITORY = "training"  # the last part of the home stack's repository name
 HOROVOD_TAG = f"horovod-{HOROVOD_VERSION}-pt2.10.0-cu130"  # FROM DLC_TAG

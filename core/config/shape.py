@@ -13,13 +13,14 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from spec import aws_catalog as catalog
-from spec import compat, sweep
-from spec.config import (BATCH_SIZE_MAX, DEFAULT_IMAGE, HOME_ROLE, MAX_REPEATS, NAME, RETIRED_FRAMEWORKS, ROLES,
+from core.catalog import aws as catalog
+from core.catalog import compat
+from core.config import sweep
+from core.config.model import (BATCH_SIZE_MAX, DEFAULT_IMAGE, HOME_ROLE, MAX_REPEATS, NAME, RETIRED_FRAMEWORKS, ROLES,
                          Autostop, Cluster, Efs, Experiment, Fsx, GpuNodeGroup, HomeConfig, LocalRun, Network, Results,
                          StackConfig, Storage, SystemNodeGroup, choices_of, default_of)
-from spec.fields import ConfigError, Reader, cidr_rule, show
-from spec.pins import PADDLE_IMAGE, training_image
+from core.config.fields import ConfigError, Reader, cidr_rule, show
+from core.catalog.pins import PADDLE_IMAGE, training_image
 
 DEFAULT_REGION = "us-west-2"  # the registry of DEFAULT_IMAGE, where no region is known
 
@@ -305,7 +306,7 @@ def _local(r: Reader) -> LocalRun:
 
 def _experiments(raw: Any, groups: tuple[GpuNodeGroup, ...], problems: list[str], *, default_image: str,
                  region: str | None) -> tuple[tuple[Experiment, ...], tuple[int, ...]]:
-    """The experiments, sweeps expanded (``spec.sweep``), and the stack-file index each came from."""
+    """The experiments, sweeps expanded (``core.config.sweep``), and the stack-file index each came from."""
     if not isinstance(raw, list):
         return _items(raw, "experiments", None, problems, non_empty=False, what="experiments",
                       example='[{"name": "resnet50", "workload": "resnet50"}]') if raw is not None else (), ()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from spec import compat, pins
-from spec.shape import parse_stack_config
+from core.catalog import compat, pins
+from core.config.shape import parse_stack_config
 
 
 def paddle_on(instance_type: str, **experiment):

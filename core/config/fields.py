@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any, Callable, Iterable, Mapping
 
-from spec.s3_uri import is_s3_uri
+from core.contract.s3_uri import is_s3_uri
 
 _MISSING = object()
 

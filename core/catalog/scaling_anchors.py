@@ -26,9 +26,9 @@ SOURCE = ("NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50
 
 @dataclass(frozen=True)
 class ScalingAnchor:
-    workload: str  # spec.train_args.WORKLOADS
-    precision: str  # our precision (spec.train_args.PRECISIONS) this row is read against
-    gpu_model: str  # spec.aws_catalog InstanceType.gpu_model
+    workload: str  # core.contract.train_args.WORKLOADS
+    precision: str  # our precision (core.contract.train_args.PRECISIONS) this row is read against
+    gpu_model: str  # core.catalog.aws InstanceType.gpu_model
     system: str  # the machine of the table
     published_precision: str  # the table's column: TF32, FP32, mixed precision
     gpus: int  # the larger size of the table (the smaller is 1 GPU)

@@ -1,4 +1,4 @@
-"""The results layout has one home, ``spec.results_location``: its places, and the bucket rule."""
+"""The results layout has one home, ``core.contract.results_location``: its places, and the bucket rule."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from spec.results_location import ResultsLocation, datasets_uri, results_bucket
+from core.contract.results_location import ResultsLocation, datasets_uri, results_bucket
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +69,7 @@ LAYOUT = [
     re.compile(r"\{DATASETS_PREFIX\}"),
     re.compile(r"\{[^{}]*(stack|results)_prefix[^{}]*\}(\{|\w)"),
 ]
-HOME = "spec/results_location.py"
+HOME = "core/contract/results_location.py"
 # Lines that match a pattern but are no results location, each with why.
 NOT_THE_LAYOUT = {
     ("infra/image_repository.py", 'return f"{clean(project)}/{clean(stack)}/training"'): "the ECR repository name",

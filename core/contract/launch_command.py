@@ -17,11 +17,11 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from spec.train_args import TrainArgs, apply_train_args, train_args_to_argv
+from core.contract.train_args import TrainArgs, apply_train_args, train_args_to_argv
 
 LAUNCHER_MODULE = "workloads.train.launch"
 TRAINER_MODULE = "workloads.train"
-# The module each framework runs, all with workloads.train's CLI (spec.train_args); a package or
+# The module each framework runs, all with workloads.train's CLI (core.contract.train_args); a package or
 # module under workloads/train. The launcher finds the trainer's arguments after any of them.
 ENTRY_MODULES = {"pytorch": TRAINER_MODULE, "tensorflow": "workloads.train.tf_keras",
                  "horovod": "workloads.train.hvd_torch", "paddle": "workloads.train.paddle_ps"}

@@ -3,7 +3,7 @@
 ``nodes: [1, 2, 4]`` gives ``<name>-n1``, ``<name>-n2``, ``<name>-n4``; ``batch_size: [128, 256]``
 gives ``<name>-b128``, ``<name>-b256``; both lists give their product, nodes first
 (``<name>-n2-b256``). Everything else is copied, so each expanded experiment is validated, planned
-and run like any other. This is the one place sweeps are expanded: ``spec.shape`` calls ``expand``
+and run like any other. This is the one place sweeps are expanded: ``core.config.shape`` calls ``expand``
 on the raw ``experiments`` list before it reads any experiment, and the meaning rules
 (``program.validation``) see only single values, keyed by the stack file's index
 (``StackConfig.experiment_key``).
@@ -19,13 +19,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from spec.fields import problem, show
+from core.config.fields import problem, show
 
 # The keys a sweep may list, and the letter of each in the expanded names.
 SWEEP_KEYS = {"nodes": "n", "batch_size": "b"}
 MAX_VALUES = 16  # values in one list
 MAX_EXPANDED = 64  # experiments one stack-file entry may become
-MAX_NAME = 32  # spec.config.NAME: 1-32 characters (a part of Job and Service names)
+MAX_NAME = 32  # core.config.model.NAME: 1-32 characters (a part of Job and Service names)
 NODES_RULE = 'a sweep lists fixed node counts (whole numbers >= 1); an elastic "min:max" range cannot be swept'
 
 

@@ -1,13 +1,13 @@
-"""The autostop decision (spec/autostop.py), the Job parsing it reads, and the autostop stack keys."""
+"""The autostop decision (core/config/autostop.py), the Job parsing it reads, and the autostop stack keys."""
 
 from __future__ import annotations
 
 import pytest
 
-from spec.autostop import SCALE, WAIT, JobState, decide, default_deadline_minutes, job_state
-from spec.config import Autostop, Experiment
-from spec.fields import ConfigError
-from spec.shape import parse_stack_config
+from core.config.autostop import SCALE, WAIT, JobState, decide, default_deadline_minutes, job_state
+from core.config.model import Autostop, Experiment
+from core.config.fields import ConfigError
+from core.config.shape import parse_stack_config
 
 T0 = 1_800_000_000.0  # the run's Jobs were created then (pulumi up)
 MIN = 60.0

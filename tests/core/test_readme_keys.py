@@ -1,4 +1,4 @@
-"""The README's experiment-keys table is held to ``spec.config.Experiment``: every key the shape check
+"""The README's experiment-keys table is held to ``core.config.model.Experiment``: every key the shape check
 reads is named there, and every choice a field allows is listed beside it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 from dataclasses import fields
 from pathlib import Path
 
-from spec.config import Experiment
+from core.config.model import Experiment
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 # Fields the stack file spells differently: one "nodes" key sets both bounds ("N" or "min:max"); a

@@ -6,7 +6,7 @@ Three tables, each row with its source, and the few pure functions that read the
   (compute capabilities) it has kernels for, and the CUDA release it needs a driver for;
 - ``CUDA_DRIVERS``: CUDA release -> the NVIDIA driver it needs *without* the forward-compatibility
   package (``/usr/local/cuda/compat``), since the pods never load that package (see below);
-- ``GPU_ARCH``: GPU model (``spec.aws_catalog.InstanceType.gpu_model``, so every instance type of
+- ``GPU_ARCH``: GPU model (``core.catalog.aws.InstanceType.gpu_model``, so every instance type of
   the catalog) -> compute capability; ``AMI_DRIVERS``: EKS GPU AMI type -> its NVIDIA driver branch.
 
 Why the forward-compatibility package is out of reach. The DLC's ENTRYPOINT
@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spec import aws_catalog as catalog
-from spec import pins
+from core.catalog import aws as catalog
+from core.catalog import pins
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ IMAGES: tuple[TrainingImage, ...] = (
         # Paddle's cmake/cuda.cmake (PaddlePaddle/Paddle): for CUDA 11.2+ every release strategy
         # (NEW_RELEASE_ALL, NEW_RELEASE_PYPI, the default) builds paddle_known_gpu_archs11 + "86", and
         # all of them hold 60 61 70 75 80 (the table keeps what every strategy has: no sm_90, no PTX).
-        # Paddle's install tables: Volta sm_70 takes the CUDA 10/11 packages. No DLC: spec/pins.py.
+        # Paddle's install tables: Volta sm_70 takes the CUDA 10/11 packages. No DLC: core/catalog/pins.py.
         source="PaddlePaddle/Paddle cmake/cuda.cmake; paddlepaddle.org.cn install Tables; Docker Hub tag"),
     # Horovod images the user builds from workloads/Dockerfile.horovod on the two DLCs above (no DLC has
     # Horovod): the base's torch, so the base's architectures; Horovod's own CUDA kernels are built for the

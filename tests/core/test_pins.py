@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from spec import pins
+from core.catalog import pins
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ import argparse
 from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any, Callable, Sequence
 
-from spec.workload_facts import WORKLOADS as WORKLOAD_FACTS
+from core.catalog.workload_facts import WORKLOADS as WORKLOAD_FACTS
 
 WORKLOADS = tuple(WORKLOAD_FACTS)
 PRECISIONS = ("fp32", "amp-fp16", "bf16")

@@ -65,7 +65,7 @@ def busbw_check(curve: Sequence[tuple[int, float]], *, instance_type: str | None
     out = {"expected_gbps": None, "compared_at_bytes": None, "measured_gbps": None, "fraction": None,
            "below": None, "source": None}
     if expected is None:
-        out["note"] = f"no published all-reduce figure for {nodes} x {instance_type} (spec/fabric.py)"
+        out["note"] = f"no published all-reduce figure for {nodes} x {instance_type} (core/catalog/fabric.py)"
         return out
     measured = dict(curve)
     common = [b for b, _ in expected.points if b in measured]

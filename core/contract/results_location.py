@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 DATASETS_PREFIX = "datasets/"
 # A repeat's folder under its experiment's: the underscore keeps it apart from experiment names
-# (spec.config.NAME has none), so a reader can tell <experiment>/repeat_2/ from an experiment's folder.
+# (core.config.model.NAME has none), so a reader can tell <experiment>/repeat_2/ from an experiment's folder.
 REPEAT_FOLDER = "repeat_{}"
 _REPEAT = re.compile(r"repeat_([1-9][0-9]{0,5})")
 
@@ -154,7 +154,7 @@ def home_bucket(name: str, bucket: Any, home_region: Any, *, region: str) -> str
 def results_bucket(results: Any, home_outputs: Mapping[str, Any] | None, *, region: str) -> str | None:
     """An experiment stack's results bucket: ``results.bucket`` when the stack names no home stack, else
     the bucket its home stack's outputs (``bucket``, ``region``) name, checked by ``home_bucket``.
-    ``results`` is a ``spec.config.ResultsConfig``; None when the home stack's outputs are unknown."""
+    ``results`` is a ``core.config.model.ResultsConfig``; None when the home stack's outputs are unknown."""
     if not results.home_stack:
         return results.bucket
     if home_outputs is None:

@@ -24,7 +24,7 @@ V100/T4. No torch here.
 
 from __future__ import annotations
 
-SOURCES = "NVIDIA product datasheets (dense, boost clock); see workloads/train/peaks.py"
+SOURCES = "NVIDIA product datasheets (dense, boost clock); see core/catalog/peaks.py"
 
 # model -> precision -> dense TFLOP/s (None: the GPU has no such tensor math)
 PEAK_TFLOPS: dict[str, dict[str, float | None]] = {
@@ -57,7 +57,7 @@ def peak_tflops(device_name: str | None, precision: str) -> tuple[float | None, 
         return None, "CPU run: MFU is defined against a GPU's peak tensor throughput"
     model = gpu_model(device_name)
     if model is None:
-        return None, f"no peak figure for {device_name!r} in workloads/train/peaks.py"
+        return None, f"no peak figure for {device_name!r} in core/catalog/peaks.py"
     peak = PEAK_TFLOPS[model].get(precision)
     if peak is None:
         return None, f"{model} has no {precision} tensor cores"

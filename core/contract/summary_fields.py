@@ -31,8 +31,8 @@ IMAGE = "image"
 GIT_COMMIT = "git_commit"
 RESULTS_URI = "results_uri"
 COMMAND = "command"
-CONFIG = "config"  # the trainer's arguments (spec.train_args.TrainArgs as a dict)
-# The launch shape, from the launcher's own arguments (spec.launch_command.Launched): the most
+CONFIG = "config"  # the trainer's arguments (core.contract.train_args.TrainArgs as a dict)
+# The launch shape, from the launcher's own arguments (core.contract.launch_command.Launched): the most
 # nodes and the processes per node, known even when the trainer never reported.
 LAUNCH = "launch"
 LAUNCH_NODES = "nodes"
@@ -65,8 +65,8 @@ BUSBW = "busbw"
 BUSBW_CURVE = "curve"  # in BUSBW: [{bytes, time_us, algbw_gbps, busbw_gbps}], ascending bytes
 BUSBW_PEAK_GBPS = "peak_gbps"  # in BUSBW
 BUSBW_AT_1GIB_GBPS = "at_1gib_gbps"  # in BUSBW
-BUSBW_EXPECTED = "expected"  # in BUSBW: the published figure and the comparison (spec.fabric.busbw_check)
-# The NCCL transport judged against the node group's fabric (spec.fabric.fabric_verdict)
+BUSBW_EXPECTED = "expected"  # in BUSBW: the published figure and the comparison (core.catalog.fabric.busbw_check)
+# The NCCL transport judged against the node group's fabric (core.catalog.fabric.fabric_verdict)
 FABRIC = "fabric"
 FLAGS = "flags"  # what the run is marked with: "degraded (NCCL on sockets)", "busbw below expected (...)"
 # What ran, one flat object (workloads.train.what_ran): each field null where the pod cannot know it,

@@ -29,7 +29,7 @@ WAIT = "wait"
 
 
 def experiment_budget_minutes(e: Any) -> int:
-    """How long experiment ``e`` (a spec.config.Experiment) may take: timeout, evaluation, start-up slack."""
+    """How long experiment ``e`` (a core.config.model.Experiment) may take: timeout, evaluation, start-up slack."""
     return e.timeout_minutes + (EVAL_TIMEOUT_MINUTES if e.evaluate else 0) + START_SLACK_MINUTES
 
 
@@ -52,7 +52,7 @@ def deadline_problems(cfg: Any) -> list[str]:
         max(times), "the longest, execution: parallel")
     if a.deadline_minutes >= least:
         return []
-    from spec.fields import problem
+    from core.config.fields import problem
 
     return [problem("autostop.deadline_minutes", a.deadline_minutes,
                     f"is shorter than the experiments' timeouts ({least} min, {how}), so autostop would stop "

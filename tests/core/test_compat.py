@@ -1,4 +1,4 @@
-"""The image/GPU/driver compatibility table (spec/compat.py): every GPU type has an architecture, every AMI
+"""The image/GPU/driver compatibility table (core/catalog/compat.py): every GPU type has an architecture, every AMI
 and CUDA a driver row, the pinned images are rows. The plan's rule built on it, checked with an oracle
 written from the table's raw rows against every (image, node group) pair of generated stacks, is in
 tests/program/test_compat_rules.py; the shipped stacks' planned pods are walked in
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from spec import aws_catalog as catalog
-from spec import compat, pins
+from core.catalog import aws as catalog
+from core.catalog import compat, pins
 
 GPU_TYPES = sorted(t for t, spec in catalog.INSTANCE_TYPES.items() if spec.gpus)
 REGION = "us-west-2"
