@@ -162,7 +162,7 @@ def test_frameworks_without_a_shipped_entry_point_are_found_by_the_program_check
 
 
 def project_imports(path: str, text: str) -> set[str]:
-    """The eksbench modules (``spec.*``, ``workloads.*``) a shipped file imports, absolute names."""
+    """The eksbench modules (``core.*``, ``workloads.*``) a shipped file imports, absolute names."""
     out = set()
     for node in ast.walk(ast.parse(text, path)):
         if isinstance(node, ast.Import):
@@ -170,7 +170,7 @@ def project_imports(path: str, text: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             # "from workloads.train import summary" may name a module of the package.
             out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
-    return {m for m in out if m.split(".")[0] in ("spec", "workloads")}
+    return {m for m in out if m.split(".")[0] in ("core", "workloads")}
 
 
 def test_read_code_files_ships_the_training_package():

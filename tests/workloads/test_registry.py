@@ -32,7 +32,7 @@ def test_an_evaluated_classifier_is_rebuilt_from_its_entry():
 
 def test_no_code_branches_on_a_workloads_name():
     found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
-             for top in ("spec", "infra", "workloads", "datasets", "program", "bench")
+             for top in ("core", "infra", "workloads", "datasets", "program", "bench")
              for path in sorted((ROOT / top).rglob("*.py"))
              for n, line in enumerate(path.read_text().splitlines(), 1) if BRANCH.search(line)]
     assert not found, "branches on a workload's name (add to the registries instead):\n" + "\n".join(found)
