@@ -6,7 +6,7 @@ provision: ``pulumi up`` through the Automation API in a worker thread, one prog
     CLI gets ONE SIGINT and cancels gracefully; the main thread waits for ``up()`` to return.
 start: nothing; the training Jobs are created by ``up`` (they do not block it: skipAwait).
 watch: ``summary.json`` at each experiment's results URI is the authority (the launcher writes
-    it even on failure); ``progress.json`` (``workloads.train.progress``) gives step/total and
+    it even on failure); ``progress.json`` (``workloads.train.harness.progress``) gives step/total and
     samples/s; the Kubernetes API, when it answers, says why a pod is not running and shows a
     failing pod's last log lines. Each experiment has a deadline (its timeout_minutes, counted
     from the start of the watch; cumulative when the stack runs its experiments sequentially).

@@ -20,7 +20,7 @@ slower, or no change at this noise), ``bench.compare_stats``:
   repeats measure that.
 
 Then what differs between the two sides: image, commit, versions, instance, zone, shape
-(``what_ran`` of the summaries, ``workloads.train.what_ran``).
+(``what_ran`` of the summaries, ``workloads.train.harness.what_ran``).
 
 Exit codes: 0 compared and no experiment slower; 1 at least one experiment slower (for CI
 gates); 2 refused (a source missing or empty, or no experiment in common).

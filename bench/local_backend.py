@@ -38,7 +38,7 @@ from program.stack_files import PROJECT, ROOT
 from core.contract.results_location import ResultsLocation, log_name, repeat_folder, repeat_number
 from core.catalog.workload_facts import WORKLOADS
 from core.contract import summary_fields as F
-from workloads.train.what_ran import LOCAL_IMAGE
+from workloads.train.harness.what_ran import LOCAL_IMAGE
 
 
 def show(path: Path) -> str:
@@ -165,11 +165,12 @@ class ExperimentRun:
 
     def progress_line(self) -> str:
         from core.catalog.workload_facts import WORKLOADS
-        from workloads.train.metrics import last_step, metrics_dir, rank_files
+        from workloads.train.common.metrics import last_step, metrics_dir, rank_files
 
         took = f"{time.monotonic() - self.t0:5.1f}s"
         if WORKLOADS[self.exp.workload].collective:  # no steps: one line per message size measured
-            from workloads.train.allreduce import LINES_FILE, message_sizes
+            from core.contract.names import ALLREDUCE_LINES_FILE as LINES_FILE
+            from workloads.train.pytorch.allreduce import message_sizes
 
             try:
                 done = (metrics_dir(self.exp.results_dir) / LINES_FILE).read_bytes().count(b"\n")
@@ -261,7 +262,7 @@ class LocalBackend:
         from bench import local_plan as lr
 
         if any(e.train.dataset in lr.STANDIN_DATASETS for e in self.runnable):
-            from workloads.train.cifar import write_standin
+            from workloads.train.common.cifar import write_standin
 
             write_standin(self.run_dir / "_data", **lr.CIFAR_STANDIN)
         if any(e.rdzv_backend == "etcd-v2" for e in self.runnable):

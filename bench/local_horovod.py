@@ -2,8 +2,8 @@
 "nodes" on loopback.
 
 Each node is what a Horovod pod runs (``workloads.contracts.horovod_launch``): the results
-launcher wrapping ``workloads.train.horovod_bootstrap``, which on node 0 serves Horovod's HTTP
-Gloo rendezvous and on every node starts ``workloads.train.hvd_torch`` once per slot with
+launcher wrapping ``workloads.train.horovod.bootstrap``, which on node 0 serves Horovod's HTTP
+Gloo rendezvous and on every node starts ``workloads.train.horovod.trainer`` once per slot with
 ``horovod_env``. Locally the pods' DNS names become loopback addresses (node 0 is 127.0.0.1,
 where the rendezvous is served; node n is 127.0.0.(n+1), a distinct HOROVOD_HOSTNAME so each node
 is its own Gloo "host"), the rendezvous port is a free one, and Gloo is told to use the loopback

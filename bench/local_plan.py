@@ -22,8 +22,8 @@ from bench.terminal import safe_line
 from core.config.model import Experiment, LocalRun
 from core.catalog.workload_facts import WORKLOADS
 from workloads.contracts import EVAL_SUBDIR, evaluation_argv, train_args_for
-from workloads.train.cpu_choice import CpuFacts
-from workloads.train.cpu_choice import choose as choose_for_cpu
+from workloads.train.common.cpu_choice import CpuFacts
+from workloads.train.common.cpu_choice import choose as choose_for_cpu
 
 STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with a generated stand-in
 CIFAR_STANDIN = {"train": 256, "test": 200}
@@ -61,7 +61,7 @@ class LocalPaths:
 def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data_dir: str,
                      gpu: bool = False, cpu: CpuFacts = CpuFacts()) -> LocalExperiment:
     """``exp`` scaled down by ``local``; on a CPU (``gpu`` false) with the precision and memory format
-    that CPU runs fast (``workloads.train.cpu_choice``, from ``cpu``: this machine's facts)."""
+    that CPU runs fast (``workloads.train.common.cpu_choice``, from ``cpu``: this machine's facts)."""
     lo, hi = local_node_range(exp.min_nodes, exp.max_nodes, local.nodes)
     steps = min(exp.steps, local.steps) if exp.epochs == 0 else local.steps
     notes = []

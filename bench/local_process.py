@@ -54,7 +54,7 @@ class LocalExperiment:
 
 @dataclass(frozen=True)
 class LocalContext:
-    launcher_python: str  # runs workloads.train.launch (this Python: it has boto3 etc.)
+    launcher_python: str  # runs workloads.train.harness.launch (this Python: it has boto3 etc.)
     python: str  # runs the framework's own processes: this Python, or the framework's venv's
     endpoint: str  # pytorch: the rendezvous endpoint (etcd or c10d)
     rdzv_id: str
@@ -80,7 +80,7 @@ class LocalLaunch:
 def wrapped(exp: LocalExperiment, ctx: LocalContext, *, node_id: str, summary: bool, command: Sequence[str],
             launched: Launched = Launched(), results_dir: str | None = None,
             stop_with: str | None = None) -> tuple[str, ...]:
-    """The results launcher (``workloads.train.launch``, run by this Python) around ``command``, writing to
+    """The results launcher (``workloads.train.harness.launch``, run by this Python) around ``command``, writing to
     ``results_dir`` (the experiment's by default); ``launched`` tells it the shape and the trainer's
     arguments it records (it never reads them back from ``command``)."""
     head = launcher_argv(python=ctx.launcher_python, results_dir=results_dir or exp.results_dir, experiment=exp.name,

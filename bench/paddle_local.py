@@ -2,7 +2,7 @@
 and trainers on loopback, free ports.
 
 The same processes as the cluster's two Jobs (``workloads.contracts.paddle_launch``): every one
-runs ``python -m workloads.train.paddle_ps`` with the experiment's trainer arguments, its role
+runs ``python -m workloads.train.paddle.ps`` with the experiment's trainer arguments, its role
 and endpoints in the env ``workloads.contracts.paddle_ps_env`` builds (both naming sets), here
 on 127.0.0.1 with a free port each. Each is wrapped by the results launcher, as a cluster pod's
 is, and told its Job's shape (one process per pod); trainer 0 writes summary.json. The launcher

@@ -298,7 +298,7 @@ def _scaled_group(v: Any) -> bool:
     return isinstance(v, dict) and text(v.get("name")) and (v.get("changed") is None or flag(v["changed"]))
 
 
-# autostop.json (workloads/train/autostop.py ``act``): written by the controller in the cluster.
+# autostop.json (workloads/train/control/autostop.py ``act``): written by the controller in the cluster.
 AUTOSTOP: Schema = {"decided_at": text, "action": text, "reason": text, "cluster": text, "run_id": text,
                     "node_groups": list_of(_scaled_group)}
 

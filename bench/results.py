@@ -28,8 +28,8 @@ from typing import Any, Callable, Mapping
 from bench import result_readers as R
 from bench.result_files import ExperimentFiles, find_experiments
 from core.contract import summary_fields as F
-from workloads.train import what_ran
-from workloads.train.summary import quantile
+from workloads.train.harness import what_ran
+from workloads.train.harness.summary import quantile
 
 COLUMNS = ("stack", "run_id", "experiment", "repeat", "workload", "framework", "status", "instance_type", "gpu", "nodes",
            "gpus_per_node", "world_size", "batch_size", "precision", "samples_per_s", "samples_per_s_per_gpu",
@@ -163,7 +163,7 @@ def _rank_lines(exp: ExperimentFiles) -> dict[int, list[dict[str, Any]]]:
 
 
 def _log_error(exp: ExperimentFiles) -> str | None:
-    from workloads.train.launch import root_cause
+    from workloads.train.harness.launch import root_cause
 
     for rel in sorted(f for f in exp.files if f.startswith("logs/") and f.endswith(".log")):
         got = exp.read_bytes(rel, R.MAX_LOG_TAIL_BYTES, tail=True)  # the root cause is in the tail

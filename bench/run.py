@@ -98,7 +98,7 @@ def run_local(args) -> int:
     from bench.local_backend import LocalBackend
     from program.stack_files import load_stack_config
     from core.config.fields import ConfigError
-    from workloads.train.cpu_choice import read_cpu_facts
+    from workloads.train.common.cpu_choice import read_cpu_facts
 
     try:
         cfg = load_stack_config(args.stack, Path(args.project_dir))

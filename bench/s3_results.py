@@ -2,7 +2,7 @@
 
 Layout (``infra.environment``): ``s3://<bucket>/<project>/<stack>/<run-id>/<experiment>/`` holds
 ``summary.json`` (always written, even on failure: the authority on an experiment's end),
-``progress.json`` (optional, ``workloads.train.progress``), ``metrics/``, ``logs/``, ``eval/``
+``progress.json`` (optional, ``workloads.train.harness.progress``), ``metrics/``, ``logs/``, ``eval/``
 and ``checkpoints/`` (never copied home: gigabytes, and useless without the cluster).
 """
 

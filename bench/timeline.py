@@ -67,7 +67,7 @@ def steps_from_summary(summary: dict[str, Any] | None) -> dict[str, Any] | None:
 
     ``started_at``: the launcher's start inside the container (the image is pulled, the pod runs);
     ``startup.time_to_first_step_s`` counts from there (``EKSBENCH_LAUNCHED_AT``, set by the launcher:
-    workloads/train/launch.py, startup.py) to the end of the first step; ``ended_at``: the training
+    workloads/train/harness/launch.py, startup.py) to the end of the first step; ``ended_at``: the training
     command's end, so the last step ended at or before it.
     """
     if not summary:

@@ -123,11 +123,11 @@ class _NoPaths:
 
 def lr_schedules(cfg: Any) -> list[dict[str, Any]]:
     """Per experiment the trainer trains (PyTorch, Horovod): its learning rate at full size and the warm-up it
-    gets (workloads.train.schedule: the workload's own, or the large-batch one above a global batch of 1024)."""
+    gets (workloads.train.common.schedule: the workload's own, or the large-batch one above a global batch of 1024)."""
     from core.contract.train_args import apply_train_args
     from core.catalog.workload_facts import WORKLOADS
     from workloads.contracts import train_args_for
-    from workloads.train.schedule import default_lr, warmup_note
+    from workloads.train.common.schedule import default_lr, warmup_note
 
     out = []
     for e in cfg.experiments:

@@ -2,7 +2,7 @@
 
 Registers the controller's IAM role (``infra.policies.autostop_policy``: this cluster's node
 groups and one S3 key), its Pod Identity association, its RBAC and NetworkPolicy and the
-Deployment (``workloads.autostop_manifests``; the program in ``workloads/train/autostop.py``).
+Deployment (``workloads.autostop_manifests``; the program in ``workloads/train/control/autostop.py``).
 It should come after the experiments (``opts.depends_on``): the run's Jobs exist before it
 first looks, so it never sees an empty run that is only about to start.
 """

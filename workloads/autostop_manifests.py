@@ -1,6 +1,6 @@
 """The autostop controller's Kubernetes objects, as plain dicts (pure; ``workloads/autostop.py`` registers them).
 
-One pod on the system nodes runs ``python3 -m workloads.train.autostop`` from the code ConfigMap
+One pod on the system nodes runs ``python3 -m workloads.train.control.autostop`` from the code ConfigMap
 (the trainer's code, so no image of our own) in the pinned staging image, which gets boto3 the
 way dataset staging gets it (``datasets.staging_manifests.ENTRYPOINT``). What it may do:
 
@@ -28,7 +28,7 @@ from workloads import contracts
 from workloads.job_manifests import code_mount, code_volume
 
 NAME = "eksbench-autostop"
-MODULE = "workloads.train.autostop"
+MODULE = "workloads.train.control.autostop"
 HEARTBEAT = "/tmp/autostop-alive"  # touched after every look; the liveness probe reads its age
 POD_IDENTITY_AGENT = "169.254.170.23/32"
 ENTRYPOINT = (f'python -c "import boto3" 2>/dev/null || pip install --no-cache-dir --quiet --root-user-action=ignore '
@@ -38,7 +38,7 @@ SELECTOR = {"app.kubernetes.io/name": NAME}
 
 def autostop_spec(*, namespace: str, run_id: str, cluster: str, node_groups: Sequence[str], region: str,
                   bucket: str, key: str, deadline_minutes: int, idle_minutes: int) -> str:
-    """The controller's instructions (``EKSBENCH_AUTOSTOP``), as workloads.train.autostop reads them."""
+    """The controller's instructions (``EKSBENCH_AUTOSTOP``), as workloads.train.control.autostop reads them."""
     return json.dumps({"namespace": namespace, "run_id": run_id, "cluster": cluster, "node_groups": list(node_groups),
                        "region": region, "bucket": bucket, "key": key, "deadline_minutes": deadline_minutes,
                        "idle_minutes": idle_minutes, "heartbeat": HEARTBEAT}, sort_keys=True)

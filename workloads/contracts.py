@@ -7,7 +7,7 @@ Pure functions (no Pulumi, no I/O):
   experiment, also the start of ``bench run --local``) and the evaluation command
   (``evaluation_argv``);
 - how each framework is launched across the pods of one Indexed Job: a ``Launch`` with the
-  argv the results launcher (``workloads.train.launch``) runs, the env every pod shares, and
+  argv the results launcher (``workloads.train.harness.launch``) runs, the env every pod shares, and
   a short shell prelude that derives the per-pod part from ``JOB_COMPLETION_INDEX``, which
   only exists at run time. Every per-index value also has a pure function here (e.g.
   ``tf_config``), so tests can check the shell and the Python agree;
@@ -37,17 +37,17 @@ from core.contract.launch_command import (ENTRY_MODULES, Launched, Torchrun, lau
 from core.contract.train_args import TrainArgs
 from core.catalog.workload_facts import WORKLOADS
 from workloads.pod_script import ensure_modules, launcher_script  # noqa: F401 - the pods' sh script
-from workloads.train.horovod_bootstrap import HOROVOD_PORT, horovod_env  # noqa: F401 - one definition, shipped
+from workloads.train.horovod.bootstrap import HOROVOD_PORT, horovod_env  # noqa: F401 - one definition, shipped
 
-HOROVOD_BOOTSTRAP_MODULE = "workloads.train.horovod_bootstrap"
-GATE_MODULE = "workloads.train.gate"  # the gate Job's program; reads gate_spec() from EKSBENCH_GATE
+HOROVOD_BOOTSTRAP_MODULE = "workloads.train.horovod.bootstrap"
+GATE_MODULE = "workloads.train.control.gate"  # the gate Job's program; reads gate_spec() from EKSBENCH_GATE
 
 C10D_PORT = 29400  # torchrun's default c10d rendezvous port
 TF_PORT = 2222  # conventional MultiWorkerMirroredStrategy worker port
 PADDLE_PORT = 6170  # pserver listen port
 PADDLE_GLOO_PORT = 6171  # pserver 0: Paddle's HTTP store for the trainers' gloo barriers
 CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the shipped code (core/, workloads/train/) is mounted here
-CHECKPOINT_FILE = "checkpoints/latest.pt"  # under the results dir (workloads/train/checkpoint.py)
+CHECKPOINT_FILE = "checkpoints/latest.pt"  # under the results dir (workloads/train/pytorch/checkpoint.py)
 EVAL_SUBDIR = "eval"
 # Which workloads each framework's training path implements.
 SUPPORTED = {
@@ -78,7 +78,7 @@ NAME_SUFFIXES = {"pserver": "ps", "eval": "eval", "gate": "gate", "eval-gate": "
 @dataclass(frozen=True)
 class Launch:
     """What one framework needs in every pod of the training Job."""
-    argv: tuple[str, ...]  # what workloads.train.launch runs after "--"
+    argv: tuple[str, ...]  # what workloads.train.harness.launch runs after "--"
     env: Mapping[str, str] = field(default_factory=dict)  # the same in every pod
     prelude: str = ""  # shell run first; may read $JOB_COMPLETION_INDEX
     port: int | None = None  # where peers reach a pod through the headless Service
@@ -179,8 +179,7 @@ def pod_fqdn(job: str, index: int | str, service: str, namespace: str) -> str:
 def entry_file(framework: str) -> str:
     """The file (relative to the repository root, as shipped) that ``python -m`` runs for ``framework``."""
     module = ENTRY_MODULES[framework]
-    path = module.replace(".", "/")
-    return f"{path}/__main__.py" if module == "workloads.train" else f"{path}.py"
+    return f"{module.replace('.', '/')}/__main__.py"
 
 
 def missing_entry_points(experiments: tuple[Experiment, ...], code_files: Mapping[str, str]) -> list[str]:
@@ -249,7 +248,7 @@ def train_args_for(e: Experiment, env: TrainPaths, *, instance_type: str | None 
 
 
 def train_argv(e: Experiment, env: Environment, *, instance_type: str | None = None) -> tuple[str, ...]:
-    """``-m <entry module>`` and its arguments (workloads.train's CLI contract, for every framework);
+    """``-m <entry module>`` and its arguments (the trainers' CLI contract, core.contract.train_args, for every framework);
     the experiment's own ``args`` come last, so they win."""
     return trainer_argv(train_args_for(e, env, instance_type=instance_type), e.args,
                         module=ENTRY_MODULES[e.framework])
@@ -307,9 +306,9 @@ def tensorflow_launch(e: Experiment, env: Environment, *, job: str, service: str
 
 
 def horovod_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
-    """Every pod runs workloads.train.horovod_bootstrap, which starts one process per GPU with horovod_env()."""
+    """Every pod runs workloads.train.horovod.bootstrap, which starts one process per GPU with horovod_env()."""
     hosts = ",".join(pod_host(job, i, service) for i in range(e.max_nodes))
-    # gpus ranks per pod, each "python3 -m workloads.train.hvd_torch <args>"
+    # gpus ranks per pod, each "python3 -m workloads.train.horovod <args>"
     argv, launched = entry_command(e, env, nodes=e.max_nodes, procs_per_node=gpus,
                                    prefix=("python3", "-m", HOROVOD_BOOTSTRAP_MODULE, "python3"))
     return Launch(argv=argv, port=HOROVOD_PORT, launched=launched,
@@ -405,15 +404,15 @@ def launch_for(e: Experiment, env: Environment, *, job: str, service: str, gpus:
 
 
 def evaluation_argv(workload: str, *, results_dir: str, data_dir: str) -> tuple[str, ...]:
-    """``-m workloads.train.evaluate`` and its arguments: the checkpoint training left in ``results_dir``
+    """``-m workloads.train.pytorch.evaluate`` and its arguments: the checkpoint training left in ``results_dir``
     (CHECKPOINT_FILE), evaluated into ``<results_dir>/<EVAL_SUBDIR>``."""
-    return ("-m", "workloads.train.evaluate", "--workload", workload, "--checkpoint",
+    return ("-m", "workloads.train.pytorch.evaluate", "--workload", workload, "--checkpoint",
             f"{results_dir}/{CHECKPOINT_FILE}", "--data-dir", data_dir, "--results-dir", f"{results_dir}/{EVAL_SUBDIR}")
 
 
 def gate_spec(*, namespace: str, wait: list[tuple[str, str | None]], resume: list[str],
               require_success: list[str] = ()) -> str:
-    """The gate's instructions as JSON (``EKSBENCH_GATE`` for workloads.train.gate).
+    """The gate's instructions as JSON (``EKSBENCH_GATE`` for workloads.train.control.gate).
 
     ``wait``: (job, alt) pairs; a job counts as done when it is Complete, Failed or gone, or when
     ``alt`` Failed (an evaluation that will never be started because its training failed).

@@ -2,7 +2,7 @@
 
 Pure builders (no Pulumi, no I/O): the training Indexed Job and its headless Service,
 the paddle pserver Job, the evaluation Job, the ConfigMap that ships the training code,
-and the "gate" Job plus its RBAC that orders Jobs (workloads/train/gate.py). The
+and the "gate" Job plus its RBAC that orders Jobs (workloads/train/control/gate.py). The
 Pulumi components register exactly these dicts; tests validate them against the pinned
 Kubernetes schema.
 """
@@ -25,7 +25,7 @@ from core.catalog.pins import GATE_IMAGE
 from workloads import contracts
 from workloads.results_folders import results_folder_owners
 from core.contract import summary_fields as F
-from workloads.train.what_ran import JOB_ENV
+from workloads.train.harness.what_ran import JOB_ENV
 
 CODE_CONFIG_MAP_LIMIT = 1024 * 1024  # a ConfigMap holds at most 1 MiB (Kubernetes ConfigMap docs)
 GRACE_SECONDS = 120  # time for the launcher to write summary.json and upload after SIGTERM
@@ -72,7 +72,7 @@ def code_config_map_manifest(files: Mapping[str, str], *, namespace: str, prefix
     """An immutable ConfigMap of the shipped sources, named by their content hash.
 
     ``files`` maps paths relative to the repository root (``"core/contract/train_args.py"``,
-    ``"workloads/train/launch.py"``) to their text (code_files.read_code_files). A code
+    ``"workloads/train/harness/launch.py"``) to their text (code_files.read_code_files). A code
     change gives a new name, so the Jobs that mount it are replaced (rerun) instead of having
     their code swapped under running pods. Keys may not contain "/", so
     "/" is written as "--" (ConfigMap keys: [-._a-zA-Z0-9]+).
@@ -145,7 +145,7 @@ def _efa(group: GpuNodeGroup, gpus: int) -> tuple[dict[str, str], list[dict]]:
 
 
 def what_ran_env(group: GpuNodeGroup) -> dict[str, str]:
-    """The summary's ``what_ran`` facts the stack's config knows about the node (workloads.train.what_ran):
+    """The summary's ``what_ran`` facts the stack's config knows about the node (workloads.train.harness.what_ran):
     instance type, node group, AMI type, capacity type, placement group, and the zone where pinned."""
     out = {F.INSTANCE_TYPE: group.instance_type, F.NODE_GROUP: group.name, F.AMI_TYPE: group.ami_type,
            F.CAPACITY_TYPE: group.capacity_type, F.PLACEMENT_GROUP: "cluster" if group.placement_group else "none"}
@@ -169,7 +169,7 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
                 {"name": "EKSBENCH_EXPERIMENT", "value": e.name}, {"name": "PYTHONPATH", "value": contracts.CODE_ROOT},
                 {"name": "PYTHONUNBUFFERED", "value": "1"},
                 # the transport NCCL picked (its INIT lines name NET/OFI or NET/Socket, and aws-ofi-nccl's
-                # version; workloads.train.launch.nccl_transport and what_ran read them from the logs)
+                # version; workloads.train.harness.launch.nccl_transport and what_ran read them from the logs)
                 {"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_DEBUG_SUBSYS", "value": "INIT,NET"},
                 {"name": FABRIC_ENV, "value": e.fabric}]
     base_env += [{"name": JOB_ENV[k], "value": v} for k, v in what_ran_env(group).items()]  # the summary's what_ran
@@ -315,7 +315,7 @@ def gate_rbac_manifests(name: str, *, namespace: str, jobs: list[str]) -> list[d
 
 def gate_job_manifest(name: str, *, namespace: str, service_account: str, spec: str, deadline_seconds: int,
                       label_set: Mapping[str, str], fingerprint: str, code_config_map: dict) -> dict:
-    """A CPU-only Job on the system nodes running ``python3 -m workloads.train.gate`` with ``spec``
+    """A CPU-only Job on the system nodes running ``python3 -m workloads.train.control.gate`` with ``spec``
     (contracts.gate_spec) in EKSBENCH_GATE, from the code ConfigMap mounted at contracts.CODE_ROOT.
 
     ``label_set``: experiment_labels(..., component="gate"). ``fingerprint`` (a hash of the Jobs it

@@ -1,5 +1,5 @@
 """The training container's ``sh -c`` script (pure: it returns text): package installs, the
-framework's prelude, then the results launcher (``workloads.train.launch``) around the command.
+framework's prelude, then the results launcher (``workloads.train.harness.launch``) around the command.
 
 Tests run it with ``sh``, as PID 1 of a PID namespace where they can, with a slow or failing
 stand-in for ``pip`` (tests/workloads/test_pod_script.py).

@@ -7,12 +7,12 @@ device there is (the CPU here; a test calls it) to prove the script works, not t
 For each compile setting it runs, on synthetic data (one fixed batch on the device, the
 usual synthetic benchmark), 1 process, channels_last:
 
-- the trainer (``workloads.train.trainer.Run``, harness on: metrics lines every ``--log-every``
+- the trainer (``workloads.train.pytorch.trainer.Run``, harness on: metrics lines every ``--log-every``
   steps, no checkpoints inside the loop) and reads its figures back through the same summary
   code the launcher uses: img/s over steady steps, step-time p50/p95, model FLOPs (FlopCounterMode)
   and MFU against ``core.catalog.peaks``;
 - a bare loop of the same torchvision model (autocast, the trainer's SGD: momentum, fused on CUDA,
-  buffers seeded as ``workloads.train.optim`` says why; no metrics, no DDP), timed over the same steady
+  buffers seeded as ``workloads.train.pytorch.optim`` says why; no metrics, no DDP), timed over the same steady
   steps with CUDA events (or the host clock on a CPU); its last loss is reported, and a non-finite
   one marks the figure as not a result (``finite_loss``).
 
@@ -45,7 +45,7 @@ def bare_loop(*, batch: int, image_size: int, width: int, precision: str, steps:
     torch.manual_seed(0)
     model = torchvision.models.resnet50(weights=None, width_per_group=width).to(device)
     model = model.to(memory_format=torch.channels_last)
-    from workloads.train.optim import sgd
+    from workloads.train.pytorch.optim import sgd
 
     opt = sgd(model.parameters(), lr=0.1, fused=device.type == "cuda")
     x = torch.randn(batch, 3, image_size, image_size, device=device).contiguous(memory_format=torch.channels_last)
@@ -91,7 +91,7 @@ def bare_loop(*, batch: int, image_size: int, width: int, precision: str, steps:
         times = [a.elapsed_time(b) / 1000 for a, b in zip(marks, marks[1:])]
     else:
         times = [b - a for a, b in zip(marks, marks[1:])]
-    from workloads.train.summary import quantile
+    from workloads.train.harness.summary import quantile
 
     import math
 
@@ -107,9 +107,9 @@ def trainer_run(*, batch: int, image_size: int, width: int, precision: str, step
                 compile_model: bool, compile_mode: str, log_every: int, tmp: Path) -> dict[str, Any]:
     """The trainer on the same shape; its figures through the launcher's summary code."""
     from core.contract.train_args import TrainArgs
-    from workloads.train.metrics import metrics_dir, read_jsonl, read_rank_metrics
-    from workloads.train.summary import metrics_summary
-    from workloads.train.trainer import Run
+    from workloads.train.common.metrics import metrics_dir, read_jsonl, read_rank_metrics
+    from workloads.train.harness.summary import metrics_summary
+    from workloads.train.pytorch.trainer import Run
 
     results = tmp / f"trainer-{'compiled' if compile_model else 'eager'}"
     args = TrainArgs(workload="resnet50", batch_size=batch, precision=precision, steps=warmup + steps,

@@ -2,7 +2,7 @@
 
 ``python -m bench.benchmarks.harness_overhead [--steps 100 --checkpoint-every 10 --repeats 5]``
 
-Runs the same single-process loop (``workloads.train.trainer.Run``) alternately with the
+Runs the same single-process loop (``workloads.train.pytorch.trainer.Run``) alternately with the
 harness (a metrics line per step, checkpoints every N steps) and without it (``--no-harness``),
 after one unmeasured warm-up run, and reports the loop wall times and the ratio of their
 medians (the goal is <= 1.02). Runs come in triples (bare, harness, bare again as an A/A
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from core.contract.train_args import TrainArgs
-    from workloads.train.trainer import Run
+    from workloads.train.pytorch.trainer import Run
 
     torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="eksbench-overhead-"))

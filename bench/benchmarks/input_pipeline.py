@@ -1,4 +1,4 @@
-"""The trainer's own ImageFolder input pipeline (``workloads.train.data.ImageFolderImages``), end to end.
+"""The trainer's own ImageFolder input pipeline (``workloads.train.common.data.ImageFolderImages``), end to end.
 
 ``python -m bench.benchmarks.input_pipeline [--images 512 --resolution 256 433 --workers 0 1 2
 --batch 32 --batches 12]``
@@ -26,7 +26,7 @@ from datasets.synthetic import SyntheticSpec, generate
 def measure(root: Path, *, workers: int, gpu_decode: bool, batch: int, batches: int) -> float:
     import torch
 
-    from workloads.train.data import ImageFolderImages, Position
+    from workloads.train.common.data import ImageFolderImages, Position
 
     src = ImageFolderImages(root, image_size=224, device=torch.device("cpu"), channels_last=True, workers=workers,
                             gpu_decode=gpu_decode)

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def machine() -> str:
     """e.g. "2-core AMD EPYC (AVX2, no bf16 instructions), torch CPU capability AVX2"."""
-    from workloads.train.cpu_choice import read_cpu_facts
+    from workloads.train.common.cpu_choice import read_cpu_facts
 
     capability = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
                                 capture_output=True, text=True).stdout.strip() or "unknown"

@@ -2,7 +2,7 @@
 reads, whether it evaluates, its learning-rate rule and the model it names in a summary.
 
 The code that trains it (model, data source, loss) is the matching entry of
-``workloads.train.registry``; adding a workload is one entry here and one there. Everything that
+``workloads.train.pytorch.registry``; adding a workload is one entry here and one there. Everything that
 branches on a workload (the shape check's choices, ``workloads.contracts``, the trainer, its
 schedule, the launcher's summary) asks these entries instead.
 """
@@ -29,11 +29,11 @@ class WorkloadFacts:
     # ... with a linear warm-up from warmup_factor x lr over the first warmup_steps steps (0: none) ...
     warmup_steps: int = 0
     warmup_factor: float = 1.0
-    # ... or, for a classifier without its own warm-up, the large-batch one (workloads.train.schedule:
+    # ... or, for a classifier without its own warm-up, the large-batch one (workloads.train.common.schedule:
     # Goyal et al. 2017), whose length is epochs of the dataset: this many samples where the data has
     # no size of its own (synthetic tensors stand in for this dataset's epoch).
     epoch_samples: int | None = None
-    # Not a model at all: times a collective (workloads.train.registry gives it its own loop). No
+    # Not a model at all: times a collective (workloads.train.pytorch.registry gives it its own loop). No
     # samples/s, loss or FLOPs; --steps and --warmup-steps count iterations per message size.
     collective: bool = False
 
@@ -47,7 +47,7 @@ WORKLOADS: dict[str, WorkloadFacts] = {
     "cifar10": WorkloadFacts(
         image_size=32, datasets=("cifar10",), evaluates=True, flops_image_size=32, epoch_samples=50_000,
         own_image_size=True,
-        model="ResNet-18-style CIFAR-10 network (workloads/train/models.py cifar_resnet)"),
+        model="ResNet-18-style CIFAR-10 network (workloads/train/pytorch/models.py cifar_resnet)"),
     # Mask R-CNN: 0.02 per 16 images and torchvision's references/detection warm-up
     # (warmup_iters = min(1000, len(loader) - 1), warmup_factor = 1/1000).
     "maskrcnn": WorkloadFacts(

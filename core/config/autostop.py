@@ -1,6 +1,6 @@
 """Autostop, the pure part: when the GPU node groups of a run may go to zero, and why.
 
-The controller (``workloads/train/autostop.py``) lists the run's Jobs, turns each into a
+The controller (``workloads/train/control/autostop.py``) lists the run's Jobs, turns each into a
 ``JobState`` (``job_state``) and asks ``decide``; it does the I/O, this module none. It ships
 in the code ConfigMap with the rest of ``spec`` and runs on the standard library alone.
 
@@ -8,7 +8,7 @@ A Job of batch/v1 is finished when it carries a ``Complete`` or ``Failed`` condi
 status "True" (Kubernetes API reference, JobStatus.conditions: "When a Job fails, one of the
 conditions will have type 'Failed' and status true ... When a Job is completed, one of the
 conditions will have type 'Complete' and status true"). A suspended Job (``spec.suspend``)
-has no pods; it waits for a gate (``workloads/train/gate.py``), and once every gate of the run
+has no pods; it waits for a gate (``workloads/train/control/gate.py``), and once every gate of the run
 has ended, a Job still suspended will never start (its gate found a required Job Failed).
 """
 

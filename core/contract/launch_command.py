@@ -5,7 +5,7 @@ The cluster's Jobs (``workloads.contracts``, ``workloads.pod_script``) and the l
 flags are spelled with underscores, which every torch the images carry accepts (the dashed
 aliases are newer; torch/distributed/run.py ``get_args_parser`` lists both for each flag).
 
-The launcher (``workloads.train.launch``) is told what it records beside the command it wraps (the
+The launcher (``workloads.train.harness.launch``) is told what it records beside the command it wraps (the
 most nodes, the processes per node, the trainer's arguments: ``Launched``) through its own arguments,
 built here from the same values as the command; it never reads the command back (``bench.results``
 reads those summary fields, never a command line).
@@ -19,12 +19,12 @@ from typing import Sequence
 
 from core.contract.train_args import TrainArgs, apply_train_args, train_args_to_argv
 
-LAUNCHER_MODULE = "workloads.train.launch"
-TRAINER_MODULE = "workloads.train"
-# The module each framework runs, all with workloads.train's CLI (core.contract.train_args); a package or
-# module under workloads/train. The launcher finds the trainer's arguments after any of them.
-ENTRY_MODULES = {"pytorch": TRAINER_MODULE, "tensorflow": "workloads.train.tf_keras",
-                 "horovod": "workloads.train.hvd_torch", "paddle": "workloads.train.paddle_ps"}
+LAUNCHER_MODULE = "workloads.train.harness.launch"
+TRAINER_MODULE = "workloads.train.pytorch"
+# The package each framework runs (its __main__.py), all with the same CLI (core.contract.train_args): one
+# room of workloads/train per framework. The launcher finds the trainer's arguments after any of them.
+ENTRY_MODULES = {"pytorch": TRAINER_MODULE, "tensorflow": "workloads.train.tensorflow",
+                 "horovod": "workloads.train.horovod", "paddle": "workloads.train.paddle"}
 NNODES = "--nnodes"
 NPROC_PER_NODE = "--nproc_per_node"
 
@@ -70,7 +70,7 @@ def trainer_argv(args: TrainArgs, extra: Sequence[str] = (), *, module: str = TR
 @dataclass(frozen=True)
 class Launched:
     """What the launcher records in the summary about the command it wraps; None where the command is no
-    torchrun (the shape) or no ``workloads.train`` (the trainer's arguments)."""
+    torchrun (the shape) or no trainer (the trainer's arguments)."""
     nodes: int | None = None  # the most nodes it runs at ("1:2", elastic, runs at 2)
     procs_per_node: int | None = None
     train: TrainArgs | None = None  # with the experiment's own arguments applied, as the trainer sees them

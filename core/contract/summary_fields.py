@@ -1,11 +1,11 @@
-"""The names of summary.json's fields: written by the launcher (``workloads.train.launch``) and
-``workloads.train.summary``, read by ``bench.results``. One spelling each, imported on both sides."""
+"""The names of summary.json's fields: written by the launcher (``workloads.train.harness.launch``) and
+``workloads.train.harness.summary``, read by ``bench.results``. One spelling each, imported on both sides."""
 
 from __future__ import annotations
 
 EXPERIMENT = "experiment"
 STATUS = "status"
-# STATUS's values, one per way a run ends (workloads.train.launch.run_status decides):
+# STATUS's values, one per way a run ends (workloads.train.harness.launch.run_status decides):
 SUCCEEDED = "succeeded"  # the command exited 0 and its loss stayed finite
 FAILED = "failed"  # the command failed on its own (an exception, a crash, a failed pod set-up)
 DIVERGED = "diverged"  # a non-finite loss ended training (the trainer's record; DIVERGENCE says where and why)
@@ -58,9 +58,9 @@ TFLOPS_PER_S = "tflops_per_s"
 FLOPS_PER_SAMPLE = "flops_per_sample"
 LOOP_SECONDS = "loop_seconds"
 SAMPLES_PER_EPOCH = "samples_per_epoch"  # samples trained per epoch (None: synthetic data, no epochs)
-STARTUP = "startup"  # the first attempt's start-up: phases_s and time_to_first_step_s (workloads.train.startup)
+STARTUP = "startup"  # the first attempt's start-up: phases_s and time_to_first_step_s (workloads.train.common.startup)
 DATA_WAIT_S = "data_wait_s"
-# The allreduce workload's bus bandwidth (workloads.train.fabric_check.busbw_summary)
+# The allreduce workload's bus bandwidth (workloads.train.harness.fabric_check.busbw_summary)
 BUSBW = "busbw"
 BUSBW_CURVE = "curve"  # in BUSBW: [{bytes, time_us, algbw_gbps, busbw_gbps}], ascending bytes
 BUSBW_PEAK_GBPS = "peak_gbps"  # in BUSBW
@@ -69,7 +69,7 @@ BUSBW_EXPECTED = "expected"  # in BUSBW: the published figure and the comparison
 # The NCCL transport judged against the node group's fabric (core.catalog.fabric.fabric_verdict)
 FABRIC = "fabric"
 FLAGS = "flags"  # what the run is marked with: "degraded (NCCL on sockets)", "busbw below expected (...)"
-# What ran, one flat object (workloads.train.what_ran): each field null where the pod cannot know it,
+# What ran, one flat object (workloads.train.harness.what_ran): each field null where the pod cannot know it,
 # with the reason in WHAT_RAN_UNKNOWN ({field: why}). `bench compare` and the report list what differs.
 WHAT_RAN = "what_ran"
 WHAT_RAN_UNKNOWN = "what_ran_unknown"

@@ -109,7 +109,7 @@ class TrainArgs:
         return self.epochs > 0
 
 
-def build_parser(prog: str = "python -m workloads.train") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m workloads.train.pytorch") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Train one benchmark workload (run under torchrun).")
     for f in fields(TrainArgs):
         m, flag = f.metadata, flag_of(f)

@@ -13,7 +13,7 @@ import pytest
 
 from bench import compare, compare_stats as S, results
 from tests.bench.conftest import ROOT, summary
-from workloads.train.summary import throughput
+from workloads.train.harness.summary import throughput
 
 
 def noisy_lines(rank: int, seed: int, *, step_time: float = 0.1, steps: int = 200, log_every: int = 10,

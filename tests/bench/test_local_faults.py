@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench import local_etcd
-from workloads.train.launch import root_cause
+from workloads.train.harness.launch import root_cause
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.local_run, pytest.mark.hostile]

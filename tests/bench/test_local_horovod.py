@@ -1,6 +1,6 @@
 """Horovod locally, for real: ``bench run horovod --local`` (tests/stacks/Pulumi.horovod.yaml) starts two
-"nodes" from Horovod's own venv, each the results launcher around ``workloads.train.horovod_bootstrap``
-(node 0 serves Horovod's HTTP Gloo rendezvous), which runs ``workloads.train.hvd_torch``. The pure
+"nodes" from Horovod's own venv, each the results launcher around ``workloads.train.horovod.bootstrap``
+(node 0 serves Horovod's HTTP Gloo rendezvous), which runs ``workloads.train.horovod``. The pure
 parts: the processes Horovod's local launch entry gives, and the venv's name and its absence."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from bench.local_horovod import horovod_processes, loopback_hosts
 from bench.local_launch import LocalContext
 from bench.local_plan import scale_experiment
 from core.config.model import Experiment, LocalRun
-from workloads.train.horovod_bootstrap import horovod_env
+from workloads.train.horovod.bootstrap import horovod_env
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = ROOT / "tests" / "stacks"
@@ -57,15 +57,15 @@ def test_each_node_is_the_launcher_around_the_pods_bootstrap_with_loopback_hosts
     assert [p.role for p in procs] == ["node", "node"]
     for n, p in enumerate(procs):
         argv = list(p.argv)
-        assert argv[:3] == ["py", "-m", "workloads.train.launch"]  # the launcher runs on bench's python
+        assert argv[:3] == ["py", "-m", "workloads.train.harness.launch"]  # the launcher runs on bench's python
         # told the shape and the trainer's arguments (never read back from the command)
         assert argv[argv.index("--nodes") + 1] == "2" and argv[argv.index("--procs-per-node") + 1] == "1"
         assert json.loads(argv[argv.index("--train-config") + 1])["workload"] == "resnet50"
         assert argv[argv.index("--node-id") + 1] == f"node-{n}"
         assert argv[argv.index("--summary") + 1] == ("always" if n == 0 else "never")
         after = argv[argv.index("--") + 1:]
-        assert after[:5] == ["/venv/bin/python", "-m", "workloads.train.horovod_bootstrap", "/venv/bin/python", "-m"]
-        assert after[5] == "workloads.train.hvd_torch" and "--workload=resnet50" in after
+        assert after[:5] == ["/venv/bin/python", "-m", "workloads.train.horovod.bootstrap", "/venv/bin/python", "-m"]
+        assert after[5] == "workloads.train.horovod" and "--workload=resnet50" in after
         assert p.env["JOB_COMPLETION_INDEX"] == str(n) and p.env["HOROVOD_GLOO_IFACE"] == "lo"
         # What the bootstrap derives from this env is the pods' contract, on loopback addresses.
         hosts = p.env["EKSBENCH_HVD_HOSTS"].split(",")
@@ -131,7 +131,7 @@ def test_cifar10_trains_with_horovod_on_two_ranks(tmp_path):
     """The other workload Horovod runs: two ranks on the CIFAR-10 stand-in, started as the local runner
     starts them, each writing every step's line, and one summary."""
     python = horovod_python()
-    from workloads.train.cifar import write_standin
+    from workloads.train.common.cifar import write_standin
 
     write_standin(tmp_path / "_data", train=256, test=200)
     exp = local(Experiment(name="c", framework="horovod", workload="cifar10", dataset="cifar10", min_nodes=2,
@@ -157,7 +157,7 @@ def test_cifar10_trains_with_horovod_on_two_ranks(tmp_path):
     assert summary["status"] == "succeeded" and summary["framework"] == "horovod"
     assert summary["config"]["workload"] == "cifar10" and summary["world_sizes"] == [2]
     assert summary["coverage"]["steps"] == 12
-    from workloads.train.metrics import metrics_dir, read_jsonl
+    from workloads.train.common.metrics import metrics_dir, read_jsonl
 
     lines = {r: read_jsonl(metrics_dir(results) / f"rank-{r}.jsonl") for r in (0, 1)}
     assert [x["step"] for x in lines[0]] == [x["step"] for x in lines[1]]

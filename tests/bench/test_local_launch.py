@@ -43,10 +43,10 @@ def test_tensorflow_workers_get_the_clusters_tf_config_on_loopback(tmp_path):
     for i, p in enumerate(procs):
         argv = list(p.argv)
         launcher, command = argv[:argv.index("--")], argv[argv.index("--") + 1:]
-        assert launcher[:3] == ["py", "-m", "workloads.train.launch"]
+        assert launcher[:3] == ["py", "-m", "workloads.train.harness.launch"]
         assert launcher[launcher.index("--summary") + 1] == ("always" if i == 0 else "never")
         assert launcher[launcher.index("--node-id") + 1] == f"node-{i}"
-        assert command[:3] == ["fw-python", "-m", "workloads.train.tf_keras"]
+        assert command[:3] == ["fw-python", "-m", "workloads.train.tensorflow"]
         # the launcher is told the shape and the trainer's arguments; it never reads them back from the command
         assert launcher[launcher.index("--nodes") + 1] == "2" and launcher[launcher.index("--procs-per-node") + 1] == "1"
         assert json.loads(launcher[launcher.index("--train-config") + 1]) == asdict(exp.train)

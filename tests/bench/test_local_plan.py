@@ -16,7 +16,7 @@ from core.config.model import Experiment, LocalRun
 from core.contract.train_args import parse_train_args
 from tests.workloads.conftest import ROOT, child_env
 from tests.workloads.test_contracts import E, ENV
-from tests.workloads.test_cpu_choice import EPYC, SPR
+from tests.workloads.train.test_cpu_choice import EPYC, SPR
 from workloads import contracts as c
 
 
@@ -39,7 +39,7 @@ def test_dev_stack_scales_to_the_local_section(tmp_path):
     resnet, cifar = plan
     assert (resnet.name, resnet.min_nodes, resnet.max_nodes, resnet.procs_per_node) == ("resnet50-synthetic", 2, 2, 1)
     assert (resnet.train.steps, resnet.train.batch_size, resnet.train.image_size) == (30, 8, 64)
-    # amp-fp16 on a CPU with no known bf16 instructions trains in fp32 (tests/workloads/test_cpu_choice.py)
+    # amp-fp16 on a CPU with no known bf16 instructions trains in fp32 (tests/workloads/train/test_cpu_choice.py)
     assert resnet.train.width_per_group == 16 and resnet.train.precision == "fp32"
     assert not resnet.train.channels_last and not cifar.train.channels_last
     assert resnet.train.results_dir == str(tmp_path / "resnet50-synthetic")
@@ -100,14 +100,14 @@ def test_node_commands_wrap_torchrun_in_the_launcher():
                              results_dir="/r/e", data_dir="/r/_data")
     cmd = lr.node_command(le, 1, python="py", endpoint="127.0.0.1:5", rdzv_id="dev-1-e")
     sep = cmd.index("--")
-    assert cmd[:3] == ["py", "-m", "workloads.train.launch"]
+    assert cmd[:3] == ["py", "-m", "workloads.train.harness.launch"]
     assert cmd[cmd.index("--node-id") + 1] == "node-1" and cmd[cmd.index("--summary") + 1] == "never"
     torchrun = cmd[sep + 1:]
     # torchrun's flags as core.contract.launch_command spells them, for the cluster and the local run alike
     for flag in ("--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=etcd-v2", "--rdzv_endpoint=127.0.0.1:5",
                  "--rdzv_id=dev-1-e", "--max_restarts=3"):
         assert flag in torchrun
-    train = torchrun[torchrun.index("workloads.train") + 1:]
+    train = torchrun[torchrun.index("workloads.train.pytorch") + 1:]
     assert train[-2:] == ["--lr", "0.2"]
     assert parse_train_args(train).lr == 0.2
 
@@ -159,7 +159,7 @@ def test_dry_run_prints_the_plan_and_commands(tmp_path):
     assert done.returncode == 0, done.stderr
     # The dev stack runs its experiments one after another (execution: sequential).
     assert "2 experiment(s), sequential (stack setting)" in done.stdout
-    assert done.stdout.count("-m workloads.train.launch") == 4
+    assert done.stdout.count("-m workloads.train.harness.launch") == 4
     assert not Path(tmp_path, "dev").exists()
 
 
@@ -195,7 +195,7 @@ def test_the_cluster_and_the_local_run_build_torchrun_with_one_builder():
                              endpoint="127.0.0.1:1", rdzv_id="j")
 
     def torchrun_flags(argv):
-        trainer = argv.index("workloads.train")
+        trainer = argv.index("workloads.train.pytorch")
         return [a.split("=", 1)[0] for a in argv[:trainer] if a.startswith("--")]
     assert torchrun_flags(local) == torchrun_flags(cluster) + ["--local_addr", "--monitor_interval"]
     assert local[:3] == ["py", "-m", "torch.distributed.run"] and cluster[0] == "torchrun"

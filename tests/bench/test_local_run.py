@@ -14,7 +14,7 @@ from bench.local_plan import node_command, scale_experiment
 from core.config.model import Experiment, LocalRun
 from tests.support.processes import kill_tree, stop_all
 from tests.workloads.conftest import ROOT, child_env, wait_for
-from workloads.train.metrics import last_step, metrics_dir, read_jsonl, read_rank_metrics
+from workloads.train.common.metrics import last_step, metrics_dir, read_jsonl, read_rank_metrics
 
 pytestmark = pytest.mark.local_run
 

@@ -14,11 +14,11 @@ import pytest
 
 from bench.framework_venvs import missing_venv, venv_python
 from tests.support.image_folder import write_image_folder
-from workloads.train.metrics import read_jsonl, read_rank_metrics
+from workloads.train.common.metrics import read_jsonl, read_rank_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = ROOT / "tests" / "stacks" / "Pulumi.frameworks.yaml"
-# The keys of a PyTorch metrics line (workloads/train/trainer.py): the launcher's figures read them.
+# The keys of a PyTorch metrics line (workloads/train/pytorch/trainer.py): the launcher's figures read them.
 LINE_KEYS = {"step", "epoch", "loss", "steps", "samples", "step_time_s", "samples_per_s", "step_times_s",
              "data_wait_s", "peak_memory_gib", "lr", "wall_time", "world_size", "rank", "restart", "warmup"}
 
@@ -57,7 +57,7 @@ def test_two_tensorflow_workers_train_and_the_launcher_summarises(tf_run, cpu_mi
     assert s["status"] == "succeeded" and s["framework"] == "tensorflow" and s["exit_code"] == 0
     assert s["launch"] == {"nodes": 2, "procs_per_node": 1}  # the Launched the local entry passes
     assert s["nodes"] == 2 and s["world_sizes"] == [2] and "Keras" in s["model"]
-    # the stack's amp-fp16 becomes bf16 on a CPU with bf16 instructions, else fp32 (workloads.train.cpu_choice)
+    # the stack's amp-fp16 becomes bf16 on a CPU with bf16 instructions, else fp32 (workloads.train.common.cpu_choice)
     assert s["config"]["workload"] == "resnet50" and s["config"]["precision"] == cpu_mixed_precision
     assert s["precision"] == cpu_mixed_precision
     assert s["coverage"] == {"steps": 12, "duplicate_lines": 0, "missing_steps": []}
@@ -89,11 +89,11 @@ def test_the_keras_models_have_the_pytorch_models_layers():
     run narrows it, and the CIFAR network)."""
     import torchvision
 
-    from workloads.train.models import cifar_resnet
+    from workloads.train.pytorch.models import cifar_resnet
 
     code = ("import json, keras, tensorflow as tf\n"
-            "from workloads.train.tf_keras import flops_per_sample\n"
-            "from workloads.train.tf_models import MODELS\n"
+            "from workloads.train.tensorflow.trainer import flops_per_sample\n"
+            "from workloads.train.tensorflow.models import MODELS\n"
             "models = [(MODELS[w](keras, image_size=s, num_classes=n, width_per_group=16), s)"
             " for w, s, n in (('resnet50', 64, 1000), ('cifar10', 32, 10))]\n"
             "print(json.dumps([flops_per_sample(tf, m, s)[0] for m, s in models]))")
@@ -111,7 +111,7 @@ def tf_train(tmp_path, *args: str) -> dict[int, list[dict]]:
     """One TensorFlow worker (no TF_CONFIG: a one-worker strategy), from TensorFlow's venv."""
     python = venv_python("tensorflow")
     assert python is not None, missing_venv("tensorflow")
-    done = subprocess.run([str(python), "-m", "workloads.train.tf_keras", "--precision=fp32", "--warmup-steps=1",
+    done = subprocess.run([str(python), "-m", "workloads.train.tensorflow.trainer", "--precision=fp32", "--warmup-steps=1",
                            "--log-every=1", f"--results-dir={tmp_path / 'r'}", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=600, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
                                                        "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"})
@@ -127,7 +127,7 @@ def test_tensorflow_reads_an_image_folder(tmp_path):
 
 
 def test_tensorflow_trains_cifar10_by_epochs(tmp_path):
-    from workloads.train.cifar import write_standin
+    from workloads.train.common.cifar import write_standin
 
     write_standin(tmp_path / "data", train=64, test=40)
     lines = tf_train(tmp_path, "--workload=cifar10", "--dataset=cifar10", f"--data-dir={tmp_path / 'data'}",

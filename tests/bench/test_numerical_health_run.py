@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.workloads.test_numerical_health import strict_loads
+from tests.workloads.train.test_numerical_health import strict_loads
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.local_run

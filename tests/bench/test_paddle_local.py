@@ -1,6 +1,6 @@
 """Paddle for real on this machine: ``bench run paddle-ps --local`` (tests/bench/stacks/Pulumi.paddle-ps.yaml)
 runs resnet50 (synthetic) and cifar10 (the generated stand-in), each with 2 pservers and 2 trainers of
-``workloads.train.paddle_ps`` from the paddle venv, each wrapped by the results launcher, on loopback
+``workloads.train.paddle.ps`` from the paddle venv, each wrapped by the results launcher, on loopback
 with free ports; trainer 0's launcher writes summary.json."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.framework_venvs import missing_venv, venv_python
-from workloads.train.metrics import metrics_dir, read_jsonl
+from workloads.train.common.metrics import metrics_dir, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = ROOT / "tests" / "bench" / "stacks" / "Pulumi.paddle-ps.yaml"

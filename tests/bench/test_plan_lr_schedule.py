@@ -1,4 +1,4 @@
-"""The plan shows each experiment's learning rate at full size and its warm-up (workloads.train.schedule)."""
+"""The plan shows each experiment's learning rate at full size and its warm-up (workloads.train.common.schedule)."""
 
 from __future__ import annotations
 

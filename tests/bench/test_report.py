@@ -26,7 +26,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 def fabric_tree(tmp_path_factory):
     """gpu/r1/nccl-2n: an allreduce run on 2 x p4de whose NCCL fell back to sockets (as the launcher writes it)."""
     from tests.bench.conftest import summary, write_experiment
-    from workloads.train.fabric_check import busbw_summary, judge
+    from workloads.train.harness.fabric_check import busbw_summary, judge
 
     lines = [{"bytes": 2**k, "time_us": 2**k / 1e3 / min(2**k / 2**20, 9.0), "algbw_gbps": 0.0,
               "busbw_gbps": round(min(2**k / 2**20, 9.0) * 1.875, 4), "world_size": 16} for k in range(3, 31)]

@@ -140,7 +140,7 @@ def test_a_cluster_run_that_never_reported_keeps_its_launch_shape():
     builds both); results read that field, whatever the torchrun flags' spelling."""
     from core.contract.launch_command import launcher_argv
     from workloads.contracts import pytorch_launch
-    from workloads.train.launch import build_parser, summary_document
+    from workloads.train.harness.launch import build_parser, summary_document
     from tests.workloads.test_contracts import E, ENV
 
     launch = pytorch_launch(E, ENV, job="j", service="s", gpus=8)

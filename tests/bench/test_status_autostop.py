@@ -33,7 +33,7 @@ def s3(monkeypatch):
 
 
 def record(**extra):
-    # the shape workloads/train/autostop.py act() writes
+    # the shape workloads/train/control/autostop.py act() writes
     doc = {"decided_at": "2026-11-24T01:02:03+00:00", "action": "scale",
            "reason": "every Job of run r1 ended (2 Complete, 0 Failed) and the GPU nodes idled 5 min",
            "jobs": {"experiments-a-job": "Complete"}, "cluster": "eksbench-dev", "run_id": "r1",

@@ -1,9 +1,9 @@
 """On a CUDA GPU, each PyTorch workload trains what it claims: a few hundred steps in each precision the GPU
-supports, eager and compiled, through the trainer the pods run (``workloads.train.trainer.Run``), with a loss
+supports, eager and compiled, through the trainer the pods run (``workloads.train.pytorch.trainer.Run``), with a loss
 that stays finite and falls.
 
 This is the only check that sees the class of fault found on the first H100 run: fused SGD with GradScaler
-read uninitialised momentum (workloads/train/optim.py), so ResNet-50 in amp-fp16 trained on NaN weights from
+read uninitialised momentum (workloads/train/pytorch/optim.py), so ResNet-50 in amp-fp16 trained on NaN weights from
 step 3 while the run said ``succeeded``. Run them with ``python3 -m pytest tests/gpu -q`` on a machine with a
 CUDA device; elsewhere every test skips, saying so.
 """
@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from core.contract.train_args import TrainArgs  # noqa: E402
-from workloads.train.metrics import read_jsonl, read_rank_metrics  # noqa: E402
+from workloads.train.common.metrics import read_jsonl, read_rank_metrics  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the GPU suite needs one")]
@@ -40,7 +40,7 @@ CASES = [
 
 
 def train(args: TrainArgs) -> tuple[list[dict], list[dict]]:
-    from workloads.train.trainer import Run
+    from workloads.train.pytorch.trainer import Run
 
     run = Run(args, {"rank": 0, "world_size": 1, "local_rank": 0, "restart": 0})
     try:
@@ -58,7 +58,7 @@ def test_the_loss_stays_finite_and_falls(name, args, tmp_path, monkeypatch):
         pytest.skip(f"{torch.cuda.get_device_name()} has no bf16 support")
     monkeypatch.delenv("MASTER_ADDR", raising=False)
     if args.dataset == "cifar10":
-        from workloads.train.cifar import write_standin
+        from workloads.train.common.cifar import write_standin
 
         write_standin(tmp_path / "data", train=4096, test=256)
     lines, events = train(replace(args, results_dir=str(tmp_path / "results"), data_dir=str(tmp_path / "data")))
@@ -74,7 +74,7 @@ def test_the_loss_stays_finite_and_falls(name, args, tmp_path, monkeypatch):
 
 def test_fused_sgd_survives_gradscalers_skipped_first_steps_on_the_gpu():
     """The fault itself, on the device where it was found: an overflowing first step, then good ones."""
-    from workloads.train.optim import sgd
+    from workloads.train.pytorch.optim import sgd
 
     p = torch.nn.Parameter(torch.ones(1 << 20, device="cuda"))
     opt = sgd([p], lr=0.1, fused=True)

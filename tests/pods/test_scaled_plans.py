@@ -10,7 +10,7 @@ import yaml
 from program.stack_files import ROOT
 from tests.pods.conftest import scaled_plan
 from tests.support.plan_manifests import kubernetes_objects
-from workloads.train.cpu_choice import FORCE_BF16_ENV
+from workloads.train.common.cpu_choice import FORCE_BF16_ENV
 
 
 @pytest.mark.parametrize("bf16", ["0", "1"], ids=["no-bf16-cpu", "bf16-cpu"])

@@ -66,7 +66,7 @@ def test_the_deployment_runs_the_shipped_code_on_the_system_nodes_and_watches_th
     pod = deployment["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == SYSTEM_NODE_LABEL and pod["serviceAccountName"] == "eksbench-autostop"
     (container,) = pod["containers"]
-    assert container["image"] == STAGING_IMAGE and "workloads.train.autostop" in container["command"][-1]
+    assert container["image"] == STAGING_IMAGE and "workloads.train.control.autostop" in container["command"][-1]
     env = {e["name"]: e.get("value") for e in container["env"]}
     spec = json.loads(env["EKSBENCH_AUTOSTOP"])
     gpu_groups = outputs(plan)["node_groups"][1:]  # the system group is first, and never scaled
@@ -78,7 +78,7 @@ def test_the_controllers_objects_pass_the_kubernetes_schema():
     from workloads import autostop_manifests as m
     from workloads.job_manifests import code_config_map_manifest
 
-    code = code_config_map_manifest({"workloads/train/autostop.py": "pass"}, namespace="eksbench")
+    code = code_config_map_manifest({"workloads/train/control/autostop.py": "pass"}, namespace="eksbench")
     spec = m.autostop_spec(namespace="eksbench", run_id="run-001", cluster="eksbench-dev", node_groups=["p3-1"],
                            region="us-west-2", bucket="b", key="eksbench/dev/run-001/autostop.json",
                            deadline_minutes=330, idle_minutes=5)

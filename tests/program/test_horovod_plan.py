@@ -22,7 +22,7 @@ def test_the_plan_accepts_the_horovod_stack_and_refuses_it_on_the_dlc_default():
     assert not [w for w in plan.warnings if "experiments[" in w], plan.warnings
     jobs = [r for r in plan.resources if r["type"] == "kubernetes:batch/v1:Job"]
     text = json.dumps([j["inputs"] for j in jobs])
-    assert "workloads.train.horovod_bootstrap" in text and "workloads.train.hvd_torch" in text
+    assert "workloads.train.horovod.bootstrap" in text and "workloads.train.horovod" in text
     config = read_stack_yaml("horovod", STACKS)
     del config["eksbench:experiments"][0]["image"]
     with pytest.raises(ConfigError) as refused:

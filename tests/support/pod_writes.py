@@ -110,7 +110,7 @@ def flag_values(container: dict, flag: str) -> list[str]:
 def shared_writes(container: dict) -> list[str]:
     """The folders on the shared claim this container writes, from its command."""
     name = container["name"]
-    if name == "main":  # workloads.train.launch and the programs it starts
+    if name == "main":  # workloads.train.harness.launch and the programs it starts
         paths = flag_values(container, "--results-dir")
         assert paths, f"{name}: no --results-dir in its command"
         return sorted(set(paths))

@@ -34,7 +34,7 @@ def scaled_config(config: dict[str, Any]) -> dict[str, Any]:
     ``local.steps`` steps, batch and width as the local run takes them, one process per node, no
     compile, checkpoints a third of the way. Precision and memory format stay the cloud's, so the plan
     checks them against the cloud's GPUs; the pods' trainers, on this CPU, train in what it runs fast
-    (workloads.train.cpu_choice.precision_on)."""
+    (workloads.train.common.cpu_choice.precision_on)."""
     from bench.local_plan import local_node_range
     from core.config.model import LocalRun
 
@@ -134,7 +134,7 @@ class SandboxCluster:
         from datasets.file_manifest import build_manifest, manifest_bytes
         from datasets.prepare import hash_plan
         from datasets.store import S3Store
-        from workloads.train.cifar import write_standin
+        from workloads.train.common.cifar import write_standin
 
         for _, job in self.of_kind("Job"):
             args = job["spec"]["template"]["spec"]["containers"][0].get("args", [])
@@ -217,7 +217,7 @@ class SandboxCluster:
     def _env(self) -> dict[str, str]:
         """The image's env: this machine's Python, moto's S3, and the node's CPU kind as this test run has it (a
         forced EKSBENCH_CPU_BF16 reaches the pods, as a node's CPU would)."""
-        from workloads.train.cpu_choice import FORCE_BF16_ENV
+        from workloads.train.common.cpu_choice import FORCE_BF16_ENV
 
         cores = os.cpu_count() or 1
         forced = {FORCE_BF16_ENV: os.environ[FORCE_BF16_ENV]} if os.environ.get(FORCE_BF16_ENV) else {}

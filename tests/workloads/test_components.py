@@ -34,8 +34,8 @@ RAW = {
     ],
 }
 CODE_FILES = {"core/__init__.py": "", "core/contract/train_args.py": "pass\n", "workloads/__init__.py": "",
-              "workloads/train/__init__.py": "", "workloads/train/__main__.py": "pass\n",
-              "workloads/train/launch.py": "pass\n"}
+              "workloads/train/__init__.py": "", "workloads/train/pytorch/__main__.py": "pass\n",
+              "workloads/train/harness/launch.py": "pass\n"}
 JOB = "kubernetes:batch/v1:Job"
 
 
@@ -125,7 +125,7 @@ def test_sequential_suite_chains_experiments_through_suspended_jobs_and_gates():
 def test_training_job_component_outputs_and_child_names():
     cfg = config()
     e = cfg.experiments[1]
-    code = manifests.code_config_map_manifest({"workloads/train/launch.py": "pass\n"}, namespace=cfg.namespace)
+    code = manifests.code_config_map_manifest({"workloads/train/harness/launch.py": "pass\n"}, namespace=cfg.namespace)
     made = []
 
     def build():
@@ -157,7 +157,7 @@ def test_frameworks_without_a_shipped_entry_point_are_found_by_the_program_check
     problems = contracts.missing_entry_points((tf,), CODE_FILES)
     assert len(problems) == 1
     assert problems[0].startswith('experiments[0].framework="tensorflow": ')
-    assert "workloads/train/tf_keras.py" in problems[0]
+    assert "workloads/train/tensorflow/__main__.py" in problems[0]
     assert contracts.missing_entry_points(cfg.experiments, CODE_FILES) == []
 
 
@@ -175,8 +175,8 @@ def project_imports(path: str, text: str) -> set[str]:
 
 def test_read_code_files_ships_the_training_package():
     files = read_code_files()
-    assert {"workloads/__init__.py", "workloads/train/__init__.py", "workloads/train/__main__.py",
-            "workloads/train/launch.py", "core/contract/train_args.py", "core/contract/s3_uri.py"} <= set(files)
+    assert {"workloads/__init__.py", "workloads/train/__init__.py", "workloads/train/pytorch/__main__.py",
+            "workloads/train/harness/launch.py", "core/contract/train_args.py", "core/contract/s3_uri.py"} <= set(files)
     assert all(not k.startswith("/") and k.endswith(".py") and "__pycache__" not in k for k in files)
     assert {k.split("/")[0] for k in files} == {"core", "workloads"}
     manifests.code_config_map_manifest(files, namespace="eksbench")  # fits a ConfigMap

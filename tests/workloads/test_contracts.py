@@ -15,7 +15,7 @@ from core.config.model import DEFAULT_IMAGE, Experiment
 from core.contract.results_location import ResultsLocation
 from tests.workloads.conftest import ROOT
 from workloads import contracts as c
-from workloads.train import gate
+from workloads.train.control import gate
 
 ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
                   mount_path="/data", datasets_dir="/data/datasets", results_dir="/data/results/run-001",
@@ -99,7 +99,7 @@ def test_long_names_are_shortened_stably_and_services_start_with_a_letter():
 
 def test_train_args_follow_the_training_cli():
     argv = c.train_argv(replace(E, compile=True, channels_last=False, args=("--lr", "0.1")), ENV)
-    assert argv[:2] == ("-m", "workloads.train")
+    assert argv[:2] == ("-m", "workloads.train.pytorch")
     assert flag(argv, "--data-dir") == "/data/datasets"  # the dataset is a folder under it
     assert flag(argv, "--results-dir") == "/data/results/run-001/resnet50-synthetic"
     assert flag(argv, "--image-size") == "224"
@@ -112,7 +112,7 @@ def test_cluster_argv_parses_back_to_the_experiments_train_args(e):
     from core.contract.train_args import TrainArgs, parse_train_args
 
     argv = c.train_argv(e, ENV)
-    assert argv[:2] == ("-m", "workloads.train")
+    assert argv[:2] == ("-m", "workloads.train.pytorch")
     parsed = parse_train_args(argv[2:])
     assert parsed == c.train_args_for(e, ENV)
     # What the experiment does not set keeps the trainer's defaults, warm-up and log-every included.
@@ -143,7 +143,7 @@ def test_every_framework_tells_the_launcher_its_shape_and_the_trainers_arguments
     assert launch.launched.train == parse_train_args(launch.argv[3:]) and launch.launched.train.batch_size == 3
     hvd = c.launch_for(replace(e, framework="horovod"), ENV, job="hv", service="svc", gpus=8)
     assert (hvd.launched.nodes, hvd.launched.procs_per_node) == (4, 8)  # the bootstrap starts a rank per GPU
-    i = hvd.argv.index("workloads.train.hvd_torch")
+    i = hvd.argv.index("workloads.train.horovod")
     assert hvd.launched.train == parse_train_args(hvd.argv[i + 1:]) and hvd.launched.train.batch_size == 3
 
 
@@ -151,8 +151,8 @@ def test_horovod_bootstrap_gives_each_process_the_pure_env(tmp_path):
     e = replace(E, framework="horovod", max_nodes=3, min_nodes=3)
     launch = c.launch_for(e, ENV, job="hv", service="svc", gpus=2)
     i = launch.argv.index("-m")
-    assert launch.argv[:i + 3] == ("python3", "-m", "workloads.train.horovod_bootstrap", "python3")
-    assert launch.argv[i + 3:i + 5] == ("-m", "workloads.train.hvd_torch")
+    assert launch.argv[:i + 3] == ("python3", "-m", "workloads.train.horovod.bootstrap", "python3")
+    assert launch.argv[i + 3:i + 5] == ("-m", "workloads.train.horovod")
     dump = f"import json, os; json.dump(dict(os.environ), open('{tmp_path}/' + os.environ['HOROVOD_RANK'], 'w'))"
     # Pod 1 (not 0, which would import horovod to serve the rendezvous) with a command that dumps its env.
     subprocess.run([sys.executable, "-m", launch.argv[i + 1], sys.executable, "-c", dump], check=True, cwd=ROOT,
@@ -190,7 +190,7 @@ def test_paddle_prelude_matches_the_pure_env_contract(role, index):
 def test_launcher_script_wraps_the_command_and_forwards_sigterm():
     script = c.launcher_script(("torchrun", "-m", "x"), results_dir="/data/r", results_uri="s3://b/p/",
                                experiment="e", modules=("etcd", "boto3"))
-    assert "python3 -m workloads.train.launch --results-dir /data/r --results-uri s3://b/p/ --experiment e -- " \
+    assert "python3 -m workloads.train.harness.launch --results-dir /data/r --results-uri s3://b/p/ --experiment e -- " \
            "torchrun -m x &" in script
     assert "python-etcd==0.4.5" in script and 'import etcd, boto3' in script
     assert "trap 'kill -TERM $child" in script
@@ -199,7 +199,7 @@ def test_launcher_script_wraps_the_command_and_forwards_sigterm():
 def test_launcher_script_runs_under_sh(tmp_path):
     script = c.launcher_script(("true",), results_dir=str(tmp_path / "r"), results_uri="s3://b/p/", experiment="e",
                                modules=())
-    # No workloads.train.launch here: the script must still parse, create the dir and report the exit code.
+    # No workloads.train.harness.launch here: the script must still parse, create the dir and report the exit code.
     rc = subprocess.run(["sh", "-n", "-c", script]).returncode
     assert rc == 0
 
@@ -271,11 +271,11 @@ def test_train_args_parse_with_the_training_scripts_own_parser():
 
 
 def test_eval_args_parse_with_the_evaluation_scripts_own_parser():
-    from workloads.train import evaluate
+    from workloads.train.pytorch import evaluate
 
     e = replace(E, workload="cifar10", dataset="cifar10", evaluate=True)
     argv = c.evaluation_argv(e.workload, results_dir=ENV.experiment_results_dir(e), data_dir=ENV.datasets_dir)
-    assert argv[:2] == ("-m", "workloads.train.evaluate")
+    assert argv[:2] == ("-m", "workloads.train.pytorch.evaluate")
     ev = evaluate.build_parser().parse_args(list(argv[2:]))
     assert ev.checkpoint == f"{ENV.experiment_results_dir(e)}/checkpoints/latest.pt"
     assert ev.results_dir == f"{ENV.experiment_results_dir(e)}/eval"
@@ -283,7 +283,7 @@ def test_eval_args_parse_with_the_evaluation_scripts_own_parser():
 
 @pytest.mark.local_run
 def test_launcher_script_keeps_the_exit_code_and_forwards_sigterm(tmp_path):
-    """With the real workloads.train.launch: summary.json is written on failure and on SIGTERM."""
+    """With the real workloads.train.harness.launch: summary.json is written on failure and on SIGTERM."""
     import signal
     import time
 

@@ -25,7 +25,7 @@ RESNET = Experiment(name="resnet50-synthetic", max_nodes=2, min_nodes=2, gpus_pe
                     steps=500, timeout_minutes=60)
 CIFAR = Experiment(name="cifar10-elastic", workload="cifar10", dataset="cifar10", min_nodes=1, max_nodes=2,
                    gpus_per_node=1, epochs=20, evaluate=True, timeout_minutes=90)
-CODE = m.code_config_map_manifest({"workloads/__init__.py": "", "workloads/train/launch.py": "print('hi')\n",
+CODE = m.code_config_map_manifest({"workloads/__init__.py": "", "workloads/train/harness/launch.py": "print('hi')\n",
                                    "core/x.py": "y = 1\n"}, namespace="eksbench")
 
 
@@ -150,10 +150,10 @@ def test_compiled_runs_keep_their_inductor_cache_out_of_the_small_tmp():
 def test_code_config_map_is_immutable_content_named_and_keeps_subfolders():
     assert CODE["immutable"] is True
     assert CODE["data"]["core--x.py"] == "y = 1\n"
-    other = m.code_config_map_manifest({"workloads/train/launch.py": "print('bye')\n"}, namespace="eksbench")
+    other = m.code_config_map_manifest({"workloads/train/harness/launch.py": "print('bye')\n"}, namespace="eksbench")
     assert other["metadata"]["name"] != CODE["metadata"]["name"]
     items = {i["key"]: i["path"] for i in pod(build()["job"])["volumes"][2]["configMap"]["items"]}
-    assert items["core--x.py"] == "core/x.py" and items["workloads--train--launch.py"] == "workloads/train/launch.py"
+    assert items["core--x.py"] == "core/x.py" and items["workloads--train--harness--launch.py"] == "workloads/train/harness/launch.py"
     with pytest.raises(ValueError, match="1 MiB"):
         m.code_config_map_manifest({"big.py": "x" * (1024 * 1024)}, namespace="eksbench")
 
@@ -165,7 +165,7 @@ def test_evaluation_job_is_suspended_until_its_gate_sees_training_complete():
     assert ev["spec"]["suspend"] is True and ev["spec"]["completions"] == 1
     assert main_container(ev)["resources"]["limits"]["nvidia.com/gpu"] == "1"
     script = main_container(ev)["command"][2]
-    assert "workloads.train.evaluate --workload cifar10" in script
+    assert "workloads.train.pytorch.evaluate --workload cifar10" in script
     assert "/data/results/run-001/cifar10-elastic/checkpoints/latest.pt" in script
     assert "s3://results-bkt/eksbench/dev/run-001/cifar10-elastic/eval/" in script
     gate = objs["eval-gate"]
@@ -179,7 +179,7 @@ def test_evaluation_job_is_suspended_until_its_gate_sees_training_complete():
 
 def test_gate_runs_the_shipped_gate_module_from_the_code_config_map():
     gate = build(CIFAR)["eval-gate"]
-    assert main_container(gate)["command"] == ["python3", "-m", "workloads.train.gate"]
+    assert main_container(gate)["command"] == ["python3", "-m", "workloads.train.control.gate"]
     assert env_of(gate)["PYTHONPATH"] == c.CODE_ROOT
     assert main_container(gate)["volumeMounts"][0] == {"name": "code", "mountPath": c.CODE_ROOT, "readOnly": True}
     assert [m["mountPath"] for m in main_container(gate)["volumeMounts"][1:]] == ["/home/eksbench", "/tmp"]

@@ -45,5 +45,5 @@ def test_both_paddle_jobs_tell_the_launcher_their_shape_and_the_trainers_argumen
         launch = c.launch_for(e, ENV, job="pd", service="svc", gpus=1, role=role)
         assert (launch.launched.nodes, launch.launched.procs_per_node) == (pods, 1)
         i = launch.argv.index("-m")
-        assert launch.argv[i + 1] == "workloads.train.paddle_ps"
+        assert launch.argv[i + 1] == "workloads.train.paddle"
         assert launch.launched.train == parse_train_args(launch.argv[i + 2:]) and launch.launched.train.batch_size == 5

@@ -3,7 +3,7 @@ packages it installs, a failed install, and a SIGTERM during a slow install.
 
 ``python3`` on PATH is a wrapper: ``python3 -m pip ...`` records its arguments (and sleeps or
 fails when told to), anything else runs the real interpreter, so the real launcher
-(``workloads.train.launch``) writes the summary. A module the image lacks is a stand-in module
+(``workloads.train.harness.launch``) writes the summary. A module the image lacks is a stand-in module
 on PYTHONPATH whose import fails. Where the machine allows ``unshare --pid``, sh runs as PID 1 of
 a new PID namespace, as in a container: the kernel then drops a SIGTERM sent from outside unless
 sh has a handler for it (pid_namespaces(7)).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.contract.train_args import TrainArgs, parse_train_args, train_args_to_argv
-from workloads.train.schedule import default_lr, dist_env
+from workloads.train.common.schedule import default_lr, dist_env
 
 
 def test_contract_flags_parse():

@@ -2,7 +2,7 @@
 
 The Kubernetes Job side calls exactly these command lines, so they are a stable contract:
 
-``python -m workloads.train`` (under ``torchrun``; one process per GPU, or per CPU slot)::
+``python -m workloads.train.pytorch`` (under ``torchrun``; one process per GPU, or per CPU slot)::
 
     --workload {resnet50,cifar10,maskrcnn}  --batch-size N (per process)
     --precision {fp32,amp-fp16,bf16}        --steps N  --epochs N (0 = train by steps)
@@ -23,18 +23,27 @@ The Kubernetes Job side calls exactly these command lines, so they are a stable 
   worker group resumes from ``latest.pt`` and drops metric lines past the checkpoint, so every
   step appears once.
 
-``python -m workloads.train.evaluate --workload cifar10 --checkpoint FILE --data-dir DIR --results-dir DIR``
+``python -m workloads.train.pytorch.evaluate --workload cifar10 --checkpoint FILE --data-dir DIR --results-dir DIR``
   writes ``<results-dir>/eval.json``: overall and per-class test accuracy.
 
-``python -m workloads.train.launch --results-dir DIR [--results-uri s3://b/p/] [--experiment NAME] -- CMD...``
+``python -m workloads.train.harness.launch --results-dir DIR [--results-uri s3://b/p/] [--experiment NAME] -- CMD...``
   the in-container wrapper: tees logs, forwards signals, always writes ``summary.json`` (node 0
-  only) and uploads to S3. See ``workloads.train.launch``.
+  only) and uploads to S3. See ``workloads.train.harness.launch``.
 
-``python -m workloads.train.horovod_bootstrap CMD...`` starts one Horovod process per GPU on a pod,
-and ``python -m workloads.train.gate`` (standard library only) resumes suspended Jobs once the Jobs
+``python -m workloads.train.horovod.bootstrap CMD...`` starts one Horovod process per GPU on a pod,
+and ``python -m workloads.train.control.gate`` (standard library only) resumes suspended Jobs once the Jobs
 it waits for have finished; see their module docstrings.
 
-Shipped to the pods with ``core/`` (``workloads.code_files.read_code_files``): modules
-here import only the standard library, torch, boto3 and ``core`` (``paddle_ps``: paddle and numpy
-instead of torch; ``python -m workloads.train.paddle_ps`` takes the same arguments, see its docstring).
+Rooms (docs/ARCHITECTURE.md; tests/test_layers.py keeps their directions):
+
+- ``common/``: what every framework's trainer shares (data order, CIFAR files, schedule, device
+  clock, the CPU's precision choice, metrics lines, start-up record, atomic writes);
+- ``pytorch/``, ``tensorflow/``, ``horovod/``, ``paddle/``: one per framework, each run as
+  ``python -m workloads.train.<framework>`` with the same arguments (``horovod`` builds on ``pytorch``);
+- ``harness/``: the launcher that wraps any of them (logs, exit paths, summary, upload, progress,
+  what ran, the fabric check); it never imports a framework;
+- ``control/``: the cluster's control programs, ``gate`` and ``autostop`` (standard library and boto3).
+
+Shipped to the pods with ``core/`` (``workloads.code_files.read_code_files``): modules here import
+only the standard library, their framework, boto3 and ``core``.
 """

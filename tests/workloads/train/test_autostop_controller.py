@@ -1,0 +1,161 @@
+"""The autostop controller (workloads/train/control/autostop.py) against a fake Kubernetes API and moto's EKS and S3.
+
+The fake API server is a loopback ``http.server`` that answers the one request the controller
+makes, the Job list of a namespace filtered by label, in batch/v1's shape (Kubernetes API
+reference, "Job v1 batch", list: ``GET /apis/batch/v1/namespaces/{namespace}/jobs`` returns a
+``JobList`` with ``apiVersion``, ``kind``, ``metadata.resourceVersion`` and ``items``), checks
+the bearer token, and fails loudly on anything else. EKS and S3 are moto's, in process; the
+controller talks to them through boto3 exactly as in the pod.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from workloads.train.control import autostop, gate
+
+NAMESPACE, RUN, CLUSTER, BUCKET = "eksbench", "run-007", "eksbench-dev", "eksbench-results"
+KEY = f"eksbench/dev/{RUN}/autostop.json"
+TOKEN = "service-account-token"
+
+
+class FakeJobsApi:
+    """GET /apis/batch/v1/namespaces/<ns>/jobs?labelSelector=eksbench.io/run-id=<run>; nothing else."""
+
+    def __init__(self):
+        self.jobs: list[dict] = []
+        self.requests: list[str] = []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's name
+                api.requests.append(self.path)
+                url = urllib.parse.urlsplit(self.path)
+                query = urllib.parse.parse_qs(url.query)
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                    return self._send(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
+                if url.path != f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs" or set(query) != {"labelSelector"}:
+                    return self._send(500, {"kind": "Status", "code": 500,
+                                            "message": f"the fake API does not answer {self.path}"})
+                key, _, value = query["labelSelector"][0].partition("=")
+                items = [j for j in api.jobs if j["metadata"]["labels"].get(key) == value]
+                self._send(200, {"apiVersion": "batch/v1", "kind": "JobList",
+                                 "metadata": {"resourceVersion": str(len(api.requests))}, "items": items})
+
+            def do_PATCH(self):  # noqa: N802
+                self._send(500, {"kind": "Status", "code": 500, "message": "the controller must not write"})
+
+            def _send(self, code, body):
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def k8s_job(name, *, created="2027-01-15T08:00:00Z", done=None, suspend=False, component="training", run=RUN):
+    status = {"active": 1} if done is None else {"conditions": [
+        {"type": done[0], "status": "True", "lastTransitionTime": done[1]}]}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": NAMESPACE, "creationTimestamp": created,
+                         "labels": {"eksbench.io/run-id": run, "app.kubernetes.io/component": component}},
+            "spec": {"parallelism": 2, "completions": 2, "suspend": suspend}, "status": status}
+
+
+@pytest.fixture
+def api(tmp_path):
+    fake = FakeJobsApi()
+    (tmp_path / "token").write_text(TOKEN)
+    yield fake, functools.partial(gate.request, api=fake.url, sa=f"{tmp_path}/")
+    fake.server.shutdown()
+
+
+@pytest.fixture
+def aws():
+    with mock_aws():
+        session = boto3.session.Session(region_name="us-west-2")
+        eks, s3 = session.client("eks"), session.client("s3")
+        role = "arn:aws:iam::123456789012:role/eks"
+        eks.create_cluster(name=CLUSTER, roleArn=role, resourcesVpcConfig={"subnetIds": ["subnet-0123456789abcdef0"]})
+        for group, size in (("p3-20270115", 2), ("g5-20270115", 1)):
+            eks.create_nodegroup(clusterName=CLUSTER, nodegroupName=group, nodeRole=role,
+                                 subnets=["subnet-0123456789abcdef0"],
+                                 scalingConfig={"minSize": 0, "maxSize": size, "desiredSize": size})
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        yield eks, s3
+
+
+SPEC = {"namespace": NAMESPACE, "run_id": RUN, "cluster": CLUSTER, "node_groups": ["p3-20270115", "g5-20270115"],
+        "region": "us-west-2", "bucket": BUCKET, "key": KEY, "deadline_minutes": 240, "idle_minutes": 5}
+
+
+class Clock:
+    """Epoch seconds; every sleep moves it on (2027-01-15T08:00:00Z is 1800000000)."""
+
+    def __init__(self, minutes):
+        self.now = 1_800_000_000 + minutes * 60
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def sizes(eks, group):
+    return eks.describe_nodegroup(clusterName=CLUSTER, nodegroupName=group)["nodegroup"]["scalingConfig"]
+
+
+def test_waits_while_a_job_runs_then_scales_every_gpu_group_to_zero_and_records_it(api, aws):
+    fake, get = api
+    eks, s3 = aws
+    fake.jobs = [k8s_job("resnet"), k8s_job("other-run", run="run-006", done=("Complete", "2027-01-15T07:00:00Z"))]
+    clock = Clock(minutes=20)
+    assert autostop.run(SPEC, get=get, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=3) == []
+    assert sizes(eks, "p3-20270115")["desiredSize"] == 2
+    # The training Job completes at 08:22; nodes may idle 5 minutes (10 rounds of 30 s) before they go.
+    fake.jobs[0] = k8s_job("resnet", done=("Complete", "2027-01-15T08:22:00Z"))
+    records = autostop.run(SPEC, get=get, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=12)
+    assert len(records) == 1, records
+    for group, size in (("p3-20270115", 2), ("g5-20270115", 1)):
+        assert sizes(eks, group) == {"minSize": 0, "maxSize": size, "desiredSize": 0}
+    record = json.loads(s3.get_object(Bucket=BUCKET, Key=KEY)["Body"].read())
+    assert record["jobs"] == {"resnet": "Complete"}  # the other run's Job is not this run's
+    assert "every Job finished" in record["reason"] and record["action"] == "scale-to-zero"
+    assert [g["before"]["desiredSize"] for g in record["node_groups"]] == [2, 1]
+    assert all(r.startswith(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs?labelSelector=") for r in fake.requests)
+
+
+def test_the_deadline_scales_a_run_that_never_ends_and_does_it_once(api, aws):
+    fake, get = api
+    eks, s3 = aws
+    fake.jobs = [k8s_job("stuck")]
+    clock = Clock(minutes=239)
+    records = autostop.run(SPEC, get=get, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=6)
+    assert len(records) == 1 and "deadline passed" in records[0]["reason"] and "stuck" in records[0]["reason"]
+    assert sizes(eks, "p3-20270115")["desiredSize"] == 0
+
+
+def test_an_api_error_is_retried_not_fatal(api, aws, tmp_path):
+    _, get = api
+    eks, s3 = aws
+    broken = functools.partial(gate.request, api="http://127.0.0.1:9", sa=f"{tmp_path}/")  # discard port: refused
+    clock = Clock(minutes=0)
+    assert autostop.run(SPEC, get=broken, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=2) == []
+    assert sizes(eks, "p3-20270115")["desiredSize"] == 2

@@ -1,0 +1,95 @@
+"""Real data paths of the training script: ImageFolder JPEGs, CIFAR batches by epochs with time to accuracy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.image_folder import write_image_folder
+from tests.workloads.conftest import child_env, run_training
+from workloads.train.common.cifar import read_split, write_standin
+from workloads.train.harness.launch import collect_metrics
+from workloads.train.common.metrics import read_jsonl, read_rank_metrics
+
+
+def train(*args: str) -> subprocess.CompletedProcess:
+    return run_training([sys.executable, "-m", "workloads.train.pytorch", "--precision=fp32", "--warmup-steps=1",
+                         "--log-every=1", *args], env=child_env(2))
+
+
+def test_standin_has_torchvision_cifar_layout(tmp_path):
+    d = write_standin(tmp_path, train=23, test=7)
+    assert d == tmp_path / "cifar10" / "cifar-10-batches-py"
+    assert sorted(p.name for p in d.iterdir()) == ["batches.meta", "data_batch_1", "data_batch_2", "data_batch_3",
+                                                   "data_batch_4", "data_batch_5", "test_batch"]
+    x, y, classes = read_split(tmp_path, train=True)
+    assert tuple(x.shape) == (23, 3, 32, 32) and len(y) == 23 and classes[0] == "airplane"
+    assert read_split(tmp_path, train=False)[0].shape[0] == 7
+
+
+@pytest.mark.local_run
+def test_resnet50_trains_on_an_image_folder(tmp_path):
+    write_image_folder(tmp_path / "data")  # 2 classes x 4 images
+    done = train("--workload=resnet50", "--dataset=tiny", f"--data-dir={tmp_path / 'data'}", "--batch-size=4",
+                 "--steps=3", "--image-size=32", "--width-per-group=4", "--workers=1",
+                 f"--results-dir={tmp_path / 'r'}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = read_rank_metrics(tmp_path / "r")[0]
+    assert [r["step"] for r in lines] == [1, 2, 3]
+    assert [r["epoch"] for r in lines] == [0, 0, 1]  # 8 images, batch 4
+
+
+@pytest.mark.local_run
+def test_cifar10_by_epochs_tracks_accuracy_and_time_to_target(tmp_path):
+    write_standin(tmp_path / "data", train=64, test=40)
+    done = train("--workload=cifar10", "--dataset=cifar10", f"--data-dir={tmp_path / 'data'}", "--batch-size=16",
+                 "--epochs=2", "--steps=1", "--width-per-group=4", "--target-accuracy=0.0",
+                 "--checkpoint-every=0", f"--results-dir={tmp_path / 'r'}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = read_rank_metrics(tmp_path / "r")[0]
+    assert [r["step"] for r in lines] == list(range(1, 9))  # 2 epochs x 64/16 steps; --steps ignored
+    evals = read_jsonl(tmp_path / "r" / "metrics" / "eval.jsonl")
+    assert [(e["step"], e["epoch"]) for e in evals] == [(4, 0), (8, 1)]
+    figures = collect_metrics(tmp_path / "r", 0.0)
+    assert figures["accuracy"]["time_to_accuracy_s"] == evals[0]["elapsed_s"]
+    assert figures["accuracy"]["time_to_accuracy_epoch"] == 0
+
+
+@pytest.mark.parametrize("gpu_decode", [False, True], ids=["pillow-workers", "decode_jpeg"])
+def test_image_folder_hands_uint8_to_the_device_and_normalises_there(tmp_path, monkeypatch, gpu_decode):
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from workloads.train.common import data
+
+    rng = np.random.default_rng(0)
+    for cls in ("a", "b"):
+        (tmp_path / cls).mkdir()
+        for i in range(3):
+            Image.fromarray(rng.integers(0, 255, (40, 48, 3), dtype=np.uint8)).save(tmp_path / cls / f"{i}.JPEG")
+    seen = []
+    real = data.normalize_on_device
+
+    def spy(x, **kw):
+        seen.append(x.dtype)
+        return real(x, **kw)
+
+    monkeypatch.setattr(data, "normalize_on_device", spy)
+    src = data.ImageFolderImages(tmp_path, image_size=32, device=torch.device("cpu"), channels_last=True, workers=0,
+                                 gpu_decode=gpu_decode)
+    src.start(data.Position(), global_batch=4, rank=0, batch=4, seed=0)
+    x, y = src.batch(data.Position())
+    src.close()
+    assert seen and all(d == torch.uint8 for d in seen)  # the loader's batches are uint8
+    assert x.dtype == torch.float32 and tuple(x.shape) == (4, 3, 32, 32)
+    assert x.is_contiguous(memory_format=torch.channels_last) and y.dtype == torch.int64
+    assert -2.2 < float(x.min()) and float(x.max()) < 2.7  # ImageNet mean/std normalisation of 0..255
+
+
+def test_a_run_that_stops_stepping_fails_naming_where_it_stood(tmp_path):
+    cmd = [sys.executable, "-c", "import time; time.sleep(60)", f"--results-dir={tmp_path}"]
+    with pytest.raises(AssertionError, match="no new metrics line for 1s"):
+        run_training(cmd, env=child_env(1), startup_s=1)

@@ -1,0 +1,108 @@
+"""``python -m workloads.train.control.autostop``: scale the GPU node groups to zero once the run is over.
+
+A Deployment of one pod on the system nodes (``workloads/autostop.py`` registers it) runs this
+loop: list the run's Jobs through the Kubernetes API (the gate's client, ``workloads.train.control.gate``),
+ask ``core.config.autostop.decide`` and, when it says so, set every GPU node group's scaling config to
+min 0, desired 0 through the EKS API, then write ``autostop.json`` beside the run's results.
+It keeps watching afterwards: a later ``pulumi up --refresh`` that puts the sizes back with
+nothing left to run is scaled down again.
+
+Its instructions come as JSON in ``EKSBENCH_AUTOSTOP`` (``workloads.autostop_manifests``):
+namespace, run_id, cluster, node_groups, region, bucket, key, deadline_minutes, idle_minutes.
+Its AWS identity is EKS Pod Identity, which boto3 reads from the environment the agent injects.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+from typing import Any, Callable
+
+from core.config.autostop import RUN_ID_LABEL, SCALE, Decision, decide, job_state
+from workloads.train.control.gate import request
+from core.contract import strict_json
+
+POLL_SECONDS = 30
+
+
+def list_jobs(spec: dict, get: Callable[[str], Any] = request) -> list[dict]:
+    """The run's Jobs: GET /apis/batch/v1/namespaces/<ns>/jobs?labelSelector=eksbench.io/run-id=<run>
+    (Kubernetes API reference, Job v1 batch, "list": a JobList whose ``items`` are Jobs)."""
+    selector = urllib.parse.quote(f"{RUN_ID_LABEL}={spec['run_id']}")
+    body = get("/apis/batch/v1/namespaces/%s/jobs?labelSelector=%s" % (spec["namespace"], selector))
+    return list(body.get("items") or [])
+
+
+def scale_to_zero(eks: Any, cluster: str, group: str) -> dict:
+    """min 0 and desired 0; max stays what it was (EKS NodegroupScalingConfig: maxSize >= 1,
+    botocore's eks service-2.json). Returns the group's sizes before and after."""
+    before = eks.describe_nodegroup(clusterName=cluster, nodegroupName=group)["nodegroup"]["scalingConfig"]
+    after = {"minSize": 0, "maxSize": max(int(before.get("maxSize") or 1), 1), "desiredSize": 0}
+    if before.get("desiredSize") or before.get("minSize"):
+        eks.update_nodegroup_config(clusterName=cluster, nodegroupName=group, scalingConfig=after)
+        return {"name": group, "before": before, "after": after, "changed": True}
+    return {"name": group, "before": before, "after": before, "changed": False}
+
+
+def act(spec: dict, decision: Decision, *, eks: Any, s3: Any, now: float) -> dict | None:
+    """Scale every GPU group and record it in S3; None when every group was already at zero."""
+    groups = [scale_to_zero(eks, spec["cluster"], g) for g in spec["node_groups"]]
+    if not any(g["changed"] for g in groups):
+        return None
+    record = {"decided_at": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(),
+              "action": decision.action, "reason": decision.reason, "jobs": dict(decision.jobs),
+              "cluster": spec["cluster"], "run_id": spec["run_id"], "node_groups": groups}
+    s3.put_object(Bucket=spec["bucket"], Key=spec["key"], Body=strict_json.dumps(record, indent=2).encode(),
+                  ContentType="application/json")
+    return record
+
+
+def step(spec: dict, *, get: Callable[[str], Any], eks: Any, s3: Any, now: float, started_at: float) -> dict | None:
+    """One look: the decision, and the record when it scaled something."""
+    jobs = [job_state(j) for j in list_jobs(spec, get)]
+    decision = decide(jobs, now=now, started_at=started_at, deadline_minutes=spec["deadline_minutes"],
+                      idle_minutes=spec["idle_minutes"])
+    print("autostop:", decision.action, "-", decision.reason, flush=True)
+    return act(spec, decision, eks=eks, s3=s3, now=now) if decision.action == SCALE else None
+
+
+def run(spec: dict, *, get: Callable[[str], Any], eks: Any, s3: Any, clock: Callable[[], float],
+        sleep: Callable[[float], Any], rounds: int | None = None,
+        heartbeat: Callable[[], Any] = lambda: None) -> list[dict]:
+    """Look every POLL_SECONDS, then ``heartbeat()`` (the liveness probe reads it); ``rounds``
+    bounds the loop (tests), None runs for ever."""
+    started_at, records, n = clock(), [], 0
+    while rounds is None or n < rounds:
+        n += 1
+        try:
+            record = step(spec, get=get, eks=eks, s3=s3, now=clock(), started_at=started_at)
+        except (OSError, ValueError, urllib.error.URLError) as e:  # API server or network: try again
+            print("autostop: API error, retrying:", e, flush=True)
+            record = None
+        except Exception as e:  # botocore's ClientError (e.g. ResourceInUseException during an update)
+            print("autostop: AWS error, retrying:", type(e).__name__, e, flush=True)
+            record = None
+        if record:
+            records.append(record)
+            print("autostop: scaled", ", ".join(g["name"] for g in record["node_groups"] if g["changed"]),
+                  "to zero; wrote", f"s3://{spec['bucket']}/{spec['key']}", flush=True)
+        heartbeat()
+        sleep(POLL_SECONDS)
+    return records
+
+
+def main() -> None:
+    import boto3
+
+    spec = json.loads(os.environ["EKSBENCH_AUTOSTOP"])
+    session = boto3.session.Session(region_name=spec["region"])
+    run(spec, get=request, eks=session.client("eks"), s3=session.client("s3"), clock=time.time, sleep=time.sleep,
+        heartbeat=lambda: open(spec["heartbeat"], "w").close())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""PaddlePaddle's parameter-server training (``python -m workloads.train.paddle``): pservers and trainers."""

@@ -1,0 +1,2 @@
+"""The PyTorch trainer (``python -m workloads.train.pytorch``), its checkpoints, models, workloads and the
+evaluation job (``python -m workloads.train.pytorch.evaluate``)."""
