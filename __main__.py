@@ -7,9 +7,9 @@ the stack's config and turns a config error into Pulumi's one-message failure.
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from program.stack import export_stack
 from core.config.fields import ConfigError
 from core.config.pulumi_config import decode_config
+from program.stack import export_stack
 
 
 def stack_config() -> dict[str, str]:

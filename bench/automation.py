@@ -11,7 +11,7 @@
 Every call validates the stack file first, so a bad config fails here, in one message,
 before the CLI is started. The Automation API drives the ``pulumi`` CLI (it must be on
 PATH); how bench starts it, gives each stack its own work dir and forwards Ctrl-C to it is
-``bench.pulumi_cli``, which the lifecycle's modules use directly. This module is the API on
+``bench.cloud.pulumi_cli``, which the lifecycle's modules use directly. This module is the API on
 top: only the ``bench up/preview/destroy/outputs`` commands import it. Concurrent stacks run
 in separate processes (``bench run a b`` does that): inline programs in threads have open
 upstream bugs. The stack is never removed: ``destroy(remove=True)`` would delete
@@ -22,9 +22,18 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from bench.pulumi_cli import CLI_MISSING, AutomationError, open_stack, outputs, stack_outputs
+from bench.cloud.backend import CloudBackend
+from bench.cloud.pulumi_cli import (
+    CLI_MISSING,
+    AutomationError,
+    open_stack,
+    outputs,
+    stack_outputs,
+)
+from bench.local.backend import LocalBackend
+from core.contract.names import LOCAL_RESULTS_ROOT
 from program.stack_files import ROOT
 
 __all__ = ["AutomationError", "CLI_MISSING", "destroy", "logs", "open_stack", "outputs", "plan", "preview", "run",
@@ -52,7 +61,7 @@ def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | Non
     """``pulumi destroy``, retried once (clearing a stale lock left by a process that is gone).
 
     The results bucket and its objects are retained (retain_on_delete). Never ``remove=True``."""
-    from bench.stack_operations import destroy_with_retry
+    from bench.cloud.stack_operations import destroy_with_retry
 
     ok, left = destroy_with_retry(open_stack(stack, root, check_config=False, create=False), stack=stack,
                                   log=on_output or (lambda _l: None))
@@ -62,13 +71,13 @@ def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | Non
 
 
 def run(stack: str, *, max_cost: float | None = None, keep: bool = False, root: Path = ROOT,
-        results_root: str | Path = "results", deadline_minutes: float | None = None, poll: float = 15.0,
+        results_root: str | Path = LOCAL_RESULTS_ROOT, deadline_minutes: float | None = None, poll: float = 15.0,
         resume: bool = False) -> list[dict[str, Any]]:
     """The whole lifecycle (what ``python -m bench run <stack>`` does); returns the results rows.
 
     Raises AutomationError on a preflight refusal (nothing was created), and KeyboardInterrupt
     after the teardown when interrupted. Failed experiments are rows with their status."""
-    from bench.cloud_run import CloudRunOptions, run_stack
+    from bench.cloud.run import CloudRunOptions, run_stack
 
     outcome = run_stack(stack, CloudRunOptions(root=Path(root), results_root=Path(results_root), max_cost=max_cost,
                                                keep=keep, deadline_minutes=deadline_minutes, poll=poll,
@@ -80,15 +89,52 @@ def run(stack: str, *, max_cost: float | None = None, keep: bool = False, root: 
     return outcome.rows
 
 
-def status(stack: str, root: Path = ROOT, results_root: str | Path = "results") -> dict[str, Any]:
+def status(stack: str, root: Path = ROOT, results_root: str | Path = LOCAL_RESULTS_ROOT) -> dict[str, Any]:
     """Stack state (when the CLI answers) and each run's experiments with their status."""
-    from bench.observe import stack_status
     return stack_status(stack, Path(root), Path(results_root))
 
 
-def logs(stack: str, experiment: str, *, root: Path = ROOT, results_root: str | Path = "results",
+def logs(stack: str, experiment: str, *, root: Path = ROOT, results_root: str | Path = LOCAL_RESULTS_ROOT,
          run_id: str | None = None) -> str:
     """The experiment's node logs: from the cluster while it runs, S3 afterwards, or a local run's files."""
-    from bench.observe import experiment_logs
     return "\n".join(experiment_logs(stack, experiment, root=Path(root), results_root=Path(results_root),
                                      run_id=run_id))
+
+
+# --- what each backend knows of a stack (status and logs; ``bench status``/``bench logs`` print it) ---
+
+def backends(stack: str, root: Path, results_root: Path) -> tuple[Any, CloudBackend, LocalBackend]:
+    """The stack's config and its two backends, observing only (no run of their own)."""
+    from program.stack_files import load_stack_config
+
+    cfg = load_stack_config(stack, root)
+    return (cfg, CloudBackend(stack=stack, cfg=cfg, root=root, results_root=results_root),
+            LocalBackend(stack=stack, project=cfg.project, results_root=results_root,
+                         repeats={e.name: e.repeats for e in cfg.experiments}))
+
+
+def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
+    """What each backend knows: the stack's state and its S3 runs (AWS), its local runs."""
+    _, cloud, local = backends(stack, root, results_root)
+    aws = cloud.status()
+    out: dict[str, Any] = {"stack": stack, "state": aws["state"], "outputs": aws["outputs"],
+                           "local_runs": local.status()["runs"], "s3_runs": aws["runs"], "notes": aws["notes"],
+                           "autostop": aws["autostop"], "after_autostop_usd": aws.get("after_autostop_usd")}
+    if "where" in aws:
+        out["s3_prefix"] = aws["where"]
+    return out
+
+
+def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Path, run_id: str | None = None,
+                    follow: bool = False) -> Iterator[str]:
+    """Lines of the experiment's logs from the first backend that has them: the cluster or S3, else local files."""
+    cfg, cloud, local = backends(stack, root, results_root)
+    if experiment not in {e.name for e in cfg.experiments}:
+        raise ValueError(f"no experiment {experiment!r} in stack {stack}")
+    looked = []
+    for backend in (cloud, local):
+        try:
+            return backend.logs(experiment, run_id=run_id, follow=follow)
+        except FileNotFoundError as e:
+            looked.append(str(e))
+    raise FileNotFoundError(f"no logs for {stack}/{experiment}: " + ", ".join(looked))

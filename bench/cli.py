@@ -1,4 +1,4 @@
-"""The eksbench command line: one module per subcommand, each with ``register(subparsers)``.
+"""The eksbench command line: one module per subcommand in ``bench/commands/``, each with ``register(subparsers)``.
 
 Heavy libraries (Pulumi's engine, boto3, torch) are imported inside the commands that
 need them, so ``--help`` stays instant.
@@ -11,8 +11,8 @@ import importlib
 import signal
 import sys
 
-COMMANDS = ("bench.plan", "bench.run", "bench.data", "bench.cloud", "bench.observe", "bench.report",
-            "bench.audit", "bench.compare")
+COMMANDS = tuple(f"bench.commands.{name}" for name in
+                 ("plan", "run", "data", "cloud", "observe", "report", "audit", "compare"))
 
 
 class Terminated(KeyboardInterrupt):

@@ -1,7 +1,7 @@
 """One orchestrator for every run: provision, start, watch, teardown, collect; teardown ALWAYS.
 
-A run is a ``Backend`` (``bench.local_backend.LocalBackend`` for ``--local``,
-``bench.cloud_backend.CloudBackend`` for AWS) driven by ``run_lifecycle``:
+A run is a ``Backend`` (``bench.local.backend.LocalBackend`` for ``--local``,
+``bench.cloud.backend.CloudBackend`` for AWS) driven by ``run_lifecycle``:
 
     provision -> start -> watch -> teardown -> collect -> results table
 
@@ -134,7 +134,7 @@ class Backend(Protocol):
         """Release everything that costs (always called); True when nothing is left behind."""
 
     def collect(self, ctl: Control) -> list[dict[str, Any]]:
-        """The results rows (``local_plan.results_table``), results copied to ./results/..."""
+        """The results rows (``terminal.results_table``), results copied to ./results/..."""
 
     # Observing, outside any run (``bench status``, ``bench logs``; TorchX's Scheduler.describe and log_iter).
     def status(self) -> dict[str, Any]:
@@ -207,7 +207,7 @@ def handle_signals(ctl: Control, on_first: Callable[[int], None]) -> Iterator[No
 
 def run_lifecycle(backend: Backend, ctl: Control) -> Outcome:
     """Drive ``backend`` through its phases; teardown always runs. Prints the results table."""
-    from bench.local_plan import results_table
+    from bench.terminal import results_table
 
     failed = False
     timings: dict[str, float] = {}

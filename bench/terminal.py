@@ -10,6 +10,8 @@ through it; rich's progress display, which writes its own control sequences, get
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Sequence
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -22,3 +24,24 @@ def safe(text: object) -> str:
 def safe_line(text: object) -> str:
     """``safe``, and newlines too: for one value that must stay on one line (a name, a status)."""
     return safe(text).replace("\n", "\\n")
+
+
+def show(path: Path) -> str:
+    """A path as the user would type it: relative to the working folder when it is below it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def results_table(rows: Sequence[dict]) -> str:
+    """Fixed-width table of experiment, status, shape, steps, samples/s, wall time, path."""
+    head = ("experiment", "status", "nodes x procs", "steps", "samples/s", "per proc", "wall s", "accuracy",
+            "results")
+    # a status, a name or a path can come from a run: one line each, control characters escaped
+    body = [tuple("-" if row.get(k) is None else safe_line(row.get(k)) for k in
+                  ("experiment", "status", "shape", "steps", "total", "per_process", "wall", "accuracy", "path"))
+            for row in rows]
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+    fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([fmt(head), fmt(tuple("-" * w for w in widths)), *map(fmt, body)])

@@ -19,13 +19,13 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
+from core.catalog.pins import STAGING_IMAGE
+from core.config.model import Experiment
 from datasets import staging_manifests as manifests
 from datasets.catalog import dataset
 from infra import k8s_objects
 from infra.component_options import child_options
 from infra.environment import Environment
-from core.config.model import Experiment
-from core.catalog.pins import STAGING_IMAGE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -47,7 +47,7 @@ def relative_path_problem(path: object) -> str:
     Rejected: non-strings, empty paths and components ("a//b", "a/"), "." and ".." components,
     absolute paths, backslashes, NUL and other control characters, text that is not valid
     UTF-8 (lone surrogates), and components or paths longer than Linux allows. Manifests
-    (``path_problem``) and results copied home from S3 (``bench.safe_paths``) both use it.
+    (``path_problem``) and results copied home from S3 (``bench.results.safe_paths``) both use it.
     """
     if not isinstance(path, str):
         return f"path {_short(path)} is not a string"

@@ -29,9 +29,16 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from datasets.file_checks import (CHUNK, MANIFEST_NAME, check_file, check_tree, parse_manifest, read_regular_file,
-                                  resolve_under)
 from core.contract.s3_uri import parse_s3_uri
+from datasets.file_checks import (
+    CHUNK,
+    MANIFEST_NAME,
+    check_file,
+    check_tree,
+    parse_manifest,
+    read_regular_file,
+    resolve_under,
+)
 
 
 def _download(client, bucket: str, key: str, root: str, expected: dict) -> int:
@@ -192,7 +199,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wait-seconds", type=float, default=3600)
     args = p.parse_args(argv)
     import boto3  # installed by the Job's command when the image lacks it
-
     from botocore.exceptions import BotoCoreError, ClientError
 
     client = boto3.client("s3")

@@ -24,11 +24,11 @@ import math
 import posixpath
 from collections.abc import Mapping
 
+from core.catalog.pins import PIP_PINS, STAGING_IMAGE
 from datasets.catalog import Dataset
+from infra.access.pod_security import harden_pod_spec
 from infra.environment import SYSTEM_NODE_LABEL, Environment
 from infra.labels import labels, metadata
-from infra.pod_security import harden_pod_spec
-from core.catalog.pins import PIP_PINS, STAGING_IMAGE
 
 CODE_ROOT = "/opt/eksbench"  # the pod's PYTHONPATH: the shipped files sit below it at their repository paths
 STAGE_MODULE = "datasets.stage"
@@ -157,7 +157,7 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source
                 "metadata": {"labels": pod_labels,
                              "annotations": {"eksbench.io/stage-program-sha256": program_digest(program),
                                              "eksbench.io/source": source_uri}},
-                # Non-root, no capabilities, read-only root (infra/pod_security.py); no API token.
+                # Non-root, no capabilities, read-only root (infra/access/pod_security.py); no API token.
                 "spec": harden_pod_spec({
                     "restartPolicy": "Never",
                     "serviceAccountName": env.service_account,

@@ -22,10 +22,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from datasets.errors import DataError
-from datasets.file_checks import CHUNK, check_file, check_tree, path_problem, read_regular_file
-from datasets.file_manifest import MANIFEST_NAME, FileEntry, parse_manifest
 from core.contract.s3_uri import parse_s3_uri
+from datasets.errors import DataError
+from datasets.file_checks import (
+    CHUNK,
+    check_file,
+    check_tree,
+    path_problem,
+    read_regular_file,
+)
+from datasets.file_manifest import MANIFEST_NAME, FileEntry, parse_manifest
 
 META_KEY = "sha256"
 MiB = 1024 * 1024

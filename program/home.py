@@ -15,11 +15,17 @@ from typing import Any, Mapping
 
 import pulumi
 
-from infra.image_repository import ImageRepository, ImageRepositoryArgs
-from infra.results_bucket import ResultsBucket, ResultsBucketArgs
 from core.config.model import HomeConfig, StackConfig
-from core.contract.results_location import DATASETS_PREFIX, ResultsLocation, datasets_uri, home_bucket, results_bucket
 from core.config.shape import parse_home_config
+from core.contract.results_location import (
+    DATASETS_PREFIX,
+    ResultsLocation,
+    datasets_uri,
+    home_bucket,
+    results_bucket,
+)
+from infra.storage.image_repository import ImageRepository, ImageRepositoryArgs
+from infra.storage.results_bucket import ResultsBucket, ResultsBucketArgs
 
 __all__ = ["DATASETS_PREFIX", "HOME_OUTPUTS", "build_home", "home_bucket", "home_exports", "results_bucket_name"]
 # What the home stack exports, and so what an experiment stack and bench may read from it.

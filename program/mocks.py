@@ -23,6 +23,7 @@ from pulumi.runtime import mocks as pmocks
 from pulumi.runtime.proto import resource_pb2
 
 from core.catalog import aws as catalog
+from core.catalog.aws import DEFAULT_REGION
 
 DEFAULT_AZS = ("a", "b", "c", "d")
 
@@ -159,7 +160,7 @@ class EksbenchMocks(pmocks.Mocks):
     """Shapes resource outputs and invokes like AWS and pulumi-eks would; ``offered`` limits instance
     offerings. A remote component type or an invoke this mock does not know raises, naming it, instead
     of resolving to None."""
-    region: str = "us-west-2"
+    region: str = DEFAULT_REGION
     offered: dict[str, tuple[str, ...]] = field(default_factory=dict)  # type -> AZ suffixes; empty = all
     invokes: list[str] = field(default_factory=list)
     clusters: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> the eks:index:Cluster inputs
@@ -284,7 +285,7 @@ def home_stack_outputs(reference: str, region: str) -> dict[str, Any]:
     """What ``pulumi up`` of a home stack named ``reference`` (<organization>/<project>/<stack>) would have
     exported under these mocks: the bucket and repository as new_resource names them, through the very
     function program.home exports with (a test runs build_home to check they agree)."""
-    from infra.image_repository import repository_name
+    from infra.storage.image_repository import repository_name
     from program.home import home_exports
 
     _, project, stack = reference.split("/", 2) if reference.count("/") >= 2 else ("", "eksbench", reference)
@@ -315,7 +316,7 @@ def run_program(program, *, project: str, stack: str, config: dict[str, str],
     from pulumi.runtime import settings  # noqa: F401
     from pulumi.runtime import stack as runtime_stack
 
-    mocks = mocks or EksbenchMocks(region=config.get("aws:region", "us-west-2"))
+    mocks = mocks or EksbenchMocks(region=config.get("aws:region", DEFAULT_REGION))
     monitor = monitor or RecordingMonitor(mocks)
     # The loop must exist before set_mocks: the runtime binds its futures to the current loop.
     loop = asyncio.new_event_loop()

@@ -3,7 +3,7 @@
 Runs ``program.stack.export_stack`` (what ``__main__.py``, the program ``pulumi up`` runs, calls with
 Pulumi's config) under Pulumi's mock engine (``program.mocks``), records every registration with its
 parent, provider and dependencies, the stack's outputs and the warnings the program logs, and estimates
-the hourly cost and the provisioning time (critical path of the dependency graph, ``infra.estimate``).
+the hourly cost and the provisioning time (critical path of the dependency graph, ``infra.cluster.estimate``).
 ``bench plan`` prints it; the tests of the whole program read it.
 """
 
@@ -70,11 +70,17 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     the clock for the EKS version calendar; None is the system clock, read here."""
     import datetime
 
-    from program.mocks import run_program
-    from infra.estimate import DURATIONS, Node, critical_path, hourly_cost, minutes_for
-    from program.stack import export_stack
     from core.config.model import StackConfig
     from core.config.pulumi_config import decode_config, to_pulumi_config
+    from infra.cluster.estimate import (
+        DURATIONS,
+        Node,
+        critical_path,
+        hourly_cost,
+        minutes_for,
+    )
+    from program.mocks import run_program
+    from program.stack import export_stack
 
     today = today or datetime.date.today().isoformat()
     pulumi_config = to_pulumi_config(stack_config)
@@ -124,8 +130,8 @@ class _NoPaths:
 def lr_schedules(cfg: Any) -> list[dict[str, Any]]:
     """Per experiment the trainer trains (PyTorch, Horovod): its learning rate at full size and the warm-up it
     gets (workloads.train.common.schedule: the workload's own, or the large-batch one above a global batch of 1024)."""
-    from core.contract.train_args import apply_train_args
     from core.catalog.workload_facts import WORKLOADS
+    from core.contract.train_args import apply_train_args
     from workloads.contracts import train_args_for
     from workloads.train.common.schedule import default_lr, warmup_note
 
@@ -143,15 +149,15 @@ def lr_schedules(cfg: Any) -> list[dict[str, Any]]:
 
 
 def first_steps(cfg: Any, nodes: list) -> list[dict[str, Any]]:
-    """Per experiment: when its Job exists, its GPU nodes joined and its image is pulled (``infra.estimate``)."""
-    from infra.estimate import first_step_minutes, finish_times
+    """Per experiment: when its Job exists, its GPU nodes joined and its image is pulled (``infra.cluster.estimate``)."""
     from core.catalog import compat
+    from infra.cluster.estimate import finish_times, first_step_minutes
 
     finish = finish_times(nodes)
     by_name = {n.urn.rsplit("::", 1)[-1]: n.urn for n in nodes}
     out = []
     for e in cfg.experiments:
-        # resource names: infra/node_group.py f"{name}-ng" of program/stack.py's f"gpu-{group}"; the suite's
+        # resource names: infra/cluster/node_group.py f"{name}-ng" of program/stack.py's f"gpu-{group}"; the suite's
         # f"{name}-job" of workloads/training_job.py (the suite names its children experiments-<experiment>)
         job = next((urn for name, urn in by_name.items() if name.endswith(f"-{e.name}-job")), None)
         group = by_name.get(f"gpu-{e.node_group}-ng")

@@ -19,32 +19,42 @@ from typing import Any, Mapping
 import pulumi
 import pulumi_aws as aws
 
-from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs, datasets_to_stage
-from infra import offerings
-from infra.device_plugins import DevicePlugins, DevicePluginsArgs
-from infra.efs_storage import EfsStorage, EfsStorageArgs
-from infra.eks_cluster import EksCluster, EksClusterArgs
+from core.catalog import aws as catalog
+from core.config.fields import ConfigError
+from core.config.model import HomeConfig, StackConfig
+from core.config.shape import parse_stack_config, stack_role
+from core.contract.names import cluster_name
+from core.contract.results_location import ResultsLocation
+from datasets.dataset_staging import (
+    DatasetStaging,
+    DatasetStagingArgs,
+    datasets_to_stage,
+)
+from infra.addons.device_plugins import DevicePlugins, DevicePluginsArgs
+from infra.addons.etcd import Etcd, EtcdArgs
+from infra.cluster import offerings
+from infra.cluster.eks import EksCluster, EksClusterArgs
+from infra.cluster.estimate import cost_after_autostop, hourly_cost
+from infra.cluster.node_group import (
+    NodeGroup,
+    NodeGroupArgs,
+    gpu_node_group_spec,
+    system_node_group_spec,
+)
+from infra.cluster.trainer_identity import TrainerIdentity, TrainerIdentityArgs
 from infra.environment import environment_for
-from infra.estimate import cost_after_autostop, hourly_cost
-from infra.etcd import Etcd, EtcdArgs
-from infra.fsx_storage import FSX_EXPORT_PREFIX, FsxStorage, FsxStorageArgs
-from infra.network import Network, NetworkArgs
-from infra.node_group import NodeGroup, NodeGroupArgs, gpu_node_group_spec, system_node_group_spec
-from infra.trainer_identity import TrainerIdentity, TrainerIdentityArgs
+from infra.network.vpc import Network, NetworkArgs
+from infra.storage.efs import EfsStorage, EfsStorageArgs
+from infra.storage.fsx import FSX_EXPORT_PREFIX, FsxStorage, FsxStorageArgs
 from program.home import build_home, results_bucket_name
 from program.validation import image_advisories, meaning_problems
-from core.catalog import aws as catalog
-from core.config.model import HomeConfig, StackConfig
-from core.config.fields import ConfigError
-from core.contract.results_location import ResultsLocation
-from core.config.shape import parse_stack_config, stack_role
 from workloads.autostop import AutostopController, AutostopControllerArgs
 from workloads.code_files import read_code_files
 from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs
 
 
 def cluster_name_for(cfg: StackConfig) -> str:
-    return f"{cfg.project}-{cfg.stack}"[:100]
+    return cluster_name(cfg.project, cfg.stack)
 
 
 def lookup_offerings(cfg: StackConfig) -> tuple[dict[str, str], dict[str, set[str]]]:
@@ -150,7 +160,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
         storage = FsxStorage("storage", FsxStorageArgs(
             config=cfg.storage.fsx, env=env, cluster_name=name, vpc_id=network.vpc_id, subnet_id=first_gpu_subnet,
             node_security_group_id=cluster.node_security_group_id, datasets_uri=dataset_uri,
-            # Not the launcher's keys: one writer per key (infra.fsx_storage).
+            # Not the launcher's keys: one writer per key (infra.storage.fsx).
             results_uri=results_bucket.apply(lambda b: stack_results.in_bucket(b).uri + FSX_EXPORT_PREFIX),
             volume_depends_on=k8s_ready, tags=tags), k8s)
     identity = TrainerIdentity("trainer", TrainerIdentityArgs(

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from core.config.model import StackConfig
 from core.config.fields import ConfigError, problem, shorten
+from core.config.model import StackConfig
 from core.config.pulumi_config import PROJECT, decode_config, to_pulumi_config
 
 ROOT = Path(__file__).resolve().parent.parent

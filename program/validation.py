@@ -14,18 +14,24 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from datasets.catalog import DATASET_NAMES, dataset
-from infra.offerings import offering_problems
 from core.catalog import aws as catalog
 from core.catalog import compat
-from core.config.autostop import deadline_problems
-from core.config.model import Experiment, GpuNodeGroup, StackConfig
-from core.config.fields import ConfigError, documentation_cidr, placeholder_bucket, problem, show
-from core.catalog.pins import EKS_ADDON_REGISTRY_ACCOUNTS
-from core.contract.s3_uri import parse_s3_uri
-from core.config.shape import HOME_STACK_EXAMPLE, parse_stack_config
-from workloads import contracts
 from core.catalog.peaks import NO_BF16
+from core.catalog.pins import EKS_ADDON_REGISTRY_ACCOUNTS
+from core.config.autostop import deadline_problems
+from core.config.fields import (
+    ConfigError,
+    documentation_cidr,
+    placeholder_bucket,
+    problem,
+    show,
+)
+from core.config.model import Experiment, GpuNodeGroup, StackConfig
+from core.config.shape import HOME_STACK_EXAMPLE, parse_stack_config
+from core.contract.s3_uri import parse_s3_uri
+from datasets.catalog import DATASET_NAMES, dataset
+from infra.cluster.offerings import offering_problems
+from workloads import contracts
 
 
 def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None = None,
@@ -313,7 +319,7 @@ def image_problems(cfg: StackConfig) -> list[str]:
             continue
         reasons = compat.pair_problems(row, group.instance_type, group.ami_type)
         if reasons:
-            fit = compat.default_image(group.instance_type, group.ami_type, cfg.region or "us-west-2", e.framework)
+            fit = compat.default_image(group.instance_type, group.ami_type, cfg.region or catalog.DEFAULT_REGION, e.framework)
             out.append(problem(f"{cfg.experiment_key(i)}.image", e.image,
                                f"cannot train on node group {group.name!r} ({group.instance_type}, {group.ami_type}): "
                                f"{'; '.join(reasons)}; leave image unset for the group's default (core/catalog/compat.py), "

@@ -1,6 +1,6 @@
 """``AutostopController``: the controller that scales the run's GPU node groups to zero when it is over.
 
-Registers the controller's IAM role (``infra.policies.autostop_policy``: this cluster's node
+Registers the controller's IAM role (``infra.access.policies.autostop_policy``: this cluster's node
 groups and one S3 key), its Pod Identity association, its RBAC and NetworkPolicy and the
 Deployment (``workloads.autostop_manifests``; the program in ``workloads/train/control/autostop.py``).
 It should come after the experiments (``opts.depends_on``): the run's Jobs exist before it
@@ -15,11 +15,11 @@ from typing import Mapping, Sequence
 
 import pulumi
 
-from infra import k8s_objects
-from infra.component_options import child_options
-from infra.pod_identity import pod_identity_role
-from infra.policies import autostop_policy
 from core.contract.results_location import ResultsLocation
+from infra import k8s_objects
+from infra.access.pod_identity import pod_identity_role
+from infra.access.policies import autostop_policy
+from infra.component_options import child_options
 from workloads import autostop_manifests as m
 from workloads.job_manifests import code_config_map_manifest
 

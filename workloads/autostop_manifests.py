@@ -12,7 +12,7 @@ way dataset staging gets it (``datasets.staging_manifests.ENTRYPOINT``). What it
   169.254.170.23 (EKS user guide, "Set up the Amazon EKS Pod Identity Agent": it listens on that
   link-local address), port 80: the SDK reads it from ``AWS_CONTAINER_CREDENTIALS_FULL_URI``,
   ``http://169.254.170.23/v1/credentials``, which EKS injects (plain HTTP, no port given).
-- AWS: its Pod Identity role (``infra.policies.autostop_policy``).
+- AWS: its Pod Identity role (``infra.access.policies.autostop_policy``).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
+from core.catalog.pins import PIP_PINS, STAGING_IMAGE
+from core.contract.names import ENV_AUTOSTOP
+from infra.access.pod_security import harden_pod_spec
 from infra.environment import SYSTEM_NODE_LABEL
 from infra.labels import labels, metadata
-from infra.pod_security import harden_pod_spec
-from core.catalog.pins import PIP_PINS, STAGING_IMAGE
 from workloads import contracts
 from workloads.job_manifests import code_mount, code_volume
 
@@ -81,7 +82,7 @@ def autostop_deployment_manifest(*, namespace: str, spec: str, code_config_map: 
     keeps its service-account token (it lists Jobs through the API server)."""
     alive = ["python3", "-c", f"import os,sys,time; sys.exit(time.time() - os.path.getmtime('{HEARTBEAT}') > 300)"]
     container = {"name": "autostop", "image": STAGING_IMAGE, "command": ["sh", "-c", ENTRYPOINT],
-                 "env": [{"name": "EKSBENCH_AUTOSTOP", "value": spec},
+                 "env": [{"name": ENV_AUTOSTOP, "value": spec},
                          {"name": "PYTHONPATH", "value": contracts.CODE_ROOT}],
                  "volumeMounts": [code_mount()],
                  # The installer runs first: give it two minutes before the heartbeat counts.

@@ -27,15 +27,32 @@ import json
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
-from infra.environment import Environment
 from core.catalog import aws as catalog
+from core.catalog import compat, pins
+from core.catalog.aws import DEFAULT_REGION
+from core.catalog.workload_facts import WORKLOADS
 from core.config.model import Experiment
 from core.contract.k8s_names import dns1035_label
-from core.catalog import compat, pins
-from core.contract.launch_command import (ENTRY_MODULES, Launched, Torchrun, launched_torchrun, launched_trainer, torchrun_argv,
-                                 trainer_argv)
+from core.contract.launch_command import (
+    ENTRY_MODULES,
+    Launched,
+    Torchrun,
+    launched_torchrun,
+    launched_trainer,
+    torchrun_argv,
+    trainer_argv,
+)
+from core.contract.names import (
+    CHECKPOINT_FILE,
+    ENV_FRAMEWORK,
+    ENV_HVD_HOSTS,
+    ENV_HVD_PORT,
+    ENV_HVD_SLOTS,
+    ENV_TF_WORKERS,
+    EVAL_DIR,
+)
 from core.contract.train_args import TrainArgs
-from core.catalog.workload_facts import WORKLOADS
+from infra.environment import Environment
 from workloads.pod_script import ensure_modules, launcher_script  # noqa: F401 - the pods' sh script
 from workloads.train.horovod.bootstrap import HOROVOD_PORT, horovod_env  # noqa: F401 - one definition, shipped
 
@@ -47,8 +64,7 @@ TF_PORT = 2222  # conventional MultiWorkerMirroredStrategy worker port
 PADDLE_PORT = 6170  # pserver listen port
 PADDLE_GLOO_PORT = 6171  # pserver 0: Paddle's HTTP store for the trainers' gloo barriers
 CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the shipped code (core/, workloads/train/) is mounted here
-CHECKPOINT_FILE = "checkpoints/latest.pt"  # under the results dir (workloads/train/pytorch/checkpoint.py)
-EVAL_SUBDIR = "eval"
+EVAL_SUBDIR = EVAL_DIR  # the evaluation writes under the experiment's results dir
 # Which workloads each framework's training path implements.
 SUPPORTED = {
     "pytorch": ("resnet50", "cifar10", "maskrcnn", "allreduce"),
@@ -58,7 +74,7 @@ SUPPORTED = {
 }
 IMAGE_EXAMPLES = {
     "pytorch": pins.TRAINING_IMAGE,
-    "tensorflow": pins.training_image("us-west-2", pins.TF_DLC_TAG, pins.TF_DLC_REPOSITORY),
+    "tensorflow": pins.training_image(DEFAULT_REGION, pins.TF_DLC_TAG, pins.TF_DLC_REPOSITORY),
     "horovod": pins.horovod_image("<account>", "<region>"),  # no DLC has Horovod: workloads/Dockerfile.horovod
     "paddle": pins.PADDLE_IMAGE,
 }
@@ -201,7 +217,7 @@ class TrainPaths(Protocol):
 # above the longest legitimate wait: rank 0's checkpoint snapshot, an epoch's evaluation, and the
 # first step's torch.compile on the slowest rank (max-autotune can take minutes).
 CLUSTER_COLLECTIVE_TIMEOUT_S = 300
-# torchrun's rendezvous settings, the same on the cluster as in the local run (bench.local_plan.torchrun_command;
+# torchrun's rendezvous settings, the same on the cluster as in the local run (bench.local.plan.torchrun_command;
 # both built by core.contract.launch_command): a new round closes 5 s after min nodes joined, an agent waits up to
 # 300 s to join, and agents that miss 3 heartbeats 2 s apart are dropped.
 RDZV_CONF = {"join_timeout": 300, "last_call_timeout": 5, "keep_alive_interval": 2, "keep_alive_max_attempt": 3}
@@ -280,7 +296,7 @@ def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, g
     train = train_args_for(e, env, instance_type=instance_type)
     modules = ("etcd", "boto3") if e.rdzv_backend == "etcd-v2" else ("boto3",)
     return Launch(argv=torchrun_argv(agent) + trainer_argv(train, e.args, module=ENTRY_MODULES[e.framework]),
-                  port=port, modules=modules, env={"EKSBENCH_FRAMEWORK": "pytorch"},
+                  port=port, modules=modules, env={ENV_FRAMEWORK: "pytorch"},
                   launched=launched_torchrun(agent, train, e.args))
 
 
@@ -297,12 +313,12 @@ def tf_config(workers: list[str], index: int) -> str:
 def tensorflow_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
     workers = json.dumps(tf_workers(job, service, e.max_nodes), separators=(",", ":"))
     # Same bytes as tf_config(workers, index): the worker list comes from the env, the index from the Job.
-    prelude = ('export TF_CONFIG="{\\"cluster\\":{\\"worker\\":${EKSBENCH_TF_WORKERS}},'
+    prelude = (f'export TF_CONFIG="{{\\"cluster\\":{{\\"worker\\":${{{ENV_TF_WORKERS}}}}},'
                '\\"task\\":{\\"type\\":\\"worker\\",\\"index\\":${JOB_COMPLETION_INDEX}}}"')
     # one worker process per pod (MultiWorkerMirroredStrategy drives the pod's GPUs)
     argv, launched = entry_command(e, env, nodes=e.max_nodes, procs_per_node=1)
     return Launch(argv=argv, prelude=prelude, port=TF_PORT, launched=launched,
-                  env={"EKSBENCH_FRAMEWORK": "tensorflow", "EKSBENCH_TF_WORKERS": workers})
+                  env={ENV_FRAMEWORK: "tensorflow", ENV_TF_WORKERS: workers})
 
 
 def horovod_launch(e: Experiment, env: Environment, *, job: str, service: str, gpus: int) -> Launch:
@@ -312,8 +328,8 @@ def horovod_launch(e: Experiment, env: Environment, *, job: str, service: str, g
     argv, launched = entry_command(e, env, nodes=e.max_nodes, procs_per_node=gpus,
                                    prefix=("python3", "-m", HOROVOD_BOOTSTRAP_MODULE, "python3"))
     return Launch(argv=argv, port=HOROVOD_PORT, launched=launched,
-                  env={"EKSBENCH_FRAMEWORK": "horovod", "EKSBENCH_HVD_HOSTS": hosts, "EKSBENCH_HVD_SLOTS": str(gpus),
-                       "EKSBENCH_HVD_PORT": str(HOROVOD_PORT)})
+                  env={ENV_FRAMEWORK: "horovod", ENV_HVD_HOSTS: hosts, ENV_HVD_SLOTS: str(gpus),
+                       ENV_HVD_PORT: str(HOROVOD_PORT)})
 
 
 def paddle_job_names(job: str) -> tuple[str, str]:
@@ -344,7 +360,7 @@ def paddle_env(e: Experiment, *, job: str, service: str, role: str, index: int) 
 def paddle_ps_env(*, pservers: list[str], trainers: list[str], role: str, index: int, task: str,
                   gloo_port: int = PADDLE_GLOO_PORT) -> dict[str, str]:
     """One paddle process's env from the endpoint lists (``host:port``); the cluster's pods and the
-    local run (bench.paddle_local) both build it here. Both naming sets:
+    local run (bench.local.paddle) both build it here. Both naming sets:
 
     - Fluid-era names, from PaddlePaddle's AWS benchmarking tool (PaddlePaddle/Paddle,
       tools/aws_benchmarking/README.md, the Fluid 0.x/1.x days): TASK_NAME, TRAINING_ROLE,
@@ -365,7 +381,7 @@ def paddle_ps_env(*, pservers: list[str], trainers: list[str], role: str, index:
     ps, own = ",".join(pservers), (pservers if role == "PSERVER" else trainers)[index]
     host, port = own.rsplit(":", 1)
     env = {"TASK_NAME": task, "TRAINING_ROLE": role, "PSERVER_HOSTS": ps, "PSERVERS": ps,
-           "TRAINERS": str(len(trainers)), "EKSBENCH_FRAMEWORK": "paddle",
+           "TRAINERS": str(len(trainers)), ENV_FRAMEWORK: "paddle",
            "PADDLE_PSERVERS_IP_PORT_LIST": ps, "PADDLE_TRAINER_ENDPOINTS": ",".join(trainers),
            "PADDLE_TRAINERS_NUM": str(len(trainers)), "PADDLE_PORT": port, "POD_IP": host,
            "PADDLE_WITH_GLOO": "1", "PADDLE_GLOO_RENDEZVOUS": "3",

@@ -20,13 +20,15 @@ from typing import Mapping
 
 import pulumi
 
+from core.config.model import Experiment, GpuNodeGroup
+from core.contract.names import repeat_suffix
 from infra import k8s_objects
 from infra.component_options import child_options
 from infra.environment import Environment
-from core.config.model import Experiment, GpuNodeGroup
 from workloads import job_manifests as manifests
 from workloads.code_files import read_git_commit
 from workloads.training_job import TrainingJob, TrainingJobArgs
+
 
 @dataclass(frozen=True)
 class ExperimentSuiteArgs:
@@ -96,7 +98,7 @@ class ExperimentSuite(pulumi.ComponentResource):
         for prior, run, waited_minutes in run_order(experiments, args.execution):
             previous = self.jobs[prior.label] if prior is not None else None
             job = TrainingJob(
-                f"{name}-{run.name}" + (f"-r{run.repeat}" if run.repeat else ""),
+                f"{name}-{run.name}" + (repeat_suffix(run.repeat) if run.repeat else ""),
                 TrainingJobArgs(experiment=run, env=env, node_group=args.node_groups[run.node_group],
                                 bucket=args.bucket, run_id=args.run_id, code_config_map=code, region=args.region,
                                 after=manifests.completion_waits(prior, run_id=args.run_id) if prior else (),

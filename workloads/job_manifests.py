@@ -14,17 +14,37 @@ import hashlib
 import json
 from typing import Mapping
 
-from infra.environment import GPU_NODE_LABEL_KEY, GPU_TOLERATION, SYSTEM_NODE_LABEL, Environment
-from infra.labels import SKIP_AWAIT, labels, metadata
-from infra.pod_security import harden_pod_spec, volume_owner_init_container
 from core.catalog import aws as catalog
+from core.catalog.fabric import FABRIC_EXIT_CODE
+from core.catalog.pins import GATE_IMAGE
 from core.config.autostop import EVAL_TIMEOUT_MINUTES, experiment_budget_minutes
 from core.config.model import Experiment, GpuNodeGroup
-from core.catalog.fabric import EFA_ENV, FABRIC_ENV, FABRIC_EXIT_CODE
-from core.catalog.pins import GATE_IMAGE
+from core.contract import summary_fields as F
+from core.contract.names import (
+    ENV_EFA,
+    ENV_EXPERIMENT,
+    ENV_FABRIC,
+    ENV_GATE,
+    ENV_GIT_COMMIT,
+    ENV_IMAGE,
+    ENV_POD_IP,
+    ENV_RUN_ID,
+    EXPERIMENT_LABEL,
+    PEERS_LABEL,
+    REPEAT_LABEL,
+    RUN_ID_LABEL,
+    SUMMARY_FILE,
+)
+from infra.access.pod_security import harden_pod_spec, volume_owner_init_container
+from infra.environment import (
+    GPU_NODE_LABEL_KEY,
+    GPU_TOLERATION,
+    SYSTEM_NODE_LABEL,
+    Environment,
+)
+from infra.labels import SKIP_AWAIT, labels, metadata
 from workloads import contracts
 from workloads.results_folders import results_folder_owners
-from core.contract import summary_fields as F
 from workloads.train.harness.what_ran import JOB_ENV
 
 CODE_CONFIG_MAP_LIMIT = 1024 * 1024  # a ConfigMap holds at most 1 MiB (Kubernetes ConfigMap docs)
@@ -35,7 +55,7 @@ EFA_RDMA_FAMILIES = ("p4d", "p4de", "p5", "p5e")
 # <tempdir>/torchinductor_<user>, with Triton's kernels in its triton/<device> subfolder unless
 # TRITON_CACHE_DIR is set (torch/_inductor/runtime/cache_dir_utils.py cache_dir, triton_cache_dir;
 # PyTorch tutorial "Compile Time Caching Configuration"). In the pods that is the 2 GiB /tmp
-# emptyDir (infra/pod_security.py), and an emptyDir past its sizeLimit gets the whole pod evicted
+# emptyDir (infra/access/pod_security.py), and an emptyDir past its sizeLimit gets the whole pod evicted
 # with a grace period of 0, so no summary either (kubelet eviction manager, "emptyDir usage
 # exceeds the limit": kubernetes/kubernetes#45686, pkg/kubelet/eviction). Every rank autotunes into its own device's Triton
 # folder, and Triton caches of autotuning runs reach gigabytes per process (pytorch/helion#1589:
@@ -59,13 +79,10 @@ def training_failure_policy() -> dict:
     return policy
 
 
-REPEAT_LABEL = "eksbench.io/repeat"
-
-
 def experiment_labels(e: Experiment, *, run_id: str, instance: str, component: str) -> dict[str, str]:
     repeat = {REPEAT_LABEL: str(e.repeat)} if e.repeat else {}  # one repeat's pods (repeats: N)
     return labels(component=component, instance=instance,
-                  extra={"eksbench.io/experiment": e.name, "eksbench.io/run-id": run_id, **repeat})
+                  extra={EXPERIMENT_LABEL: e.name, RUN_ID_LABEL: run_id, **repeat})
 
 
 def code_config_map_manifest(files: Mapping[str, str], *, namespace: str, prefix: str = "eksbench-code") -> dict:
@@ -111,7 +128,7 @@ def headless_service_manifest(e: Experiment, *, env: Environment, run_id: str) -
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": metadata(svc, env.namespace, annotations=SKIP_AWAIT,
                                  label_set=experiment_labels(e, run_id=run_id, instance=job, component="rendezvous")),
-            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"eksbench.io/peers": job},
+            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {PEERS_LABEL: job},
                      "ports": [{"name": "rendezvous", "port": launch.port or contracts.C10D_PORT,
                                 "protocol": "TCP"}]}}
 
@@ -138,7 +155,7 @@ def _efa(group: GpuNodeGroup, gpus: int) -> tuple[dict[str, str], list[dict]]:
     # The pod's share of the node's interfaces, from the count the launch template creates (one source).
     count = max(1, catalog.efa_interfaces(group.instance_type) * gpus // max(spec.gpus, 1))
     env = [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "FI_EFA_FORK_SAFE", "value": "1"},
-           {"name": EFA_ENV, "value": "1"}]  # the launcher judges NCCL's transport by it (core.catalog.fabric)
+           {"name": ENV_EFA, "value": "1"}]  # the launcher judges NCCL's transport by it (core.catalog.fabric)
     if group.instance_type.split(".")[0] in EFA_RDMA_FAMILIES:
         env.append({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"})
     return {"vpc.amazonaws.com/efa": str(count)}, env
@@ -165,16 +182,16 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
     efa_resources, efa_env = _efa(group, gpus) if efa else ({}, [])
     device = {"nvidia.com/gpu": str(gpus)} if gpus else {}
     requests = {**_requests(group, gpus), **device, **efa_resources}
-    base_env = [{"name": "EKSBENCH_IMAGE", "value": e.image}, {"name": "EKSBENCH_RUN_ID", "value": run_id},
-                {"name": "EKSBENCH_EXPERIMENT", "value": e.name}, {"name": "PYTHONPATH", "value": contracts.CODE_ROOT},
+    base_env = [{"name": ENV_IMAGE, "value": e.image}, {"name": ENV_RUN_ID, "value": run_id},
+                {"name": ENV_EXPERIMENT, "value": e.name}, {"name": "PYTHONPATH", "value": contracts.CODE_ROOT},
                 {"name": "PYTHONUNBUFFERED", "value": "1"},
                 # the transport NCCL picked (its INIT lines name NET/OFI or NET/Socket, and aws-ofi-nccl's
                 # version; workloads.train.harness.launch.nccl_transport and what_ran read them from the logs)
                 {"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_DEBUG_SUBSYS", "value": "INIT,NET"},
-                {"name": FABRIC_ENV, "value": e.fabric}]
+                {"name": ENV_FABRIC, "value": e.fabric}]
     base_env += [{"name": JOB_ENV[k], "value": v} for k, v in what_ran_env(group).items()]  # the summary's what_ran
     if git_commit:
-        base_env.append({"name": "EKSBENCH_GIT_COMMIT", "value": git_commit})
+        base_env.append({"name": ENV_GIT_COMMIT, "value": git_commit})
     if region:
         base_env += [{"name": "AWS_REGION", "value": region}, {"name": "AWS_DEFAULT_REGION", "value": region}]
     spec = {
@@ -212,7 +229,7 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
             image=e.image, volume="shared", mount_path=env.mount_path,
             owners=results_folder_owners(e, env=env, group=group))]
     # Non-root, no capabilities, RuntimeDefault seccomp, read-only root with writable HOME and /tmp;
-    # EFA pods keep root with IPC_LOCK only (infra/pod_security.py says why). No API token: Pod Identity
+    # EFA pods keep root with IPC_LOCK only (infra/access/pod_security.py says why). No API token: Pod Identity
     # brings its own. No fsGroup with FSx: the kubelet could re-own the whole file system.
     return harden_pod_spec(spec, efa=bool(efa_resources), automount_token=False, fs_group=not fsx)
 
@@ -242,10 +259,10 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
                                        results_uri=env.experiment_results_uri(bucket, e) + sub,
                                        experiment=e.name, prelude=launch.prelude, modules=launch.modules,
                                        launched=launch.launched,
-                                       stop_with=f"{env.experiment_results_dir(e)}/summary.json" if pserver else None)
+                                       stop_with=f"{env.experiment_results_dir(e)}/{SUMMARY_FILE}" if pserver else None)
     extra_env = [{"name": k, "value": v} for k, v in sorted(launch.env.items())]
     if e.framework == "paddle":  # a pserver's prelude overrides POD_IP with its DNS name (contracts.paddle_env)
-        extra_env += [pod_ip_env("POD_IP"), pod_ip_env("EKSBENCH_POD_IP")]
+        extra_env += [pod_ip_env("POD_IP"), pod_ip_env(ENV_POD_IP)]
     pods = e.pservers if pserver else e.max_nodes
     meta = experiment_labels(e, run_id=run_id, instance=job, component="pserver" if pserver else "training")
     spec = {
@@ -256,7 +273,7 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
         "suspend": suspend,
         "podFailurePolicy": training_failure_policy(),
         "template": {
-            "metadata": {"labels": {**meta, "eksbench.io/peers": job}},
+            "metadata": {"labels": {**meta, PEERS_LABEL: job}},
             "spec": _pod_spec(e, env=env, group=node_group, code_config_map=code_config_map, script=script,
                               run_id=run_id, extra_env=extra_env, gpus=0 if pserver else e.gpus_per_node, subdomain=svc,
                               region=region, efa=not pserver, git_commit=git_commit)},
@@ -334,7 +351,7 @@ def gate_job_manifest(name: str, *, namespace: str, service_account: str, spec: 
                              "nodeSelector": dict(SYSTEM_NODE_LABEL), "enableServiceLinks": False,
                              "containers": [{"name": "gate", "image": GATE_IMAGE,
                                              "command": ["python3", "-m", contracts.GATE_MODULE],
-                                             "env": [{"name": "EKSBENCH_GATE", "value": spec},
+                                             "env": [{"name": ENV_GATE, "value": spec},
                                                      {"name": "PYTHONPATH", "value": contracts.CODE_ROOT}],
                                              "volumeMounts": [code_mount()],
                                              "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import shlex
 
-from core.contract.launch_command import Launched, launcher_argv
 from core.catalog.pins import PIP_PINS
+from core.contract.launch_command import Launched, launcher_argv
 
 
 def ensure_modules(modules: tuple[str, ...]) -> str:

@@ -1,7 +1,7 @@
 """Which UID writes which folder of an experiment's results, for storage without access points.
 
 On FSx for Lustre every folder is plain POSIX, root-owned at first, and the ``volume-owner``
-init container (infra/pod_security.py) hands each results folder to the UID of the containers
+init container (infra/access/pod_security.py) hands each results folder to the UID of the containers
 that write it: root for EFA training pods (IPC_LOCK needs root), RUN_AS_USER for the others.
 One experiment's pods write three folders, and every pod of the experiment creates and hands
 over all of them, in any order, with the same command:
@@ -16,9 +16,9 @@ Pure; the paths must match those ``workloads.job_manifests`` gives each launcher
 
 from __future__ import annotations
 
-from infra.environment import Environment
-from infra.pod_security import writer_uid
 from core.config.model import Experiment, GpuNodeGroup
+from infra.access.pod_security import writer_uid
+from infra.environment import Environment
 from workloads import contracts
 
 PSERVER_SUBDIR = "pserver"

@@ -20,10 +20,10 @@ from typing import Any, Mapping, Sequence
 
 import pulumi
 
+from core.config.model import Experiment, GpuNodeGroup
 from infra import k8s_objects
 from infra.component_options import child_options
 from infra.environment import Environment
-from core.config.model import Experiment, GpuNodeGroup
 from workloads import contracts
 from workloads import job_manifests as manifests
 

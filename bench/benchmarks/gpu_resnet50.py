@@ -91,9 +91,9 @@ def bare_loop(*, batch: int, image_size: int, width: int, precision: str, steps:
         times = [a.elapsed_time(b) / 1000 for a, b in zip(marks, marks[1:])]
     else:
         times = [b - a for a, b in zip(marks, marks[1:])]
-    from workloads.train.harness.summary import quantile
-
     import math
+
+    from workloads.train.harness.summary import quantile
 
     total = sum(times)
     last = float(loss.item()) if loss is not None else None
@@ -107,7 +107,11 @@ def trainer_run(*, batch: int, image_size: int, width: int, precision: str, step
                 compile_model: bool, compile_mode: str, log_every: int, tmp: Path) -> dict[str, Any]:
     """The trainer on the same shape; its figures through the launcher's summary code."""
     from core.contract.train_args import TrainArgs
-    from workloads.train.common.metrics import metrics_dir, read_jsonl, read_rank_metrics
+    from workloads.train.common.metrics import (
+        metrics_dir,
+        read_jsonl,
+        read_rank_metrics,
+    )
     from workloads.train.harness.summary import metrics_summary
     from workloads.train.pytorch.trainer import Run
 

@@ -26,6 +26,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from core.contract.names import CHECKPOINT_FILE, METRICS_DIR
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.benchmarks.harness_overhead", description=__doc__.splitlines()[0])
@@ -84,8 +86,8 @@ def _measure(args, base, env, tmp, once, finals, torch) -> int:
     pair = [h / b for h, b in zip(times["harness"], times["bare"])]
     control = [c / b for c, b in zip(times["control"], times["bare"])]
     bare, harness = statistics.median(times["bare"]), statistics.median(times["harness"])
-    ckpt = tmp / "harness-0" / "checkpoints" / "latest.pt"
-    events = [json.loads(x) for x in (tmp / "harness-0" / "metrics" / "events.jsonl").read_text().splitlines()]
+    ckpt = tmp / "harness-0" / CHECKPOINT_FILE
+    events = [json.loads(x) for x in (tmp / "harness-0" / METRICS_DIR / "events.jsonl").read_text().splitlines()]
     snaps = [e["snapshot_s"] for e in events if e.get("event") == "checkpoint"]
     writes = [e["write_s"] for e in events if e.get("event") == "checkpoint"]
     result = {"benchmark": "harness_overhead", "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.lifecycle.conftest import FAKE, stack_config
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    from bench.local_etcd import free_port
+    from bench.local.etcd import free_port
     from core.contract.results_location import ResultsLocation
 
     port = free_port()

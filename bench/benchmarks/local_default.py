@@ -25,6 +25,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from core.contract.names import SUMMARY_FILE
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -41,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
                                "--results-root", str(root)], cwd=ROOT, capture_output=True, text=True)
         wall = time.monotonic() - t0
         experiments = {}
-        for summary in sorted((root / args.stack / f"b{i}").glob("*/summary.json")):
+        for summary in sorted((root / args.stack / f"b{i}").glob(f"*/{SUMMARY_FILE}")):
             s = json.loads(summary.read_text())
             tp = s.get("throughput") or {}
             startup = s.get("startup") or {}

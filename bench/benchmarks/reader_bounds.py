@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from core.contract.names import METRICS_DIR, SUMMARY_FILE, TIMELINE_FILE
+
 ROOT = Path(__file__).resolve().parents[2]
 LINE = {"loss": 1.0, "step_time_s": 0.1, "samples_per_s": 80.0, "samples": 8, "warmup": False, "restart": 0,
         "world_size": 2000, "wall_time": 1.8e9, "steps": 10, "step_times_s": [0.01] * 10}
@@ -26,13 +28,13 @@ LINE = {"loss": 1.0, "step_time_s": 0.1, "samples_per_s": 80.0, "samples": 8, "w
 def build(root: Path, ranks: int, phases: int) -> Path:
     """``root/st/r1/e`` with a summary and ``ranks`` metrics files of 5 lines, and a timeline of ``phases``."""
     exp = root / "st" / "r1" / "e"
-    (exp / "metrics").mkdir(parents=True)
-    (exp / "summary.json").write_text(json.dumps({"experiment": "e", "status": "succeeded",
+    (exp / METRICS_DIR).mkdir(parents=True)
+    (exp / SUMMARY_FILE).write_text(json.dumps({"experiment": "e", "status": "succeeded",
                                                   "throughput": {"samples_per_s_total": 1e5}}))
     for r in range(ranks):
-        (exp / "metrics" / f"rank-{r}.jsonl").write_text(
+        (exp / METRICS_DIR / f"rank-{r}.jsonl").write_text(
             "\n".join(json.dumps({**LINE, "step": 10 * k, "rank": r}) for k in range(1, 6)) + "\n")
-    (root / "st" / "r1" / "timeline.json").write_text(json.dumps(
+    (root / "st" / "r1" / TIMELINE_FILE).write_text(json.dumps(
         {"stack": "st", "run_id": "r1", "phases": [{"name": f"p{i}", "start_s": i, "end_s": i + 0.5}
                                                    for i in range(phases)], "experiments": []}))
     return root / "st"

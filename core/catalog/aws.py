@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The region eksbench assumes where none is known (an image's registry, the mocks, an example), and the
+# region the prices below are from.
+DEFAULT_REGION = "us-west-2"
 PRICES_AS_OF = "2026-11-22"
-PRICES_REGION = "us-west-2"
+PRICES_REGION = DEFAULT_REGION
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ def _t(name, vcpus, mem, gpus=0, model="", gmem=0, efa=False, usd=0.0, retiring=
 
 def efa_interfaces(instance_type: str) -> int:
     """EFA interfaces on one node of an EFA type: one per network card, as the launch template creates them
-    (infra/node_group.py) and the pods request them (workloads/job_manifests.py); 0 without EFA."""
+    (infra/cluster/node_group.py) and the pods request them (workloads/job_manifests.py); 0 without EFA."""
     spec = INSTANCE_TYPES[instance_type]
     return spec.network_cards if spec.efa else 0
 
@@ -146,7 +149,12 @@ AMI_TYPES_WITH_DEVICE_PLUGIN = ("BOTTLEROCKET_x86_64_NVIDIA",)
 CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
 
 
+def usd_per_hour(instance_type: str | None) -> float | None:
+    """Approximate on-demand USD/hour of one instance (PRICES_REGION, PRICES_AS_OF), None where unknown."""
+    t = INSTANCE_TYPES.get(instance_type) if instance_type else None
+    return t.usd_per_hour if t and t.usd_per_hour else None
+
+
 def hourly_price(instance_type: str) -> float:
-    """Approximate on-demand USD/hour, 0.0 where the catalog has no price."""
-    t = INSTANCE_TYPES.get(instance_type)
-    return t.usd_per_hour if t else 0.0
+    """``usd_per_hour``, 0.0 where the catalog has no price (for sums)."""
+    return usd_per_hour(instance_type) or 0.0

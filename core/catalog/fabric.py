@@ -123,9 +123,8 @@ def fabric_verdict(transport: str | Sequence[str] | None, *, efa_expected: bool,
 
 
 # The pod's environment carries the two facts the launcher judges by (workloads.job_manifests sets
-# them): whether the pod was given EFA devices, and the experiment's ``fabric`` mode.
-EFA_ENV = "EKSBENCH_EFA"
-FABRIC_ENV = "EKSBENCH_FABRIC"
+# them): whether the pod was given EFA devices (core.contract.names.ENV_EFA), and the experiment's
+# ``fabric`` mode (ENV_FABRIC).
 # The launcher's exit code for a run ``fabric: strict`` failed; the Job fails at once on it
 # (podFailurePolicy FailJob) instead of retrying on the same fabric.
 FABRIC_EXIT_CODE = 86

@@ -7,6 +7,8 @@ together). Changing a pin here changes it everywhere it is used.
 
 from __future__ import annotations
 
+from core.catalog.aws import DEFAULT_REGION
+
 # The training image: an AWS Deep Learning Container (DLC) for PyTorch training on EC2. Unlike the
 # stock pytorch/pytorch runtime image it has a C compiler (torch.compile needs one), EFA with
 # aws-ofi-nccl (NCCL over EFA instead of TCP sockets) and boto3. The newest tag in this naming
@@ -72,7 +74,7 @@ PADDLE_IMAGE = f"{PADDLE_REPOSITORY}:{PADDLE_TAG}"
 
 # Horovod images: no AWS DLC has Horovod since PyTorch 2.0.1 (aws/deep-learning-containers fb9f7cb,
 # 2023-07-25), so users build workloads/Dockerfile.horovod on a pinned DLC above and push it to the home
-# stack's repository (infra/image_repository.py: ``<project>/<home stack>/training``) under these tags,
+# stack's repository (infra/storage/image_repository.py: ``<project>/<home stack>/training``) under these tags,
 # which core/catalog/compat.py knows the CUDA build of. Horovod 0.28.1 is its last release.
 HOROVOD_VERSION = "0.28.1"
 HOROVOD_REPOSITORY = "training"  # the last part of the home stack's repository name
@@ -85,7 +87,7 @@ def horovod_image(account: str, region: str, tag: str = HOROVOD_TAG, repository:
 
 
 # The default where no region is known, and the base of workloads/Dockerfile: us-west-2's copy.
-TRAINING_IMAGE = training_image("us-west-2")
+TRAINING_IMAGE = training_image(DEFAULT_REGION)
 # etcd stays on 3.5: torch's etcd rendezvous backends speak the v2 API, which etcd 3.6
 # removed (etcd 3.6 release notes; torch/distributed/elastic/rendezvous/etcd_rendezvous.py).
 ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.17"

@@ -23,7 +23,6 @@ START_SLACK_MINUTES = 60  # scheduling, GPU node scale-up and image pulls, per e
 DEADLINE_MARGIN_MINUTES = 30  # on top of the experiments' budgets: uploads, teardown of pods
 DEFAULT_IDLE_MINUTES = 5
 GATE_COMPONENT = "gate"  # app.kubernetes.io/component of gate Jobs (workloads.job_manifests)
-RUN_ID_LABEL = "eksbench.io/run-id"  # on every Job of a run (workloads.job_manifests.experiment_labels)
 SCALE = "scale-to-zero"
 WAIT = "wait"
 

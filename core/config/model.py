@@ -160,9 +160,9 @@ class Experiment:
     pservers: int = 1  # paddle only
     # On an EFA group: "check" marks a run whose NCCL fell back to sockets degraded; "strict" fails it (core.catalog.fabric)
     fabric: str = choice("check", FABRIC_MODES)
-    repeats: int = 1  # runs of the experiment, one after another (spec.repeats)
+    repeats: int = 1  # runs of the experiment, one after another (Experiment.runs)
     # Which run this is: 0 for the experiment as configured; 1..repeats for one of its repeats
-    # (spec.repeats.repeat_runs sets it; not a stack-file key).
+    # (Experiment.runs sets it; not a stack-file key).
     repeat: int = 0
 
     @property

@@ -15,14 +15,33 @@ from typing import Any, Mapping
 
 from core.catalog import aws as catalog
 from core.catalog import compat
-from core.config import sweep
-from core.config.model import (BATCH_SIZE_MAX, DEFAULT_IMAGE, HOME_ROLE, MAX_REPEATS, NAME, RETIRED_FRAMEWORKS, ROLES,
-                         Autostop, Cluster, Efs, Experiment, Fsx, GpuNodeGroup, HomeConfig, LocalRun, Network, Results,
-                         StackConfig, Storage, SystemNodeGroup, choices_of, default_of)
-from core.config.fields import ConfigError, Reader, cidr_rule, show
 from core.catalog.pins import PADDLE_IMAGE, training_image
-
-DEFAULT_REGION = "us-west-2"  # the registry of DEFAULT_IMAGE, where no region is known
+from core.config import sweep
+from core.config.fields import ConfigError, Reader, cidr_rule, show
+from core.config.model import (
+    BATCH_SIZE_MAX,
+    DEFAULT_IMAGE,
+    HOME_ROLE,
+    MAX_REPEATS,
+    NAME,
+    RETIRED_FRAMEWORKS,
+    ROLES,
+    Autostop,
+    Cluster,
+    Efs,
+    Experiment,
+    Fsx,
+    GpuNodeGroup,
+    HomeConfig,
+    LocalRun,
+    Network,
+    Results,
+    StackConfig,
+    Storage,
+    SystemNodeGroup,
+    choices_of,
+    default_of,
+)
 
 # Capacity types of an EKS managed node group (EKS API CreateNodegroup capacityType; CAPACITY_BLOCK
 # with a launch template that targets the block: EKS user guide, "Capacity Blocks for ML").
@@ -361,7 +380,7 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
     group_name = r.string("node_group", groups[0].name if groups else "", example='"gpu"')
     group = next((g for g in groups if g.name == group_name), None)
     if group is not None:  # the framework's image with kernels for the group's GPUs that fits its driver (compat.py)
-        default_image = compat.default_image(group.instance_type, group.ami_type, region or DEFAULT_REGION, framework)
+        default_image = compat.default_image(group.instance_type, group.ami_type, region or catalog.DEFAULT_REGION, framework)
     elif framework == "paddle":  # no group to fit: paddle's one image, from Docker Hub (no region to follow)
         default_image = PADDLE_IMAGE
     # Every GPU of the node unless asked otherwise (program.validation checks it against the group).

@@ -1,13 +1,13 @@
 """The one builder of the commands that start training: the results launcher, torchrun, the trainer.
 
 The cluster's Jobs (``workloads.contracts``, ``workloads.pod_script``) and the local run
-(``bench.local_plan``) both build their command lines here, so a flag is spelled once. torchrun's
+(``bench.local.plan``) both build their command lines here, so a flag is spelled once. torchrun's
 flags are spelled with underscores, which every torch the images carry accepts (the dashed
 aliases are newer; torch/distributed/run.py ``get_args_parser`` lists both for each flag).
 
 The launcher (``workloads.train.harness.launch``) is told what it records beside the command it wraps (the
 most nodes, the processes per node, the trainer's arguments: ``Launched``) through its own arguments,
-built here from the same values as the command; it never reads the command back (``bench.results``
+built here from the same values as the command; it never reads the command back (``bench.results.frames``
 reads those summary fields, never a command line).
 """
 

@@ -1,10 +1,76 @@
 """The names two processes agree on: files a run leaves, env vars a pod reads, labels the cluster carries.
 
-One home each: the launcher, the trainers, the Job manifests, ``bench`` and its readers import
-them from here, so a rename is one edit and a reader never looks for a file under an old name.
+One home each. The launcher, the trainers, the Job manifests, ``bench`` and its readers import them
+from here, so a rename is one edit and no reader looks for a file under an old name
+(``tests/core/test_names.py`` finds a second spelling anywhere in the code).
 """
 
 from __future__ import annotations
 
-# Files a run leaves under its results folder (workloads/train/harness/launch.py writes them).
-ALLREDUCE_LINES_FILE = "allreduce.jsonl"  # under metrics/: the allreduce workload's busbw lines
+# ---- files and folders under an experiment's results folder (workloads/train/harness/launch.py) ----
+SUMMARY_FILE = "summary.json"  # the launcher's record of the run, written last (node 0)
+PROGRESS_FILE = "progress.json"  # step/total and samples/s while the run goes (bench run's progress lines)
+EVAL_FILE = "eval.json"  # the evaluation's test accuracy, in EVAL_DIR
+EVAL_DIR = "eval"  # the evaluation Job's results folder, under the experiment's
+TIMELINE_FILE = "timeline.json"  # bench run's phases on AWS, in the run's folder
+METRICS_DIR = "metrics"  # per-rank metrics lines, events, evaluation lines
+ALLREDUCE_LINES_FILE = "allreduce.jsonl"  # under METRICS_DIR: the allreduce workload's busbw lines
+CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_FILE = f"{CHECKPOINT_DIR}/latest.pt"  # rank 0 writes it atomically; every rank resumes from it
+CHECKPOINT_META_FILE = f"{CHECKPOINT_DIR}/latest.json"
+LOGS_DIR = "logs"
+LOCAL_RESULTS_ROOT = "results"  # where local runs land and S3 runs are copied home, under the working folder
+
+
+def node_name(index: int | str) -> str:
+    """``node-<i>``: the name of a run's i-th node in its logs and file names."""
+    return f"node-{index}"
+
+
+def node_log(node: str) -> str:
+    """``logs/<node>.log``: a node's log, relative to the experiment's results folder."""
+    return f"{LOGS_DIR}/{node}.log"
+
+
+def repeat_suffix(repeat: int | str) -> str:
+    """``-r<k>``: what a repeat adds to a name (run ids of local repeats, Jobs, Kubernetes names)."""
+    return f"-r{repeat}"
+
+
+def cluster_name(project: str, stack: str) -> str:
+    """The EKS cluster of a stack (the program creates it; the audit looks for what names it)."""
+    return f"{project}-{stack}"[:100]
+
+
+# ---- env vars the pods (and local runs) read ----
+ENV_FRAMEWORK = "EKSBENCH_FRAMEWORK"
+ENV_RUN_ID = "EKSBENCH_RUN_ID"
+ENV_EXPERIMENT = "EKSBENCH_EXPERIMENT"
+ENV_IMAGE = "EKSBENCH_IMAGE"
+ENV_GIT_COMMIT = "EKSBENCH_GIT_COMMIT"
+ENV_POD_IP = "EKSBENCH_POD_IP"
+ENV_GATE = "EKSBENCH_GATE"  # the gate Job's instructions (JSON)
+ENV_AUTOSTOP = "EKSBENCH_AUTOSTOP"  # the autostop controller's settings (JSON)
+ENV_LAUNCHED_AT = "EKSBENCH_LAUNCHED_AT"  # when the launcher started, for the trainers' start-up record
+ENV_STOP_REASON_FILE = "EKSBENCH_STOP_REASON_FILE"  # where whoever stops a launcher writes why
+ENV_CPU_BF16 = "EKSBENCH_CPU_BF16"  # 1|0: answer as a CPU with or without bf16 instructions
+ENV_VENVS = "EKSBENCH_VENVS"  # where the framework venvs live on this machine
+ENV_TF_WORKERS = "EKSBENCH_TF_WORKERS"
+ENV_HVD_HOSTS = "EKSBENCH_HVD_HOSTS"
+ENV_HVD_SLOTS = "EKSBENCH_HVD_SLOTS"
+ENV_HVD_PORT = "EKSBENCH_HVD_PORT"
+ENV_EFA = "EKSBENCH_EFA"
+ENV_FABRIC = "EKSBENCH_FABRIC"
+# What ran: the node group's facts, written into the pods' env by the Job manifests.
+ENV_INSTANCE_TYPE = "EKSBENCH_INSTANCE_TYPE"
+ENV_NODE_GROUP = "EKSBENCH_NODE_GROUP"
+ENV_AMI_TYPE = "EKSBENCH_AMI_TYPE"
+ENV_CAPACITY_TYPE = "EKSBENCH_CAPACITY_TYPE"
+ENV_PLACEMENT_GROUP = "EKSBENCH_PLACEMENT_GROUP"
+ENV_ZONE = "EKSBENCH_ZONE"
+
+# ---- labels on the cluster's objects ----
+EXPERIMENT_LABEL = "eksbench.io/experiment"  # on every pod of an experiment (workloads.job_manifests.experiment_labels)
+RUN_ID_LABEL = "eksbench.io/run-id"  # on every Job of a run
+REPEAT_LABEL = "eksbench.io/repeat"  # on one repeat's pods (repeats: N)
+PEERS_LABEL = "eksbench.io/peers"  # the pods of one experiment, which its NetworkPolicy lets talk

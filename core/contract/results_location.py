@@ -18,10 +18,11 @@ Standard library only: pure, and shippable to pods like the rest of ``spec``.
 from __future__ import annotations
 
 import re
-from pathlib import PurePosixPath
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
+
+from core.contract.names import LOGS_DIR
 
 DATASETS_PREFIX = "datasets/"
 # A repeat's folder under its experiment's: the underscore keeps it apart from experiment names
@@ -59,9 +60,9 @@ def log_name(rel: str) -> str | None:
     """``node-0`` for ``logs/node-0.log``, ``repeat_2/node-0`` for a repeat's, from a path relative to the
     experiment's folder; None for any other file."""
     parts = rel.split("/")
-    if len(parts) >= 2 and parts[0] == "logs":
+    if len(parts) >= 2 and parts[0] == LOGS_DIR:
         return PurePosixPath(parts[-1]).stem
-    if len(parts) == 3 and parts[1] == "logs" and repeat_number(parts[0]):
+    if len(parts) == 3 and parts[1] == LOGS_DIR and repeat_number(parts[0]):
         return f"{parts[0]}/{PurePosixPath(parts[2]).stem}"
     return None
 

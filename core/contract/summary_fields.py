@@ -1,7 +1,9 @@
 """The names of summary.json's fields: written by the launcher (``workloads.train.harness.launch``) and
-``workloads.train.harness.summary``, read by ``bench.results``. One spelling each, imported on both sides."""
+``workloads.train.harness.summary``, read by ``bench.results.frames``. One spelling each, imported on both sides."""
 
 from __future__ import annotations
+
+from core.contract.names import ENV_STOP_REASON_FILE
 
 EXPERIMENT = "experiment"
 STATUS = "status"
@@ -20,7 +22,7 @@ STOP_REASON = "stop_reason"  # why a run that did not succeed stopped, one line
 # Where whoever stops a launcher (`bench run --local`: its deadline, an experiment's timeout, Ctrl-C) writes
 # the cause (INTERRUPTED, DEADLINE, TIMEOUT) before its SIGTERM; without it a signal reads as INTERRUPTED (a
 # pod cannot tell a Job's deadline from a drain or a deletion: each is a SIGTERM from the kubelet).
-STOP_REASON_ENV = "EKSBENCH_STOP_REASON_FILE"
+STOP_REASON_ENV = ENV_STOP_REASON_FILE
 DIVERGENCE = "divergence"  # {step, reason} where a non-finite loss ended training; null when it did not
 AMP = "amp"  # amp-fp16: {loss_scale, skipped_steps} from rank 0's last metrics line
 EXIT_CODE = "exit_code"

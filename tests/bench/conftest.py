@@ -73,7 +73,7 @@ def scaling_tree(tmp_path_factory) -> Path:
 
 
 def timeline_doc(**extra: Any) -> dict[str, Any]:
-    """A run's timeline.json (bench/timeline.py): 2 GPU nodes billed 100..1000 s, stepping 400..800 s."""
+    """A run's timeline.json (bench/results/timeline.py): 2 GPU nodes billed 100..1000 s, stepping 400..800 s."""
     spans = [("preflight", 0, 20), ("pulumi up", 20, 300), ("up: cluster", 30, 90), ("up: node groups", 100, 340),
              ("image pull and pod start", 340, 380), ("start-up to first step", 380, 400),
              ("training (first to last step)", 400, 800), ("teardown", 900, 1000), ("audit", 1000, 1030)]

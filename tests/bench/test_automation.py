@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from bench import automation
-from program.stack_files import ROOT
 from core.config.fields import ConfigError
+from program.stack_files import ROOT
 
 
 def test_plan_needs_no_cli():

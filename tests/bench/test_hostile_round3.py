@@ -105,7 +105,7 @@ pytestmark = pytest.mark.hostile
 # -- each case alone, in the reader that meets it -------------------------------------------------------
 
 def test_numbers_out_of_range_are_dropped_not_raised():
-    from bench import result_readers as R
+    from bench.results import readers as R
 
     assert not R.number(10 ** 400) and not R.integer(-(10 ** 400)) and not R.number(1.7e308)
     assert R.number(2.4e10) and R.integer(10 ** 12) and not R.positive(-5.0) and not R.seconds(5e-324)
@@ -115,7 +115,7 @@ def test_numbers_out_of_range_are_dropped_not_raised():
 
 
 def test_a_field_nested_600_deep_is_dropped_alone():
-    from bench import result_readers as R
+    from bench.results import readers as R
 
     deep = "[" * 600 + "]" * 600
     import warnings as w
@@ -128,8 +128,9 @@ def test_a_field_nested_600_deep_is_dropped_alone():
 
 
 def test_a_timeline_of_8000_phases_is_cut_with_a_note():
-    from bench import result_readers as R
     import warnings as w
+
+    from bench.results import readers as R
 
     phases = [{"name": f"p{i}", "start_s": float(i), "end_s": float(i) + 1} for i in range(8000)]
     with w.catch_warnings(record=True) as caught:
@@ -146,7 +147,7 @@ def test_control_characters_are_shown_escaped():
 
 
 def test_log_lines_stream_with_a_bound():
-    from bench.safe_paths import MAX_LINE, chunk_lines
+    from bench.results.safe_paths import MAX_LINE, chunk_lines
 
     chunks = iter([b"one\ntw", b"o\n" + b"x" * (5 * MAX_LINE), b"y" * 10, b"\nlast"])
     lines = list(chunk_lines(chunks))
@@ -211,7 +212,7 @@ def test_results_load_survives(tree):
 def test_of_2000_ranks_the_report_draws_the_slowest_and_fastest():
     import pandas as pd
 
-    from bench.plots import MAX_RANKS_DRAWN, drawn_ranks
+    from bench.report.plots import MAX_RANKS_DRAWN, drawn_ranks
 
     g = pd.DataFrame({"rank": list(range(2000)) * 2, "step_time_s": [0.1 + r / 1e5 for r in range(2000)] * 2})
     ranks, note = drawn_ranks(g, g)

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from core.config.autostop import SCALE, WAIT, JobState, decide, default_deadline_minutes, job_state
-from core.config.model import Autostop, Experiment
+from core.config.autostop import (
+    SCALE,
+    WAIT,
+    JobState,
+    decide,
+    default_deadline_minutes,
+    job_state,
+)
 from core.config.fields import ConfigError
+from core.config.model import Autostop, Experiment
 from core.config.shape import parse_stack_config
 
 T0 = 1_800_000_000.0  # the run's Jobs were created then (pulumi up)

@@ -7,7 +7,6 @@ tests/program/test_image_compat.py.
 
 from __future__ import annotations
 
-
 import pytest
 
 from core.catalog import aws as catalog

@@ -1,6 +1,6 @@
 """Property tests: generated manifests (paths with "..", absolute, backslashes, unicode, huge sizes, wrong
 types, missing keys) thrown at the staging program (``stage_copy`` with a fake S3 client), and, with the same
-generators, at ``bench data verify`` (LocalStore; tests/bench/test_data_cli.py, beside the command line). Each run ends in success or one clear error naming the manifest, never another
+generators, at ``bench data verify`` (LocalStore; tests/bench/commands/test_data_cli.py, beside the command line). Each run ends in success or one clear error naming the manifest, never another
 exception, and nothing outside the dataset's root is opened, stat-ed, written or deleted: a sentinel
 folder beside the root (reachable through ``..``, its absolute path, or a link planted in the root) is
 watched by wrapping the file functions and by comparing it before and after."""

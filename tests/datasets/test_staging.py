@@ -13,11 +13,16 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
+from core.config.shape import parse_stack_config
 from datasets import staging_manifests as manifests
 from datasets.catalog import CATALOG
-from datasets.dataset_staging import DatasetStaging, DatasetStagingArgs, datasets_to_stage, stage_program_files
+from datasets.dataset_staging import (
+    DatasetStaging,
+    DatasetStagingArgs,
+    datasets_to_stage,
+    stage_program_files,
+)
 from infra.environment import SYSTEM_NODE_LABEL, environment_for
-from core.config.shape import parse_stack_config
 from tests.support.k8s_schema import assert_valid
 from tests.support.mock_engine import Registration, by_name, register
 

@@ -2,10 +2,10 @@
 
 import pytest
 
-from infra.estimate import Node, critical_path, hourly_cost
-from infra.network_plan import subnet_plan
-from infra.offerings import choose_azs, usable_zones
 from core.config.shape import parse_stack_config
+from infra.cluster.estimate import Node, critical_path, hourly_cost
+from infra.cluster.offerings import choose_azs, usable_zones
+from infra.network.subnets import subnet_plan
 from tests.core.examples import GOOD
 
 

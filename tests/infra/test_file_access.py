@@ -7,9 +7,18 @@ import tempfile
 
 import pytest
 
-from infra.file_access import (RUNTIME_DEFAULT_CAPS, Owner, Process, container_process, effective_caps,
-                               may_write)
-from infra.pod_security import efa_container_security_context, restricted_container_security_context
+from infra.access.file_access import (
+    RUNTIME_DEFAULT_CAPS,
+    Owner,
+    Process,
+    container_process,
+    effective_caps,
+    may_write,
+)
+from infra.access.pod_security import (
+    efa_container_security_context,
+    restricted_container_security_context,
+)
 
 EKSBENCH = 10001
 

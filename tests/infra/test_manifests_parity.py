@@ -13,10 +13,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.cluster_manifests import device_plugin_manifest, efa_device_plugin_manifest, etcd_manifests
-from infra.environment import GPU_TAINT, Environment
 from core.catalog.pins import DEVICE_PLUGIN_IMAGE, EFA_PLUGIN_TAG, ETCD_IMAGE
 from core.contract.results_location import ResultsLocation
+from infra.cluster.manifests import (
+    device_plugin_manifest,
+    efa_device_plugin_manifest,
+    etcd_manifests,
+)
+from infra.environment import GPU_TAINT, Environment
 from tests.support.k8s_schema import assert_valid
 
 UPSTREAM = Path(__file__).parent / "upstream"
@@ -186,7 +190,7 @@ def test_etcd_follows_its_release_image():
 
 
 def test_efs_volume_through_an_access_point():
-    from infra.cluster_manifests import persistent_volume_manifest
+    from infra.cluster.manifests import persistent_volume_manifest
 
     pv = persistent_volume_manifest("efs", file_system_id="fs-0123", access_point_id="fsap-0456", env=ENV)
     assert_valid(pv)

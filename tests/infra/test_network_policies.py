@@ -3,8 +3,8 @@
 
 import pytest
 
+from infra.access.network_policies import PEERS_LABEL, namespace_network_policies
 from infra.environment import ETCD_PORT
-from infra.network_policy_manifests import PEERS_LABEL, namespace_network_policies
 from tests.support.k8s_schema import assert_valid
 
 

@@ -2,8 +2,14 @@
 
 import pytest
 
-from infra.pod_security import (HOME_DIR, RUN_AS_USER, efa_container_security_context, harden_pod_spec,
-                                pod_security_context, restricted_container_security_context)
+from infra.access.pod_security import (
+    HOME_DIR,
+    RUN_AS_USER,
+    efa_container_security_context,
+    harden_pod_spec,
+    pod_security_context,
+    restricted_container_security_context,
+)
 from tests.support.k8s_schema import assert_valid
 
 
@@ -99,7 +105,7 @@ def test_getpass_finds_a_user_name_without_a_passwd_entry():
 
 
 def test_volume_owner_init_container_hands_directories_to_the_pod_user():
-    from infra.pod_security import volume_owner_init_container
+    from infra.access.pod_security import volume_owner_init_container
 
     init = volume_owner_init_container(image="python:3.11.11-slim-bookworm", volume="shared", mount_path="/data",
                                        paths=["datasets", "/data/results/run-001"])

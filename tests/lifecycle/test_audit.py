@@ -8,7 +8,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from bench.audit import audit, delete_command, find_leftovers
+from bench.cloud.audit import audit, delete_command, find_leftovers
 
 REGION = "us-west-2"
 DEV_TAGS = [{"Key": "eksbench:project", "Value": "eksbench"}, {"Key": "eksbench:stack", "Value": "dev"}]
@@ -93,7 +93,7 @@ def test_delete_commands(arn, command):
 
 
 def test_an_audit_that_cannot_run_says_so_and_does_not_fail_the_destroy(monkeypatch):
-    import bench.audit as a
+    import bench.cloud.audit as a
 
     def refused(*args, **kwargs):
         raise RuntimeError("AccessDenied: tag:GetResources")

@@ -1,4 +1,4 @@
-"""``bench run`` audits what its destroy left behind (bench/audit.py) against the moto server: a clean
+"""``bench run`` audits what its destroy left behind (bench/cloud/audit.py) against the moto server: a clean
 account prints "nothing left" and keeps exit 0; a leftover tagged with the stack is named with its
 delete command and makes the run exit 1."""
 

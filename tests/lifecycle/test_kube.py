@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import urllib.parse
 
-from bench import kube
+from bench.cloud import kube
 
 
 def pod(name="job-0", phase="Running", containers=(), conditions=(), **status):

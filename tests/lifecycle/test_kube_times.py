@@ -1,9 +1,9 @@
-"""bench/kube.py's timeline marks from the API's JSON: the first container start, the GPU nodes' Ready."""
+"""bench/cloud/kube.py's timeline marks from the API's JSON: the first container start, the GPU nodes' Ready."""
 
 from __future__ import annotations
 
-from bench import kube
-from bench.timeline import parse_iso
+from bench.cloud import kube
+from bench.results.timeline import parse_iso
 from infra.environment import GPU_TAINT
 
 

@@ -9,9 +9,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from bench.cloud.preflight import (
+    TEARDOWN_MINUTES,
+    estimate_usd,
+    needed_vcpus,
+    run_minutes,
+)
+from bench.cloud.stack_operations import UpProgress, resource_group
 from bench.lifecycle import BackendError, Control, run_lifecycle
-from bench.preflight import TEARDOWN_MINUTES, estimate_usd, needed_vcpus, run_minutes
-from bench.stack_operations import UpProgress, resource_group
 
 
 class Scripted:

@@ -7,9 +7,9 @@ import json
 import boto3
 import pytest
 
-from bench import preflight
-from program.stack_files import load_stack_config
+from bench.cloud import preflight
 from core.config.fields import ConfigError
+from program.stack_files import load_stack_config
 from tests.lifecycle.conftest import BUCKET, REGION
 
 pytestmark = pytest.mark.local_run

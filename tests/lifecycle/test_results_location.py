@@ -2,7 +2,9 @@
 
 from types import SimpleNamespace
 
-from bench import automation, cloud_observe, pulumi_cli
+from bench import automation
+from bench.cloud import observe as cloud_observe
+from bench.cloud import pulumi_cli
 
 
 def cfg(**results):

@@ -1,4 +1,4 @@
-"""``bench run`` writes the run's timeline (bench/timeline.py) beside its results, here and on S3, against
+"""``bench run`` writes the run's timeline (bench/results/timeline.py) beside its results, here and on S3, against
 the fake Pulumi CLI (driven by the real Automation API, its engine events included) and moto."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import boto3
 import pytest
 
-from bench import timeline as T
+from bench.results import timeline as T
 from tests.lifecycle.conftest import BUCKET, REGION
 from tests.lifecycle.test_cloud_run import ok_scenario
 

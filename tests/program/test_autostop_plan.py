@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from program.offline import evaluate, evaluate_config
-from infra.environment import SYSTEM_NODE_LABEL
 from core.catalog.pins import STAGING_IMAGE
+from infra.environment import SYSTEM_NODE_LABEL
+from program.offline import evaluate, evaluate_config
 from tests.program.test_program import DEV, P5_FILLED
 from tests.support.k8s_schema import schema_errors
 
@@ -103,7 +103,7 @@ def test_autostop_disabled_builds_no_controller():
 
 
 def test_the_cost_after_autostop_is_everything_but_the_gpu_nodes(plan):
-    from infra.estimate import cost_after_autostop
+    from infra.cluster.estimate import cost_after_autostop
 
     assert cost_after_autostop({"gpu nodes p3 (2x p3.16xlarge)": 48.96, "system nodes (2x m6i.large)": 0.192,
                                 "EKS control plane": 0.1, "NAT gateways (1)": 0.045}) == 0.34

@@ -12,10 +12,16 @@ import inspect
 import pulumi_aws as aws
 import pytest
 
-from program.mocks import (EKS_CLUSTER_OUTPUTS, EKS_CREATED_CLUSTER_SG, PULUMI_EKS_CLUSTER_SG, PULUMI_EKS_NODE_SG,
-                         EksbenchMocks, RecordingMonitor)
+from infra.cluster.node_group import NODE_GROUP_REPLACE_INPUTS
+from program.mocks import (
+    EKS_CLUSTER_OUTPUTS,
+    EKS_CREATED_CLUSTER_SG,
+    PULUMI_EKS_CLUSTER_SG,
+    PULUMI_EKS_NODE_SG,
+    EksbenchMocks,
+    RecordingMonitor,
+)
 from program.offline import evaluate_config
-from infra.node_group import NODE_GROUP_REPLACE_INPUTS
 from tests.program.test_program import DEV, P5_FILLED
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"

@@ -11,10 +11,10 @@ import itertools
 
 import pytest
 
-from program.validation import image_advisories, meaning_problems
 from core.catalog import aws as catalog
 from core.catalog import compat, pins
 from core.config.shape import parse_stack_config
+from program.validation import image_advisories, meaning_problems
 from tests.core.test_compat import GPU_TYPES, REGION
 from tests.support.compat_oracle import oracle_runs
 

@@ -7,15 +7,18 @@ import copy
 import pytest
 import yaml
 
+from core.config.fields import ConfigError
+from core.config.model import Cluster
+from core.config.pulumi_config import decode_config, to_pulumi_config
+from core.config.shape import (
+    PROJECT_DEFAULTS,
+    parse_config,
+    parse_stack_config,
+    stack_role,
+)
 from program.stack_files import ROOT, load_stack_config, stack_raw_config
 from program.validation import validated_config
-from core.config.model import Cluster
-from core.config.fields import ConfigError
-from core.config.pulumi_config import decode_config, to_pulumi_config
-from core.config.shape import PROJECT_DEFAULTS, parse_config, parse_stack_config, stack_role
 from tests.core.examples import GOOD
-
-
 
 TODAY = "2026-11-22"
 
@@ -150,6 +153,7 @@ def test_every_default_less_project_key_is_set_in_every_stack_file():
 
 def test_the_default_kubernetes_version_is_the_newest_eks_offers_and_has_a_schema():
     import kubernetes_validate  # noqa: F401
+
     from core.catalog import aws as catalog
     from tests.support.k8s_schema import schema_errors
 
@@ -173,8 +177,8 @@ def test_eks_calendar_is_fourteen_plus_twelve_months():
 
 
 def test_extended_support_version_is_a_warning_with_its_cost():
-    from infra.estimate import hourly_cost
-    from infra.offerings import advisories
+    from infra.cluster.estimate import hourly_cost
+    from infra.cluster.offerings import advisories
 
     cfg = parse(with_(["cluster", "kubernetes_version"], "1.33"))
     notes = advisories(cfg, today=TODAY)

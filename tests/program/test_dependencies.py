@@ -7,8 +7,15 @@ everything it depends on and deletes it before them, so an edge here is the orde
 
 import pytest
 
-from infra.policies import NODE_ROLE_POLICIES
-from tests.program.test_aws_ready import EGRESS, INGRESS, NODE_GROUP, of_type, one, recorded
+from infra.access.policies import NODE_ROLE_POLICIES
+from tests.program.test_aws_ready import (
+    EGRESS,
+    INGRESS,
+    NODE_GROUP,
+    of_type,
+    one,
+    recorded,
+)
 from tests.program.test_program import DEV, P5_FILLED
 
 LUSTRE_FS = "aws:fsx/lustreFileSystem:LustreFileSystem"

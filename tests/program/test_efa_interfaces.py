@@ -12,13 +12,13 @@ import copy
 import pytest
 import yaml
 
-from program.offline import evaluate_config
-from program.stack_files import ROOT
-from infra.environment import Environment
-from infra.node_group import gpu_node_group_spec, launch_template_data
 from core.catalog import aws as catalog
 from core.config.model import Experiment, GpuNodeGroup
 from core.contract.results_location import ResultsLocation
+from infra.cluster.node_group import gpu_node_group_spec, launch_template_data
+from infra.environment import Environment
+from program.offline import evaluate_config
+from program.stack_files import ROOT
 from workloads import job_manifests as m
 
 EFA_TYPES = sorted(t for t, spec in catalog.INSTANCE_TYPES.items() if spec.efa)

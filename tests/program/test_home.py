@@ -5,11 +5,11 @@ import copy
 import pytest
 import yaml
 
+from core.config.fields import ConfigError
+from program.home import HOME_OUTPUTS
 from program.mocks import EksbenchMocks, RecordingMonitor, home_stack_outputs
 from program.offline import evaluate, evaluate_config
 from program.stack_files import ROOT
-from program.home import HOME_OUTPUTS
-from core.config.fields import ConfigError
 
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
 HOME = yaml.safe_load((ROOT / "Pulumi.home.yaml").read_text())["config"]

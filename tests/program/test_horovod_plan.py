@@ -14,9 +14,9 @@ STACKS = Path(__file__).resolve().parents[2] / "tests" / "stacks"
 def test_the_plan_accepts_the_horovod_stack_and_refuses_it_on_the_dlc_default():
     """The program ships hvd_torch.py (contracts.missing_entry_points passes), runs the pods' bootstrap, and
     with ``image`` left at the DLC default refuses the experiment, naming what to build."""
+    from core.config.fields import ConfigError
     from program.offline import evaluate, evaluate_config
     from program.stack_files import read_stack_yaml
-    from core.config.fields import ConfigError
 
     plan = evaluate("horovod", root=STACKS)
     assert not [w for w in plan.warnings if "experiments[" in w], plan.warnings

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from program.stack_files import ROOT, read_stack_yaml
-from program.validation import validated_config
 from core.config.fields import ConfigError, show
 from core.config.pulumi_config import decode_config, to_pulumi_config
+from program.stack_files import ROOT, read_stack_yaml
+from program.validation import validated_config
 
 pytestmark = pytest.mark.hostile  # the hostile-input group: pytest -m hostile
 

@@ -13,11 +13,11 @@ import copy
 import pytest
 import yaml
 
-from program.offline import evaluate, evaluate_config
-from program.stack_files import ROOT
-from infra.environment import GPU_NODE_LABEL_KEY
 from core.catalog import compat, pins
 from core.config.fields import ConfigError
+from infra.environment import GPU_NODE_LABEL_KEY
+from program.offline import evaluate, evaluate_config
+from program.stack_files import ROOT
 from tests.support.compat_oracle import oracle_runs
 
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]

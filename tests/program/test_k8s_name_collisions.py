@@ -12,10 +12,10 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from core.config.fields import ConfigError
+from core.config.model import Experiment
 from program.stack_files import ROOT, load_stack_config
 from program.validation import name_collisions
-from core.config.model import Experiment
-from core.config.fields import ConfigError
 from tests.program.test_config import parse, problems
 from tests.program.test_sweep import stack
 from workloads import contracts

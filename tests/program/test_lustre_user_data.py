@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from infra.node_group import LUSTRE_CLIENT_SCRIPT, LUSTRE_INSTALL_ATTEMPTS
+from infra.cluster.node_group import LUSTRE_CLIENT_SCRIPT, LUSTRE_INSTALL_ATTEMPTS
 from tests.program.test_aws_ready import LAUNCH_TEMPLATE, of_type, recorded
 from tests.program.test_program import P5_FILLED
 

@@ -6,12 +6,12 @@ import copy
 
 import pytest
 
+from core.config.shape import parse_stack_config
 from program.stack_files import load_stack_config, stack_raw_config
 from program.validation import meaning_problems
-from core.config.shape import parse_stack_config
-from tests.program.test_config import parse, problems
 from tests.core.examples import GOOD
 from tests.core.test_autostop import BASE
+from tests.program.test_config import parse, problems
 
 
 def fsx(deployment_type, kind="fsx"):

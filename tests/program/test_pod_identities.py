@@ -8,7 +8,7 @@ for that user; FSx is plain POSIX, root-owned, with the data repository folders 
 whatever the ``volume-owner`` init container creates and hands over (its ``mkdir``/``chown``
 command is run here against the model, as root with its own capabilities); an emptyDir is
 0777. Each container's identity (UID, GIDs, capabilities) comes from its securityContext
-(infra.file_access.container_process), and each path it writes from its mounts and command:
+(infra.access.file_access.container_process), and each path it writes from its mounts and command:
 every emptyDir and written hostPath, the launcher's ``--results-dir`` and staging's ``--dest``.
 The pods of one experiment run in every order.
 """
@@ -19,10 +19,10 @@ import itertools
 
 import pytest
 
+from infra.access.file_access import container_process
 from program.offline import evaluate, evaluate_config
-from infra.file_access import container_process
-from tests.support.plan_manifests import kubernetes_objects
 from tests.program.test_program import P5_FILLED
+from tests.support.plan_manifests import kubernetes_objects
 from tests.support.pod_writes import Storage, check_pod
 
 

@@ -6,12 +6,12 @@ import json
 import pytest
 import yaml
 
+from core.config.fields import ConfigError
+from infra.cluster.manifests import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE
+from infra.environment import GPU_TAINT
 from program.mocks import EKS_CREATED_CLUSTER_SG, EksbenchMocks, RecordingMonitor
 from program.offline import evaluate, evaluate_config
 from program.stack_files import ROOT
-from infra.cluster_manifests import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE
-from infra.environment import GPU_TAINT
-from core.config.fields import ConfigError
 from tests.support.k8s_schema import schema_errors
 
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
@@ -342,7 +342,7 @@ def test_admin_roles_get_cluster_admin_access_entries():
 
 
 def test_efs_is_mounted_through_an_access_point_owned_by_the_pods_user(dev):
-    from infra.pod_security import RUN_AS_USER
+    from infra.access.pod_security import RUN_AS_USER
 
     ap = one(dev, "aws:efs/accessPoint:AccessPoint")["inputs"]
     assert ap["posixUser"] == {"uid": RUN_AS_USER, "gid": RUN_AS_USER}

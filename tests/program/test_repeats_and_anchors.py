@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from core.catalog.scaling_anchors import ANCHORS, anchor_for
 from core.config.model import Experiment
 from core.contract.results_location import ResultsLocation, repeat_folder, repeat_number
-from core.catalog.scaling_anchors import ANCHORS, anchor_for
 from tests.program.test_config import problems
 from tests.program.test_sweep import stack
 

@@ -1,5 +1,5 @@
 """Every AWS resource of both example stacks carries the stack's tags, and so does what EC2 creates from
-the node groups' launch templates: `bench audit` finds leftovers by these tags (bench/audit.py)."""
+the node groups' launch templates: `bench audit` finds leftovers by these tags (bench/cloud/audit.py)."""
 
 from __future__ import annotations
 

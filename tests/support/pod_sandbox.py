@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from infra.file_access import container_process
+from infra.access.file_access import container_process
 from tests.support.pod_failures import diagnose
 
 GRACE_DEFAULT = 30  # terminationGracePeriodSeconds' default (Kubernetes API, PodSpec)

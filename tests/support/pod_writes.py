@@ -5,7 +5,7 @@ POSIX user and roots the claim in a folder it creates for that user; FSx is plai
 root-owned, with the data repository folders made by FSx and whatever the ``volume-owner`` init
 container creates and hands over (its ``mkdir``/``chown`` command is run against the model, as
 root with its own capabilities); an emptyDir is 0777. Each container's identity (UID, GIDs,
-capabilities) comes from its securityContext (infra.file_access.container_process), and each
+capabilities) comes from its securityContext (infra.access.file_access.container_process), and each
 path it writes from its mounts and command: every emptyDir and written hostPath, the launcher's
 ``--results-dir`` and staging's ``--dest``.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import posixpath
 import shlex
 
-from infra.file_access import Owner, Process, container_process, may_write
+from infra.access.file_access import Owner, Process, container_process, may_write
 from tests.support.plan_manifests import kubernetes_objects
 
 CLAIM_DRIVERS = {"efs.csi.aws.com": "efs", "fsx.csi.aws.com": "fsx"}

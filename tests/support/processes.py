@@ -1,6 +1,6 @@
 """Local processes for tests of any layer: a loopback etcd, and killing a process tree at once.
 
-Both come from bench's local runner (``bench.local_etcd``, ``bench.proc``), which the tests of the
+Both come from bench's local runner (``bench.local.etcd``, ``bench.proc``), which the tests of the
 trainer (tests/workloads) and of the local runner (tests/bench) share; tests/support may import them.
 """
 
@@ -20,7 +20,7 @@ from bench.proc import descendants
 def etcd():
     if not shutil.which("etcd"):
         pytest.skip("no etcd binary on PATH (Debian: apt-get install etcd-server)")
-    from bench.local_etcd import LocalEtcd
+    from bench.local.etcd import LocalEtcd
 
     with LocalEtcd() as server:
         yield server

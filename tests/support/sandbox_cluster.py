@@ -35,7 +35,7 @@ def scaled_config(config: dict[str, Any]) -> dict[str, Any]:
     compile, checkpoints a third of the way. Precision and memory format stay the cloud's, so the plan
     checks them against the cloud's GPUs; the pods' trainers, on this CPU, train in what it runs fast
     (workloads.train.common.cpu_choice.precision_on)."""
-    from bench.local_plan import local_node_range
+    from bench.local.plan import local_node_range
     from core.config.model import LocalRun
 
     local = LocalRun(**config.get("eksbench:local", {}))
@@ -76,12 +76,12 @@ class SandboxCluster:
         return [(n, m) for n, m in self.objects if m["kind"] == kind]
 
     def __enter__(self) -> "SandboxCluster":
+        import logging
+
         import boto3
         from moto.server import ThreadedMotoServer
 
-        from bench.local_etcd import LocalEtcd, free_port
-
-        import logging
+        from bench.local.etcd import LocalEtcd, free_port
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self._stack = []

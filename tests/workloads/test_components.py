@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import pulumi
 
-from infra.environment import GPU_TAINT, environment_for
 from core.config.shape import parse_stack_config
+from infra.environment import GPU_TAINT, environment_for
 from tests.support.k8s_schema import assert_valid
 from tests.support.mock_engine import K8S_API, k8s_manifest, of_type, register
 from workloads import contracts

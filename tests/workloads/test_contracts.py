@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from infra.environment import Environment
 from core.config.model import DEFAULT_IMAGE, Experiment
 from core.contract.results_location import ResultsLocation
+from infra.environment import Environment
 from tests.workloads.conftest import ROOT
 from workloads import contracts as c
 from workloads.train.control import gate

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from tests.workloads.conftest import ROOT
 from core.catalog import pins
-from core.config.model import Experiment
 from core.config.fields import ConfigError
+from core.config.model import Experiment
 from core.config.shape import parse_stack_config
+from tests.workloads.conftest import ROOT
 from workloads import contracts as c
 
 GROUP = {"name": "gpu", "instance_type": "p5.48xlarge"}

@@ -6,9 +6,14 @@ from dataclasses import replace
 
 import pytest
 
-from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT, SYSTEM_NODE_LABEL, Environment
 from core.config.model import Experiment, GpuNodeGroup
 from core.contract.results_location import ResultsLocation
+from infra.environment import (
+    GPU_NODE_LABEL_KEY,
+    GPU_TAINT,
+    SYSTEM_NODE_LABEL,
+    Environment,
+)
 from tests.support.k8s_schema import assert_valid
 from workloads import contracts as c
 from workloads import job_manifests as m
@@ -99,7 +104,7 @@ def test_pod_basics_storage_shm_identity_and_limits():
     assert vols["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "244Gi"}  # half of 488 GiB
     mounts = {v["name"]: v["mountPath"] for v in main_container(job)["volumeMounts"]}
     assert mounts == {"shared": "/data", "dshm": "/dev/shm", "code": "/opt/eksbench",
-                      # writable HOME and /tmp for a non-root user on a read-only root (infra/pod_security.py)
+                      # writable HOME and /tmp for a non-root user on a read-only root (infra/access/pod_security.py)
                       "eksbench-home": "/home/eksbench", "eksbench-tmp": "/tmp"}
     assert job["spec"]["activeDeadlineSeconds"] == 3600 and job["spec"]["backoffLimit"] == 3
     assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"

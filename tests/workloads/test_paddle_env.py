@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from core.config.model import Experiment
 from core.catalog.pins import PADDLE_IMAGE
+from core.config.model import Experiment
 from workloads import contracts as c
 
 E = replace(Experiment(name="pd"), framework="paddle", min_nodes=2, max_nodes=2, pservers=2, image=PADDLE_IMAGE)

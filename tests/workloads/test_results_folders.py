@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from infra.pod_security import RUN_AS_USER
+from infra.access.pod_security import RUN_AS_USER
 from tests.support.pod_writes import Storage, check_pod
 from tests.workloads.test_manifests import CODE, ENV, FRAMEWORKS, P3, P4D
 from workloads import job_manifests as m

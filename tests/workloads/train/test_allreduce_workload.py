@@ -8,11 +8,22 @@ import sys
 
 import pytest
 
-from core.contract.launch_command import Torchrun, launched_torchrun, launcher_argv, torchrun_argv, trainer_argv
+from core.contract.launch_command import (
+    Torchrun,
+    launched_torchrun,
+    launcher_argv,
+    torchrun_argv,
+    trainer_argv,
+)
 from core.contract.train_args import TrainArgs
 from tests.workloads.conftest import child_env, run_training
-from workloads.train.pytorch.allreduce import bandwidths, mem_available, memory_cap, message_sizes
 from workloads.train.common.metrics import metrics_dir, read_jsonl
+from workloads.train.pytorch.allreduce import (
+    bandwidths,
+    mem_available,
+    memory_cap,
+    message_sizes,
+)
 
 
 def free_port() -> int:

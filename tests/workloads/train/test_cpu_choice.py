@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from workloads.train.common.cpu_choice import (FORCE_BF16_ENV, CpuChoice, CpuFacts, channels_last_for, choose, forced,
-                                        parse_cpuinfo, precision_on, read_cpu_facts)
+from workloads.train.common.cpu_choice import (
+    FORCE_BF16_ENV,
+    CpuChoice,
+    CpuFacts,
+    channels_last_for,
+    choose,
+    forced,
+    parse_cpuinfo,
+    precision_on,
+    read_cpu_facts,
+)
 
 # A 2-core AMD EPYC (AVX2, no AVX-512) and a Sapphire Rapids (AVX-512 BF16 and AMX), as /proc/cpuinfo shows them.
 EPYC = parse_cpuinfo("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse sse2 avx avx2 fma f16c\n")

@@ -7,10 +7,12 @@ import json
 import sys
 import time
 
-from core.catalog.fabric import DEGRADED, EFA_ENV, FABRIC_ENV, FABRIC_EXIT_CODE
+from core.catalog.fabric import DEGRADED, FABRIC_EXIT_CODE
+from core.contract import summary_fields as F
+from core.contract.names import ENV_EFA as EFA_ENV
+from core.contract.names import ENV_FABRIC as FABRIC_ENV
 from workloads.job_manifests import training_failure_policy
 from workloads.train.harness import launch
-from core.contract import summary_fields as F
 
 # What NCCL 2.x prints at init with NCCL_DEBUG=INFO (the launcher's NCCL_NET pattern reads these)
 SOCKET_LINE = "ip-10-0-1-2:42:42 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.1.2<0>"

@@ -9,7 +9,13 @@ from dataclasses import replace
 import pytest
 
 from core.contract.train_args import TrainArgs
-from workloads.train.common.schedule import WARMUP_EPOCHS, default_lr, lr_at, warmup_note, warmup_samples
+from workloads.train.common.schedule import (
+    WARMUP_EPOCHS,
+    default_lr,
+    lr_at,
+    warmup_note,
+    warmup_samples,
+)
 
 BIG = TrainArgs(workload="resnet50", batch_size=256)  # x 64 processes: 16,384 images, lr 6.4
 
@@ -53,8 +59,8 @@ def test_the_plan_says_the_schedule():
 @pytest.mark.local_run
 def test_the_trainer_warms_up_and_checkpoints_the_samples_it_trained(tmp_path, monkeypatch):
     from tests.workloads.train.test_train_timing import TINY, run_in_process
-    from workloads.train.pytorch import checkpoint as ckpt
     from workloads.train.common.metrics import read_rank_metrics
+    from workloads.train.pytorch import checkpoint as ckpt
 
     # one process of 1,040 images a step: just above the 1,024 where the warm-up starts
     args = replace(TINY, results_dir=str(tmp_path), batch_size=1040, image_size=16, width_per_group=2, steps=3,

@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from core.contract import strict_json
-from tests.workloads.train.test_train_timing import TINY, run_in_process
 from core.contract import summary_fields as F
+from tests.workloads.train.test_train_timing import TINY, run_in_process
 from workloads.train.common.metrics import read_jsonl, read_rank_metrics
 from workloads.train.harness.summary import metrics_summary, numerical_health
 

@@ -10,8 +10,8 @@ import pytest
 
 from tests.workloads.conftest import child_env, run_training
 from workloads.train.common.files import atomic_write
-from workloads.train.pytorch.checkpoint import is_due, latest_path, load
 from workloads.train.common.metrics import read_jsonl
+from workloads.train.pytorch.checkpoint import is_due, latest_path, load
 
 
 def test_is_due():

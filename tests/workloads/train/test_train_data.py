@@ -10,8 +10,8 @@ import pytest
 from tests.support.image_folder import write_image_folder
 from tests.workloads.conftest import child_env, run_training
 from workloads.train.common.cifar import read_split, write_standin
-from workloads.train.harness.launch import collect_metrics
 from workloads.train.common.metrics import read_jsonl, read_rank_metrics
+from workloads.train.harness.launch import collect_metrics
 
 
 def train(*args: str) -> subprocess.CompletedProcess:

@@ -10,13 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from core.contract.launch_command import (Launched, Torchrun, launched_argv, launched_torchrun, launcher_argv,
-                                 trainer_argv)
+from core.contract import summary_fields as F
+from core.contract.launch_command import (
+    Launched,
+    Torchrun,
+    launched_argv,
+    launched_torchrun,
+    launcher_argv,
+    trainer_argv,
+)
 from core.contract.s3_uri import parse_s3_uri
 from core.contract.train_args import TrainArgs
 from tests.workloads.conftest import ROOT, child_env, wait_for
 from workloads.train.harness import launch
-from core.contract import summary_fields as F
 from workloads.train.harness.upload import upload_plan
 
 
@@ -198,8 +204,8 @@ def test_upload_failure_is_reported_but_keeps_the_training_status(tmp_path, aws,
 def test_evaluation_writes_per_class_accuracy_and_uploads_only_eval_json(tmp_path, aws):
     import torch
 
-    from workloads.train.pytorch.checkpoint import save
     from workloads.train.common.cifar import write_standin
+    from workloads.train.pytorch.checkpoint import save
     from workloads.train.pytorch.evaluate import main as evaluate
     from workloads.train.pytorch.models import cifar_resnet
 

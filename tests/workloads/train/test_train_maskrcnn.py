@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from tests.workloads.conftest import child_env, run_training
-from workloads.train.pytorch.detection import coco_index, polygon_mask
 from workloads.train.common.metrics import read_rank_metrics
+from workloads.train.pytorch.detection import coco_index, polygon_mask
 
 
 def write_coco(root, images: int = 4, size: int = 96) -> None:
@@ -89,9 +89,9 @@ def test_maskrcnn_trains_on_coco_format_with_two_processes(tmp_path):
 
 def test_maskrcnn_resizes_like_torchvisions_reference_and_warms_up_its_lr(tmp_path):
     from core.contract.train_args import TrainArgs
+    from workloads.train.common.schedule import MASKRCNN_WARMUP_STEPS, default_lr, lr_at
     from workloads.train.harness.launch import provenance
     from workloads.train.pytorch.models import build_maskrcnn
-    from workloads.train.common.schedule import MASKRCNN_WARMUP_STEPS, default_lr, lr_at
 
     model, _ = build_maskrcnn(num_classes=3, image_size=800, data_dir=tmp_path)
     assert (model.transform.min_size, model.transform.max_size) == ((800,), 1333)  # was max_size 800

@@ -7,8 +7,20 @@ import json
 import pytest
 
 from workloads.train.common.data import Position, epoch_ends, next_slice
-from workloads.train.common.metrics import JsonLines, keep_through, last_step, prune_after, read_jsonl, read_rank_metrics
-from workloads.train.harness.summary import metrics_summary, step_coverage, throughput, time_to_accuracy
+from workloads.train.common.metrics import (
+    JsonLines,
+    keep_through,
+    last_step,
+    prune_after,
+    read_jsonl,
+    read_rank_metrics,
+)
+from workloads.train.harness.summary import (
+    metrics_summary,
+    step_coverage,
+    throughput,
+    time_to_accuracy,
+)
 
 
 def line(step, rank=0, time_s=0.5, samples=8, warmup=False, world=2, restart=0):

@@ -11,13 +11,18 @@ from dataclasses import replace
 
 import pytest
 
+from core.catalog.peaks import gpu_model, peak_tflops
 from core.contract.train_args import TrainArgs
 from tests.workloads.conftest import child_env, run_training
-from workloads.train.pytorch import checkpoint as ckpt
-from workloads.train.harness.launch import nccl_transport
 from workloads.train.common.metrics import read_jsonl
-from core.catalog.peaks import gpu_model, peak_tflops
-from workloads.train.harness.summary import efficiency, metrics_summary, step_coverage, throughput
+from workloads.train.harness.launch import nccl_transport
+from workloads.train.harness.summary import (
+    efficiency,
+    metrics_summary,
+    step_coverage,
+    throughput,
+)
+from workloads.train.pytorch import checkpoint as ckpt
 
 TINY = TrainArgs(workload="resnet50", batch_size=2, steps=8, image_size=32, width_per_group=4, precision="fp32",
                  checkpoint_every=0, warmup_steps=3, log_every=5)

@@ -7,10 +7,16 @@ import platform
 import sys
 
 from core.config.model import GpuNodeGroup
+from core.contract import summary_fields as F
 from workloads import job_manifests as m
 from workloads.train.harness import launch
-from core.contract import summary_fields as F
-from workloads.train.harness.what_ran import JOB_ENV, LOCAL_IMAGE, efa_version, image_digest, what_ran
+from workloads.train.harness.what_ran import (
+    JOB_ENV,
+    LOCAL_IMAGE,
+    efa_version,
+    image_digest,
+    what_ran,
+)
 
 DIGEST = "sha256:" + "ab" * 32
 P5 = GpuNodeGroup(name="h100", instance_type="p5.48xlarge", capacity_type="CAPACITY_BLOCK", efa=True,

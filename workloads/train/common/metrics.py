@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from core.contract import strict_json
+from core.contract.names import METRICS_DIR
 
 RANK_FILE = re.compile(r"rank-(\d+)\.jsonl$")
 
 
 def metrics_dir(results_dir: str | Path) -> Path:
-    return Path(results_dir) / "metrics"
+    return Path(results_dir) / METRICS_DIR
 
 
 class JsonLines:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Any, Callable
 
-from core.contract.train_args import TrainArgs
 from core.catalog.workload_facts import WORKLOADS
+from core.contract.train_args import TrainArgs
 
 
 def dist_env(environ: dict[str, str]) -> dict[str, int]:

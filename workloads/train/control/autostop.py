@@ -22,9 +22,10 @@ import urllib.error
 import urllib.parse
 from typing import Any, Callable
 
-from core.config.autostop import RUN_ID_LABEL, SCALE, Decision, decide, job_state
-from workloads.train.control.gate import request
+from core.config.autostop import SCALE, Decision, decide, job_state
 from core.contract import strict_json
+from core.contract.names import ENV_AUTOSTOP, RUN_ID_LABEL
+from workloads.train.control.gate import request
 
 POLL_SECONDS = 30
 
@@ -98,7 +99,7 @@ def run(spec: dict, *, get: Callable[[str], Any], eks: Any, s3: Any, clock: Call
 def main() -> None:
     import boto3
 
-    spec = json.loads(os.environ["EKSBENCH_AUTOSTOP"])
+    spec = json.loads(os.environ[ENV_AUTOSTOP])
     session = boto3.session.Session(region_name=spec["region"])
     run(spec, get=request, eks=session.client("eks"), s3=session.client("s3"), clock=time.time, sleep=time.sleep,
         heartbeat=lambda: open(spec["heartbeat"], "w").close())

@@ -20,6 +20,8 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable
 
+from core.contract.names import ENV_GATE
+
 SA = "/var/run/secrets/kubernetes.io/serviceaccount/"
 API = "https://kubernetes.default.svc"
 
@@ -83,7 +85,7 @@ def run(spec: dict, state: Callable[[str], str], resume: Callable[[str], Any],
 
 
 def main() -> None:
-    spec = json.loads(os.environ["EKSBENCH_GATE"])
+    spec = json.loads(os.environ[ENV_GATE])
     run(spec, lambda n: job_state(spec, n), lambda n: call(spec, n, {"spec": {"suspend": False}}), time.sleep)
 
 

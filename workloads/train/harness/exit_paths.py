@@ -21,8 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
-from workloads.train.common.files import atomic_write
 from core.contract import strict_json
+from core.contract.names import SUMMARY_FILE, node_log
+from workloads.train.common.files import atomic_write
 
 
 def fallback_dir(node_id: str) -> Path:
@@ -36,7 +37,7 @@ def open_log(dirs: Sequence[Path], node_id: str) -> tuple[Any, Path | None, str 
     in the first directory that can be written; (None, None, why) when none can."""
     why = None
     for d in dirs:
-        path = d / "logs" / f"{node_id}.log"
+        path = d / node_log(node_id)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             return open(path, "ab", buffering=0), d, why
@@ -51,11 +52,11 @@ def write_summary(doc: dict[str, Any], dirs: Sequence[Path]) -> Path | None:
     for d in dirs:
         try:
             text = strict_json.dumps(doc, indent=2, sort_keys=False).encode()
-            atomic_write(d / "summary.json", lambda f: f.write(text))
+            atomic_write(d / SUMMARY_FILE, lambda f: f.write(text))
             return d
         except OSError as e:
             doc.setdefault("results_dir_error", f"{d}: {type(e).__name__}: {e}")
-            print(f"cannot write {d / 'summary.json'}: {type(e).__name__}: {e}", file=sys.stderr)
+            print(f"cannot write {d / SUMMARY_FILE}: {type(e).__name__}: {e}", file=sys.stderr)
     return None
 
 

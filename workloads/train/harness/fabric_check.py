@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from core.catalog import fabric
 from core.contract import summary_fields as F
+from core.contract.names import ENV_EFA, ENV_FABRIC
 
 GIB = 2**30
 SOCKET_LINE = re.compile(r"NCCL INFO " + re.escape(fabric.SOCKETS) + r"\b")
@@ -41,8 +42,8 @@ def busbw_summary(lines: Sequence[Mapping[str, Any]], *, instance_type: str | No
 
 def judge(metrics: Mapping[str, Any], environ: Mapping[str, str], framework: str | None) -> tuple[dict[str, Any], str | None]:
     """(summary fields: FABRIC and FLAGS, the error a strict failure gives or None)."""
-    efa = environ.get(fabric.EFA_ENV) == "1"
-    mode = environ.get(fabric.FABRIC_ENV) or "check"
+    efa = environ.get(ENV_EFA) == "1"
+    mode = environ.get(ENV_FABRIC) or "check"
     transport = metrics.get("nccl_transport")
     v = fabric.fabric_verdict(transport, efa_expected=efa, framework=framework, mode=mode)
     flags = [v.flag] if v.flag else []
@@ -60,7 +61,7 @@ class TransportWatch:
     """Under ``fabric: strict`` on an EFA pod: true at the first NCCL line naming NET/Socket."""
 
     def __init__(self, environ: Mapping[str, str]):
-        self.armed = environ.get(fabric.EFA_ENV) == "1" and environ.get(fabric.FABRIC_ENV) == "strict"
+        self.armed = environ.get(ENV_EFA) == "1" and environ.get(ENV_FABRIC) == "strict"
         self.tripped = False
 
     def sees(self, line: str) -> bool:

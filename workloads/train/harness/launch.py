@@ -50,15 +50,29 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from core.contract.s3_uri import parse_s3_uri
-from core.catalog.workload_facts import WORKLOADS
-from workloads.train.harness import summary as figures
-from core.contract import summary_fields as F
 from core.catalog.fabric import FABRIC_EXIT_CODE
-from core.contract.names import ALLREDUCE_LINES_FILE as ALLREDUCE_LINES
-from workloads.train.harness.fabric_check import TransportWatch, busbw_summary, judge
-from workloads.train.harness.exit_paths import StopSignals, fallback_dir, open_log, write_summary
+from core.catalog.workload_facts import WORKLOADS
+from core.contract import summary_fields as F
+from core.contract.names import (
+    ALLREDUCE_LINES_FILE,
+    ENV_FRAMEWORK,
+    ENV_GIT_COMMIT,
+    ENV_IMAGE,
+    ENV_INSTANCE_TYPE,
+    ENV_LAUNCHED_AT,
+    LOGS_DIR,
+    node_name,
+)
+from core.contract.s3_uri import parse_s3_uri
 from workloads.train.common.metrics import metrics_dir, read_jsonl, read_rank_metrics
+from workloads.train.harness import summary as figures
+from workloads.train.harness.exit_paths import (
+    StopSignals,
+    fallback_dir,
+    open_log,
+    write_summary,
+)
+from workloads.train.harness.fabric_check import TransportWatch, busbw_summary, judge
 from workloads.train.harness.progress import ProgressPublisher
 from workloads.train.harness.upload import in_upload_order, upload, upload_plan
 from workloads.train.harness.what_ran import read_efa_installer, what_ran
@@ -92,7 +106,7 @@ def node_identity(explicit: str | None, environ: Mapping[str, str], hostname: st
     if explicit:
         return explicit
     index = environ.get("JOB_COMPLETION_INDEX")
-    return f"node-{index}" if index not in (None, "") else hostname
+    return node_name(index) if index not in (None, "") else hostname
 
 
 def writes_summary(mode: str, environ: Mapping[str, str]) -> bool:
@@ -145,7 +159,7 @@ def child_env(environ: Mapping[str, str]) -> dict[str, str]:
     store on the new rank 0 (the pre-2.4 behaviour). An explicit value in the environment wins.
     """
     env = dict(environ)
-    env.setdefault("EKSBENCH_LAUNCHED_AT", f"{time.time():.3f}")  # the trainer's start-up record counts from here
+    env.setdefault(ENV_LAUNCHED_AT, f"{time.time():.3f}")  # the trainer's start-up record counts from here
     env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
@@ -204,7 +218,7 @@ def summary_document(*, experiment: str | None, node_id: str, command: Sequence[
     doc = {F.EXPERIMENT: experiment, F.STATUS: status, F.STOP_REASON: why, F.EXIT_CODE: code,
            "signal": signal_name, "node_id": node_id,
            F.STARTED_AT: _iso(started), "ended_at": _iso(ended), F.WALL_TIME_S: round(ended - started, 3),
-           F.IMAGE: environ.get("EKSBENCH_IMAGE"), F.GIT_COMMIT: environ.get("EKSBENCH_GIT_COMMIT"),
+           F.IMAGE: environ.get(ENV_IMAGE), F.GIT_COMMIT: environ.get(ENV_GIT_COMMIT),
            F.RESULTS_URI: results_uri, F.COMMAND: list(command), F.CONFIG: dict(config) if config else None,
            F.LAUNCH: {F.LAUNCH_NODES: nodes, F.LAUNCH_PROCS_PER_NODE: procs_per_node},
            **provenance(environ, command, config)}
@@ -246,7 +260,7 @@ def nccl_transport(log_texts: Sequence[str]) -> dict[str, Any]:
 def read_logs(results_dir: Path, max_bytes: int = 2_000_000) -> list[str]:
     """The head of every node log (NCCL prints its INIT lines at the start)."""
     out = []
-    for path in sorted((results_dir / "logs").glob("*.log")):
+    for path in sorted((results_dir / LOGS_DIR).glob("*.log")):
         try:
             with open(path, "rb") as f:
                 out.append(f.read(max_bytes).decode("utf-8", "replace"))
@@ -257,9 +271,9 @@ def read_logs(results_dir: Path, max_bytes: int = 2_000_000) -> list[str]:
 
 def provenance(environ: Mapping[str, str], command: Sequence[str], config: Mapping[str, Any] | None) -> dict[str, Any]:
     """Where and what ran: instance type (EKSBENCH_INSTANCE_TYPE, set by the Job), framework, model."""
-    framework = environ.get("EKSBENCH_FRAMEWORK") or ("pytorch" if config is not None else None)
+    framework = environ.get(ENV_FRAMEWORK) or ("pytorch" if config is not None else None)
     workload = (config or {}).get("workload")
-    return {F.INSTANCE_TYPE: environ.get("EKSBENCH_INSTANCE_TYPE"), F.FRAMEWORK: framework,
+    return {F.INSTANCE_TYPE: environ.get(ENV_INSTANCE_TYPE), F.FRAMEWORK: framework,
             "model": WORKLOADS[workload].model if workload in WORKLOADS else None}
 
 
@@ -273,7 +287,7 @@ def collect_metrics(results_dir: Path, target: float | None, precision: str | No
     out = figures.metrics_summary(read_rank_metrics(results_dir), read_jsonl(mdir / "eval.jsonl"),
                                   read_jsonl(mdir / "events.jsonl"), target, precision)
     out.update(nccl_transport(read_logs(results_dir)))
-    busbw = read_jsonl(mdir / ALLREDUCE_LINES)  # the allreduce workload's lines, where it ran
+    busbw = read_jsonl(mdir / ALLREDUCE_LINES_FILE)  # the allreduce workload's lines, where it ran
     if busbw:
         out[F.BUSBW] = busbw_summary(busbw, instance_type=instance_type, nodes=out.get(F.NODES))
     return out
@@ -450,7 +464,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
     if summary_node:
         try:
             metrics = collect_metrics(results, (config or {}).get("target_accuracy"), (config or {}).get("precision"),
-                                      instance_type=environ.get("EKSBENCH_INSTANCE_TYPE"))
+                                      instance_type=environ.get(ENV_INSTANCE_TYPE))
         except Exception as e:  # noqa: BLE001 - a summary with the error beats no summary
             metrics = {"metrics_error": f"{type(e).__name__}: {e}"}
         checked, fabric_error = judge(metrics, environ, provenance(environ, command, config)[F.FRAMEWORK])

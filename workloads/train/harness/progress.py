@@ -6,7 +6,7 @@ until the end, so the launcher's summary node publishes ``<results-uri>progress.
 
     {"step": 120, "total": 500, "samples_per_s": 1834.2, "world_size": 16, "updated_at": "..."}
 
-``bench run`` reads it (bench.cloud_backend); without it the live line shows the state and the
+``bench run`` reads it (bench.cloud.backend); without it the live line shows the state and the
 elapsed time only. Imports only ``workloads.train.common.metrics`` and boto3: it ships with the pods' code.
 """
 
@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from core.contract import strict_json
+from core.contract.names import PROGRESS_FILE
 
-PROGRESS_NAME = "progress.json"
+PROGRESS_NAME = PROGRESS_FILE
 
 
 def progress_document(results_dir: str | Path, *, total: int | None, now: float | None = None,

@@ -17,10 +17,10 @@ import math
 from collections import defaultdict
 from typing import Any, Mapping
 
-from core.contract.strict_json import nonfinite_name
-from core.contract import summary_fields as F
 from core.catalog.peaks import SOURCES as PEAK_SOURCES
 from core.catalog.peaks import peak_tflops
+from core.contract import summary_fields as F
+from core.contract.strict_json import nonfinite_name
 
 
 def _rate(samples: float, seconds: float) -> float | None:

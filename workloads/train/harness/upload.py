@@ -14,19 +14,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from core.contract.names import CHECKPOINT_DIR, LOGS_DIR, SUMMARY_FILE, node_log
+
 
 def upload_plan(results_dir: str | Path, *, node_id: str, summary_node: bool, prefix: str) -> list[tuple[Path, str]]:
     """(local file, key) pairs this node owns."""
     root = Path(results_dir)
-    own_log = root / "logs" / f"{node_id}.log"
+    own_log = root / node_log(node_id)
     if not summary_node:
-        return [(own_log, f"{prefix}logs/{own_log.name}")] if own_log.is_file() else []
+        return [(own_log, f"{prefix}{node_log(node_id)}")] if own_log.is_file() else []
     out = []
     for p in sorted(root.rglob("*")):
         if not p.is_file() or p.name.startswith("."):  # temp files of atomic writes
             continue
         rel = p.relative_to(root).as_posix()
-        if rel.startswith("logs/") and p != own_log:
+        if rel.startswith(f"{LOGS_DIR}/") and p != own_log:
             continue
         out.append((p, prefix + rel))
     return out
@@ -41,7 +43,7 @@ def in_upload_order(plan: list[tuple[Path, str]], prefix: str) -> list[tuple[Pat
     """
     def rank(item: tuple[Path, str]) -> tuple[int, str]:
         key = item[1]
-        return (0 if key == f"{prefix}summary.json" else 2 if key.startswith(f"{prefix}checkpoints/") else 1), key
+        return (0 if key == f"{prefix}{SUMMARY_FILE}" else 2 if key.startswith(f"{prefix}{CHECKPOINT_DIR}/") else 1), key
 
     return sorted(plan, key=rank)
 

@@ -10,7 +10,7 @@ field nobody can know from inside the pod is null with the reason in ``what_ran_
   an EFA, placement-group or Capacity Block group). Pods cannot ask anyone else: the
   downward API exposes pod fields, not node labels (kubernetes/kubernetes#40610; KEP-4742 copies
   only topology labels, beta in 1.35), and the launch template's hop limit 1
-  (``infra.node_group.METADATA_OPTIONS``) keeps IMDS out of reach of pods.
+  (``infra.cluster.node_group.METADATA_OPTIONS``) keeps IMDS out of reach of pods.
 - from the trainer (its ``run_info`` device record, ``workloads.train.common.device``): torch, CUDA,
   cuDNN, NCCL (``torch.cuda.nccl.version()``) and the NVIDIA driver (NVML, else nvidia-smi).
 - from the container itself (the launcher): the kernel (``platform.release()``; a container
@@ -34,16 +34,25 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from core.contract import summary_fields as F
+from core.contract.names import (
+    ENV_AMI_TYPE,
+    ENV_CAPACITY_TYPE,
+    ENV_IMAGE,
+    ENV_INSTANCE_TYPE,
+    ENV_NODE_GROUP,
+    ENV_PLACEMENT_GROUP,
+    ENV_ZONE,
+)
 
 # The Job's env for each field it knows (one source: the Job builder and the launcher read these names).
-JOB_ENV = {F.IMAGE: "EKSBENCH_IMAGE", F.INSTANCE_TYPE: "EKSBENCH_INSTANCE_TYPE", F.NODE_GROUP: "EKSBENCH_NODE_GROUP",
-           F.AMI_TYPE: "EKSBENCH_AMI_TYPE", F.CAPACITY_TYPE: "EKSBENCH_CAPACITY_TYPE",
-           F.PLACEMENT_GROUP: "EKSBENCH_PLACEMENT_GROUP", F.ZONE: "EKSBENCH_ZONE"}
+JOB_ENV = {F.IMAGE: ENV_IMAGE, F.INSTANCE_TYPE: ENV_INSTANCE_TYPE, F.NODE_GROUP: ENV_NODE_GROUP,
+           F.AMI_TYPE: ENV_AMI_TYPE, F.CAPACITY_TYPE: ENV_CAPACITY_TYPE,
+           F.PLACEMENT_GROUP: ENV_PLACEMENT_GROUP, F.ZONE: ENV_ZONE}
 DEVICE_FIELDS = (F.TORCH, F.CUDA, F.CUDNN, F.NCCL, F.DRIVER)  # keys of the trainer's device record
 EFA_INSTALLED = Path("/opt/amazon/efa_installed_packages")
 EFA_VERSION = re.compile(r"EFA installer version:\s*([0-9][\w.+-]*)")
 OFI_VERSION = re.compile(r"NET/OFI Using aws-ofi-nccl ([0-9][\w.+-]*)")
-LOCAL_IMAGE = "local (no container)"  # bench.local_backend's EKSBENCH_IMAGE: a run on this machine
+LOCAL_IMAGE = "local (no container)"  # bench.local.backend's EKSBENCH_IMAGE: a run on this machine
 
 WHY = {
     F.IMAGE_DIGEST: "the image is pinned by tag; a pod cannot read its image's digest (the downward API "

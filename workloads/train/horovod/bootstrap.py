@@ -21,6 +21,8 @@ import sys
 import threading
 import types
 
+from core.contract.names import ENV_HVD_HOSTS, ENV_HVD_PORT, ENV_HVD_SLOTS
+
 HOROVOD_PORT = 29500  # our fixed port for the Gloo rendezvous server on pod 0
 
 
@@ -45,9 +47,9 @@ def serve_rendezvous(hosts: list[str], gpus: int, port: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    hosts = os.environ["EKSBENCH_HVD_HOSTS"].split(",")
-    gpus, node = int(os.environ["EKSBENCH_HVD_SLOTS"]), int(os.environ["JOB_COMPLETION_INDEX"])
-    port = int(os.environ["EKSBENCH_HVD_PORT"])
+    hosts = os.environ[ENV_HVD_HOSTS].split(",")
+    gpus, node = int(os.environ[ENV_HVD_SLOTS]), int(os.environ["JOB_COMPLETION_INDEX"])
+    port = int(os.environ[ENV_HVD_PORT])
     if node == 0:
         serve_rendezvous(hosts, gpus, port)
     procs: list[subprocess.Popen] = []

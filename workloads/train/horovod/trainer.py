@@ -23,7 +23,8 @@ STARTED = time.time()  # before torch is imported: the start-up record counts th
 
 from typing import Any  # noqa: E402
 
-from workloads.train.pytorch.trainer import Run, main as train_main  # noqa: E402
+from workloads.train.pytorch.trainer import Run  # noqa: E402
+from workloads.train.pytorch.trainer import main as train_main  # noqa: E402
 
 
 def horovod_dist_env(hvd: Any) -> dict[str, int]:

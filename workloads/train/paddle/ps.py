@@ -43,8 +43,9 @@ os.environ.setdefault("FLAGS_enable_pir_api", "0")  # must be set before `import
 import socket  # noqa: E402
 from typing import Any, Callable, Mapping  # noqa: E402
 
-from core.contract.train_args import TrainArgs, parse_train_args  # noqa: E402
 from core.catalog.workload_facts import WORKLOADS, input_size  # noqa: E402
+from core.contract.names import ENV_LAUNCHED_AT  # noqa: E402
+from core.contract.train_args import TrainArgs, parse_train_args  # noqa: E402
 from workloads.train.common.data import Position, epoch_ends, next_step, rank_indices  # noqa: E402
 from workloads.train.common.metrics import JsonLines, metrics_dir  # noqa: E402
 from workloads.train.common.schedule import default_lr  # noqa: E402
@@ -288,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"({WORKLOADS[args.workload].model} has no Paddle version here)")
     marks = {"process": STARTED}
     try:
-        marks["launched"] = float(os.environ["EKSBENCH_LAUNCHED_AT"])
+        marks["launched"] = float(os.environ[ENV_LAUNCHED_AT])
     except (KeyError, ValueError):
         pass
     return train(args, os.environ, marks)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from core.contract import strict_json
+from core.contract.names import CHECKPOINT_DIR
 from workloads.train.common.files import atomic_write
 
 LATEST = "latest.pt"
@@ -30,7 +31,7 @@ META_KEYS = ("step", "epoch", "offset", "run_started_at", "world_size", "args", 
 
 
 def checkpoint_dir(results_dir: str | Path) -> Path:
-    return Path(results_dir) / "checkpoints"
+    return Path(results_dir) / CHECKPOINT_DIR
 
 
 def latest_path(results_dir: str | Path) -> Path:

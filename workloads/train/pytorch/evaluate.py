@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Sequence
 
 from core.catalog.workload_facts import WORKLOADS
-from workloads.train.common.files import atomic_write
 from core.contract import strict_json
+from core.contract.names import EVAL_FILE
+from workloads.train.common.files import atomic_write
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,10 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     import torch
 
-    from workloads.train.pytorch.checkpoint import load
-    from workloads.train.pytorch.registry import WORKLOADS as CODE
     from workloads.train.common.cpu_choice import precision_on
     from workloads.train.common.schedule import autocast_factory
+    from workloads.train.pytorch.checkpoint import load
+    from workloads.train.pytorch.registry import WORKLOADS as CODE
 
     started = time.time()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -66,12 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc = {"workload": args.workload, "checkpoint": args.checkpoint, "step": state.get("step"),
            "epoch": state.get("epoch"), **result, "seconds": round(time.time() - started, 3)}
     text = strict_json.dumps(doc, indent=2).encode()
-    path = atomic_write(Path(args.results_dir) / "eval.json", lambda f: f.write(text))
+    path = atomic_write(Path(args.results_dir) / EVAL_FILE, lambda f: f.write(text))
     print(f"[evaluate] {args.workload}: accuracy {result['accuracy']:.4f} on {result['samples']} test images "
           f"(step {state.get('step')})", flush=True)
     if target:
         bucket, prefix = target
-        errors = upload([(path, f"{prefix}eval.json")], bucket)
+        errors = upload([(path, f"{prefix}{EVAL_FILE}")], bucket)
         for err in errors:
             print(f"upload failed: {err}", file=sys.stderr)
         if errors:

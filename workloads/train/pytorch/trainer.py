@@ -25,18 +25,25 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from core.catalog.workload_facts import WORKLOADS as WORKLOAD_FACTS
+from core.contract.names import ENV_LAUNCHED_AT
 from core.contract.strict_json import nonfinite_name
 from core.contract.train_args import TrainArgs, parse_train_args
-from core.catalog.workload_facts import WORKLOADS as WORKLOAD_FACTS
-from workloads.train.pytorch import checkpoint as ckpt
-from workloads.train.common.data import Position, epoch_ends, next_step
 from workloads.train.common.cpu_choice import channels_last_for, precision_on
+from workloads.train.common.data import Position, epoch_ends, next_step
 from workloads.train.common.device import StepClock, device_info
-from workloads.train.common.startup import startup_event
 from workloads.train.common.metrics import JsonLines, metrics_dir, prune_after
+from workloads.train.common.schedule import (
+    autocast_factory,
+    dist_env,
+    lr_at,
+    set_lr,
+    warmup_samples,
+)
+from workloads.train.common.startup import startup_event
+from workloads.train.pytorch import checkpoint as ckpt
 from workloads.train.pytorch.optim import seed_momentum, sgd
 from workloads.train.pytorch.registry import WORKLOADS as WORKLOAD_CODE
-from workloads.train.common.schedule import autocast_factory, dist_env, lr_at, set_lr, warmup_samples
 
 
 class Run:
@@ -78,8 +85,9 @@ class Run:
     # How the ranks talk: torch.distributed with DDP here; workloads.train.horovod.trainer overrides these
     # few methods with Horovod's (the loop, metrics, checkpoints and summary stay this class's).
     def init_group(self, backend: str) -> None:
-        import torch.distributed as dist
         from datetime import timedelta
+
+        import torch.distributed as dist
 
         dist.init_process_group(backend, timeout=timedelta(seconds=self.args.collective_timeout))
 
@@ -433,7 +441,7 @@ def main(argv: list[str] | None = None, process_started: float | None = None, *,
     marks = {"process": process_started} if process_started else {}
     try:  # the launcher's start is this attempt's origin only for the first attempt (restarts are later)
         if env["restart"] == 0:
-            marks["launched"] = float(os.environ["EKSBENCH_LAUNCHED_AT"])
+            marks["launched"] = float(os.environ[ENV_LAUNCHED_AT])
     except (KeyError, ValueError):
         pass
     run = run_class(args, env, marks)

@@ -28,8 +28,9 @@ import sys
 import time
 from typing import Any
 
-from core.contract.train_args import parse_train_args
 from core.catalog.workload_facts import input_size
+from core.contract.names import ENV_LAUNCHED_AT
+from core.contract.train_args import parse_train_args
 from workloads.train.common.cpu_choice import precision_on, read_cpu_facts
 from workloads.train.common.device import nvidia_driver
 from workloads.train.common.metrics import JsonLines, metrics_dir
@@ -90,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
 
     marks = {"process": process_started, "imported": time.time()}
-    if os.environ.get("EKSBENCH_LAUNCHED_AT"):
-        marks["launched"] = float(os.environ["EKSBENCH_LAUNCHED_AT"])
+    if os.environ.get(ENV_LAUNCHED_AT):
+        marks["launched"] = float(os.environ[ENV_LAUNCHED_AT])
     rank, workers = task(dict(os.environ))
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus and os.environ.get("OMP_NUM_THREADS"):  # the local run's share of the cores

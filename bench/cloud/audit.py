@@ -1,0 +1,198 @@
+"""What the stack left behind in AWS, and how to delete each thing.
+
+After ``pulumi destroy`` nothing should bill. Two kinds of leftovers are looked for:
+
+- Everything still tagged with the stack (``eksbench:project`` and ``eksbench:stack``, which the
+  program puts on every AWS resource and, through the launch templates, on the instances,
+  volumes and network interfaces EC2 creates; ``tests/program/test_stack_tags.py`` holds that),
+  through the Resource Groups Tagging API (``GetResources`` with ``TagFilters``).
+- What is known to leak untagged (pulumi/pulumi-eks#1226, eksctl-io/eksctl#5632,
+  skypilot-org/skypilot#3688): in the stack's VPC (while it still exists) network interfaces,
+  security groups other than ``default``, and load balancers (both ELB APIs); EBS volumes that
+  Kubernetes made for the cluster (tag ``kubernetes.io/cluster/<cluster>``, the EBS CSI
+  driver's and the in-tree provisioner's); and the control-plane log group
+  ``/aws/eks/<cluster>/cluster``, which EKS recreates if a log line arrives after destroy.
+
+Each leftover comes with its ARN and the AWS CLI command that deletes it. Exit 1 if anything is
+left, 0 if nothing, 2 when the audit could not run (credentials, config).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from core.contract.names import cluster_name
+
+
+@dataclass(frozen=True)
+class Leftover:
+    arn: str
+    kind: str  # e.g. "ec2:network-interface"
+    why: str  # "tagged with the stack" or what found it
+    delete: str  # the AWS CLI command that removes it
+
+
+def delete_command(arn: str, region: str) -> str:
+    """The AWS CLI command that deletes the resource ``arn`` (ARN formats: AWS General Reference,
+    "Amazon Resource Names"); a pointer to the service where no single command does it."""
+    parts = arn.split(":", 5)
+    service, resource = (parts[2], parts[5]) if len(parts) == 6 else ("", arn)
+    kind, _, ident = resource.partition("/")
+    r = f"--region {region}"
+    ec2 = {"network-interface": f"aws ec2 delete-network-interface {r} --network-interface-id {ident}",
+           "security-group": f"aws ec2 delete-security-group {r} --group-id {ident}",
+           "volume": f"aws ec2 delete-volume {r} --volume-id {ident}",
+           "instance": f"aws ec2 terminate-instances {r} --instance-ids {ident}",
+           "vpc": f"aws ec2 delete-vpc {r} --vpc-id {ident}",
+           "subnet": f"aws ec2 delete-subnet {r} --subnet-id {ident}",
+           "natgateway": f"aws ec2 delete-nat-gateway {r} --nat-gateway-id {ident}",
+           "elastic-ip": f"aws ec2 release-address {r} --allocation-id {ident}",
+           "internet-gateway": f"aws ec2 delete-internet-gateway {r} --internet-gateway-id {ident}",
+           "route-table": f"aws ec2 delete-route-table {r} --route-table-id {ident}",
+           "launch-template": f"aws ec2 delete-launch-template {r} --launch-template-id {ident}",
+           "vpc-endpoint": f"aws ec2 delete-vpc-endpoints {r} --vpc-endpoint-ids {ident}",
+           "placement-group": f"aws ec2 delete-placement-group {r} --group-name {ident}"}
+    if service == "ec2" and kind in ec2:
+        return ec2[kind]
+    if service == "elasticloadbalancing":
+        if kind == "loadbalancer" and ident.startswith(("app/", "net/", "gwy/")):
+            return f"aws elbv2 delete-load-balancer {r} --load-balancer-arn {arn}"
+        if kind == "loadbalancer":
+            return f"aws elb delete-load-balancer {r} --load-balancer-name {ident}"
+        if kind == "targetgroup":
+            return f"aws elbv2 delete-target-group {r} --target-group-arn {arn}"
+    if service == "logs" and resource.startswith("log-group:"):
+        name = resource[len("log-group:"):].removesuffix(":*")
+        return f"aws logs delete-log-group {r} --log-group-name {name}"
+    if service == "eks" and kind == "cluster":
+        return f"aws eks delete-cluster {r} --name {ident}"
+    if service == "eks" and kind == "nodegroup":
+        cluster, group = ident.split("/")[:2]
+        return f"aws eks delete-nodegroup {r} --cluster-name {cluster} --nodegroup-name {group}"
+    if service == "elasticfilesystem" and kind == "file-system":
+        return f"aws efs delete-file-system {r} --file-system-id {ident}"
+    if service == "fsx" and kind == "file-system":
+        return f"aws fsx delete-file-system {r} --file-system-id {ident}"
+    if service == "iam" and kind == "role":
+        role = ident.rsplit("/", 1)[-1]
+        return f"aws iam delete-role --role-name {role} (after delete-role-policy for each inline policy)"
+    return f"no single command: delete it in the {service or 'AWS'} console or CLI ({arn})"
+
+
+def _pages(call: Callable[..., dict], key: str, token: str = "NextToken", out_token: str | None = None,
+           **kwargs: Any) -> list:
+    items, marker = [], None
+    while True:
+        page = call(**kwargs, **({token: marker} if marker else {}))
+        items += page.get(key) or []
+        marker = page.get(out_token or token)
+        if not marker:
+            return items
+
+
+def find_leftovers(session: Any, *, project: str, stack: str, cluster: str,
+                   vpc_id: str | None = None) -> list[Leftover]:
+    """Every leftover of the stack, tagged or of a kind known to leak; ``session``: a boto3 Session in
+    the stack's region. ``vpc_id``: the stack's VPC where known (an existing VPC); else the VPC tagged
+    with the stack, if it still exists."""
+    region = session.region_name
+    account = session.client("sts").get_caller_identity()["Account"]
+    found: dict[str, Leftover] = {}
+
+    def add(arn: str, kind: str, why: str) -> None:
+        found.setdefault(arn, Leftover(arn=arn, kind=kind, why=why, delete=delete_command(arn, region)))
+
+    tagging = session.client("resourcegroupstaggingapi")
+    filters = [{"Key": "eksbench:project", "Values": [project]}, {"Key": "eksbench:stack", "Values": [stack]}]
+    for r in _pages(tagging.get_resources, "ResourceTagMappingList", token="PaginationToken", TagFilters=filters):
+        arn = r["ResourceARN"]
+        parts = arn.split(":", 5)
+        add(arn, f"{parts[2]}:{parts[5].split('/')[0]}" if len(parts) == 6 else "?", "tagged with the stack")
+
+    ec2 = session.client("ec2")
+    arn_of = lambda kind, ident: f"arn:aws:ec2:{region}:{account}:{kind}/{ident}"  # noqa: E731
+    tagged = [{"Name": "tag:eksbench:project", "Values": [project]}, {"Name": "tag:eksbench:stack", "Values": [stack]}]
+    vpcs = [vpc_id] if vpc_id else [v["VpcId"] for v in ec2.describe_vpcs(Filters=tagged)["Vpcs"]]
+    # In a VPC of our own everything is ours; in an existing one only what names the cluster: the VPC CNI
+    # tags its ENIs cluster.k8s.amazonaws.com/name (aws/amazon-vpc-cni-k8s pkg/awsutils), EKS describes its
+    # control-plane ENIs "Amazon EKS <cluster>" and tags its cluster security group aws:eks:cluster-name.
+    def ours(item: dict, name: str) -> bool:
+        tags = {t["Key"]: t["Value"] for t in item.get("TagSet") or item.get("Tags") or []}
+        return (not vpc_id or cluster in name
+                or cluster in (tags.get("cluster.k8s.amazonaws.com/name"), tags.get("aws:eks:cluster-name")))
+
+    for vpc in vpcs:
+        in_vpc = [{"Name": "vpc-id", "Values": [vpc]}]
+        for eni in _pages(ec2.describe_network_interfaces, "NetworkInterfaces", Filters=in_vpc):
+            if ours(eni, eni.get("Description") or ""):
+                add(arn_of("network-interface", eni["NetworkInterfaceId"]), "ec2:network-interface",
+                    f"network interface in the stack's VPC {vpc} "
+                    f"({eni.get('Description') or eni.get('InterfaceType')})")
+        for sg in _pages(ec2.describe_security_groups, "SecurityGroups", Filters=in_vpc):
+            if sg["GroupName"] != "default" and ours(sg, sg["GroupName"]):  # default goes with the VPC
+                add(arn_of("security-group", sg["GroupId"]), "ec2:security-group",
+                    f"security group {sg['GroupName']!r} in the stack's VPC {vpc}")
+        if vpc_id:
+            continue  # load balancers of a shared VPC cannot be told apart here
+        elbv2 = session.client("elbv2")
+        for lb in _pages(elbv2.describe_load_balancers, "LoadBalancers", token="Marker", out_token="NextMarker"):
+            if lb.get("VpcId") == vpc:
+                add(lb["LoadBalancerArn"], "elasticloadbalancing:loadbalancer",
+                    f"load balancer in the stack's VPC {vpc}")
+        elb = session.client("elb")
+        for lb in _pages(elb.describe_load_balancers, "LoadBalancerDescriptions", token="Marker",
+                         out_token="NextMarker"):
+            if lb.get("VPCId") == vpc:
+                add(f"arn:aws:elasticloadbalancing:{region}:{account}:loadbalancer/{lb['LoadBalancerName']}",
+                    "elasticloadbalancing:loadbalancer", f"classic load balancer in the stack's VPC {vpc}")
+    for vol in _pages(ec2.describe_volumes, "Volumes",
+                      Filters=[{"Name": "tag-key", "Values": [f"kubernetes.io/cluster/{cluster}"]}]):
+        add(arn_of("volume", vol["VolumeId"]), "ec2:volume", f"volume Kubernetes created for cluster {cluster}")
+    logs = session.client("logs")
+    log_group = f"/aws/eks/{cluster}/cluster"
+    for g in _pages(logs.describe_log_groups, "logGroups", logGroupNamePrefix=log_group):
+        if g["logGroupName"] == log_group:
+            add(g.get("arn") or f"arn:aws:logs:{region}:{account}:log-group:{log_group}:*", "logs:log-group",
+                "the cluster's control-plane log group")
+    return sorted(found.values(), key=lambda x: (x.kind, x.arn))
+
+
+def report(leftovers: list[Leftover], *, stack: str, region: str) -> str:
+    if not leftovers:
+        return f"audit {stack}: nothing left in {region} (tagged with the stack or known to leak)"
+    lines = [f"audit {stack}: {len(leftovers)} resource(s) left in {region}; they may cost money until deleted:"]
+    for x in leftovers:
+        lines += [f"  {x.arn}  ({x.why})", f"    {x.delete}"]
+    return "\n".join(lines)
+
+
+def audit(stack: str, *, root: Path | None = None, session: Any = None, out: Callable[[str], Any] = print) -> int:
+    """Audit ``stack`` from its stack file (under ``root``, the project's by default); print the report;
+    1 if anything is left, else 0."""
+    from core.config.shape import parse_stack_config
+    from program.stack_files import PROJECT, ROOT, stack_raw_config
+
+    raw, region = stack_raw_config(stack, root or ROOT)
+    cfg = parse_stack_config(raw, project=PROJECT, stack=stack, region=region)
+    if session is None:
+        import boto3
+
+        session = boto3.session.Session(region_name=cfg.region)
+    cluster = cluster_name(cfg.project, cfg.stack)
+    leftovers = find_leftovers(session, project=cfg.project, stack=cfg.stack, cluster=cluster,
+                               vpc_id=cfg.network.existing_vpc_id)
+    out(report(leftovers, stack=stack, region=cfg.region))
+    return 1 if leftovers else 0
+
+
+def audit_after_destroy(stack: str, *, root: Path | None = None, out: Callable[[str], Any] = print) -> bool:
+    """``bench run``'s check after its destroy: True when nothing is left. An audit that cannot run
+    (no tag:GetResources permission, say) does not fail a destroy that succeeded: it says so and how
+    to run it later."""
+    try:
+        return audit(stack, root=root, out=out) == 0
+    except Exception as e:  # noqa: BLE001 - botocore's ClientError and friends: one line
+        out(f"audit {stack}: could not run ({type(e).__name__}: {e}); run it later: python -m bench audit {stack}")
+        return True

@@ -1,0 +1,228 @@
+"""Why a training pod is not running, from the Kubernetes API: one pure function and a thin client.
+
+``pod_reasons(pod)`` maps a pod's JSON (as ``GET /api/v1/namespaces/NS/pods`` returns it) to
+short reasons (Unschedulable, ImagePullBackOff, OOMKilled, CrashLoopBackOff, ...). It is the
+part worth testing, and it is pure.
+
+``KubeClient`` is deliberately small: urllib against the cluster endpoint and CA from the
+stack's ``kubeconfig`` output, authenticated with an EKS token made the way
+``aws eks get-token`` makes it (an STS GetCallerIdentity URL presigned with boto3, with the
+``x-k8s-aws-id: <cluster>`` header signed in, base64url-encoded behind ``k8s-aws-v1.``). Three
+GETs are all the run needs (list pods by label, a pod's log tail, a log stream), so the
+``kubernetes`` PyPI client (and its kubeconfig ``exec`` plugin, which wants the AWS CLI on PATH)
+would add a dependency for nothing. The API is an extra: when it does not answer (private
+endpoint, a ``public_access_cidrs`` that excludes us) the run says so once and goes on with
+S3, which is the authority on results.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from core.contract.names import EXPERIMENT_LABEL, REPEAT_LABEL, RUN_ID_LABEL
+
+# Waiting reasons that do not fix themselves; the run fails the experiment when one persists.
+FATAL_WAITING = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError",
+                 "CreateContainerError")
+TOKEN_PREFIX = "k8s-aws-v1."
+
+
+def pod_reasons(pod: dict[str, Any]) -> list[str]:
+    """Short reasons why ``pod`` is not (or no longer) running well; [] for a healthy or finished-ok pod."""
+    status = pod.get("status") or {}
+    phase = status.get("phase", "")
+    reasons: list[str] = []
+    if status.get("reason") == "Evicted":
+        reasons.append(f"Evicted: {status.get('message', '').strip()}".rstrip(": "))
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            reasons.append(f"{cond.get('reason') or 'Unschedulable'}: {cond.get('message', '').strip()}".rstrip(": "))
+    containers = list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
+    for c in containers:
+        name = c.get("name", "?")
+        state, last = c.get("state") or {}, c.get("lastState") or {}
+        waiting = state.get("waiting")
+        if waiting and waiting.get("reason") not in (None, "ContainerCreating", "PodInitializing"):
+            why = waiting["reason"]
+            message = (waiting.get("message") or "").strip().splitlines()
+            text = f"{name}: {why}" + (f": {message[0]}" if message else "")
+            if why == "CrashLoopBackOff":
+                prev = (last.get("terminated") or {})
+                if prev.get("reason"):
+                    text += f" (last exit: {prev['reason']}, code {prev.get('exitCode')})"
+            reasons.append(text)
+        terminated = state.get("terminated")
+        if terminated and (terminated.get("exitCode") or 0) != 0:
+            reasons.append(f"{name}: {terminated.get('reason') or 'Error'} (exit code {terminated.get('exitCode')})")
+        elif not terminated and (last.get("terminated") or {}).get("reason") == "OOMKilled" and not waiting:
+            reasons.append(f"{name}: OOMKilled before its last restart (restarts: {c.get('restartCount', 0)})")
+    if phase == "Failed" and not reasons:
+        reasons.append(f"pod failed: {status.get('reason') or 'Failed'} {status.get('message', '')}".strip())
+    return reasons
+
+
+def is_fatal(reason: str) -> bool:
+    return any(f": {w}" in reason for w in FATAL_WAITING)
+
+
+def pod_failed(pod: dict[str, Any]) -> bool:
+    """A pod whose log is worth showing: failed, or a container that exited non-zero / crash-loops."""
+    status = pod.get("status") or {}
+    if status.get("phase") == "Failed":
+        return True
+    for c in status.get("containerStatuses") or []:
+        state, last = c.get("state") or {}, c.get("lastState") or {}
+        if (state.get("terminated") or {}).get("exitCode") not in (None, 0):
+            return True
+        if (state.get("waiting") or {}).get("reason") == "CrashLoopBackOff" or last.get("terminated"):
+            return True
+    return False
+
+
+def summarize(pods: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    """(state word, reasons) for one experiment's pods: 'pending', 'running', 'failing', or '' (no pods)."""
+    if not pods:
+        return "", []
+    reasons = [f"{p.get('metadata', {}).get('name', '?')}: {r}" for p in pods for r in pod_reasons(p)]
+    phases = {(p.get("status") or {}).get("phase") for p in pods}
+    if reasons and any(pod_failed(p) for p in pods):
+        return "failing", reasons
+    if "Pending" in phases:
+        return "pending", reasons
+    if "Running" in phases:
+        return "running", reasons
+    return ("succeeded" if phases == {"Succeeded"} else "pending"), reasons
+
+
+# --- the thin client -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    server: str
+    ca_pem: bytes | None
+    cluster_name: str
+    region: str
+
+
+def access_from_kubeconfig(kubeconfig: Any, cluster_name: str, region: str) -> ClusterAccess:
+    """Endpoint and CA from the stack's ``kubeconfig`` output (a dict, or its JSON/YAML text)."""
+    if isinstance(kubeconfig, str):
+        try:
+            kubeconfig = json.loads(kubeconfig)
+        except ValueError:
+            import yaml
+
+            kubeconfig = yaml.safe_load(kubeconfig)
+    cluster = ((kubeconfig or {}).get("clusters") or [{}])[0].get("cluster") or {}
+    server = cluster.get("server")
+    if not server:
+        raise ValueError("the kubeconfig output has no cluster server")
+    ca = cluster.get("certificate-authority-data")
+    return ClusterAccess(server=server.rstrip("/"), ca_pem=base64.b64decode(ca) if ca else None,
+                         cluster_name=cluster_name, region=region)
+
+
+def eks_token(cluster_name: str, region: str, session: Any = None) -> str:
+    """A bearer token for EKS, as ``aws eks get-token --cluster-name NAME`` makes it (valid 15 min)."""
+    import boto3
+
+    sts = (session or boto3).client("sts", region_name=region)
+
+    def add_cluster_header(request: Any, **_: Any) -> None:
+        request.headers["x-k8s-aws-id"] = cluster_name
+
+    sts.meta.events.register("before-sign.sts.GetCallerIdentity", add_cluster_header)
+    url = sts.generate_presigned_url("get_caller_identity", Params={}, ExpiresIn=60, HttpMethod="GET")
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+
+
+class KubeClient:
+    def __init__(self, access: ClusterAccess, timeout: float = 10.0, token_ttl: float = 600.0):
+        self.access, self.timeout, self.token_ttl = access, timeout, token_ttl
+        self._token: tuple[str, float] | None = None
+        self._ctx = ssl.create_default_context()
+        if access.ca_pem:
+            with tempfile.NamedTemporaryFile("wb", suffix=".pem") as f:  # load_verify_locations wants a path
+                f.write(access.ca_pem)
+                f.flush()
+                self._ctx = ssl.create_default_context(cafile=f.name)
+
+    def _bearer(self) -> str:
+        if self._token is None or time.monotonic() - self._token[1] > self.token_ttl:
+            self._token = (eks_token(self.access.cluster_name, self.access.region), time.monotonic())
+        return self._token[0]
+
+    def _open(self, path: str, query: dict[str, str], timeout: float | None = None):
+        url = f"{self.access.server}{path}?{urllib.parse.urlencode(query)}"
+        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {self._bearer()}",
+                                                   "Accept": "application/json"})
+        return urllib.request.urlopen(req, timeout=timeout or self.timeout, context=self._ctx)
+
+    def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        with self._open(f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": selector}) as r:
+            return json.load(r).get("items") or []
+
+    def nodes(self) -> list[dict[str, Any]]:
+        with self._open("/api/v1/nodes", {}) as r:
+            return json.load(r).get("items") or []
+
+    def log_tail(self, namespace: str, pod: str, lines: int = 20, previous: bool = False) -> list[str]:
+        query = {"tailLines": str(lines)}
+        if previous:
+            query["previous"] = "true"
+        with self._open(f"/api/v1/namespaces/{namespace}/pods/{pod}/log", query) as r:
+            return r.read().decode("utf-8", "replace").splitlines()
+
+    def follow(self, namespace: str, pod: str, tail: int = 50) -> Iterator[str]:
+        with self._open(f"/api/v1/namespaces/{namespace}/pods/{pod}/log",
+                        {"follow": "true", "tailLines": str(tail)}, timeout=3600) as r:
+            for raw in r:
+                yield raw.decode("utf-8", "replace").rstrip("\n")
+
+
+# When things happened, for the run's timeline. Fields: Kubernetes API core/v1 ContainerStateRunning and
+# ContainerStateTerminated ``startedAt``, NodeCondition ``type: Ready`` with ``lastTransitionTime``.
+
+
+def containers_started_at(pods: list[dict[str, Any]]) -> float | None:
+    """The earliest start of any container of the pods (the image was pulled by then), epoch seconds."""
+    from bench.results.timeline import parse_iso
+
+    times = [parse_iso(((c.get("state") or {}).get(kind) or {}).get("startedAt"))
+             for pod in pods for c in ((pod.get("status") or {}).get("containerStatuses") or [])
+             for kind in ("running", "terminated")]
+    times = [t for t in times if t is not None]
+    return min(times) if times else None
+
+
+def gpu_nodes_ready_at(nodes: list[dict[str, Any]], expected: int) -> float | None:
+    """When the last of ``expected`` GPU nodes (those with the GPU groups' taint) turned Ready; None before."""
+    from bench.results.timeline import parse_iso
+    from infra.environment import GPU_TAINT
+
+    ready = []
+    for node in nodes:
+        if not any(t.get("key") == GPU_TAINT["key"] for t in (node.get("spec") or {}).get("taints") or []):
+            continue
+        for c in (node.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "Ready" and c.get("status") == "True":
+                t = parse_iso(c.get("lastTransitionTime"))
+                if t is not None:
+                    ready.append(t)
+    if expected <= 0 or len(ready) < expected:
+        return None
+    return sorted(ready)[expected - 1]
+
+
+def experiment_selector(experiment: str, run_id: str, repeat: int = 0) -> str:
+    """The labels ``workloads.job_manifests.experiment_labels`` puts on an experiment's pods (one repeat's
+    with ``repeat`` k >= 1)."""
+    return f"{EXPERIMENT_LABEL}={experiment},{RUN_ID_LABEL}={run_id}" + (f",{REPEAT_LABEL}={repeat}" if repeat else "")

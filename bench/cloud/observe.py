@@ -1,0 +1,201 @@
+"""What the AWS backend knows of a stack without running it: ``status`` and ``logs``.
+
+status: the stack's state when the Pulumi CLI answers (last operation, result, resources held, outputs),
+    and each run on S3 with each experiment's status, under the stack's results prefix: the
+    ``results_prefix`` output while the stack exists, else ``results.bucket`` or the home stack's bucket.
+logs: an experiment's node logs from the cluster while its pods run (``follow`` streams), else from S3
+    once the launcher uploaded them.
+
+``CloudBackend`` (bench/cloud/backend.py) takes these from ``CloudObservation``; it needs ``stack``,
+``cfg``, ``root`` (the project directory) and nothing of a run.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any, Iterator
+
+from bench.cloud import pulumi_cli
+from bench.cloud.stack_operations import stack_resources
+from core.contract.names import PROGRESS_FILE, SUMMARY_FILE
+from core.contract.results_location import (
+    ResultsLocation,
+    log_name,
+    repeat_number,
+    segment_problem,
+)
+from core.contract.results_location import results_bucket as resolve_results_bucket
+from core.contract.s3_uri import parse_s3_uri
+
+
+def results_bucket(cfg: Any, root: Path) -> str | None:
+    """Where the stack's results are once the stack itself is gone: ``results.bucket``, or the bucket
+    the home stack (``results.home_stack``) exports; None when neither can be read."""
+    if not cfg.results.home_stack:
+        return resolve_results_bucket(cfg.results, None, region=cfg.region)
+    try:
+        home = pulumi_cli.stack_outputs(cfg.results.home_stack, root)
+        return resolve_results_bucket(cfg.results, home, region=cfg.region)
+    except Exception:  # noqa: BLE001 - no CLI, no backend, no home: local results still work
+        return None
+
+
+def s3_runs(stack_results: ResultsLocation, region: str | None,
+            autostops: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, str]]:
+    """Each run's experiments and their state (each repeat apart: ``<exp>/repeat_<k>/``); each run's
+    ``autostop.json`` goes into ``autostops``."""
+    from bench.cloud import s3_results
+    from workloads.autostop import RECORD
+
+    s3 = s3_results.client(region)
+    runs: dict[str, dict[str, str]] = {}
+
+    def names(uri: str) -> list[str]:
+        """The folders under ``uri`` that can be a level of the layout; any other key is a warning, not a path."""
+        out = []
+        for name in s3_results.child_prefixes(s3, uri):
+            why = segment_problem(name)
+            if why:
+                warnings.warn(f"{uri}{name!r}/: {why}; skipped", stacklevel=2)
+            else:
+                out.append(name)
+        return out
+
+    for run_id in names(stack_results.uri):
+        exps = {}
+        run = stack_results.child(run_id)
+        record = s3_results.read_json(s3, run.uri, RECORD)
+        if record is not None and autostops is not None:
+            autostops[run_id] = record
+        for exp in names(run.uri):
+            where = run.child(exp)
+            repeats = sorted(k for k in map(repeat_number, s3_results.child_prefixes(s3, where.uri)) if k)
+            for name, uri in ([(f"{exp} repeat {k}", where.repeat_run(k).uri) for k in repeats]
+                              or [(exp, where.uri)]):
+                summary = s3_results.read_json(s3, uri, SUMMARY_FILE)
+                progress = None if summary else s3_results.read_json(s3, uri, PROGRESS_FILE)
+                if summary is not None:
+                    exps[name] = summary.get("status") or "unreadable summary"
+                elif progress:
+                    exps[name] = f"running (step {progress.get('step')}/{progress.get('total')})"
+                else:
+                    exps[name] = "no summary yet"
+        runs[run_id] = exps
+    return runs
+
+
+def after_autostop_usd(cfg: Any, outputs: dict[str, Any], today: str | None = None) -> float:
+    """USD per hour the stack bills with its GPU groups at zero (``infra.cluster.estimate.cost_after_autostop``): the
+    stack's own output when it has one, else the estimate from the config (NAT gateways: none in an existing
+    VPC, one for ``single``, one per zone for ``per_az``, as infra/network/vpc.py makes them)."""
+    import datetime
+
+    from infra.cluster.estimate import cost_after_autostop, hourly_cost
+
+    value = outputs.get("hourly_cost_after_autostop_usd")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    net = cfg.network
+    nat = 0 if net.existing_vpc_id else 1 if net.nat == "single" else len(net.azs) or net.az_count
+    return cost_after_autostop(hourly_cost(cfg, nat_gateways=nat, today=today or datetime.date.today().isoformat()))
+
+
+def cluster_logs(cfg: Any, outputs: dict[str, Any], experiment: str, follow: bool) -> Iterator[str] | None:
+    from bench.cloud import kube
+
+    try:
+        client = kube.KubeClient(kube.access_from_kubeconfig(outputs["kubeconfig"], outputs["cluster_name"],
+                                                             cfg.region))
+        pods = client.pods(cfg.namespace, kube.experiment_selector(experiment, cfg.run_id))
+    except Exception:  # noqa: BLE001 - no cluster access: fall back to S3
+        return None
+    if not pods:
+        return None
+
+    def lines() -> Iterator[str]:
+        if follow:
+            first = pods[0]["metadata"]["name"]
+            yield from (f"{first}: {line}" for line in client.follow(cfg.namespace, first))
+            return
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            for reason in kube.pod_reasons(pod):
+                yield f"{name}: [{reason}]"
+            yield from (f"{name}: {line}" for line in client.log_tail(cfg.namespace, name, lines=200))
+    return lines()
+
+
+class CloudObservation:
+    """``status`` and ``logs`` of the AWS backend (TorchX's ``Scheduler.describe`` and ``log_iter``)."""
+
+    stack: str
+    cfg: Any
+    root: Path
+
+    def status(self) -> dict[str, Any]:
+        """``{"state", "outputs", "runs": {run id: {experiment: status}}, "autostop": {run id: autostop.json},
+        "after_autostop_usd", "where": the S3 prefix, "notes"}``;
+        what cannot be read is a note, never an error."""
+        out: dict[str, Any] = {"state": None, "outputs": {}, "runs": {}, "autostop": {}, "notes": []}
+        try:
+            stk = pulumi_cli.open_stack(self.stack, self.root, check_config=False, create=False)
+            info = stk.info()
+
+            out["state"] = {"last": info.kind if info else None, "result": info.result if info else None,
+                            "ended": str(info.end_time) if info and info.end_time else None,
+                            "resources": len(stack_resources(stk))}
+            out["outputs"] = {k: v.value for k, v in stk.outputs().items()}
+            out["after_autostop_usd"] = after_autostop_usd(self.cfg, out["outputs"])
+        except Exception as e:  # noqa: BLE001 - no CLI, no backend: say so, show the results anyway
+            out["notes"].append(f"stack state unknown: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        prefix = out["outputs"].get("results_prefix")
+        bucket = parse_s3_uri(prefix)[0] if prefix else results_bucket(self.cfg, self.root)
+        if bucket:
+            stack_results = ResultsLocation(bucket, self.cfg.project, self.stack)
+            try:
+                out["runs"] = s3_runs(stack_results, self.cfg.region, out["autostop"])
+                out["where"] = stack_results.uri
+            except Exception as e:  # noqa: BLE001
+                out["notes"].append(f"S3 results not readable at {stack_results.uri}: {type(e).__name__}")
+        else:
+            out["notes"].append("no S3 results location known (results.bucket is unset and the home stack's "
+                                "outputs could not be read)")
+        return out
+
+    def logs(self, experiment: str, *, run_id: str | None = None, follow: bool = False) -> Iterator[str]:
+        """The experiment's node logs: the cluster while its pods run, else S3. FileNotFoundError (saying
+        where it looked) when neither has them."""
+        from bench.cloud import s3_results
+
+        cfg = self.cfg
+        outputs: dict[str, Any] = {}
+        try:
+            outputs = pulumi_cli.outputs(self.stack, self.root) if (run_id in (None, cfg.run_id)) else {}
+        except Exception:  # noqa: BLE001 - no CLI / no stack: S3 and local files still work
+            outputs = {}
+        if outputs.get("kubeconfig"):
+            cluster = cluster_logs(cfg, outputs, experiment, follow)
+            if cluster is not None:
+                return cluster
+        uri = (outputs.get("experiment_results") or {}).get(experiment)
+        bucket = None if uri else results_bucket(cfg, self.root)
+        if bucket:
+            uri = ResultsLocation(bucket, cfg.project, self.stack, run_id or cfg.run_id, experiment).uri
+        if uri:
+            try:
+                s3 = s3_results.client(cfg.region)
+                keys = [(k, rel) for k, rel in s3_results.keys_under(s3, uri) if log_name(rel)]
+            except Exception:  # noqa: BLE001
+                keys = []
+            if keys:
+                bucket = uri[len("s3://"):].split("/", 1)[0]
+
+                def s3_lines() -> Iterator[str]:
+                    from bench.results.safe_paths import LINE_CHUNK, chunk_lines
+
+                    for key, rel in keys:  # streamed: a 200 MB log is never held whole
+                        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+                        yield from (f"{log_name(rel)}: {line}" for line in chunk_lines(body.iter_chunks(LINE_CHUNK)))
+                return s3_lines()
+        raise FileNotFoundError("not in the cluster, not on S3" + (f" ({uri})" if uri else ""))

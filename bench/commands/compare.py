@@ -1,0 +1,127 @@
+"""``python -m bench compare A B [--json]``: per experiment, is B faster than A, or is it noise?
+
+A and B are results at any level (an experiment, a run, a whole stack's runs), local folders,
+names under ``--results-root`` (``dev/run-001``) or ``s3://`` prefixes, read like ``bench report``
+reads them (untrusted input, bounded, ``bench.results.frames``). Experiments are matched by name; only
+succeeded runs with a throughput count.
+
+For each experiment, the throughput ratio B / A with a 95% interval and a verdict (faster,
+slower, or no change at this noise), ``bench.results.compare_stats``:
+
+- **repeats** (two or more runs a side: ``repeats:``, or the runs of a stack): Welch's t and
+  Fieller's interval on the runs' samples/s;
+- otherwise **steady step times** (each steady step's time, the slowest rank's, from the
+  metrics lines' ``step_times_s``): the ratio of the mean step times, its variance from batch
+  means, so that neighbouring steps, which are correlated (clocks, caches, data loader), do
+  not pass for independent samples. At most 20 batches a side (Schmeiser, "Batch size effects
+  in the analysis of simulation output", Operations Research 30(3), 1982: 10 to 30 batches);
+  runs shorter than that use every step. Such an interval holds the noise within one run, not
+  the noise between runs (another node, the machine's load): the output says so, and only
+  repeats measure that.
+
+Then what differs between the two sides: image, commit, versions, instance, zone, shape
+(``what_ran`` of the summaries, ``workloads.train.harness.what_ran``).
+
+Exit codes: 0 compared and no experiment slower; 1 at least one experiment slower (for CI
+gates); 2 refused (a source missing or empty, or no experiment in common).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from bench.errors import fail
+from bench.results.compare import SLOWER_EXIT, STEP_NOTE, comparison, load_side
+from bench.terminal import safe
+from core.contract import strict_json
+from core.contract.names import LOCAL_RESULTS_ROOT
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("compare", help="is B faster than A? throughput ratio, 95%% interval, what changed",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("a", metavar="A", help="baseline results: a folder, a name under --results-root, or s3://")
+    p.add_argument("b", metavar="B", help="the results to compare with A")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of the table")
+    p.add_argument("--results-root", default=LOCAL_RESULTS_ROOT, metavar="DIR",
+                   help=f"where local runs land (default: {LOCAL_RESULTS_ROOT}): A and B may be names under it")
+    p.set_defaults(func=main)
+
+
+def clean(text: Any, limit: int = 200) -> str:
+    """Run text for a terminal: no control characters (an escape sequence from a hostile summary
+    would drive the terminal), cut to ``limit`` characters."""
+    out = "".join(ch if ch.isprintable() else "?" for ch in str(text))
+    return out if len(out) <= limit else out[:limit] + "…"
+
+
+def _num(v: Any, spec: str = ".4g") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def _value(v: Any) -> str:
+    return "unknown" if v is None else clean(v)
+
+
+def render(doc: Mapping[str, Any]) -> str:
+    head = ("experiment", "A samples/s", "B samples/s", "B/A", f"{doc['confidence']:.0%} interval", "verdict", "from")
+    rows = [head]
+    for e in doc["experiments"]:
+        method = "repeats" if (e["method"] or "").startswith("repeats") else "step times" if e["method"] else "—"
+        rows.append((clean(e["experiment"]), f"{_num(e['a_samples_per_s'])} ({e['a_runs']})",
+                     f"{_num(e['b_samples_per_s'])} ({e['b_runs']})", _num(e["ratio"], ".3f"),
+                     f"[{_num(e['low'], '.3f')}, {_num(e['high'], '.3f')}]" if e["ratio"] is not None else "—",
+                     e["verdict"] or e["note"] or "—",  # ours: never run text
+                     f"{method}, n={e['n_a']}+{e['n_b']}" if e["n_a"] else method))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
+    lines = [f"A: {clean(doc['a'], 1000)}", f"B: {clean(doc['b'], 1000)}", ""]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.append("(runs) per side; n: samples a side (runs, or batch means of steady step times).")
+    if any(e["note"] == STEP_NOTE for e in doc["experiments"]):
+        lines.append(f"step times: {STEP_NOTE}.")
+    changed = [e for e in doc["experiments"] if e["differences"]]
+    if changed:
+        lines += ["", "What differs (A -> B):"]
+        for e in changed:
+            parts = [f"{clean(d['field'], 60)} {', '.join(map(_value, d['a']))} -> {', '.join(map(_value, d['b']))}"
+                     for d in e["differences"]]
+            lines.append(f"  {clean(e['experiment'])}: " + "; ".join(parts))
+    else:
+        lines += ["", "What ran is the same on both sides (as far as the summaries know)."]
+    for side in ("a", "b"):
+        if doc[f"only_in_{side}"]:
+            lines.append(f"only in {side.upper()}: {clean(', '.join(doc[f'only_in_{side}']), 2000)}")
+    return "\n".join(lines)
+
+
+def resolve(source: str, results_root: str) -> str | None:
+    """The source as given (s3:// or an existing folder), else under the results root, else None."""
+    if source.startswith("s3://") or Path(source).exists():
+        return source
+    under = Path(results_root) / source
+    return str(under) if under.exists() else None
+
+
+def main(args) -> int:
+    sources = []
+    for given in (args.a, args.b):
+        found = resolve(given, args.results_root)
+        if found is None:
+            return fail(f"no results at {given!r} (nor under {args.results_root}/): give a results folder, "
+                        "e.g. results/dev/run-001, or an s3:// prefix")
+        sources.append(found)
+    loaded = []
+    for source in sources:
+        runs, notes = load_side(source)
+        for n in notes:
+            print(safe(f"warning: {n}"), file=sys.stderr)
+        if not runs:
+            return fail(f"nothing loadable under {source} (no summary.json, metrics/ or logs/)")
+        loaded.append(runs)
+    doc = comparison(loaded[0], loaded[1], a=sources[0], b=sources[1])
+    if not doc["experiments"]:
+        return fail(f"no experiment in both: A has {', '.join(doc['only_in_a'])}; B has {', '.join(doc['only_in_b'])}")
+    print(strict_json.dumps(doc, indent=1) if args.json else safe(render(doc)))
+    return SLOWER_EXIT if doc["slower"] else 0

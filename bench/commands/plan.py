@@ -1,0 +1,99 @@
+"""``python -m bench plan <stack>``: what ``pulumi up -s <stack>`` would build, offline, printed.
+
+The evaluation itself (the program under Pulumi's mock engine, its registrations, outputs, warnings and
+estimates) is ``program.offline.evaluate``; this module is its command line: the table of resources, the
+outputs, the warnings, the cost per hour and the critical path, or the same as one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from typing import Any
+
+from bench.errors import config_error
+from core.contract import strict_json
+from program.offline import Plan, evaluate
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="show what `pulumi up` would create, its cost per hour and build time")
+    p.add_argument("stack", help="stack name (reads Pulumi.<stack>.yaml)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=main)
+
+
+def render(plan: Plan) -> str:
+    from core.catalog import aws as catalog
+
+    lines = [f"eksbench plan for stack {plan.stack!r}: evaluated __main__.py under Pulumi's mock engine "
+             f"in {plan.seconds:.1f} s; nothing was created."]
+    custom = [r for r in plan.resources if not r["type"].startswith("eksbench:")]
+    lines.append(f"\nResources ({len(custom)}, plus {len(plan.resources) - len(custom)} eksbench components):")
+    for typ, n in sorted(Counter(r["type"] for r in custom).items()):
+        lines.append(f"  {n:3d}  {typ}")
+    lines.append("\nOutputs:")
+    width = max(map(len, plan.outputs), default=0)
+    for key, value in plan.outputs.items():
+        shown = value if isinstance(value, str) else json.dumps(value)
+        lines.append(f"  {key:<{width}}  {shown}")
+    if plan.warnings:
+        lines.append("\nWarnings:")
+        lines += [f"  ! {w}" for w in plan.warnings]
+    est = plan.estimate
+    lines.append(f"\nEstimated cost: ${est['hourly_cost_usd']:.2f}/hour on demand "
+                 f"({catalog.PRICES_REGION} list prices as of {catalog.PRICES_AS_OF}; approximate)")
+    lines += [f"  ${usd:8.2f}  {item}" for item, usd in plan.cost_items.items()]
+    lines.append(f"\nEstimated provisioning: {est['provision_minutes']:.1f} min along the critical path")
+    for step in est["critical_path"]:
+        if step["minutes"] >= 0.1:
+            lines.append(f"  {step['minutes']:5.1f} min  {step['type']}  {step['urn'].rsplit('::', 1)[-1]}"
+                         f"  ({step['source']})")
+    lines += render_first_steps(est.get("first_step") or [])
+    lines += render_lr_schedules(est.get("lr_schedules") or [])
+    return "\n".join(lines)
+
+
+def render_lr_schedules(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["\nLearning rate at full size (linear scaling rule; warm-up where the global batch calls for it):"]
+    for r in rows:
+        lines.append(f"  {r['experiment']}: global batch {r['global_batch']}, "
+                     + (r["warmup"] or f"lr {r['lr']:g}, no warm-up (global batch <= 1024)"))
+    return lines
+
+
+def render_first_steps(rows: list[dict[str, Any]]) -> list[str]:
+    from infra.cluster.estimate import DURATIONS, IMAGE_PULL_SOURCE
+
+    if not rows:
+        return []
+    lines = ["\nEstimated time to each experiment's first pod running its image (from the start of pulumi up; "
+             "start-up in the pod not included):"]
+    for r in rows:
+        pull = (f"+ image pull {r['image_pull']:.1f} min ({r['image_mb'] / 1000:.1f} GB unpacked)"
+                if r["image_pull"] is not None else "+ image pull unknown (not an image of core/catalog/compat.py's list)")
+        lines.append(f"  {r['experiment']}: Job created at {r['job_created']:.1f} min, GPU nodes booted and joined at "
+                     f"{r['gpu_nodes_joined']:.1f} min {pull}"
+                     + (f" = {r['image_running']:.1f} min" if r["image_running"] is not None else ""))
+    lines.append(f"  (node boot and join: {DURATIONS['aws:eks/nodeGroup:NodeGroup'][1]}, the group is ACTIVE once "
+                 f"its nodes joined; image pull: {IMAGE_PULL_SOURCE})")
+    return lines
+
+
+def main(args: argparse.Namespace) -> int:
+    from core.config.fields import ConfigError
+
+    try:
+        plan = evaluate(args.stack)
+    except ConfigError as e:
+        return config_error(args.stack, e.problems)
+    if args.json:
+        sys.stdout.write(strict_json.dumps(plan.as_json(), indent=1, sort_keys=False))
+        print()
+    else:
+        print(render(plan))
+    return 0

@@ -1,0 +1,44 @@
+"""``python -m bench report SOURCE... [--out report.html] [--baseline EXPERIMENT]``: one HTML page.
+
+Loads the sources with ``bench.results.frames`` (local folders or s3:// prefixes, any level) and
+writes a single self-contained HTML file (figures are embedded PNGs, no network needed):
+where a cloud run's time went (``timeline.json``: minutes to the first step, GPU node-minutes billed
+while nothing stepped, each phase drawn), summary table, throughput, scaling efficiency (against the published anchor), repeats with
+their confidence intervals, the
+all-reduce bus bandwidth and fabric flags (``bench.report.fabric``), loss curves, step-time
+distributions with restarts and stragglers, time to accuracy, the change between runs of an
+experiment (``bench.report.compare``), estimated cost and cost per result (``bench.report.cost``),
+and what ran (config, image, versions, driver, instance, commit). ``--baseline`` adds each run's
+throughput as a ratio to that experiment's.
+pandas and matplotlib are imported inside the command, so ``--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from bench.errors import fail
+from bench.report.page import write_report
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("report", help="write an HTML report of benchmark results", description=__doc__)
+    p.add_argument("sources", nargs="+", metavar="SOURCE",
+                   help="results folder or s3:// prefix: a stack (results/dev), a run or one experiment")
+    p.add_argument("--out", default="report.html", metavar="FILE", help="the HTML file (default: report.html)")
+    p.add_argument("--baseline", metavar="EXPERIMENT", help="add throughput as a ratio to this experiment's")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    missing = [s for s in args.sources if not s.startswith("s3://") and not Path(s).exists()]
+    if missing:
+        return fail(f"no results at {', '.join(missing)}: give a results folder (e.g. results/dev) or an s3:// prefix")
+    started = time.perf_counter()
+    try:
+        path = write_report(args.sources, args.out, args.baseline)
+    except LookupError as e:
+        return fail(str(e).strip("'\""))
+    print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB) in {time.perf_counter() - started:.1f}s")
+    return 0

@@ -1,0 +1,187 @@
+"""``python -m bench run <stack>...``: run a stack's experiments, collect the results, always tear down.
+
+``--local`` runs them on this machine, scaled down (``bench.local.backend``); without it the
+whole AWS lifecycle runs (``bench.cloud.run``: preflight, ``pulumi up``, watch, teardown,
+collect). Both go through one orchestrator, ``bench.lifecycle.run_lifecycle``. Results land
+in ``./results/<stack>/<run-id>/<experiment>/``, a results table is printed at the end.
+Exit codes: 0 all experiments succeeded; 1 an experiment, the environment or the teardown
+failed; 2 bad input or a preflight refusal; 130/143 interrupted (SIGINT/SIGTERM), after
+teardown. Several stacks run as one child process each (``bench.commands.multi``).
+torch is never imported here (the children import it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench.errors import USAGE_ERROR, fail
+from core.contract.names import LOCAL_RESULTS_ROOT, SUMMARY_FILE, repeat_suffix
+from core.contract.results_location import ResultsLocation, repeat_folder
+from program.stack_files import ROOT
+
+RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+# A local run writes logs, metrics and checkpoints (the dev stack's: 69 MB, 2026-11-27). On a file system with
+# less free than this it would fail mid-run, torchrun restarting into the same full disk, the cause in a node log.
+MIN_FREE_MB = 128
+
+
+def free_space_problem(root: Path, min_free_mb: int = MIN_FREE_MB) -> str | None:
+    """One line when the file system ``root`` (or its nearest existing parent) is on has too little room."""
+    where = root
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        free_mb = shutil.disk_usage(where).free / 2**20
+    except OSError:
+        return None
+    if free_mb >= min_free_mb:
+        return None
+    return (f"--results-root={str(root)!r}: {free_mb:.0f} MiB free on its file system ({where}); a local run writes "
+            f"logs, metrics and checkpoints (the dev stack's: about 69 MB) and needs at least {min_free_mb} MiB: "
+            "free some space, or choose another --results-root")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("run", help="run a stack's experiments: provision, run, collect, tear down "
+                                          "(--local: on this machine)", description=__doc__)
+    p.add_argument("stacks", nargs="+", metavar="stack",
+                   help="stack name(s), e.g. dev (reads Pulumi.<stack>.yaml); several run side by side")
+    p.add_argument("--local", action="store_true", help="run on this machine, scaled down by the stack's local:")
+    p.add_argument("--experiment", metavar="NAME", help="run only this experiment (--local)")
+    p.add_argument("--run-id", metavar="ID", help="results folder name (--local; default: UTC timestamp; "
+                                                    "on AWS the stack's eksbench:run_id)")
+    p.add_argument("--resume", action="store_true",
+                   help="reuse a run id whose results already hold a summary.json (otherwise refused)")
+    p.add_argument("--results-root", default=LOCAL_RESULTS_ROOT, metavar="DIR", help=f"default: ./{LOCAL_RESULTS_ROOT}")
+    p.add_argument("--progress-every", type=float, default=3.0, metavar="S", help="seconds between progress lines")
+    p.add_argument("--deadline", type=float, metavar="MIN",
+                   help="stop and tear down after this many minutes (AWS default: estimated provisioning x2 "
+                        "+ the experiments' timeouts + 10)")
+    p.add_argument("--max-cost", type=float, metavar="USD",
+                   help="AWS: refuse a run estimated above this, and stop + tear down when it is spent")
+    p.add_argument("--keep", action="store_true",
+                   help="AWS: do not destroy; scale the GPU node groups to zero and print how to destroy later")
+    p.add_argument("--poll", type=float, default=15.0, metavar="S", help="AWS: seconds between result checks")
+    p.add_argument("--project-dir", default=str(ROOT), metavar="DIR",
+                   help="where Pulumi.yaml and Pulumi.<stack>.yaml are (default: this checkout)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and the node commands, run nothing")
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_run(args) -> int:
+    if len(args.stacks) > 1:
+        from bench.commands.multi import run_many
+
+        return run_many(args)
+    args.stack = args.stacks[0]
+    if not args.local:
+        from bench.cloud.run import run_cloud
+
+        return run_cloud(args)
+    return run_local(args)
+
+
+def existing_summaries(run_dir: Path) -> list[Path]:
+    """The summaries already in a run's folder: each experiment's, and each repeat's (``<exp>/repeat_<k>/``)."""
+    if not run_dir.is_dir():
+        return []
+    return sorted([*run_dir.glob(f"*/{SUMMARY_FILE}"), *run_dir.glob(f"*/{repeat_folder('*')}/{SUMMARY_FILE}")])
+
+
+def run_local(args) -> int:
+    from bench.lifecycle import Control, run_lifecycle
+    from bench.local import plan as lr
+    from bench.local.backend import LocalBackend
+    from core.config.fields import ConfigError
+    from program.stack_files import load_stack_config
+    from workloads.train.common.cpu_choice import read_cpu_facts
+
+    try:
+        cfg = load_stack_config(args.stack, Path(args.project_dir))
+    except ConfigError as e:
+        for problem in e.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return USAGE_ERROR
+    run_id = args.run_id or lr.default_run_id(datetime.now(timezone.utc))
+    if not re.fullmatch(RUN_ID, run_id):
+        return fail(f'--run-id={run_id!r}: use letters, digits, ".", "_" or "-", e.g. "try-2"')
+    root = Path(args.results_root).resolve()
+    names = [e.name for e in cfg.experiments]
+    if args.experiment and args.experiment not in names:
+        return fail(f"--experiment={args.experiment!r}: not in stack {args.stack}; experiments: "
+                    f"{', '.join(names) or 'none'}")
+    if not names:
+        return fail(f"stack {args.stack} has no experiments (eksbench:experiments)")
+    run_dir_for = lambda rid: ResultsLocation(None, cfg.project, args.stack, rid).local_dir(root)  # noqa: E731
+    run_dir = run_dir_for(run_id)
+    done = existing_summaries(run_dir)
+    if done and not args.resume and not args.dry_run:
+        return fail(f"run {run_id} of stack {args.stack} already has results ({len(done)} summary.json under "
+                    f"{_show(run_dir)}): pick another --run-id, or pass --resume to continue it")
+    etcd_bin = shutil.which("etcd")
+    gpu = bool(shutil.which("nvidia-smi"))
+    cpu = read_cpu_facts()
+
+    def plan_for(run_dir: Path) -> list:
+        return [lr.with_rendezvous(e, etcd_available=bool(etcd_bin))
+                for e in lr.plan_local(cfg.experiments, cfg.local, run_dir=run_dir, only=args.experiment,
+                                       gpu=gpu, cpu=cpu)]
+    plan = plan_for(run_dir)
+    from bench.local.launch import local_processes, missing_venvs
+
+    missing = missing_venvs(plan)
+    if missing:  # refused before anything is written
+        return fail("\n  ".join(missing))
+    if not args.dry_run and (full := free_space_problem(root)):
+        return fail(full)
+    if not args.dry_run:  # one run, one folder: reserved before anything is written (bench.local.run_reservation)
+        from bench.local.run_reservation import RunTaken, reserve
+
+        try:
+            reserved, run_dir = reserve(run_dir_for, run_id, explicit=bool(args.run_id), resume=args.resume)
+        except RunTaken as e:
+            return fail(str(e))
+        except OSError as e:
+            return fail(f"--results-root={args.results_root!r}: cannot create {run_dir}: {e.strerror or e}")
+        if reserved != run_id:  # a default id another run took: this run's folder is <id>-<k>
+            run_id, plan = reserved, plan_for(run_dir)
+    cpus = os.cpu_count() or 1
+    mode, why = lr.execution_mode(cfg.execution, cpus, plan)
+    runs = f" ({len(plan)} runs with repeats)" if any(e.repeat for e in plan) else ""
+    print(f"stack {args.stack}, run {run_id}: {len({e.name for e in plan})} experiment(s){runs}, {why}")
+    print(f"results: {_show(run_dir)}")
+    if not gpu:
+        print(f"device: {cpu.describe()}")
+    for e in plan:
+        shape = f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)
+        print(f"  {e.label}: {e.workload}, nodes {shape} x {e.procs_per_node} proc, {e.train.steps} steps, "
+              f"batch {e.train.batch_size}, {e.train.precision}, rendezvous {e.rdzv_backend}"
+              + (f" -- SKIPPED: {e.skip}" if e.skip else ""))
+        for note in e.notes:
+            print(f"      {note}")
+    if args.dry_run:
+        for e in plan:
+            if e.skip:
+                continue
+            for p in local_processes(e, etcd=None, endpoint="127.0.0.1:PORT",
+                                     rdzv_id=f"{args.stack}-{run_id}-{e.name}" + (repeat_suffix(e.repeat) if e.repeat else "")):
+                print(" ".join([*(f"{k}={v}" for k, v in p.env.items()), *p.argv]))
+        return 0
+    sys.stdout.flush()
+    backend = LocalBackend(stack=args.stack, run_id=run_id, run_dir=run_dir, plan=plan, mode=mode,
+                           timeout_s=cfg.local.timeout_minutes * 60, progress_every=args.progress_every,
+                           etcd_bin=etcd_bin, cpus=cpus, results_root=Path(args.results_root), project=cfg.project)
+    ctl = Control(deadline_s=args.deadline * 60 if args.deadline else None)
+    return run_lifecycle(backend, ctl).code
+
+
+def _show(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,169 @@
+"""What ``bench run <stack> --local`` will run: the stack's experiments scaled down to this machine.
+
+Pure functions (no processes, no clock, no torch): ``plan_local`` maps each ``Experiment``
+through the stack's ``local`` section to a ``LocalExperiment`` whose node commands are the
+same launcher + torchrun + ``workloads.train`` command lines the cluster Jobs run, only with
+loopback rendezvous and smaller numbers: each experiment's ``TrainArgs`` start from the
+cluster's (``workloads.contracts.train_args_for``) and the evaluation command is the
+cluster's (``contracts.evaluation_argv``). ``bench.commands.run`` executes the plan.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Sequence
+
+# What runs and how each framework starts (the pytorch node command included) live in bench.local.launch.
+from bench.local.launch import (  # noqa: F401
+    LOCAL_LAUNCHES,
+    LocalExperiment,
+    node_command,
+    not_local,
+    torchrun_command,
+)
+from core.catalog.workload_facts import WORKLOADS
+from core.config.model import Experiment, LocalRun
+from workloads.contracts import EVAL_SUBDIR, evaluation_argv, train_args_for
+from workloads.train.common.cpu_choice import CpuFacts
+from workloads.train.common.cpu_choice import choose as choose_for_cpu
+
+STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with a generated stand-in
+CIFAR_STANDIN = {"train": 256, "test": 200}
+# A collective workload's largest message here: processes share this machine's memory and cores,
+# and loopback gloo says nothing about a fabric past this size anyway (--max-bytes in args overrides).
+LOCAL_MAX_BYTES = 2**24
+
+
+def default_run_id(now: datetime) -> str:
+    """A UTC timestamp, e.g. ``20261122-083512``."""
+    return now.strftime("%Y%m%d-%H%M%S")
+
+
+def local_node_range(min_nodes: int, max_nodes: int, local_nodes: int) -> tuple[int, int]:
+    """Map ``min:max`` onto at most ``local_nodes`` agents, keeping an elastic range elastic."""
+    hi = min(max_nodes, local_nodes)
+    if min_nodes == max_nodes:
+        return hi, hi
+    lo = max(1, math.ceil(min_nodes * hi / max_nodes))
+    if hi > 1:
+        lo = min(lo, hi - 1)
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class LocalPaths:
+    """Where one local experiment reads data and writes results (a ``contracts.TrainPaths``)."""
+    datasets_dir: str
+    results_dir: str
+
+    def experiment_results_dir(self, experiment: Experiment) -> str:
+        return self.results_dir
+
+
+def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data_dir: str,
+                     gpu: bool = False, cpu: CpuFacts = CpuFacts()) -> LocalExperiment:
+    """``exp`` scaled down by ``local``; on a CPU (``gpu`` false) with the precision and memory format
+    that CPU runs fast (``workloads.train.common.cpu_choice``, from ``cpu``: this machine's facts)."""
+    lo, hi = local_node_range(exp.min_nodes, exp.max_nodes, local.nodes)
+    steps = min(exp.steps, local.steps) if exp.epochs == 0 else local.steps
+    notes = []
+    if exp.epochs:
+        notes.append(f"{exp.epochs} epochs -> {steps} steps")
+    dataset = exp.dataset
+    if exp.dataset in STANDIN_DATASETS:
+        notes.append(f"dataset {exp.dataset}: generated stand-in, same layout "
+                     f"({CIFAR_STANDIN['train']} train / {CIFAR_STANDIN['test']} test images)")
+    elif exp.dataset != "synthetic":
+        dataset = "synthetic"
+        notes.append(f"dataset {exp.dataset}: synthetic tensors locally")
+    # The cluster's arguments for this experiment (contracts.train_args_for), scaled down.
+    cluster = train_args_for(exp, LocalPaths(datasets_dir=data_dir, results_dir=results_dir))
+    precision, channels_last = exp.precision, cluster.channels_last
+    if not gpu:
+        choice = choose_for_cpu(exp.precision, cluster.channels_last, cpu)
+        precision, channels_last = choice.precision, choice.channels_last
+        notes.extend(choice.why)
+    # Minutes-apart checkpoints never come in a short local run: checkpoint a third of the way
+    # instead, so elastic restarts have something to resume from. A run the cluster does not
+    # checkpoint (fixed-size synthetic) is not checkpointed here either (only the final save).
+    checkpointed = cluster.checkpoint_every > 0 or cluster.checkpoint_minutes > 0
+    every = min(cluster.checkpoint_every or steps, max(1, steps // 3)) if checkpointed else 0
+    max_bytes, extra = cluster.max_bytes, tuple(exp.args)
+    if WORKLOADS[exp.workload].collective:
+        # The cluster's size (a --max-bytes in args too) is for GPU memory and a fabric, not this machine.
+        extra, dropped = without_flag(extra, "--max-bytes")
+        max_bytes = min(max_bytes, LOCAL_MAX_BYTES)
+        notes.append(f"messages up to {max_bytes} B (not {' '.join(dropped) or cluster.max_bytes}), "
+                     "gloo over loopback")
+    train = replace(
+        cluster, max_bytes=max_bytes, batch_size=min(exp.batch_size, local.batch_size), precision=precision, steps=steps, epochs=0,
+        channels_last=channels_last,
+        dataset=dataset, checkpoint_every=every, checkpoint_minutes=0.0,
+        image_size=local.image_size, width_per_group=local.width_per_group,
+        warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0, collective_timeout=120,
+        log_every=max(1, min(cluster.log_every, steps // 10)))
+    launch = LOCAL_LAUNCHES.get(exp.framework)
+    procs = (launch and launch.procs_per_node) or min(exp.gpus_per_node, local.procs_per_node)
+    return LocalExperiment(
+        name=exp.name, workload=exp.workload, min_nodes=lo, max_nodes=hi,
+        procs_per_node=procs, train=train, extra_args=extra, pservers=min(exp.pservers, local.nodes) if launch and launch.pservers else 0,
+        rdzv_backend=(launch and launch.rendezvous) or exp.rdzv_backend, max_restarts=exp.max_restarts,
+        evaluate=exp.evaluate, results_dir=results_dir, notes=tuple(notes), skip=not_local(exp.framework),
+        repeat=exp.repeat, repeats=exp.repeats, framework=exp.framework)
+
+
+def without_flag(args: Sequence[str], flag: str) -> tuple[tuple[str, ...], list[str]]:
+    """``args`` without ``flag=V`` or ``flag V``, and what was taken out."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    it = iter(args)
+    for a in it:
+        if a.startswith(flag + "="):
+            dropped.append(a)
+        elif a == flag:
+            dropped += [a, next(it, "")]
+        else:
+            kept.append(a)
+    return tuple(kept), dropped
+
+
+def plan_local(experiments: Sequence[Experiment], local: LocalRun, *, run_dir: Path,
+               only: str | None = None, gpu: bool = False, cpu: CpuFacts = CpuFacts()) -> list[LocalExperiment]:
+    """Each run of each experiment (``Experiment.runs``: itself, or its repeats in order), scaled down;
+    a repeat's results go to ``<experiment>/repeat_<k>/`` as on the cluster (``Experiment.results_path``)."""
+    data_dir = str(run_dir / "_data")
+    return [scale_experiment(run, local, results_dir=str(run_dir / run.results_path), data_dir=data_dir, gpu=gpu,
+                             cpu=cpu)
+            for e in experiments if only is None or e.name == only for run in e.runs()]
+
+
+def with_rendezvous(exp: LocalExperiment, *, etcd_available: bool) -> LocalExperiment:
+    """etcd-v2 needs an etcd binary; without one, fall back to c10d (and say so)."""
+    if exp.rdzv_backend == "etcd-v2" and not etcd_available:
+        return replace(exp, rdzv_backend="c10d", notes=exp.notes + ("no etcd on PATH: c10d rendezvous",))
+    return exp
+
+
+def evaluation_dir(exp: LocalExperiment) -> Path:
+    """``<experiment>/eval/``: where the cluster's evaluation Job writes too (contracts.EVAL_SUBDIR)."""
+    return Path(exp.results_dir) / EVAL_SUBDIR
+
+
+def evaluate_command(exp: LocalExperiment, *, python: str) -> list[str]:
+    """The cluster's evaluation command (contracts.evaluation_argv) on this experiment's results."""
+    return [python, *evaluation_argv(exp.workload, results_dir=exp.results_dir, data_dir=exp.train.data_dir)]
+
+
+def threads_per_process(cpus: int, processes: int) -> int:
+    return max(1, cpus // max(1, processes))
+
+
+def execution_mode(requested: str, cpus: int, experiments: Sequence[LocalExperiment]) -> tuple[str, str]:
+    """(mode, why): run in parallel only when there is a core for every process of every experiment."""
+    procs = sum(e.processes for e in experiments if not e.skip and e.repeat <= 1)  # repeats run in turn
+    if requested == "parallel" and procs > cpus and len(experiments) > 1:
+        return "sequential", f"stack says parallel; running sequentially here ({cpus} CPU cores for {procs} processes)"
+    return requested, f"{requested} (stack setting)"

@@ -1,0 +1,149 @@
+"""Is B faster than A, or is it noise? Runs matched by experiment, their samples (repeats, or batch means of
+steady step times), the ratio with its interval, and what differs in what ran (``bench compare`` prints it,
+``bench.commands.compare``; the report's "Change between runs" uses it too)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any, Iterable, Mapping, Sequence
+
+import bench.results.compare_stats as S
+from core.contract import summary_fields as F
+
+MAX_BATCHES = 20
+STEP_NOTE = ("from one run a side: the interval holds the noise within a run, not between runs (another "
+             "node, the machine's load, clocks); repeats measure that")
+SLOWER_EXIT = 1
+# Row fields compared besides what_ran (older summaries have no what_ran: their device record stands in).
+ROW_FACTS = ("workload", "framework", "gpu", "instance_type", "nodes", "gpus_per_node", "world_size", "batch_size",
+             "precision", "image", "git_commit")
+DEVICE_FACTS = (F.TORCH, F.CUDA, F.CUDNN, F.NCCL, F.DRIVER)
+
+Run = tuple[Mapping[str, Any], Mapping[int, list[Mapping[str, Any]]]]  # (row, rank lines), bench.results.frames.runs
+
+
+# ---- pure: lines -> samples ------------------------------------------------------------------
+
+def step_samples(by_rank: Mapping[int, list[Mapping[str, Any]]]) -> tuple[list[float], float | None]:
+    """(each steady step's time, the slowest rank's, in order; global samples per step).
+
+    A line without ``step_times_s`` gives one value, its interval's time over its steps.
+    """
+    per_step: dict[tuple[int, int], float] = {}
+    samples: dict[tuple[int, int], float] = {}
+    steps: dict[tuple[int, int], int] = {}
+    for lines in by_rank.values():
+        for r in lines:
+            step, t = r.get("step"), r.get("step_time_s")
+            if r.get("warmup") or not isinstance(step, int) or not isinstance(t, (int, float)):
+                continue
+            restart, n = r.get("restart", 0), max(int(r.get("steps", 1)), 1)
+            times = r.get("step_times_s") or [t / n]
+            for k, d in enumerate(times):
+                key = (restart, step - len(times) + 1 + k)
+                per_step[key] = max(per_step.get(key, 0.0), d)
+            samples[(restart, step)] = samples.get((restart, step), 0.0) + (r.get("samples") or 0)
+            steps[(restart, step)] = max(steps.get((restart, step), 0), n)
+    total_steps = sum(steps.values())
+    per = sum(samples.values()) / total_steps if total_steps and sum(samples.values()) else None
+    return [per_step[k] for k in sorted(per_step) if per_step[k] > 0], per
+
+
+# ---- pure: runs -> comparison ----------------------------------------------------------------
+
+def by_experiment(runs: Iterable[Run]) -> dict[str, list[Run]]:
+    out: dict[str, list[Run]] = {}
+    for row, lines in runs:
+        out.setdefault(str(row.get("experiment")), []).append((row, lines))
+    return out
+
+
+def usable(runs: Sequence[Run]) -> list[Run]:
+    return [(r, ln) for r, ln in runs if r.get("status") == F.SUCCEEDED and r.get("samples_per_s")]
+
+
+def facts(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What ran, flat: the summary's what_ran, else the row's shape and device record."""
+    out = {k: row.get(k) for k in ROW_FACTS}
+    device = row.get("device") or {}
+    out.update({k: device.get(k) for k in DEVICE_FACTS})
+    out.update({k: v for k, v in (row.get("what_ran") or {}).items() if v is not None or k not in out})
+    return out
+
+
+def differences(a_rows: Sequence[Mapping[str, Any]], b_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each fact whose values differ between the sides: ``{field, a: [values], b: [values]}`` (null: unknown)."""
+    a_facts, b_facts = [facts(r) for r in a_rows], [facts(r) for r in b_rows]
+    keys = list(dict.fromkeys(k for f in a_facts + b_facts for k in f))
+    out = []
+    for k in keys:
+        a = sorted({json.dumps(f.get(k)) for f in a_facts})
+        b = sorted({json.dumps(f.get(k)) for f in b_facts})
+        if a != b:
+            out.append({"field": k, "a": [json.loads(x) for x in a], "b": [json.loads(x) for x in b]})
+    return out
+
+
+def compare_experiment(name: str, a_runs: Sequence[Run], b_runs: Sequence[Run],
+                       confidence: float = S.CONFIDENCE) -> dict[str, Any]:
+    a, b = usable(a_runs), usable(b_runs)
+    rate = lambda rs: sum(r["samples_per_s"] for r, _ in rs) / len(rs) if rs else None  # noqa: E731
+    doc: dict[str, Any] = {"experiment": name, "a_runs": len(a), "b_runs": len(b), "a_samples_per_s": rate(a),
+                           "b_samples_per_s": rate(b), "ratio": None, "low": None, "high": None, "verdict": None,
+                           "method": None, "n_a": None, "n_b": None, "p_value": None, "df": None, "note": None,
+                           "differences": differences([r for r, _ in a_runs], [r for r, _ in b_runs])}
+    if not a or not b:
+        side, runs = ("A", a_runs) if not a else ("B", b_runs)
+        # why not: each run's status (diverged, interrupted, ...), so a run that went wrong is never just "missing"
+        why = sorted({str(r.get("status")) if r.get("status") in F.STATUSES else "failed" for r, _ in runs}
+                     - {F.SUCCEEDED})
+        doc["note"] = (f"no succeeded run with a throughput in {side}"
+                       + (f" ({side} {', '.join(why)})" if why else ""))
+        return doc
+    if len(a) >= 2 and len(b) >= 2:
+        result = S.compare_throughputs([r["samples_per_s"] for r, _ in a], [r["samples_per_s"] for r, _ in b],
+                                       confidence)
+    else:
+        sides = []
+        for runs in (a, b):  # one run a side, or one against several: the runs' steps pooled, in order
+            got = [step_samples(lines) for _, lines in runs]
+            per = [p for _, p in got if p]
+            sides.append(([t for times, _ in got for t in times], sum(per) / len(per) if per else None))
+        (ta, ka), (tb, kb) = sides
+        if len(ta) < 2 or len(tb) < 2 or not ka or not kb:
+            doc["note"] = "fewer than 2 steady steps with times (and samples) a side: no interval"
+            return doc
+        result = S.compare_step_times(ta, tb, samples_per_step_a=ka, samples_per_step_b=kb,
+                                      max_batches=MAX_BATCHES, confidence=confidence)
+        doc["note"] = STEP_NOTE
+    doc.update({k: v for k, v in result.to_dict().items() if k != "confidence"})
+    return doc
+
+
+def comparison(a_runs: Sequence[Run], b_runs: Sequence[Run], *, a: str, b: str) -> dict[str, Any]:
+    """The whole comparison as one document (what ``--json`` prints)."""
+    ga, gb = by_experiment(a_runs), by_experiment(b_runs)
+    if len(ga) == len(gb) == 1 and set(ga) != set(gb):  # one experiment a side: compare them whatever their names
+        (na, ra), (nb, rb) = next(iter(ga.items())), next(iter(gb.items()))
+        ga, gb = {f"{na} vs {nb}": ra}, {f"{na} vs {nb}": rb}
+    common = [n for n in ga if n in gb]
+    experiments = [compare_experiment(n, ga[n], gb[n]) for n in sorted(common)]
+    return {"a": a, "b": b, "confidence": S.CONFIDENCE, "experiments": experiments,
+            "only_in_a": sorted(set(ga) - set(gb)), "only_in_b": sorted(set(gb) - set(ga)),
+            "slower": [e["experiment"] for e in experiments if e["verdict"] == S.SLOWER]}
+
+
+# ---- text ------------------------------------------------------------------------------------
+
+
+# ---- I/O edges -------------------------------------------------------------------------------
+
+
+def load_side(source: str) -> tuple[list[Run], list[str]]:
+    import bench.results.frames as results
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runs = results.runs(source)
+    return runs, list(dict.fromkeys(str(w.message) for w in caught))

@@ -1,0 +1,248 @@
+"""Benchmark results as pandas DataFrames: ``load`` (one row per experiment run), ``steps`` and ``repeats``.
+
+    from bench import results
+    df = results.load("results/dev")                 # a stack, a run or one experiment
+    df = results.load("s3://bucket/dev/run-001")     # the same from the results bucket
+    curves = results.steps("results/dev")            # per-rank, per-step lines
+    stats = results.repeats(df)                      # per experiment: runs, mean samples/s, 95% interval
+
+A source is read at any level: the experiment folders are found by their ``summary.json``
+(or, for a run that died before writing one, by its ``metrics/`` or ``logs/``), and
+stack/run_id/experiment are the last three names of ``<source>/<relative path>``. Files
+that are missing or malformed give a ``warnings.warn`` naming them, never a traceback; a
+failed run is a row with its status and root cause.
+
+Repeats: an experiment with ``repeats: N`` has one row per run, ``repeat`` = 1..N (its folder
+``<experiment>/repeat_<k>/``); an experiment run without repeats has one row with ``repeat`` 1. So
+the rows of one (stack, run_id, experiment) are its repeats, and ``repeats`` summarizes them. The
+reading (local or S3) is in ``bench.results.files``; turning documents into rows is pure (``row``,
+``step_rows``).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any, Callable, Mapping
+
+import bench.results.readers as R
+from bench.results.files import ExperimentFiles, find_experiments
+from core.catalog import aws as catalog
+from core.contract import summary_fields as F
+from core.contract.names import EVAL_DIR, EVAL_FILE, LOGS_DIR, METRICS_DIR, SUMMARY_FILE
+from workloads.train.harness import what_ran
+from workloads.train.harness.summary import quantile
+
+COLUMNS = ("stack", "run_id", "experiment", "repeat", "workload", "framework", "status", "instance_type", "gpu", "nodes",
+           "gpus_per_node", "world_size", "batch_size", "precision", "samples_per_s", "samples_per_s_per_gpu",
+           "step_time_p50_s", "step_time_p95_s", "mfu", "wall_s", "cost_usd", "accuracy", "time_to_accuracy_s",
+           "restarts", "results_uri", "error")
+EXTRA = ("hourly_usd", "usd_per_1k_samples", "tflops_per_s", "flops_per_sample", "loop_seconds", "data_wait_s",
+         "started_at", "image", "git_commit", "device", "config", "command", "busbw", "fabric", "flags",
+         "what_ran", "what_ran_unknown",
+         "startup", "samples_per_epoch")
+STEP_COLUMNS = ("stack", "run_id", "experiment", "repeat", "rank", "step", "loss", "step_time_s", "samples_per_s", "warmup",
+                "restart", "world_size", "wall_time")
+LOCAL_IMAGE = what_ran.LOCAL_IMAGE
+NO_SUMMARY = "no summary.json: the launcher did not finish (killed, evicted or timed out)"
+
+
+instance_price = catalog.usd_per_hour  # On-demand USD/hour of one instance, None where unknown
+
+
+# ---- pure: documents -> rows ------------------------------------------------------------
+
+def steady_step_times(by_rank: Mapping[int, list[dict[str, Any]]]) -> list[float]:
+    """Each steady (non-warm-up) step's time: the slowest rank's, as a synchronous step ends with it."""
+    slowest: dict[tuple[int, int], float] = {}
+    for lines in by_rank.values():
+        for r in lines:
+            if not r.get("warmup") and isinstance(r.get("step_time_s"), (int, float)):
+                key = (r.get("restart", 0), r.get("step", 0))
+                slowest[key] = max(slowest.get(key, 0.0), r["step_time_s"])
+    return [slowest[k] for k in sorted(slowest)]
+
+
+def _gpu(summary: Mapping[str, Any], device: Mapping[str, Any]) -> str | None:
+    if device.get("name"):
+        return device["name"]
+    return "cpu" if summary.get("image") == LOCAL_IMAGE else None
+
+
+def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None, str | None],
+        by_rank: Mapping[int, list[dict[str, Any]]] | None = None, eval_doc: Mapping[str, Any] | None = None,
+        log_error: str | None = None, location: str | None = None,
+        price: Callable[[str | None], float | None] = instance_price, repeat: int = 1) -> dict[str, Any]:
+    """One experiment run as a flat row. ``summary`` None means it was missing or unreadable."""
+    by_rank = by_rank or {}
+    s = dict(summary or {})
+    cfg = s.get(F.CONFIG) or {}
+    tp = s.get(F.THROUGHPUT) or {}
+    acc = s.get(F.ACCURACY) or {}
+    device = s.get(F.DEVICE) or {}
+    command = s.get(F.COMMAND) or []
+    launch = s.get(F.LAUNCH) or {}
+    stack, run_id, experiment = ids
+    times = steady_step_times(by_rank)
+    world_sizes = s.get(F.WORLD_SIZES) or sorted({r["world_size"] for v in by_rank.values() for r in v
+                                                  if isinstance(r.get("world_size"), int)})
+    # what the trainer reported, else the launch shape the launcher recorded (a run that never reported)
+    gpus_per_node = s.get(F.GPUS_PER_NODE) or launch.get(F.LAUNCH_PROCS_PER_NODE)
+    nodes = s.get(F.NODES) or launch.get(F.LAUNCH_NODES)
+    world_size = max(world_sizes) if world_sizes else (nodes * gpus_per_node if nodes and gpus_per_node else None)
+    gpu = _gpu(s, device)
+    instance_type = s.get(F.INSTANCE_TYPE)
+    hourly = price(instance_type) if gpu != "cpu" else None
+    hourly = hourly * (nodes or 1) if hourly else None
+    wall = s.get(F.WALL_TIME_S)
+    rate = tp.get(F.SAMPLES_PER_S_TOTAL)
+    status = s.get(F.STATUS) or "failed"
+    error = s.get(F.ERROR) or (s.get(F.STOP_REASON) if status != F.SUCCEEDED else None) or log_error
+    if status != F.SUCCEEDED and not error:
+        error = NO_SUMMARY if summary is None else f"exit code {s.get(F.EXIT_CODE)}, no exception in the log tail"
+    ev_acc = (eval_doc or {}).get("accuracy")
+    return {
+        "stack": stack, "run_id": run_id, "experiment": experiment or s.get(F.EXPERIMENT), "repeat": repeat,
+        "workload": cfg.get("workload"), "framework": s.get(F.FRAMEWORK) or "pytorch", "status": status,
+        "instance_type": instance_type, "gpu": gpu, "nodes": nodes, "gpus_per_node": gpus_per_node,
+        "world_size": world_size, "batch_size": cfg.get("batch_size"),
+        "precision": s.get("precision") or cfg.get("precision"),  # what the ranks trained in (a CPU's choice)
+        "samples_per_s": rate, "samples_per_s_per_gpu": tp.get(F.SAMPLES_PER_S_PER_PROCESS),
+        "step_time_p50_s": tp.get(F.STEP_TIME_P50_S) or quantile(times, 0.5),
+        "step_time_p95_s": tp.get(F.STEP_TIME_P95_S) or quantile(times, 0.95),
+        "mfu": s.get(F.MFU) if gpu not in (None, "cpu") else None,
+        "wall_s": wall, "cost_usd": round(hourly * wall / 3600, 4) if hourly and wall else None,
+        "accuracy": ev_acc if ev_acc is not None else acc.get(F.BEST_ACCURACY),
+        "time_to_accuracy_s": acc.get(F.TIME_TO_ACCURACY_S),
+        "restarts": s.get(F.RESTARTS, max((r.get("restart", 0) for v in by_rank.values() for r in v), default=0)),
+        "results_uri": s.get(F.RESULTS_URI) or location, "error": error,
+        "hourly_usd": hourly,
+        "usd_per_1k_samples": round(hourly / 3.6 / rate, 6) if hourly and rate else None,
+        "tflops_per_s": s.get(F.TFLOPS_PER_S), "flops_per_sample": s.get(F.FLOPS_PER_SAMPLE),
+        "loop_seconds": s.get(F.LOOP_SECONDS), "data_wait_s": s.get(F.DATA_WAIT_S),
+        "started_at": s.get(F.STARTED_AT), "image": s.get(F.IMAGE), "git_commit": s.get(F.GIT_COMMIT),
+        "device": device or None, "config": cfg or None, "command": command or None,
+        # the allreduce workload's bus bandwidth, and the NCCL transport judged (core.catalog.fabric)
+        "busbw": _dict(s.get(F.BUSBW)) or None,
+        "fabric": _dict(s.get(F.FABRIC)).get("verdict"),
+        "flags": ("; ".join(str(f) for f in s[F.FLAGS] if f) or None) if isinstance(s.get(F.FLAGS), list) else None,
+        "what_ran": s.get(F.WHAT_RAN), "what_ran_unknown": s.get(F.WHAT_RAN_UNKNOWN), "startup": s.get(F.STARTUP),
+        "samples_per_epoch": s.get(F.SAMPLES_PER_EPOCH),
+    }
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def step_rows(by_rank: Mapping[int, list[dict[str, Any]]], ids: tuple[str | None, ...],
+              repeat: int = 1) -> list[dict[str, Any]]:
+    stack, run_id, experiment = ids
+    return [{"stack": stack, "run_id": run_id, "experiment": experiment, "repeat": repeat, "rank": rank,
+             **{k: r.get(k) for k in STEP_COLUMNS[5:]}}
+            for rank, lines in sorted(by_rank.items()) for r in lines]
+
+
+# ---- I/O edges ----------------------------------------------------------------------------
+
+RANK_FILE = re.compile(re.escape(METRICS_DIR) + r"/rank-(\d+)\.jsonl")
+
+
+def _rank_lines(exp: ExperimentFiles) -> dict[int, list[dict[str, Any]]]:
+    out = {}
+    for rel in exp.files:
+        m = RANK_FILE.fullmatch(rel)
+        got = exp.read_bytes(rel, R.MAX_LINES_BYTES) if m else None
+        if got is not None:
+            out[int(m.group(1))] = R.read_rank_lines(got[0], exp.name(rel), truncated=got[1])
+    return dict(sorted(out.items()))
+
+
+def _log_error(exp: ExperimentFiles) -> str | None:
+    from workloads.train.harness.launch import root_cause
+
+    for rel in sorted(f for f in exp.files if f.startswith(f"{LOGS_DIR}/") and f.endswith(".log")):
+        got = exp.read_bytes(rel, R.MAX_LOG_TAIL_BYTES, tail=True)  # the root cause is in the tail
+        cause = root_cause(got[0].decode("utf-8", "replace").splitlines()[-200:]) if got else None
+        if cause:
+            return R.cut_text(cause)
+    return None
+
+
+def _experiments(sources: tuple[str, ...]) -> list[ExperimentFiles]:
+    found = []
+    for source in sources:
+        exps = find_experiments(str(source))
+        if exps == []:
+            warnings.warn(f"{source}: no experiment results found (no summary.json, metrics/ or logs/)", stacklevel=3)
+        found += exps or []
+    return found
+
+
+def runs(*sources: str) -> list[tuple[dict[str, Any], dict[int, list[dict[str, Any]]]]]:
+    """Each experiment run's row with its rank lines (``bench compare`` needs both)."""
+    out = []
+    for exp in _experiments(sources):
+        summary = R.read_summary(exp.read_text(SUMMARY_FILE, R.MAX_JSON_BYTES), exp.name(SUMMARY_FILE))
+        by_rank = _rank_lines(exp)
+        failed = summary is None or summary.get(F.STATUS) != F.SUCCEEDED
+        out.append((row(summary, ids=exp.ids, by_rank=by_rank,
+                        eval_doc=R.read_eval(exp.read_text(f"{EVAL_DIR}/{EVAL_FILE}", R.MAX_JSON_BYTES),
+                                             exp.name(f"{EVAL_DIR}/{EVAL_FILE}")),
+                        log_error=_log_error(exp) if failed and not (summary or {}).get(F.ERROR) else None,
+                        location=exp.location, repeat=exp.repeat), by_rank))
+    return out
+
+
+def load(*sources: str) -> "pandas.DataFrame":  # noqa: F821
+    """One row per experiment run found under the sources (see the module docstring)."""
+    return frame([r for r, _ in runs(*sources)])
+
+
+def frame(rows: list[dict[str, Any]]) -> "pandas.DataFrame":  # noqa: F821
+    """The rows as ``load`` gives them: every column, sorted by stack, run and experiment."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows, columns=list(COLUMNS + EXTRA))
+    return df.sort_values(["stack", "run_id", "experiment", "repeat"], kind="stable", ignore_index=True)
+
+
+def steps(*sources: str, max_rows: int = R.MAX_STEP_ROWS) -> "pandas.DataFrame":  # noqa: F821
+    """Per-rank, per-step metrics lines (for loss and step-time curves), at most ``max_rows`` of them.
+
+    Past ``max_rows`` the remaining experiment runs are not read, with one warning saying how many.
+    """
+    import pandas as pd
+
+    rows: list[dict[str, Any]] = []
+    exps = _experiments(sources)
+    for i, exp in enumerate(exps):
+        if len(rows) >= max_rows:
+            warnings.warn(f"{', '.join(sources)}: step lines of {len(exps) - i} of {len(exps)} experiment run(s) "
+                          f"not read: {max_rows:,} lines already read", stacklevel=2)
+            break
+        rows += step_rows(_rank_lines(exp), exp.ids, exp.repeat)
+    return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+
+
+REPEAT_COLUMNS = ("stack", "run_id", "experiment", "runs", "succeeded", "samples_per_s_mean", "samples_per_s_std",
+                  "ci95_low", "ci95_high", "ci95_half_width_pct")
+
+
+def repeats(df) -> "pandas.DataFrame":  # noqa: F821
+    """One row per (stack, run_id, experiment): its runs, how many succeeded with a throughput, and the mean
+    samples/s of those with its 95% Student-t interval (``bench.results.confidence``; no interval below 2 runs)."""
+    import pandas as pd
+
+    from bench.results.confidence import mean_interval
+
+    out = []
+    for (stack, run_id, experiment), g in df.groupby(["stack", "run_id", "experiment"], sort=True, dropna=False):
+        ok = g[(g["status"] == F.SUCCEEDED) & g["samples_per_s"].notna()]["samples_per_s"].astype(float).tolist()
+        ci = mean_interval(ok) if ok else None
+        out.append({"stack": stack, "run_id": run_id, "experiment": experiment, "runs": len(g), "succeeded": len(ok),
+                    "samples_per_s_mean": ci.mean if ci else None, "samples_per_s_std": ci.std if ci else None,
+                    "ci95_low": ci.low if ci else None, "ci95_high": ci.high if ci else None,
+                    "ci95_half_width_pct": round(100 * ci.half_width / ci.mean, 2)
+                    if ci and ci.half_width is not None and ci.mean else None})
+    return pd.DataFrame(out, columns=list(REPEAT_COLUMNS))

@@ -1,0 +1,1 @@
+"""Cluster add-ons: the GPU and EFA device plugins and etcd for torch elastic rendezvous."""

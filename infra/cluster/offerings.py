@@ -1,0 +1,83 @@
+"""Checks the config against what the region offers, and advises on costly choices.
+
+``offering_problems`` is the second validation stage (meaning, after schema): given the
+instance-type offerings the program looked up, it names each GPU type the region does
+not offer and the alternatives it does (AWS is retiring P3). ``choose_azs`` prefers
+zones that offer the GPU types. ``advisories`` are warnings, not errors.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from core.catalog import aws as catalog
+from core.config.fields import show
+from core.config.model import StackConfig
+
+
+def offering_problems(cfg: StackConfig, offered: Mapping[str, set[str]]) -> list[str]:
+    problems = []
+    for i, g in enumerate(cfg.gpu_node_groups):
+        if offered.get(g.instance_type):
+            continue
+        here = [t for t in catalog.GPU_ALTERNATIVES if offered.get(t)]
+        note = " (AWS is retiring P3)" if catalog.INSTANCE_TYPES[g.instance_type].retiring else ""
+        problems.append(
+            f"gpu_node_groups[{i}].instance_type={show(g.instance_type)}: not offered in {cfg.region}{note}; "
+            f"offered there: {', '.join(here) or 'none of ' + ', '.join(catalog.GPU_ALTERNATIVES)}"
+            + (f", e.g. {show(here[0])}" if here else ""))
+    return problems
+
+
+# Zones where EKS does not place a cluster, by zone ID (zone names are shuffled per account, IDs
+# are not): use1-az3 (us-east-1), usw1-az2 (us-west-1), cac1-az3 (ca-central-1). Source: the EKS
+# user guide's subnet requirements ("View Amazon EKS networking requirements for VPC and subnets"),
+# as quoted in the project's "Ready for a real AWS account" issue; a subnet there fails cluster
+# creation with UnsupportedAvailabilityZoneException (EKS API reference).
+EKS_UNSUPPORTED_ZONE_IDS = frozenset({"use1-az3", "usw1-az2", "cac1-az3"})
+
+
+def usable_zones(names: list[str], zone_ids: list[str]) -> dict[str, str]:
+    """Zone name -> zone ID, in region order, without the zones EKS does not support."""
+    return {n: z for n, z in zip(names, zone_ids) if z not in EKS_UNSUPPORTED_ZONE_IDS}
+
+
+def choose_azs(region_azs: list[str], offered: Mapping[str, set[str]], gpu_types: list[str], count: int) -> list[str]:
+    """``count`` zones (at least two), those offering the most GPU types first, region order kept."""
+    score = {az: sum(az in offered.get(t, set()) for t in gpu_types) for az in region_azs}
+    ranked = sorted(region_azs, key=lambda az: -score[az])[:max(2, count)]
+    return [az for az in region_azs if az in ranked]
+
+
+def group_azs(instance_type: str, azs: list[str], offered: Mapping[str, set[str]]) -> list[str]:
+    """The chosen zones where this type is offered (all of them when offerings are unknown)."""
+    return [az for az in azs if az in offered.get(instance_type, set(azs))] or list(azs)
+
+
+def advisories(cfg: StackConfig, *, today: str) -> list[str]:
+    """Warnings, not errors. ``today`` (ISO date) is the caller's clock, for the EKS version calendar."""
+    notes = []
+    for i, g in enumerate(cfg.gpu_node_groups):
+        if catalog.INSTANCE_TYPES[g.instance_type].retiring:
+            notes.append(f"gpu_node_groups[{i}].instance_type={show(g.instance_type)}: AWS is retiring P3 and some "
+                         f"regions no longer offer it; alternatives: {', '.join(catalog.GPU_ALTERNATIVES)}")
+        if g.min_size > 0:
+            notes.append(f"gpu_node_groups[{i}].min_size={g.min_size}: GPU nodes bill while idle; 0 lets them scale "
+                         "to zero between runs")
+        if g.efa and not g.placement_group:
+            notes.append(f"gpu_node_groups[{i}].placement_group=false: EFA nodes outside a cluster placement group "
+                         "get lower and less even all-reduce bandwidth; \"auto\" puts them in one")
+    if "0.0.0.0/0" in (cfg.cluster.public_access_cidrs or ()):
+        notes.append('cluster.public_access_cidrs=["0.0.0.0/0"]: the API endpoint is reachable from anywhere '
+                     '(still behind IAM authentication); restrict it to your own addresses, e.g. ["<your IP>/32"]')
+    if cfg.cluster.public_access_cidrs == ():
+        notes.append("cluster.public_access_cidrs=[]: private endpoint only; pulumi up must run from inside the VPC "
+                     "(or over a VPN/peering into it), or its Kubernetes resources cannot be created")
+    version = cfg.cluster.kubernetes_version
+    if catalog.eks_support(version, today) == "extended":
+        v = catalog.EKS_CALENDAR[version]
+        notes.append(f"cluster.kubernetes_version={show(version)}: standard support ended on {v.end_of_standard}; "
+                     f"extended support costs ${catalog.EKS_EXTENDED_SUPPORT_USD_PER_HOUR:.2f}/h instead of "
+                     f"${catalog.EKS_CONTROL_PLANE_USD_PER_HOUR:.2f}/h and ends on {v.end_of_extended}; "
+                     f"use {show(catalog.NEWEST_EKS_VERSION)}")
+    return notes

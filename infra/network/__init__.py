@@ -1,0 +1,1 @@
+"""The VPC: subnets carved per availability zone (``subnets``, pure) and the component (``vpc``)."""

@@ -1,0 +1,106 @@
+"""`bench plan` takes an allreduce experiment: on the dev stack, and with `fabric: strict` on an EFA group."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from core.catalog.fabric import FABRIC_EXIT_CODE
+from core.config.fields import ConfigError
+from core.contract import summary_fields as F
+from core.contract.names import ENV_EFA as EFA_ENV
+from core.contract.names import ENV_FABRIC as FABRIC_ENV
+from program.offline import evaluate_config
+from program.stack_files import ROOT
+
+DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
+P5 = yaml.safe_load((ROOT / "Pulumi.p5-fsx.yaml").read_text())["config"]
+P5 = {**P5, "eksbench:cluster": {**P5["eksbench:cluster"], "public_access_cidrs": ["198.18.7.0/32"]}}
+TODAY = "2026-11-24"
+
+
+def with_experiment(config: dict, **experiment) -> dict:
+    out = copy.deepcopy(config)
+    out["eksbench:experiments"] = [*out["eksbench:experiments"], {"name": "nccl", "workload": "allreduce",
+                                                                   "nodes": 2, **experiment}]
+    return out
+
+
+def job_of(plan, experiment: str) -> dict:
+    """The experiment's training Job (the Indexed one; its gate and evaluation Jobs carry the label too)."""
+    [job] = [r["inputs"] for r in plan.resources if r["type"] == "kubernetes:batch/v1:Job"
+             and r["inputs"]["metadata"].get("labels", {}).get("eksbench.io/experiment") == experiment
+             and r["inputs"]["spec"].get("completionMode") == "Indexed"]
+    return job
+
+
+def env_of(job: dict) -> dict:
+    return {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+def test_plan_dev_accepts_an_allreduce_experiment():
+    plan = evaluate_config("dev", with_experiment(DEV, steps=20, args=["--max-bytes=8589934592"]), today=TODAY)
+    job = job_of(plan, "nccl")
+    script = " ".join(job["spec"]["template"]["spec"]["containers"][0]["command"])
+    assert "--workload=allreduce" in script and "--steps=20" in script and "--max-bytes=8589934592" in script
+    assert env_of(job)[FABRIC_ENV] == "check" and EFA_ENV not in env_of(job)  # p3.16xlarge: no EFA
+    assert {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In",
+                                                 "values": [FABRIC_EXIT_CODE, F.DIVERGED_EXIT_CODE]}} \
+        in job["spec"]["podFailurePolicy"]["rules"]
+
+
+def test_strict_on_an_efa_group_reaches_the_pods():
+    plan = evaluate_config("p5-fsx", with_experiment(P5, fabric="strict"), today=TODAY)
+    env = env_of(job_of(plan, "nccl"))
+    assert env[FABRIC_ENV] == "strict" and env[EFA_ENV] == "1"
+
+
+def test_strict_without_efa_and_a_single_process_allreduce_are_named_problems():
+    with pytest.raises(ConfigError) as e:
+        evaluate_config("dev", with_experiment(DEV, fabric="strict"), today=TODAY)
+    assert any(p.startswith('experiments[2].fabric="strict": judges NCCL\'s EFA transport') for p in e.value.problems), \
+        e.value.problems
+    with pytest.raises(ConfigError) as e:
+        evaluate_config("dev", with_experiment(DEV, nodes=1, gpus_per_node=1), today=TODAY)
+    assert any(p.startswith('experiments[2].nodes=1: workload "allreduce" times a collective') for p in e.value.problems), \
+        e.value.problems
+    with pytest.raises(ConfigError) as e:
+        evaluate_config("dev", with_experiment(DEV, fabric="loose"), today=TODAY)
+    assert any("experiments[2].fabric" in p and "check, strict" in p for p in e.value.problems), e.value.problems
+
+
+def test_the_local_run_caps_the_messages_and_args_still_win(tmp_path):
+    from bench.local.plan import LOCAL_MAX_BYTES, scale_experiment
+    from core.config.model import Experiment, LocalRun
+
+    e = Experiment(name="nccl", workload="allreduce", min_nodes=2, max_nodes=2, steps=20)
+    local = scale_experiment(e, LocalRun(), results_dir=str(tmp_path), data_dir=str(tmp_path))
+    assert local.train.max_bytes == LOCAL_MAX_BYTES and local.train.steps == 20
+    assert any("gloo over loopback" in n for n in local.notes)
+    sized = scale_experiment(Experiment(name="n", workload="allreduce", min_nodes=2, max_nodes=2,
+                                        args=("--max-bytes=8589934592", "--seed", "3", "--max-bytes", "64")),
+                             LocalRun(), results_dir=str(tmp_path), data_dir=str(tmp_path))
+    assert sized.extra_args == ("--seed", "3") and sized.train.max_bytes == LOCAL_MAX_BYTES
+    assert any("not --max-bytes=8589934592 --max-bytes 64" in n for n in sized.notes), sized.notes
+    other = scale_experiment(Experiment(name="r", workload="resnet50"), LocalRun(), results_dir=str(tmp_path),
+                             data_dir=str(tmp_path))
+    assert other.train.max_bytes == 2**30  # not a collective: untouched (and not on its command line)
+
+
+def test_the_local_progress_of_an_allreduce_counts_message_sizes(tmp_path):
+    import time
+
+    from bench.local.backend import ExperimentRun
+    from bench.local.plan import scale_experiment
+    from core.config.model import Experiment, LocalRun
+
+    exp = scale_experiment(Experiment(name="nccl", workload="allreduce", min_nodes=2, max_nodes=2), LocalRun(),
+                           results_dir=str(tmp_path), data_dir=str(tmp_path))
+    run = ExperimentRun(exp, stack="s", run_id="r", etcd=None, env={}, timeout_s=60)
+    run.t0 = time.monotonic()
+    assert "message size 0/22" in run.progress_line()  # 8 B .. 16 MiB
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "allreduce.jsonl").write_text('{"bytes": 8}\n{"bytes": 16}\n')
+    assert "message size 2/22" in run.progress_line()

@@ -1,0 +1,92 @@
+"""One run, one folder (bench.local.run_reservation): a run id is reserved by an exclusive create before anything
+is written, so two runs of one stack started together never share a folder."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench.local.run_reservation import MARKER, RunTaken, read_holder, reserve
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def folder(root: Path):
+    return lambda rid: root / "stack" / rid
+
+
+def test_a_taken_default_id_moves_on_and_an_explicit_one_is_refused(tmp_path):
+    first = reserve(folder(tmp_path), "20261127-031500", explicit=False, resume=False)
+    second = reserve(folder(tmp_path), "20261127-031500", explicit=False, resume=False)
+    assert first == ("20261127-031500", tmp_path / "stack" / "20261127-031500")
+    assert second == ("20261127-031500-2", tmp_path / "stack" / "20261127-031500-2")
+    assert read_holder(first[1]).pid == os.getpid()
+    with pytest.raises(RunTaken, match=rf"^run 20261127-031500 is in use by another bench run \(pid {os.getpid()} "
+                                       r"on .*\) in .*: wait for it, or pick another --run-id$"):
+        reserve(folder(tmp_path), "20261127-031500", explicit=True, resume=False)
+
+
+def test_a_gone_runs_folder_is_taken_over_and_a_damaged_marker_is_not(tmp_path):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    run_dir = tmp_path / "stack" / "t"
+    run_dir.mkdir(parents=True)
+    (run_dir / MARKER).write_text(json.dumps({"pid": int(gone.stdout), "host": os.uname().nodename,
+                                              "started_at": "2026-11-27T00:00:00Z"}))
+    assert reserve(folder(tmp_path), "t", explicit=True, resume=False) == ("t", run_dir)
+    assert read_holder(run_dir).pid == os.getpid() and list(run_dir.glob(f"{MARKER}.*.old"))
+    (tmp_path / "stack" / "u").mkdir()
+    (tmp_path / "stack" / "u" / MARKER).write_text("{")
+    with pytest.raises(RunTaken, match="could not be read; if no run uses the folder, remove that file"):
+        reserve(folder(tmp_path), "u", explicit=True, resume=True)
+
+
+def _reserve_in_child(root: str, queue) -> None:
+    queue.put(reserve(folder(Path(root)), "same-second", explicit=False, resume=False)[0])
+
+
+def test_runs_reserving_the_same_id_at_once_each_get_their_own(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_reserve_in_child, args=(str(tmp_path), queue)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    got = sorted(queue.get(timeout=5) for _ in procs)
+    assert got == sorted(["same-second", *(f"same-second-{k}" for k in range(2, 7))])
+
+
+@pytest.mark.local_run
+def test_two_bench_runs_of_one_stack_started_together_write_two_folders(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    config = {"aws:region": "us-east-1", "eksbench:cluster": {"public_access_cidrs": []},
+              "eksbench:gpu_node_groups": [{"name": "g5", "instance_type": "g5.2xlarge", "desired_size": 1,
+                                            "max_size": 1}],
+              "eksbench:experiments": [{"name": "one", "workload": "resnet50", "nodes": 1, "steps": 4,
+                                        "dataset": "synthetic"}],
+              "eksbench:results": {"home_stack": "organization/eksbench/home"},
+              "eksbench:local": {"nodes": 1, "steps": 4, "batch_size": 2, "image_size": 32, "width_per_group": 4}}
+    (project / "Pulumi.loc.yaml").write_text(yaml.safe_dump({"config": config}))
+    argv = [sys.executable, "-m", "bench", "run", "loc", "--local", "--project-dir", str(project),
+            "--results-root", str(tmp_path / "results")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    runs = sorted(p.name for p in (tmp_path / "results" / "loc").iterdir())
+    assert len(runs) == 2, runs
+    for run in runs:
+        s = json.loads((tmp_path / "results" / "loc" / run / "one" / "summary.json").read_text())
+        assert s["status"] == "succeeded" and s["throughput"]["processes"] == 1
+        assert s["coverage"] == {"steps": 4, "duplicate_lines": 0, "missing_steps": []}

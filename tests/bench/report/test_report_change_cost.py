@@ -1,0 +1,63 @@
+"""The report's change between runs and cost per result, in the HTML and as headless Chromium renders them."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+
+import pytest
+
+from bench.report import page as report
+from tests.bench.report.test_report import CHROMIUM, FLAGS
+from tests.bench.results.test_compare import write_run
+
+STARTUP = {"time_to_first_step_s": 90.0, "phases_s": {"launch": 50.0, "build": 30.0, "first_step": 10.0}}
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    """results/gpu/: resnet50 in r1, then r2 with 20% shorter steps and a newer driver; cifar10 once (r1)."""
+    root = tmp_path_factory.mktemp("chg") / "results" / "gpu"
+    for rel, seed, step_time, driver in (("r1/resnet50", 1, 0.1, "580.1"), ("r2/resnet50", 2, 0.08, "590.2"),
+                                         ("r1/cifar10", 3, 0.1, "580.1")):
+        d = write_run(root, rel, seed, step_time=step_time, driver=driver)
+        doc = json.loads((d / "summary.json").read_text())
+        doc.update(wall_time_s=1200.0, loop_seconds=1060.0, startup=STARTUP, samples_per_epoch=49_984)
+        (d / "summary.json").write_text(json.dumps(doc))
+    out = report.write_report([str(root)], tmp_path_factory.mktemp("out") / "report.html")
+    return out
+
+
+def text_of(markup: str) -> str:
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", markup)))
+
+
+def test_change_between_runs_shows_the_verdict_interval_and_what_differs(page):
+    text = text_of(page.read_text())
+    row = re.search(r"resnet50 \(stack gpu\) r1 \(1\) r2 \(1\) ([\d.]+) ([\d.]+) ([\d.]+) \[([\d.]+), ([\d.]+)\] faster", text)
+    assert row, text[text.find("Change between runs"):][:1500]
+    a, b, ratio, low, high = map(float, row.groups())
+    assert 1.2 < low < ratio < high < 1.3 and abs(ratio - b / a) < 0.02
+    assert "driver: 580.1 → 590.2" in text
+    assert "gpu/cifar10" not in text[text.find("Change between runs"):text.find("Cost (estimate)")]  # ran once
+
+
+def test_cost_per_result_is_shown_with_its_price_date(page):
+    text = text_of(page.read_text())
+    assert "Cost per result (estimate)" in text and "as of 2026-11-22" in text
+    # p4d.24xlarge $32.77/h, 1 node: 90 s before the first step = $0.8193; steps 1060 - 10 = 1050 s = $9.558;
+    # after: 1200 - 90 - 1050 = 60 s = $0.5462; the experiment's 1200 s = $10.92.
+    assert "90 s ($0.8193)" in text and "1,050 s ($9.558)" in text and "60 s ($0.5462)" in text
+    assert " 10.92 " in text
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/setup-tests installs it: apt-get install chromium)")
+def test_the_browser_renders_the_change_and_cost_tables(page, tmp_path):
+    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'p'}", "--virtual-time-budget=5000",
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    text = text_of(dom)
+    assert re.search(r'data-images-loaded="(\d+)/\1"', dom), "every figure decodes"
+    assert "Change between runs" in text and "faster" in text and "driver: 580.1 → 590.2" in text
+    assert "Cost per result (estimate)" in text and "90 s ($0.8193)" in text

@@ -1,0 +1,187 @@
+"""bench compare: repeats of one run are "no change", 20% shorter step times are "faster", what differs is listed."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.results import compare
+from bench.results import compare_stats as S
+from bench.results import frames as results
+from tests.bench.conftest import ROOT, summary
+from workloads.train.harness.summary import throughput
+
+
+def noisy_lines(rank: int, seed: int, *, step_time: float = 0.1, steps: int = 200, log_every: int = 10,
+                warmup: int = 10, batch: int = 32, world: int = 2) -> list[dict]:
+    """Metrics lines as the trainer writes them: one per ``log_every`` steps with each step's time."""
+    rng = random.Random(seed * 100 + rank)
+    out = []
+    for end in range(log_every, steps + 1, log_every):
+        times = [round(step_time * (1 + 0.05 * rng.gauss(0, 1)), 6) for _ in range(log_every)]
+        out.append({"step": end, "epoch": 0, "loss": 1.0, "steps": log_every, "samples": batch * log_every,
+                    "step_time_s": round(sum(times), 6), "samples_per_s": batch * log_every / sum(times),
+                    "step_times_s": times, "wall_time": 1_700_000_000 + end, "world_size": world, "rank": rank,
+                    "restart": 0, "warmup": end <= warmup})
+    return out
+
+
+def write_run(root: Path, rel: str, seed: int, *, step_time: float = 0.1, **facts) -> Path:
+    d = root / rel
+    (d / "metrics").mkdir(parents=True)
+    by_rank = {r: noisy_lines(r, seed, step_time=step_time) for r in range(2)}
+    for r, lines in by_rank.items():
+        (d / "metrics" / f"rank-{r}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    tp = throughput(by_rank)  # the launcher's own figure from these lines
+    doc = summary(rel.rsplit("/", 1)[-1], nodes=1, gpus=2, rate=tp["samples_per_s_total"],
+                  what_ran={"torch": "2.14.1", "driver": "580.1", "zone": None, **facts})
+    doc["throughput"] = tp
+    (d / "summary.json").write_text(json.dumps(doc))
+    return d
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench", "compare", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """results/gpu/: r1 and r2 are repeats of one run (other noise), r3 has step times 20% shorter and a
+    newer driver; rep-a and rep-b hold three repeats each (rep-b's 20% shorter)."""
+    root = tmp_path_factory.mktemp("cmp") / "results" / "gpu"
+    write_run(root, "r1/resnet50", seed=1)
+    write_run(root, "r2/resnet50", seed=2)
+    write_run(root, "r3/resnet50", seed=3, step_time=0.08, driver="590.2")
+    for i in range(3):
+        write_run(root, f"rep-a/resnet50-{i}", seed=10 + i)
+        write_run(root, f"rep-b/resnet50-{i}", seed=20 + i, step_time=0.08)
+    return root
+
+
+def test_step_samples_are_each_steps_slowest_rank_and_the_global_batch(tree):
+    (_, by_rank), = results.runs(str(tree / "r1" / "resnet50"))
+    times, per_step = compare.step_samples(by_rank)
+    assert len(times) == 190 and per_step == 64  # 200 steps less 10 warm-up; 2 ranks x 32
+    assert times[0] == max(by_rank[0][1]["step_times_s"][0], by_rank[1][1]["step_times_s"][0])
+    assert len(S.batch_means(times, 20)) == 20 and S.batch_means([1.0, 2.0], 20) == [1.0, 2.0]
+    # 45 values in 20 batches: five of 3 values, then fifteen of 2; every value in one batch.
+    means = S.batch_means(list(range(45)), 20)
+    assert means[:2] == [1.0, 4.0] and means[5] == 15.5 and means[-1] == 43.5
+    # A run that slows down at its end: the mean is of every step (its throughput), the batches give the spread.
+    mean, var_of_mean, n = S.batched([1.0] * 20 + [2.0] * 5, 20)
+    assert mean == 30 / 25 and n == 20 and var_of_mean > 0
+
+
+def one_rank_run(times: list[float], warmup: int = 5) -> dict[int, list[dict]]:
+    return {0: [{"step": i + 1, "steps": 1, "samples": 8, "step_time_s": t, "step_times_s": [t], "restart": 0,
+                 "warmup": i < warmup} for i, t in enumerate(times)]}
+
+
+def test_a_run_that_slows_at_its_end_is_compared_by_all_its_steps():
+    """25 steady steps, the last 5 three times as long: throughput 8 / 0.14 against 8 / 0.1, a ratio of 0.714.
+    (Batch means that left the last 25 mod 20 steps out gave about 1.0, "no change".)"""
+    a = [0.1 + 0.001 * (-1) ** i for i in range(30)]
+    b = a[:25] + [0.3] * 5
+    rows = [{"experiment": "x", "status": "succeeded", "samples_per_s": 8 / (sum(t[5:]) / 25)} for t in (a, b)]
+    e = compare.compare_experiment("x", [(rows[0], one_rank_run(a))], [(rows[1], one_rank_run(b))])
+    assert e["ratio"] == pytest.approx(0.1 / 0.14, rel=0.01)
+    assert e["ratio"] == pytest.approx(e["b_samples_per_s"] / e["a_samples_per_s"], rel=1e-9)
+    assert e["low"] < e["ratio"] < e["high"]  # 5 slow steps of 25: too few to call it slower at 95% (p = 0.058)
+
+
+def test_repeats_of_one_run_are_no_change(tree):
+    doc = compare.comparison(results.runs(str(tree / "r1")), results.runs(str(tree / "r2")), a="r1", b="r2")
+    (e,) = doc["experiments"]
+    assert e["verdict"] == S.NO_CHANGE and e["method"].startswith("steady step times")
+    assert e["low"] < 1 < e["high"] and abs(e["ratio"] - 1) < 0.02 and (e["n_a"], e["n_b"]) == (20, 20)
+    assert e["differences"] == [] and doc["slower"] == []
+
+
+def test_twenty_percent_shorter_step_times_are_faster_by_a_quarter(tree):
+    doc = compare.comparison(results.runs(str(tree / "r1")), results.runs(str(tree / "r3")), a="r1", b="r3")
+    (e,) = doc["experiments"]
+    assert e["verdict"] == S.FASTER and 1.2 < e["low"] < e["ratio"] < e["high"] < 1.3
+    assert e["ratio"] == pytest.approx(e["b_samples_per_s"] / e["a_samples_per_s"], rel=0.01)
+    assert {"field": "driver", "a": ["580.1"], "b": ["590.2"]} in e["differences"]
+    back = compare.comparison(results.runs(str(tree / "r3")), results.runs(str(tree / "r1")), a="r3", b="r1")
+    assert back["experiments"][0]["verdict"] == S.SLOWER and back["slower"] == ["resnet50"]
+
+
+def test_repeats_use_the_runs_throughputs(tree):
+    # rep-a's and rep-b's folders are named resnet50-0..2: named as one experiment, they are its repeats.
+    strip = lambda runs: [(dict(r, experiment="resnet50"), ln) for r, ln in runs]  # noqa: E731
+    a, b = strip(results.runs(str(tree / "rep-a"))), strip(results.runs(str(tree / "rep-b")))
+    (faster,) = compare.comparison(a, b, a="A", b="B")["experiments"]
+    assert faster["method"].startswith("repeats") and (faster["n_a"], faster["n_b"]) == (3, 3)
+    assert faster["verdict"] == S.FASTER and faster["ratio"] == pytest.approx(1.25, abs=0.02)
+    (same,) = compare.comparison(a, a[::-1], a="A", b="A")["experiments"]
+    assert same["verdict"] == S.NO_CHANGE and same["ratio"] == pytest.approx(1.0)
+
+
+def test_cli_table_json_and_exit_codes(tree, tmp_path):
+    done = run_cli(str(tree / "r1"), str(tree / "r3"))
+    assert done.returncode == 0, done.stderr
+    assert "faster" in done.stdout and "driver 580.1 -> 590.2" in done.stdout and "step times, n=20+20" in done.stdout
+    assert "not between runs" in done.stdout  # what an interval from one run a side cannot see
+    slower = run_cli(str(tree / "r3"), str(tree / "r1"), "--json")
+    assert slower.returncode == compare.SLOWER_EXIT
+    doc = json.loads(slower.stdout)
+    assert doc["slower"] == ["resnet50"] and doc["experiments"][0]["verdict"] == "slower"
+    by_name = run_cli("gpu/r1", "gpu/r2", "--results-root", str(tree.parent))
+    assert by_name.returncode == 0 and "no change at this noise" in by_name.stdout
+    missing = run_cli(str(tmp_path / "nope"), str(tree / "r1"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no results at" in missing.stderr
+    (tmp_path / "empty").mkdir()
+    empty = run_cli(str(tmp_path / "empty"), str(tree / "r1"))
+    assert empty.returncode == 2 and "nothing loadable" in empty.stderr and "Traceback" not in empty.stderr
+
+
+def test_run_text_cannot_drive_the_terminal(tree, tmp_path):
+    root = tmp_path / "hostile"
+    write_run(root, "a/x", seed=1)
+    write_run(root, "b/x", seed=2, driver="\x1b]0;pwned\x07\x1b[31m590")
+    done = run_cli(str(root / "a"), str(root / "b"))
+    assert done.returncode == 0 and "\x1b" not in done.stdout and "\x07" not in done.stdout
+    assert "driver 580.1 -> ?]0;pwned??[31m590" in done.stdout
+
+
+def test_hostile_step_times_are_dropped_with_a_warning(tree, tmp_path):
+    d = shutil.copytree(tree / "r1", tmp_path / "bad" / "r1")
+    rank = d / "resnet50" / "metrics" / "rank-0.jsonl"
+    lines = [json.loads(x) for x in rank.read_text().splitlines()]
+    lines[5]["step_times_s"] = ["0.1", None]
+    rank.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    done = run_cli(str(d), str(tree / "r2"))
+    assert done.returncode == 0 and "step_times_s" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_real_run_against_itself_is_no_change_and_a_faster_copy_is_faster(real_run, tmp_path):
+    """The real local run's lines (dev's cifar10-elastic): itself is no change; its step times x 0.8 are faster."""
+    src = next(p.parent for p in real_run.rglob("summary.json"))
+    fast = shutil.copytree(src, tmp_path / "fast" / src.name)
+    for rank in (fast / "metrics").glob("rank-*.jsonl"):
+        lines = [json.loads(x) for x in rank.read_text().splitlines()]
+        for x in lines:
+            x["step_time_s"] = x["step_time_s"] * 0.8
+            x["step_times_s"] = [t * 0.8 for t in x.get("step_times_s") or []]
+        rank.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    same = compare.comparison(results.runs(str(src)), results.runs(str(src)), a="A", b="A")["experiments"][0]
+    assert same["verdict"] == S.NO_CHANGE and same["ratio"] == pytest.approx(1.0)
+    faster = compare.comparison(results.runs(str(src)), results.runs(str(fast)), a="A", b="B")["experiments"][0]
+    assert faster["verdict"] == S.FASTER and faster["ratio"] == pytest.approx(1.25, rel=1e-3)
+
+
+def test_a_side_without_a_succeeded_run_says_how_its_runs_ended():
+    from bench.results.compare import compare_experiment
+
+    a = [({"status": "diverged", "samples_per_s": None}, "r1"), ({"status": "\x1b[2J", "samples_per_s": 9.0}, "r2")]
+    b = [({"status": "succeeded", "samples_per_s": 5.0}, "r3")]
+    doc = compare_experiment("x", a, b)
+    assert doc["verdict"] is None and doc["note"] == "no succeeded run with a throughput in A (A diverged, failed)"

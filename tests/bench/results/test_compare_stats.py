@@ -1,0 +1,69 @@
+"""The statistics of ``bench compare`` against hand computations and printed tables."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.results import compare_stats as S
+
+
+@pytest.mark.parametrize("df,printed", [(1, 12.706), (2, 4.303), (5, 2.571), (8, 2.306), (10, 2.228), (30, 2.042),
+                                        (120, 1.980)])
+def test_t_quantile_matches_the_printed_table(df, printed):
+    # Two-sided 95% critical values of Student's t (e.g. NIST/SEMATECH e-Handbook, table 1.3.6.7.2).
+    assert S.t_quantile(0.975, df) == pytest.approx(printed, abs=5e-4)
+
+
+def test_t_quantile_for_fractional_degrees_of_freedom_lies_between_its_neighbours():
+    assert S.t_quantile(0.975, 8) > S.t_quantile(0.975, 8.5) > S.t_quantile(0.975, 9)
+    assert S.t_cdf(S.t_quantile(0.975, 3.7), 3.7) == pytest.approx(0.975, abs=1e-9)
+
+
+def test_welch_and_fieller_by_hand():
+    a, b = [100, 102, 98, 101, 99], [110, 111, 109, 112, 108]
+    # By hand: means 100 and 110; variances (0+4+4+1+1)/4 = 2.5 each; variances of the means 2.5/5 = 0.5.
+    # t = (110 - 100) / sqrt(0.5 + 0.5) = 10; df = (0.5 + 0.5)^2 / (0.5^2/4 + 0.5^2/4) = 8.
+    w = S.welch(a, b)
+    assert (w.mean_a, w.mean_b, w.var_mean_a, w.var_mean_b, w.t, w.df) == (100, 110, 0.5, 0.5, 10, 8)
+    # Fieller with t(0.975, 8) = 2.306 (table): denominator 100^2 - 2.306^2 x 0.5 = 9997.341;
+    # discriminant 100^2 x 0.5 + 110^2 x 0.5 - 2.306^2 x 0.25 = 11048.671, sqrt 105.113, x 2.306 = 242.39;
+    # R = (100 x 110 -/+ 242.39) / 9997.341 = 1.0760 .. 1.1245 around 1.1.
+    low, high = S.fieller(w)
+    assert low == pytest.approx(1.0760, abs=1e-4) and high == pytest.approx(1.1245, abs=1e-4)
+    c = S.compare_throughputs(a, b)
+    assert c.verdict == S.FASTER and c.ratio == pytest.approx(1.1)
+    assert S.compare_throughputs(b, a).verdict == S.SLOWER
+
+
+def test_the_interval_excludes_one_exactly_when_welchs_test_rejects():
+    a = [100.0, 103.0, 97.0, 101.0]
+    for shift in (0.0, 2.0, 3.5, 4.0, 5.0, 8.0):
+        b = [x + shift for x in a[::-1]]
+        w = S.welch(a, b)
+        low, high = S.fieller(w)
+        assert (w.p_two_sided < 0.05) == (not low <= 1.0 <= high), shift
+
+
+def test_step_times_twenty_percent_shorter_is_faster_by_a_quarter():
+    a = [0.10, 0.11, 0.09, 0.10, 0.105, 0.095]
+    b = [t * 0.8 for t in a]
+    c = S.compare_step_times(a, b, samples_per_step_a=64, samples_per_step_b=64)
+    assert c.ratio == pytest.approx(1.25) and c.low > 1 and c.verdict == S.FASTER
+    same = S.compare_step_times(a, a[::-1], samples_per_step_a=64, samples_per_step_b=64)
+    assert same.ratio == pytest.approx(1.0) and same.verdict == S.NO_CHANGE
+    # A doubled batch at the same step time is twice the throughput: the constant scales the interval too.
+    double = S.compare_step_times(a, a, samples_per_step_a=64, samples_per_step_b=128)
+    assert double.ratio == pytest.approx(2.0) and double.low > 1.5 and double.p_value is None
+
+
+def test_no_spread_and_too_few_values():
+    exact = S.compare_throughputs([100.0, 100.0], [120.0, 120.0])
+    assert exact.ratio == exact.low == exact.high == pytest.approx(1.2) and exact.verdict == S.FASTER
+    with pytest.raises(ValueError, match="at least 2"):
+        S.welch([1.0], [1.0, 2.0])
+    # A mean not significantly different from 0 gives an unbounded interval: no verdict either way.
+    wide = S.fieller(S.welch([1.0, -1.0, 0.5], [5.0, 6.0, 7.0]))
+    assert wide == (None, None) and S.verdict(*wide) == S.NO_CHANGE
+    assert math.isfinite(S.t_quantile(0.975, 0.5))

@@ -1,0 +1,153 @@
+"""bench.results.frames: rows from real and fake results trees, failures as rows, warnings not tracebacks, S3."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from bench.results import frames as results
+from bench.results.files import experiment_dirs, ids_for
+from tests.bench.conftest import rank_lines, summary, write_experiment
+
+
+def test_pure_row_reads_new_keys_and_prices_the_run():
+    doc = summary("a", nodes=2, rate=2000.0, mfu=0.41, throughput={"samples_per_s_total": 2000.0,
+                                                                   "samples_per_s_per_process": 125.0})
+    r = results.row(doc, ids=("s", "r", "a"), by_rank={0: rank_lines(0)}, price=lambda t: 10.0)
+    assert (r["nodes"], r["gpus_per_node"], r["world_size"]) == (2, 8, 16)
+    assert r["gpu"] == "NVIDIA A100-SXM4-40GB" and r["mfu"] == 0.41 and r["framework"] == "pytorch"
+    assert r["cost_usd"] == pytest.approx(20.0)  # $10/h x 2 nodes x 1 h
+    assert r["usd_per_1k_samples"] == pytest.approx(20.0 / 3600 / 2000 * 1000, rel=1e-3)
+
+
+def test_p50_p95_come_from_steady_lines_of_the_slowest_rank_unless_the_summary_has_them():
+    fast, slow = rank_lines(0, step_time=0.1), rank_lines(1, step_time=1.0)
+    r = results.row(summary("a"), ids=("s", "r", "a"), by_rank={0: fast, 1: slow})
+    steady = sorted(x["step_time_s"] for x in slow if not x["warmup"])
+    assert r["step_time_p50_s"] == pytest.approx(steady[len(steady) // 2], rel=0.2)
+    assert r["step_time_p95_s"] >= r["step_time_p50_s"] >= 1.0
+    given = summary("a", throughput={"step_time_p50_s": 0.25, "step_time_p95_s": 0.5})
+    assert results.row(given, ids=("s", "r", "a"), by_rank={1: slow})["step_time_p50_s"] == 0.25
+
+
+def test_catalog_price_and_cpu_runs_have_no_cost_or_mfu():
+    assert results.instance_price("p4d.24xlarge") > 0
+    assert results.instance_price("no-such.type") is None
+    local = summary("a", image=results.LOCAL_IMAGE, device=None, instance_type=None, mfu=0.5)
+    r = results.row(local, ids=("s", "r", "a"))
+    assert (r["gpu"], r["cost_usd"], r["mfu"]) == ("cpu", None, None)
+
+
+def test_ids_and_experiment_dirs_at_any_level():
+    keys = ["r1/a/summary.json", "r1/a/metrics/rank-0.jsonl", "r1/b/logs/node-0.log", "r1/b/checkpoint.pt",
+            "r1/_data/x.bin"]
+    dirs = experiment_dirs(keys)
+    assert dirs == {"r1/a": {"summary.json", "metrics/rank-0.jsonl"}, "r1/b": {"logs/node-0.log"}}
+    assert ids_for(("results", "dev"), "r1/a") == ("dev", "r1", "a")
+    assert ids_for(("results", "dev", "r1", "a"), "") == ("dev", "r1", "a")
+    assert experiment_dirs(["summary.json"]) == {"": {"summary.json"}}
+
+
+def test_fake_tree_loads_at_stack_run_and_experiment_level(scaling_tree):
+    whole = results.load(scaling_tree)
+    assert set(whole["experiment"]) == {"resnet50-1n", "resnet50-2n", "resnet50-4n", "broken"}
+    assert set(whole["stack"]) == {"gpu"} and set(whole["run_id"]) == {"r1"}
+    one = results.load(scaling_tree / "r1" / "resnet50-2n")
+    assert one[["stack", "run_id", "experiment"]].values.tolist() == [["gpu", "r1", "resnet50-2n"]]
+    assert len(results.load(scaling_tree / "r1")) == 4
+    assert set(results.COLUMNS) <= set(whole.columns)
+    four = whole.set_index("experiment").loc["resnet50-4n"]
+    assert four["cost_usd"] == pytest.approx(4 * results.instance_price("p4d.24xlarge"), rel=1e-3)
+
+
+def test_malformed_summary_warns_with_its_path_and_is_still_a_row(tmp_path):
+    write_experiment(tmp_path, "dev/r1/bad", '{"status": "succ', ranks=1)
+    with pytest.warns(UserWarning, match=r"bad/summary\.json: not valid JSON"):
+        df = results.load(tmp_path / "dev")
+    (row,) = df.to_dict("records")
+    assert row["status"] == "failed" and row["experiment"] == "bad"
+    assert "no summary.json" in row["error"]
+
+
+def test_failed_runs_are_rows_with_their_root_cause(tmp_path):
+    write_experiment(tmp_path, "dev/r1/crashed", summary("crashed", status="failed", error="ValueError: bad lr"))
+    d = write_experiment(tmp_path, "dev/r1/killed", None, ranks=1)
+    (d / "logs").mkdir()
+    (d / "logs" / "node-0.log").write_text("step 3\nTraceback (most recent call last):\n"
+                                           "[rank0]: RuntimeError: CUDA out of memory\n")
+    df = results.load(tmp_path / "dev").set_index("experiment")
+    assert df.loc["crashed", "status"] == "failed" and df.loc["crashed", "error"] == "ValueError: bad lr"
+    assert df.loc["killed", "status"] == "failed"
+    assert df.loc["killed", "error"] == "RuntimeError: CUDA out of memory"
+
+
+def test_missing_source_and_bad_metrics_lines_warn_without_raising(tmp_path):
+    with pytest.warns(UserWarning, match="no such directory"):
+        assert results.load(tmp_path / "nope").empty
+    d = write_experiment(tmp_path, "dev/r1/a", summary("a"), ranks=1)
+    with open(d / "metrics" / "rank-0.jsonl", "a") as f:
+        f.write("garbage\n{\"step\": 99}\n")
+    with pytest.warns(UserWarning, match=r"rank-0\.jsonl: skipped 1 malformed line"):
+        s = results.steps(tmp_path / "dev")
+    assert 99 in set(s["step"])
+
+
+@pytest.mark.local_run
+def test_s3_source_under_moto(scaling_tree, monkeypatch):
+    import boto3
+    from moto import mock_aws
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket="res", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        for p in scaling_tree.rglob("*"):
+            if p.is_file():
+                s3.put_object(Bucket="res", Key=f"gpu/{p.relative_to(scaling_tree).as_posix()}", Body=p.read_bytes())
+        df = results.load("s3://res/gpu")
+        assert sorted(df["experiment"]) == ["broken", "resnet50-1n", "resnet50-2n", "resnet50-4n"]
+        assert set(df["stack"]) == {"gpu"} and df["results_uri"].str.startswith("s3://res/gpu/r1/").all()
+        one = results.load("s3://res/gpu/r1/resnet50-2n/")
+        assert one[["stack", "run_id", "experiment"]].values.tolist() == [["gpu", "r1", "resnet50-2n"]]
+        assert len(results.steps("s3://res/gpu/r1")) == len(results.steps(scaling_tree))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert results.load("s3://no-such-bucket/x").empty
+        assert any("no-such-bucket" in str(w.message) for w in caught)
+
+
+@pytest.mark.local_run
+def test_real_local_run_loads_as_one_succeeded_cpu_row(real_run):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a real run reads cleanly
+        df = results.load(real_run / "dev")
+        s = results.steps(real_run / "dev" / "t1")
+    (r,) = df.to_dict("records")
+    assert (r["stack"], r["run_id"], r["experiment"], r["status"]) == ("dev", "t1", "cifar10-elastic", "succeeded")
+    assert (r["workload"], r["gpu"], r["cost_usd"], r["mfu"]) == ("cifar10", "cpu", None, None)
+    assert r["samples_per_s"] > 0 and 0 < r["step_time_p50_s"] <= r["step_time_p95_s"]
+    assert r["world_size"] == r["nodes"] * r["gpus_per_node"] and 0 <= r["accuracy"] <= 1
+    assert set(s["rank"]) == set(range(r["world_size"])) and s["warmup"].any() and (~s["warmup"]).any()
+    assert list(s.columns) == list(results.STEP_COLUMNS)
+
+
+def test_a_cluster_run_that_never_reported_keeps_its_launch_shape():
+    """The launcher records the nodes and processes per node it is given beside the command (core.contract.launch_command
+    builds both); results read that field, whatever the torchrun flags' spelling."""
+    from core.contract.launch_command import launcher_argv
+    from tests.workloads.test_contracts import ENV, E
+    from workloads.contracts import pytorch_launch
+    from workloads.train.harness.launch import build_parser, summary_document
+
+    launch = pytorch_launch(E, ENV, job="j", service="s", gpus=8)
+    args = build_parser().parse_args(launcher_argv(python="python3", results_dir="r", launched=launch.launched)[3:]
+                                     + ["--", *launch.argv])
+    doc = summary_document(experiment="x", node_id="node-0", command=launch.argv, returncode=1, signal_name=None,
+                           started=0.0, ended=1.0, metrics={}, config=None, environ={}, log_tail=[],
+                           results_uri=None, nodes=args.nodes, procs_per_node=args.procs_per_node)
+    r = results.row(doc, ids=("s", "r", "x"))
+    assert (r["nodes"], r["gpus_per_node"], r["world_size"]) == (2, 8, 16)
