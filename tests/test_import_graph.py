@@ -13,7 +13,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP = {".git", ".eksbench", "results", "node_modules", "__pycache__"}
+SKIP = {".git", ".eksbench", "node_modules", "__pycache__"}
+RESULTS = "results"  # where local runs land, at the top only (bench/results/ is code)
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -33,7 +34,8 @@ def python_files(root: Path) -> list[Path]:
     if listed.returncode == 0:
         return sorted(root / line for line in listed.stdout.splitlines() if (root / line).is_file())
     return sorted(p for p in root.rglob("*.py")
-                  if not any(part in SKIP or part.startswith(".") for part in p.relative_to(root).parts[:-1]))
+                  if not any(part in SKIP or part.startswith(".") for part in p.relative_to(root).parts[:-1])
+                  and p.relative_to(root).parts[0] != RESULTS)
 
 
 def project_modules(root: Path) -> dict[str, Path]:
