@@ -81,15 +81,11 @@ def delete_command(arn: str, region: str) -> str:
     return f"no single command: delete it in the {service or 'AWS'} console or CLI ({arn})"
 
 
-def _pages(call: Callable[..., dict], key: str, token: str = "NextToken", out_token: str | None = None,
-           **kwargs: Any) -> list:
-    items, marker = [], None
-    while True:
-        page = call(**kwargs, **({token: marker} if marker else {}))
-        items += page.get(key) or []
-        marker = page.get(out_token or token)
-        if not marker:
-            return items
+def _pages(client: Any, operation: str, key: str, **kwargs: Any) -> list:
+    """Every ``key`` item of every page, through botocore's own paginator for ``operation``: its tokens
+    come from the service model (``logs`` calls it nextToken, the tagging API PaginationToken, ELB Marker
+    and NextMarker), never from us."""
+    return [item for page in client.get_paginator(operation).paginate(**kwargs) for item in page.get(key) or []]
 
 
 def find_leftovers(session: Any, *, project: str, stack: str, cluster: str,
@@ -106,7 +102,7 @@ def find_leftovers(session: Any, *, project: str, stack: str, cluster: str,
 
     tagging = session.client("resourcegroupstaggingapi")
     filters = [{"Key": "eksbench:project", "Values": [project]}, {"Key": "eksbench:stack", "Values": [stack]}]
-    for r in _pages(tagging.get_resources, "ResourceTagMappingList", token="PaginationToken", TagFilters=filters):
+    for r in _pages(tagging, "get_resources", "ResourceTagMappingList", TagFilters=filters):
         arn = r["ResourceARN"]
         parts = arn.split(":", 5)
         add(arn, f"{parts[2]}:{parts[5].split('/')[0]}" if len(parts) == 6 else "?", "tagged with the stack")
@@ -125,34 +121,33 @@ def find_leftovers(session: Any, *, project: str, stack: str, cluster: str,
 
     for vpc in vpcs:
         in_vpc = [{"Name": "vpc-id", "Values": [vpc]}]
-        for eni in _pages(ec2.describe_network_interfaces, "NetworkInterfaces", Filters=in_vpc):
+        for eni in _pages(ec2, "describe_network_interfaces", "NetworkInterfaces", Filters=in_vpc):
             if ours(eni, eni.get("Description") or ""):
                 add(arn_of("network-interface", eni["NetworkInterfaceId"]), "ec2:network-interface",
                     f"network interface in the stack's VPC {vpc} "
                     f"({eni.get('Description') or eni.get('InterfaceType')})")
-        for sg in _pages(ec2.describe_security_groups, "SecurityGroups", Filters=in_vpc):
+        for sg in _pages(ec2, "describe_security_groups", "SecurityGroups", Filters=in_vpc):
             if sg["GroupName"] != "default" and ours(sg, sg["GroupName"]):  # default goes with the VPC
                 add(arn_of("security-group", sg["GroupId"]), "ec2:security-group",
                     f"security group {sg['GroupName']!r} in the stack's VPC {vpc}")
         if vpc_id:
             continue  # load balancers of a shared VPC cannot be told apart here
         elbv2 = session.client("elbv2")
-        for lb in _pages(elbv2.describe_load_balancers, "LoadBalancers", token="Marker", out_token="NextMarker"):
+        for lb in _pages(elbv2, "describe_load_balancers", "LoadBalancers"):
             if lb.get("VpcId") == vpc:
                 add(lb["LoadBalancerArn"], "elasticloadbalancing:loadbalancer",
                     f"load balancer in the stack's VPC {vpc}")
         elb = session.client("elb")
-        for lb in _pages(elb.describe_load_balancers, "LoadBalancerDescriptions", token="Marker",
-                         out_token="NextMarker"):
+        for lb in _pages(elb, "describe_load_balancers", "LoadBalancerDescriptions"):
             if lb.get("VPCId") == vpc:
                 add(f"arn:aws:elasticloadbalancing:{region}:{account}:loadbalancer/{lb['LoadBalancerName']}",
                     "elasticloadbalancing:loadbalancer", f"classic load balancer in the stack's VPC {vpc}")
-    for vol in _pages(ec2.describe_volumes, "Volumes",
+    for vol in _pages(ec2, "describe_volumes", "Volumes",
                       Filters=[{"Name": "tag-key", "Values": [f"kubernetes.io/cluster/{cluster}"]}]):
         add(arn_of("volume", vol["VolumeId"]), "ec2:volume", f"volume Kubernetes created for cluster {cluster}")
     logs = session.client("logs")
     log_group = f"/aws/eks/{cluster}/cluster"
-    for g in _pages(logs.describe_log_groups, "logGroups", logGroupNamePrefix=log_group):
+    for g in _pages(logs, "describe_log_groups", "logGroups", logGroupNamePrefix=log_group):
         if g["logGroupName"] == log_group:
             add(g.get("arn") or f"arn:aws:logs:{region}:{account}:log-group:{log_group}:*", "logs:log-group",
                 "the cluster's control-plane log group")

@@ -4,11 +4,18 @@ clean account yields nothing; a resource of another stack or VPC is never listed
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import boto3
+import botocore.session
 import pytest
+from botocore.stub import Stubber
 from moto import mock_aws
 
-from bench.cloud.audit import audit, delete_command, find_leftovers
+from bench.cloud.audit import _pages, audit, delete_command, find_leftovers
+
+ROOT = Path(__file__).resolve().parents[2]
 
 REGION = "us-west-2"
 DEV_TAGS = [{"Key": "eksbench:project", "Value": "eksbench"}, {"Key": "eksbench:stack", "Value": "dev"}]
@@ -103,3 +110,60 @@ def test_an_audit_that_cannot_run_says_so_and_does_not_fail_the_destroy(monkeypa
     assert a.audit_after_destroy("dev", out=lines.append) is True
     assert lines == ["audit dev: could not run (RuntimeError: AccessDenied: tag:GetResources); run it later: "
                      "python -m bench audit dev"]
+
+
+def boto_calls(path: Path) -> list[tuple[str, str, str | None, int]]:
+    """(service, operation, result key or None, line) for every ``_pages(client, "op", "key")`` and
+    ``<client>.get_paginator("op")`` in ``path``, the client's service read from ``X = ...client("svc")``."""
+    tree = ast.parse(path.read_text())
+    services = {node.targets[0].id: node.value.args[0].value for node in ast.walk(tree)
+                if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call) and getattr(node.value.func, "attr", None) == "client"
+                and node.value.args and isinstance(node.value.args[0], ast.Constant)}
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        if getattr(node.func, "id", None) == "_pages" and isinstance(node.args[0], ast.Name):
+            out.append((services[node.args[0].id], node.args[1].value, node.args[2].value, node.lineno))
+        elif getattr(node.func, "attr", None) == "get_paginator" and isinstance(node.args[0], ast.Constant):
+            target = node.func.value
+            if isinstance(target, ast.Call) and getattr(target.func, "attr", None) == "client":
+                service = target.args[0].value  # boto3.client("ec2", ...).get_paginator(...)
+            else:
+                service = services.get(getattr(target, "id", None), "s3")  # an s3 client passed in
+            out.append((service, node.args[0].value, None, node.lineno))
+    return out
+
+
+def test_every_paginated_call_names_an_operation_and_result_key_of_botocores_model():
+    """The tokens come from botocore's paginators; each operation must have one, and the key we read must
+    be its result key (a misspelled key would read nothing from every page, silently)."""
+    session = botocore.session.get_session()
+    checked = []
+    for path in sorted((ROOT / "bench").rglob("*.py")) + sorted((ROOT / "datasets").rglob("*.py")):
+        for service, operation, key, line in boto_calls(path):
+            client = session.create_client(service, region_name=REGION, aws_access_key_id="x",
+                                           aws_secret_access_key="x")
+            where = f"{path.relative_to(ROOT)}:{line}: {service}.{operation}"
+            assert client.can_paginate(operation), f"{where} has no paginator in botocore's model"
+            config = session.get_paginator_model(service).get_paginator(client.meta.method_to_api_mapping[operation])
+            keys = config["result_key"] if isinstance(config["result_key"], list) else [config["result_key"]]
+            assert key is None or key in keys, f"{where} reads {key!r}; the paginator's result keys are {keys}"
+            checked.append(where)
+    assert any("logs.describe_log_groups" in c for c in checked) and len(checked) >= 10, checked
+
+
+def test_the_log_groups_are_read_past_the_first_page():
+    """logs.describe_log_groups pages with nextToken (lower case); reading NextToken stops at page one."""
+    logs = botocore.session.get_session().create_client("logs", region_name=REGION, aws_access_key_id="x",
+                                                         aws_secret_access_key="x")
+    group = "/aws/eks/eksbench-dev/cluster"
+    with Stubber(logs) as stub:
+        stub.add_response("describe_log_groups", {"logGroups": [{"logGroupName": "/aws/eks/eksbench-dev/a"}],
+                                                  "nextToken": "page-2"}, {"logGroupNamePrefix": group})
+        stub.add_response("describe_log_groups", {"logGroups": [{"logGroupName": group}]},
+                          {"logGroupNamePrefix": group, "nextToken": "page-2"})
+        names = [g["logGroupName"] for g in _pages(logs, "describe_log_groups", "logGroups", logGroupNamePrefix=group)]
+        stub.assert_no_pending_responses()
+    assert names == ["/aws/eks/eksbench-dev/a", group]
