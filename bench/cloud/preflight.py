@@ -21,8 +21,8 @@ from typing import Any, Callable
 from bench import progress
 from bench.cloud import pulumi_cli
 from bench.cloud.pulumi_cli import CLI_MISSING
-from core.contract.names import SUMMARY_FILE
 from core.contract.results_location import ResultsLocation, datasets_uri, results_bucket
+from bench.results.files import existing_summaries
 
 TEARDOWN_MINUTES = 10.0
 # Service Quotas codes for running on-demand / spot vCPUs, by instance family letter.
@@ -268,7 +268,7 @@ def check_rerun(cfg: Any, results_root: Path, resume: bool, home: dict[str, Any]
     from bench.cloud import s3_results
 
     run = ResultsLocation(results_bucket(cfg.results, home, region=cfg.region), cfg.project, cfg.stack, cfg.run_id)
-    local = sorted(run.local_dir(results_root).glob(f"*/{SUMMARY_FILE}"))
+    local = existing_summaries(run.local_dir(results_root))
     remote: list[str] = []
     if run.bucket:
         try:

@@ -14,8 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core.contract.names import CHECKPOINT_DIR, SUMMARY_FILE
+from core.contract.names import CHECKPOINT_DIR
 from core.contract.s3_uri import parse_s3_uri
+from core.contract.results_location import is_run_summary
 
 SKIP_PREFIXES = (f"{CHECKPOINT_DIR}/",)
 
@@ -102,5 +103,5 @@ def child_prefixes(s3, uri: str) -> list[str]:
 
 
 def summaries_under(s3, uri: str) -> list[str]:
-    """Keys of the summary.json files one level below ``uri`` (a run prefix)."""
-    return [key for key, rel in keys_under(s3, uri) if rel.count("/") == 1 and rel.endswith(f"/{SUMMARY_FILE}")]
+    """Keys of the summaries under ``uri`` (a run prefix): each experiment's and each repeat's."""
+    return [key for key, rel in keys_under(s3, uri) if is_run_summary(rel)]

@@ -20,9 +20,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.errors import USAGE_ERROR, fail
-from core.contract.names import LOCAL_RESULTS_ROOT, SUMMARY_FILE, repeat_suffix
-from core.contract.results_location import ResultsLocation, repeat_folder
+from core.contract.names import LOCAL_RESULTS_ROOT, repeat_suffix
+from core.contract.results_location import ResultsLocation
 from program.stack_files import ROOT
+from bench.results.files import existing_summaries
 
 RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 # A local run writes logs, metrics and checkpoints (the dev stack's: 69 MB, 2026-11-27). On a file system with
@@ -84,13 +85,6 @@ def cmd_run(args) -> int:
 
         return run_cloud(args)
     return run_local(args)
-
-
-def existing_summaries(run_dir: Path) -> list[Path]:
-    """The summaries already in a run's folder: each experiment's, and each repeat's (``<exp>/repeat_<k>/``)."""
-    if not run_dir.is_dir():
-        return []
-    return sorted([*run_dir.glob(f"*/{SUMMARY_FILE}"), *run_dir.glob(f"*/{repeat_folder('*')}/{SUMMARY_FILE}")])
 
 
 def run_local(args) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from core.contract.names import CHECKPOINT_DIR, LOGS_DIR, METRICS_DIR, SUMMARY_FILE
-from core.contract.results_location import repeat_number
+from core.contract.results_location import is_run_summary, repeat_number
 
 MARKERS = (re.compile(re.escape(SUMMARY_FILE)), re.compile(re.escape(METRICS_DIR) + r"/rank-\d+\.jsonl"),
            re.compile(re.escape(LOGS_DIR) + r"/[^/]+\.log"))
@@ -222,3 +222,10 @@ def files_named(source: str, name: str, limit: int, most: int = 100) -> list[tup
         except OSError as e:
             warnings.warn(f"{root / key}: could not be read ({type(e).__name__}: {e})", stacklevel=2)
     return found
+
+
+def existing_summaries(run_dir: Path) -> list[Path]:
+    """The summaries already in a run's folder: each experiment's and each repeat's (``<exp>/repeat_<k>/``)."""
+    if not run_dir.is_dir():
+        return []
+    return sorted(p for p in run_dir.glob(f"*/**/{SUMMARY_FILE}") if is_run_summary(p.relative_to(run_dir).as_posix()))

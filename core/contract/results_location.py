@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
-from core.contract.names import LOGS_DIR
+from core.contract.names import LOGS_DIR, SUMMARY_FILE
 
 DATASETS_PREFIX = "datasets/"
 # A repeat's folder under its experiment's: the underscore keeps it apart from experiment names
@@ -54,6 +54,13 @@ def repeat_number(folder: str) -> int | None:
     """``k`` for a repeat's folder name (``repeat_<k>``), None for any other name."""
     m = _REPEAT.fullmatch(folder)
     return int(m.group(1)) if m else None
+
+
+def is_run_summary(rel: str) -> bool:
+    """Whether ``rel``, a path relative to a run's folder, is an experiment's summary (``<exp>/summary.json``)
+    or one of its repeats' (``<exp>/repeat_<k>/summary.json``)."""
+    parts = rel.split("/")
+    return parts[-1] == SUMMARY_FILE and (len(parts) == 2 or (len(parts) == 3 and repeat_number(parts[1]) is not None))
 
 
 def log_name(rel: str) -> str | None:

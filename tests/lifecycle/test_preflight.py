@@ -109,3 +109,23 @@ def test_a_file_backend_without_passphrase_is_refused(project):
     with pytest.raises(preflight.Refusal) as e:
         preflight.check_pulumi(env)
     assert "pulumi login" in str(e.value)
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_run_whose_experiments_all_have_repeats_is_refused_unless_resume(project, monkeypatch, where):
+    """Repeats leave <exp>/repeat_<k>/summary.json, one level deeper than an experiment's own summary."""
+    for k, v in project.env().items():
+        monkeypatch.setenv(k, v)
+    c = cfg(project, results={"bucket": BUCKET})
+    assert preflight.check_rerun(c, project.results, False) == "run id r1"
+    if where == "local":
+        summary = project.results / "lc" / "r1" / "alpha" / "repeat_2" / "summary.json"
+        summary.parent.mkdir(parents=True)
+        summary.write_text("{}")
+    else:
+        boto3.client("s3", region_name=REGION).put_object(Bucket=BUCKET, Key="eksbench/lc/r1/alpha/repeat_2/summary.json",
+                                                          Body=b"{}")
+    with pytest.raises(preflight.Refusal) as e:
+        preflight.check_rerun(c, project.results, False)
+    assert "run 'r1' of stack lc already has results (1 " in str(e.value)
+    assert preflight.check_rerun(c, project.results, True) == "run id r1 (resuming)"
