@@ -149,22 +149,37 @@ def lr_schedules(cfg: Any) -> list[dict[str, Any]]:
 
 
 def first_steps(cfg: Any, nodes: list) -> list[dict[str, Any]]:
-    """Per experiment: when its Job exists, its GPU nodes joined and its image is pulled (``infra.cluster.estimate``)."""
+    """Per run of each experiment, in the order they run: when its Job exists, its GPU nodes joined and its
+    image is pulled (``infra.cluster.estimate``). A run that waits for another (``execution: sequential``, or
+    a repeat after the one before it; ``workloads.experiment_suite.run_order``) starts once that one ends, at
+    a time the plan cannot know: ``after`` names it, ``image_running`` is None, ``not_before`` is when the
+    run it waits for starts, and ``latest_running`` adds the longest the runs before it may take (their
+    timeouts, evaluation and start-up) to when its own first pod could run."""
     from core.catalog import compat
+    from core.contract.names import repeat_suffix
     from infra.cluster.estimate import finish_times, first_step_minutes
+    from workloads.experiment_suite import run_order
 
     finish = finish_times(nodes)
     by_name = {n.urn.rsplit("::", 1)[-1]: n.urn for n in nodes}
-    out = []
-    for e in cfg.experiments:
+    out: list[dict[str, Any]] = []
+    earliest: dict[str, float | None] = {}
+    for prior, run, waited in run_order(cfg.experiments, cfg.execution):
         # resource names: infra/cluster/node_group.py f"{name}-ng" of program/stack.py's f"gpu-{group}"; the suite's
-        # f"{name}-job" of workloads/training_job.py (the suite names its children experiments-<experiment>)
-        job = next((urn for name, urn in by_name.items() if name.endswith(f"-{e.name}-job")), None)
-        group = by_name.get(f"gpu-{e.node_group}-ng")
+        # f"{name}-job" of workloads/training_job.py (the suite names its children experiments-<run>[-r<k>])
+        suffix = repeat_suffix(run.repeat) if run.repeat else ""
+        job = next((urn for name, urn in by_name.items() if name.endswith(f"-{run.name}{suffix}-job")), None)
+        group = by_name.get(f"gpu-{run.node_group}-ng")
         if job is None or group is None:
             continue
-        row = compat.find_image(e.image)
-        out.append({"experiment": e.name, "image": e.image, "image_mb": row.size_mb if row else None,
-                    **first_step_minutes(job_created=finish[job], nodes_joined=finish[group],
-                                         image_mb=row.size_mb if row else None)})
+        row = compat.find_image(run.image)
+        times = first_step_minutes(job_created=finish[job], nodes_joined=finish[group],
+                                   image_mb=row.size_mb if row else None)
+        own = times["image_running"]
+        not_before = earliest.get(prior.label) if prior is not None else None
+        earliest[run.label] = max(own, not_before) if own is not None and not_before is not None else own
+        gated = {"image_running": None, "not_before": not_before} if prior is not None else {}
+        out.append({"experiment": run.label, "image": run.image, "image_mb": row.size_mb if row else None,
+                    **times, **gated, "after": prior.label if prior is not None else None, "waits_at_most": waited,
+                    "latest_running": round(own + waited, 1) if own is not None else None})
     return out

@@ -76,6 +76,12 @@ def render_first_steps(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         pull = (f"+ image pull {r['image_pull']:.1f} min ({r['image_mb'] / 1000:.1f} GB unpacked)"
                 if r["image_pull"] is not None else "+ image pull unknown (not an image of core/catalog/compat.py's list)")
+        if r.get("after"):
+            first = f"after {r['not_before']:.1f} min" if r.get("not_before") is not None else "later"
+            last = (f", by {r['latest_running']:.1f} min at the latest" if r["latest_running"] is not None else "")
+            lines.append(f"  {r['experiment']}: starts when {r['after']} ends: {first}{last} (the runs before it may "
+                         f"take up to {r['waits_at_most']} min: their timeouts, evaluation and start-up)")
+            continue
         lines.append(f"  {r['experiment']}: Job created at {r['job_created']:.1f} min, GPU nodes booted and joined at "
                      f"{r['gpu_nodes_joined']:.1f} min {pull}"
                      + (f" = {r['image_running']:.1f} min" if r["image_running"] is not None else ""))
