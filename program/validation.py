@@ -328,7 +328,8 @@ def image_problems(cfg: StackConfig) -> list[str]:
 
 
 def image_advisories(cfg: StackConfig) -> list[str]:
-    """Warnings: an image eksbench has no CUDA build for (custom images, other frameworks) is not checked."""
+    """Warnings: an image eksbench has no CUDA build for (custom images, other frameworks) is not checked; a
+    framework whose GPU path has not run yet (``compat.NOT_VERIFIED_ON_GPUS``) is not verified."""
     out = []
     for i, e, group, row in _image_pairs(cfg):
         cc = compat.gpu_arch(group.instance_type)
@@ -339,6 +340,10 @@ def image_advisories(cfg: StackConfig) -> list[str]:
                        f"check that its CUDA build has kernels for node group {group.name!r} "
                        f"({catalog.INSTANCE_TYPES[group.instance_type].gpu_model}, {compat.sm(cc)}){on_driver}; "
                        "check it, or add its row to core/catalog/compat.py IMAGES")
+        why = compat.NOT_VERIFIED_ON_GPUS.get(e.framework)
+        if why and cc is not None:
+            out.append(f"{cfg.experiment_key(i)}.framework={show(e.framework)}: not verified on GPUs: {why}; its "
+                       f"numbers on node group {group.name!r} may fail or mislead until a GPU run has checked it")
     return out
 
 

@@ -171,6 +171,12 @@ GPU_ARCH: dict[str, str] = {
 # not for P3/P3dn (doc/usage/g7-ami.md), so 580 is the floor on every type here: what is knowable is
 # "580, or 595 on the newest types". Bottlerocket: "All Bottlerocket AMIs are on 580"
 # (bottlerocket-os/bottlerocket-kernel-kit#254, 2026-01-29; 580.126.09 in #357).
+# Frameworks whose GPU path has not run anywhere yet, and why it is in doubt: the plan warns on a GPU group.
+NOT_VERIFIED_ON_GPUS = {
+    "paddle": ("Paddle's parameter-server GEO mode with a CUDA place (workloads/train/paddle/ps.py) has run on "
+               "CPUs only, and no upstream example or test shows GEO trainers on a GPU place (PaddlePaddle 3.0.0)"),
+}
+
 AMI_DRIVERS: dict[str, AmiDriver] = {
     "AL2023_x86_64_NVIDIA": AmiDriver(580, "580.159.03", "awslabs/amazon-eks-ami CHANGELOG v20260714"),
     "BOTTLEROCKET_x86_64_NVIDIA": AmiDriver(580, "580.126.09", "bottlerocket-os/bottlerocket-kernel-kit#254, #357"),

@@ -48,7 +48,9 @@ def test_every_explicit_image_on_every_gpu_type_is_judged_as_the_table_says(inst
                     framework=row.framework)
         problems = image_problems_of(cfg)
         assert (problems == []) is oracle_runs(row, instance_type, ami_type), (tag, problems)
-        assert image_advisories(cfg) == []
+        unverified = [f"not verified on GPUs: {compat.NOT_VERIFIED_ON_GPUS[row.framework]}"] \
+            if row.framework in compat.NOT_VERIFIED_ON_GPUS else []
+        assert [n.split(": ", 1)[1].split("; its numbers")[0] for n in image_advisories(cfg)] == unverified
 
 
 @pytest.mark.parametrize("instance_type, ami_type, framework",
@@ -75,3 +77,12 @@ def test_a_custom_image_is_a_warning_naming_the_key_and_the_group():
     [note] = image_advisories(cfg)
     assert note.startswith('experiments[0].image="example.com/team/trainer:1.0": not in core/catalog/compat.py')
     assert "'gpu'" in note and "sm_70" in note
+
+
+def test_a_framework_not_verified_on_gpus_is_a_warning_on_a_gpu_group_only():
+    """Paddle's GEO parameter-server mode on a CUDA place has never run: the plan says so, by key."""
+    cfg = stack("p3.16xlarge", "AL2023_x86_64_NVIDIA", framework="paddle", image=pins.PADDLE_IMAGE)
+    notes = [n for n in image_advisories(cfg) if "not verified on GPUs" in n]
+    assert len(notes) == 1 and notes[0].startswith('experiments[0].framework="paddle": not verified on GPUs: ')
+    assert "GEO" in notes[0] and "'gpu'" in notes[0]
+    assert not [n for n in image_advisories(stack("p3.16xlarge", "AL2023_x86_64_NVIDIA")) if "not verified" in n]
