@@ -48,7 +48,9 @@ from infra.storage.efs import EfsStorage, EfsStorageArgs
 from infra.storage.fsx import FSX_EXPORT_PREFIX, FsxStorage, FsxStorageArgs
 from program.home import build_home, results_bucket_name
 from program.validation import image_advisories, meaning_problems
-from workloads.autostop import AutostopController, AutostopControllerArgs
+from workloads.autostop import AutostopController, AutostopControllerArgs, autostop_owner
+from workloads.autostop_manifests import autostop_generation
+from workloads.job_manifests import code_config_map_manifest
 from workloads.code_files import read_code_files
 from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs
 
@@ -114,11 +116,23 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
     after_network = pulumi.ResourceOptions(depends_on=[network])
     lustre = cfg.storage.kind == "fsx"
 
-    def node_group(group_name: str, spec, subnets) -> NodeGroup:
+    def node_group(group_name: str, spec, subnets, after=()) -> NodeGroup:
         return NodeGroup(group_name, NodeGroupArgs(
             spec=spec, cluster_name=cluster.ready_cluster_name, node_role=cluster.node_role, subnet_ids=subnets,
             cluster_security_group_id=cluster.node_security_group_id,
-            node_role_policies=cluster.node_role_policies, tags=tags), after_network)
+            node_role_policies=cluster.node_role_policies, tags=tags),
+            pulumi.ResourceOptions.merge(after_network, pulumi.ResourceOptions(depends_on=list(after))))
+
+    # Autostop's generation is recorded before the GPU groups get their sizes back (workloads.autostop.autostop_owner):
+    # a controller of an earlier run that is still running then stands down instead of scaling them to zero.
+    generation, owner = "", ()
+    if cfg.autostop.enabled:
+        generation = autostop_generation(
+            run_id=cfg.run_id, experiments=cfg.experiments, deadline_minutes=cfg.autostop_deadline_minutes,
+            code_config_map=code_config_map_manifest(code_files, namespace=cfg.namespace)["metadata"]["name"],
+            idle_minutes=cfg.autostop.idle_minutes)
+        owner = (autostop_owner("autostop-owner", namespace=cfg.namespace, generation=generation, run_id=cfg.run_id,
+                                opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster.namespace])),)
 
     system = node_group("system", system_node_group_spec(cfg.system_nodes, lustre_client=lustre),
                         network.private_subnet_ids)
@@ -143,7 +157,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
             if single_zone and not g.availability_zone:
                 placed[g.name] = dataclasses.replace(g, availability_zone=zones[0])
         first_gpu_subnet = first_gpu_subnet or subnets[0]
-        gpu_groups.append(node_group(f"gpu-{g.name}", gpu_node_group_spec(g, lustre_client=lustre), subnets))
+        gpu_groups.append(node_group(f"gpu-{g.name}", gpu_node_group_spec(g, lustre_client=lustre), subnets, owner))
 
     # Shared storage, the trainer's identity, etcd and the device plugins, all on the cluster's provider.
     k8s = pulumi.ResourceOptions(provider=cluster.provider)
@@ -195,7 +209,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
             namespace=cfg.namespace, run_id=cfg.run_id, region=cfg.region, cluster_name=name,
             cluster_arn=cluster.cluster_arn, node_groups=[g.node_group_name for g in gpu_groups],
             bucket=results_bucket, results=env.results, deadline_minutes=cfg.autostop_deadline_minutes,
-            idle_minutes=cfg.autostop.idle_minutes, code_files=code_files, tags=tags),
+            idle_minutes=cfg.autostop.idle_minutes, code_files=code_files, generation=generation, tags=tags),
             pulumi.ResourceOptions(provider=cluster.provider,
                                    depends_on=[cluster.namespace, cluster.pod_identity_agent, system, suite]))
 

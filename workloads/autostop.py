@@ -32,7 +32,8 @@ class AutostopControllerArgs:
     it may resize (cluster_arn scopes the policy). node_groups: the GPU node groups' names.
     bucket: the results bucket; results: the run's place in it (``ResultsLocation``), where the record goes.
     deadline_minutes, idle_minutes: core.config.model.Autostop, resolved. code_files: read_code_files(),
-    the same ConfigMap the experiments mount. tags: on every AWS resource."""
+    the same ConfigMap the experiments mount. generation: ``autostop_owner``'s, the one this controller
+    serves. tags: on every AWS resource."""
     namespace: str
     run_id: str
     region: str
@@ -44,6 +45,7 @@ class AutostopControllerArgs:
     deadline_minutes: int
     idle_minutes: int
     code_files: Mapping[str, str]
+    generation: str = ""
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -66,7 +68,7 @@ class AutostopController(pulumi.ComponentResource):
         spec = pulumi.Output.all(args.bucket, *args.node_groups).apply(lambda a: m.autostop_spec(
             namespace=args.namespace, run_id=args.run_id, cluster=args.cluster_name, node_groups=a[1:],
             region=args.region, bucket=a[0], key=key, deadline_minutes=args.deadline_minutes,
-            idle_minutes=args.idle_minutes))
+            idle_minutes=args.idle_minutes, generation=args.generation))
         manifest = spec.apply(lambda s: m.autostop_deployment_manifest(namespace=args.namespace, spec=s,
                                                                         code_config_map=code))
         # Credentials are handed out only once the association exists; the pod starts after it.
@@ -76,3 +78,12 @@ class AutostopController(pulumi.ComponentResource):
             kind="Deployment", metadata=m.controller_metadata(args.namespace))
         self.role_arn = identity.role.arn
         self.register_outputs({"role_arn": identity.role.arn})
+
+
+def autostop_owner(name: str, *, namespace: str, generation: str, run_id: str,
+                   opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """The ConfigMap naming the generation that may scale the GPU groups (``m.owner_config_map_manifest``).
+    The program makes the GPU node groups depend on it: this `pulumi up` records its generation before it
+    restores their sizes, so a controller of an earlier run, still running, stands down first."""
+    return k8s_objects.register(name, m.owner_config_map_manifest(namespace=namespace, generation=generation,
+                                                                   run_id=run_id), opts)

@@ -4,8 +4,8 @@ One pod on the system nodes runs ``python3 -m workloads.train.control.autostop``
 (the trainer's code, so no image of our own) in the pinned staging image, which gets boto3 the
 way dataset staging gets it (``datasets.staging_manifests.ENTRYPOINT``). What it may do:
 
-- Kubernetes: get, list and watch Jobs in the namespace (a Role, not a ClusterRole); no Pods,
-  no writes.
+- Kubernetes: get, list and watch Jobs in the namespace and get the owner ConfigMap (a Role, not a
+  ClusterRole); no Pods, no writes.
 - Network: nothing in; out only DNS (kube-dns), HTTPS (the API server, the regional EKS and
   S3 endpoints and PyPI for boto3: public addresses AWS does not fix, and a NetworkPolicy
   names no host names, so "any address on 443"), and the EKS Pod Identity agent on
@@ -17,11 +17,13 @@ way dataset staging gets it (``datasets.staging_manifests.ENTRYPOINT``). What it
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
-from typing import Sequence
+from typing import Any, Sequence
 
 from core.catalog.pins import PIP_PINS, STAGING_IMAGE
-from core.contract.names import ENV_AUTOSTOP
+from core.contract.names import AUTOSTOP_OWNER_CONFIG_MAP, ENV_AUTOSTOP
 from infra.access.pod_security import harden_pod_spec
 from infra.environment import SYSTEM_NODE_LABEL
 from infra.labels import labels, metadata
@@ -38,11 +40,31 @@ SELECTOR = {"app.kubernetes.io/name": NAME}
 
 
 def autostop_spec(*, namespace: str, run_id: str, cluster: str, node_groups: Sequence[str], region: str,
-                  bucket: str, key: str, deadline_minutes: int, idle_minutes: int) -> str:
+                  bucket: str, key: str, deadline_minutes: int, idle_minutes: int, generation: str) -> str:
     """The controller's instructions (``EKSBENCH_AUTOSTOP``), as workloads.train.control.autostop reads them."""
     return json.dumps({"namespace": namespace, "run_id": run_id, "cluster": cluster, "node_groups": list(node_groups),
                        "region": region, "bucket": bucket, "key": key, "deadline_minutes": deadline_minutes,
-                       "idle_minutes": idle_minutes, "heartbeat": HEARTBEAT}, sort_keys=True)
+                       "idle_minutes": idle_minutes, "heartbeat": HEARTBEAT, "generation": generation,
+                       "owner": AUTOSTOP_OWNER_CONFIG_MAP}, sort_keys=True)
+
+
+def autostop_generation(*, run_id: str, experiments: Sequence[Any], code_config_map: str, deadline_minutes: int,
+                        idle_minutes: int) -> str:
+    """What this `pulumi up` asks of the GPU groups, as 16 hex digits: the run, its experiments, the code the
+    Jobs run and the autostop settings. A re-run that creates new Jobs (a new run_id, a code or experiment
+    change) is a new generation; a `pulumi up` that changes none of them is the same one."""
+    doc = {"run_id": run_id, "experiments": [dataclasses.asdict(e) for e in experiments], "code": code_config_map,
+           "deadline_minutes": deadline_minutes, "idle_minutes": idle_minutes}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def owner_config_map_manifest(*, namespace: str, generation: str, run_id: str) -> dict:
+    """The generation that may scale the GPU groups (``AUTOSTOP_OWNER_CONFIG_MAP``). The GPU node groups
+    depend on it, so a `pulumi up` records its generation before it restores their sizes: an older
+    controller still running reads it and stands down (workloads.train.control.autostop.superseded)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": metadata(AUTOSTOP_OWNER_CONFIG_MAP, namespace, label_set=labels(NAME, component="autostop")),
+            "data": {"generation": generation, "run_id": run_id}}
 
 
 def controller_metadata(namespace: str) -> dict:
@@ -50,11 +72,13 @@ def controller_metadata(namespace: str) -> dict:
 
 
 def autostop_rbac_manifests(namespace: str) -> list[dict]:
-    """ServiceAccount, Role (get/list/watch Jobs in the namespace) and RoleBinding."""
+    """ServiceAccount, Role (get/list/watch Jobs in the namespace, get the owner ConfigMap) and RoleBinding."""
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": controller_metadata(namespace)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": controller_metadata(namespace),
-         "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]}]},
+         "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
+                   {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [AUTOSTOP_OWNER_CONFIG_MAP],
+                    "verbs": ["get"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
          "metadata": controller_metadata(namespace),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},

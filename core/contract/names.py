@@ -74,3 +74,8 @@ EXPERIMENT_LABEL = "eksbench.io/experiment"  # on every pod of an experiment (wo
 RUN_ID_LABEL = "eksbench.io/run-id"  # on every Job of a run
 REPEAT_LABEL = "eksbench.io/repeat"  # on one repeat's pods (repeats: N)
 PEERS_LABEL = "eksbench.io/peers"  # the pods of one experiment, which its NetworkPolicy lets talk
+
+# ---- objects two processes find by name ----
+# The ConfigMap naming the autostop generation the stack's last `pulumi up` made (workloads.autostop): a
+# controller of an older generation stands down instead of scaling the groups the newer run needs.
+AUTOSTOP_OWNER_CONFIG_MAP = "eksbench-autostop-owner"

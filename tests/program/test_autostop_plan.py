@@ -9,6 +9,7 @@ import json
 import pytest
 
 from core.catalog.pins import STAGING_IMAGE
+from core.contract.names import AUTOSTOP_OWNER_CONFIG_MAP
 from infra.environment import SYSTEM_NODE_LABEL
 from program.offline import evaluate, evaluate_config
 from tests.program.test_program import DEV, P5_FILLED
@@ -43,10 +44,12 @@ def test_the_role_may_resize_this_clusters_node_groups_and_write_one_key(plan):
     assert (association["serviceAccount"], association["clusterName"]) == ("eksbench-autostop", cluster)
 
 
-def test_rbac_reads_jobs_of_the_namespace_only(plan):
+def test_rbac_reads_jobs_of_the_namespace_and_the_owner_config_map_only(plan):
     role = one(plan, "kubernetes:rbac.authorization.k8s.io/v1:Role", "autostop-rbac-role")
     assert role["metadata"]["namespace"] == "eksbench"
-    assert role["rules"] == [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]}]
+    assert role["rules"] == [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
+                             {"apiGroups": [""], "resources": ["configmaps"],
+                              "resourceNames": [AUTOSTOP_OWNER_CONFIG_MAP], "verbs": ["get"]}]
     binding = one(plan, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "autostop-rbac-binding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "eksbench-autostop", "namespace": "eksbench"}]
 
@@ -81,8 +84,9 @@ def test_the_controllers_objects_pass_the_kubernetes_schema():
     code = code_config_map_manifest({"workloads/train/control/autostop.py": "pass"}, namespace="eksbench")
     spec = m.autostop_spec(namespace="eksbench", run_id="run-001", cluster="eksbench-dev", node_groups=["p3-1"],
                            region="us-west-2", bucket="b", key="eksbench/dev/run-001/autostop.json",
-                           deadline_minutes=330, idle_minutes=5)
+                           deadline_minutes=330, idle_minutes=5, generation="0123456789abcdef")
     objects = [*m.autostop_rbac_manifests("eksbench"), m.autostop_network_policy_manifest("eksbench"),
+               m.owner_config_map_manifest(namespace="eksbench", generation="0123456789abcdef", run_id="run-001"),
                m.autostop_deployment_manifest(namespace="eksbench", spec=spec, code_config_map=code)]
     assert [e for o in objects for e in schema_errors(o)] == []
 
@@ -108,3 +112,35 @@ def test_the_cost_after_autostop_is_everything_but_the_gpu_nodes(plan):
     assert cost_after_autostop({"gpu nodes p3 (2x p3.16xlarge)": 48.96, "system nodes (2x m6i.large)": 0.192,
                                 "EKS control plane": 0.1, "NAT gateways (1)": 0.045}) == 0.34
     assert 0 < outputs(plan)["hourly_cost_after_autostop_usd"] < outputs(plan)["estimated_hourly_cost_usd"] / 10
+
+
+def generation_of(plan) -> tuple[str, str]:
+    """(the owner ConfigMap's generation, the controller's), from the plan."""
+    owner = one(plan, "kubernetes:core/v1:ConfigMap", "autostop-owner")
+    deployment = one(plan, "kubernetes:apps/v1:Deployment", "autostop-deployment")
+    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    return owner["data"]["generation"], json.loads(env["EKSBENCH_AUTOSTOP"])["generation"]
+
+
+def test_the_gpu_groups_wait_for_the_generation_the_controller_serves(plan):
+    """pulumi up records the new generation before it restores the GPU groups' sizes (their dependency), so the
+    previous run's controller stands down before the groups come back (workloads.train.control.autostop)."""
+    owner = [r for r in plan.resources if r["type"] == "kubernetes:core/v1:ConfigMap" and r["name"] == "autostop-owner"]
+    gpu = [r for r in plan.resources if r["type"] == "aws:eks/nodeGroup:NodeGroup" and r["name"].startswith("gpu-")]
+    assert gpu and all(owner[0]["urn"] in r["dependencies"] for r in gpu)
+    system = one(plan, "aws:eks/nodeGroup:NodeGroup", "system-ng")
+    assert owner[0]["urn"] not in [d for r in plan.resources if r["name"] == "system-ng" for d in r["dependencies"]]
+    assert system  # the system group serves every run: it never waits for one
+    recorded, served = generation_of(plan)
+    assert recorded == served and len(recorded) == 16
+
+
+def test_a_new_run_or_new_code_is_a_new_generation_and_a_plain_rerun_is_not():
+    base = generation_of(evaluate("dev"))[0]
+    assert generation_of(evaluate("dev"))[0] == base
+    rerun = copy.deepcopy(DEV)
+    rerun["eksbench:run_id"] = "run-002"
+    assert generation_of(evaluate_config("dev", rerun))[0] != base
+    changed = copy.deepcopy(DEV)
+    changed["eksbench:experiments"][0]["steps"] = changed["eksbench:experiments"][0].get("steps", 100) + 1
+    assert generation_of(evaluate_config("dev", changed))[0] != base

@@ -20,6 +20,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from core.contract.names import AUTOSTOP_OWNER_CONFIG_MAP
 from workloads.train.control import autostop, gate
 
 NAMESPACE, RUN, CLUSTER, BUCKET = "eksbench", "run-007", "eksbench-dev", "eksbench-results"
@@ -28,11 +29,13 @@ TOKEN = "service-account-token"
 
 
 class FakeJobsApi:
-    """GET /apis/batch/v1/namespaces/<ns>/jobs?labelSelector=eksbench.io/run-id=<run>; nothing else."""
+    """GET /apis/batch/v1/namespaces/<ns>/jobs?labelSelector=eksbench.io/run-id=<run> and the owner ConfigMap
+    (GET /api/v1/namespaces/<ns>/configmaps/<name>, a ConfigMap or a 404 Status); nothing else."""
 
     def __init__(self):
         self.jobs: list[dict] = []
         self.requests: list[str] = []
+        self.owner: dict | None = None  # the owner ConfigMap's data; None: no such ConfigMap (404)
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,6 +45,11 @@ class FakeJobsApi:
                 query = urllib.parse.parse_qs(url.query)
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     return self._send(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
+                if url.path == f"/api/v1/namespaces/{NAMESPACE}/configmaps/{AUTOSTOP_OWNER_CONFIG_MAP}":
+                    if api.owner is None:
+                        return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                    return self._send(200, {"apiVersion": "v1", "kind": "ConfigMap", "data": api.owner,
+                                            "metadata": {"name": AUTOSTOP_OWNER_CONFIG_MAP, "namespace": NAMESPACE}})
                 if url.path != f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs" or set(query) != {"labelSelector"}:
                     return self._send(500, {"kind": "Status", "code": 500,
                                             "message": f"the fake API does not answer {self.path}"})
@@ -140,6 +148,26 @@ def test_waits_while_a_job_runs_then_scales_every_gpu_group_to_zero_and_records_
     assert "every Job finished" in record["reason"] and record["action"] == "scale-to-zero"
     assert [g["before"]["desiredSize"] for g in record["node_groups"]] == [2, 1]
     assert all(r.startswith(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs?labelSelector=") for r in fake.requests)
+
+
+def test_a_controller_of_an_earlier_generation_never_scales_the_groups_a_later_run_needs(api, aws):
+    """A re-run: pulumi up records its generation, then gives the groups their sizes back; the previous run's
+    controller, its Jobs done and idle for long, still runs until its Deployment is replaced. It must stand
+    down: scaling now would leave the new run's Jobs pending until their deadline."""
+    fake, get = api
+    eks, s3 = aws
+    spec = {**SPEC, "generation": "aaaa000011112222", "owner": AUTOSTOP_OWNER_CONFIG_MAP}
+    fake.jobs = [k8s_job("resnet", done=("Complete", "2027-01-15T08:22:00Z"))]
+    fake.owner = {"generation": "bbbb333344445555", "run_id": "run-008"}
+    clock = Clock(minutes=60)  # 38 minutes idle: its own decision would be to scale
+    assert autostop.run(spec, get=get, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=3) == []
+    for group, size in (("p3-20270115", 2), ("g5-20270115", 1)):
+        assert sizes(eks, group)["desiredSize"] == size
+    assert not any(r.startswith("/apis/batch") for r in fake.requests)  # it did not even look at its Jobs
+    # Its own generation recorded (a pulumi up that changed nothing), or no record at all: it scales as before.
+    fake.owner = {"generation": spec["generation"], "run_id": RUN}
+    assert len(autostop.run(spec, get=get, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=1)) == 1
+    assert sizes(eks, "p3-20270115")["desiredSize"] == 0
 
 
 def test_the_deadline_scales_a_run_that_never_ends_and_does_it_once(api, aws):

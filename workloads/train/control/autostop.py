@@ -5,10 +5,13 @@ loop: list the run's Jobs through the Kubernetes API (the gate's client, ``workl
 ask ``core.config.autostop.decide`` and, when it says so, set every GPU node group's scaling config to
 min 0, desired 0 through the EKS API, then write ``autostop.json`` beside the run's results.
 It keeps watching afterwards: a later ``pulumi up --refresh`` that puts the sizes back with
-nothing left to run is scaled down again.
+nothing left to run is scaled down again. A later ``pulumi up`` that creates new Jobs (a new run id,
+new code or experiments) records a new generation first (``superseded``); from then on this
+controller, until its Deployment is replaced, never touches the groups.
 
 Its instructions come as JSON in ``EKSBENCH_AUTOSTOP`` (``workloads.autostop_manifests``):
-namespace, run_id, cluster, node_groups, region, bucket, key, deadline_minutes, idle_minutes.
+namespace, run_id, cluster, node_groups, region, bucket, key, deadline_minutes, idle_minutes,
+generation and owner (the ConfigMap that names the current generation).
 Its AWS identity is EKS Pod Identity, which boto3 reads from the environment the agent injects.
 """
 
@@ -62,8 +65,32 @@ def act(spec: dict, decision: Decision, *, eks: Any, s3: Any, now: float) -> dic
     return record
 
 
+def superseded(spec: dict, get: Callable[[str], Any] = request) -> str | None:
+    """The generation a later `pulumi up` recorded in the owner ConfigMap when it is not ours, else None.
+
+    Each `pulumi up` writes its generation there before it gives the GPU groups their sizes back
+    (workloads.autostop.autostop_owner); a controller of an earlier generation, still running until its
+    Deployment is replaced, must then leave the groups to the run that needs them. No ConfigMap (a stack
+    made before it existed) or no generation in the spec: ours."""
+    if not spec.get("generation") or not spec.get("owner"):
+        return None
+    try:
+        body = get("/api/v1/namespaces/%s/configmaps/%s" % (spec["namespace"], spec["owner"]))
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return None
+        raise
+    current = (body.get("data") or {}).get("generation")
+    return current if current and current != spec["generation"] else None
+
+
 def step(spec: dict, *, get: Callable[[str], Any], eks: Any, s3: Any, now: float, started_at: float) -> dict | None:
     """One look: the decision, and the record when it scaled something."""
+    newer = superseded(spec, get)
+    if newer:
+        print(f"autostop: generation {spec['generation']} of run {spec['run_id']} is superseded by {newer} "
+              "(a later pulumi up): not scaling", flush=True)
+        return None
     jobs = [job_state(j) for j in list_jobs(spec, get)]
     decision = decide(jobs, now=now, started_at=started_at, deadline_minutes=spec["deadline_minutes"],
                       idle_minutes=spec["idle_minutes"])
