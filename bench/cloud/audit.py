@@ -5,7 +5,9 @@ After ``pulumi destroy`` nothing should bill. Two kinds of leftovers are looked 
 - Everything still tagged with the stack (``eksbench:project`` and ``eksbench:stack``, which the
   program puts on every AWS resource and, through the launch templates, on the instances,
   volumes and network interfaces EC2 creates; ``tests/program/test_stack_tags.py`` holds that),
-  through the Resource Groups Tagging API (``GetResources`` with ``TagFilters``).
+  through the Resource Groups Tagging API (``GetResources`` with ``TagFilters``). That API keeps
+  listing deleted resources for minutes to hours, so each ARN of a kind in ``DESCRIBE`` is confirmed
+  with its own service's describe call first (``still_there``); other kinds are reported as found.
 - What is known to leak untagged (pulumi/pulumi-eks#1226, eksctl-io/eksctl#5632,
   skypilot-org/skypilot#3688): in the stack's VPC (while it still exists) network interfaces,
   security groups other than ``default``, and load balancers (both ELB APIs); EBS volumes that
@@ -81,6 +83,73 @@ def delete_command(arn: str, region: str) -> str:
     return f"no single command: delete it in the {service or 'AWS'} console or CLI ({arn})"
 
 
+# How each kind the tagging API returns is confirmed with its own service, which answers for now: the
+# Resource Groups Tagging API keeps returning deleted resources for a while (boto/boto3#3341: instances
+# for hours after termination; aws/aws-cli#4173: volumes 20 minutes after deletion; aws/aws-sdk#302).
+# (service, resource type) -> (client, operation, its arguments for the resource's id, the list in the
+# answer, the states that mean gone). A "NotFound"-style error code means gone too.
+GONE_STATES = ("terminated", "shutting-down", "deleted", "deleting", "DELETED", "DELETING", "released")
+DESCRIBE: dict[tuple[str, str], tuple[str, str, Callable[[str], dict], str, str | None]] = {
+    ("ec2", "instance"): ("ec2", "describe_instances", lambda i: {"InstanceIds": [i]}, "Reservations", "State.Name"),
+    ("ec2", "volume"): ("ec2", "describe_volumes", lambda i: {"VolumeIds": [i]}, "Volumes", "State"),
+    ("ec2", "network-interface"): ("ec2", "describe_network_interfaces", lambda i: {"NetworkInterfaceIds": [i]},
+                                   "NetworkInterfaces", "Status"),
+    ("ec2", "security-group"): ("ec2", "describe_security_groups", lambda i: {"GroupIds": [i]}, "SecurityGroups", None),
+    ("ec2", "launch-template"): ("ec2", "describe_launch_templates", lambda i: {"LaunchTemplateIds": [i]},
+                                 "LaunchTemplates", None),
+    ("ec2", "vpc"): ("ec2", "describe_vpcs", lambda i: {"VpcIds": [i]}, "Vpcs", None),
+    ("ec2", "subnet"): ("ec2", "describe_subnets", lambda i: {"SubnetIds": [i]}, "Subnets", None),
+    ("ec2", "natgateway"): ("ec2", "describe_nat_gateways", lambda i: {"NatGatewayIds": [i]}, "NatGateways", "State"),
+    ("ec2", "internet-gateway"): ("ec2", "describe_internet_gateways", lambda i: {"InternetGatewayIds": [i]},
+                                  "InternetGateways", None),
+    ("ec2", "route-table"): ("ec2", "describe_route_tables", lambda i: {"RouteTableIds": [i]}, "RouteTables", None),
+    ("ec2", "elastic-ip"): ("ec2", "describe_addresses", lambda i: {"AllocationIds": [i]}, "Addresses", None),
+    ("ec2", "vpc-endpoint"): ("ec2", "describe_vpc_endpoints", lambda i: {"VpcEndpointIds": [i]}, "VpcEndpoints",
+                              "State"),
+    ("eks", "cluster"): ("eks", "describe_cluster", lambda i: {"name": i}, "cluster", "status"),
+    ("eks", "nodegroup"): ("eks", "describe_nodegroup",
+                           lambda i: {"clusterName": i.split("/")[0], "nodegroupName": i.split("/")[1]},
+                           "nodegroup", "status"),
+    ("elasticfilesystem", "file-system"): ("efs", "describe_file_systems", lambda i: {"FileSystemId": i},
+                                           "FileSystems", "LifeCycleState"),
+    ("fsx", "file-system"): ("fsx", "describe_file_systems", lambda i: {"FileSystemIds": [i]}, "FileSystems",
+                             "Lifecycle"),
+}
+
+
+def _state(item: Any, path: str | None) -> Any:
+    for key in (path or "").split("."):
+        item = item.get(key) if key and isinstance(item, dict) else item
+    return item
+
+
+def still_there(session: Any, arn: str, clients: dict[str, Any] | None = None) -> bool:
+    """Whether the resource ``arn`` exists now, by its own service's describe call; True where eksbench has
+    no such call for its kind (it is reported, as found) or the call fails for another reason than absence."""
+    parts = arn.split(":", 5)
+    if len(parts) != 6:
+        return True
+    kind, _, ident = parts[5].partition("/")
+    how = DESCRIBE.get((parts[2], kind))
+    if how is None or not ident:
+        return True
+    service, operation, args, key, state = how
+    clients = clients if clients is not None else {}
+    if service not in clients:
+        clients[service] = session.client(service)
+    client = clients[service]
+    try:
+        answer = getattr(client, operation)(**args(ident))
+    except Exception as e:  # noqa: BLE001 - botocore's ClientError: absent, or no permission to look
+        code = str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
+        return not ("NotFound" in code or code in ("ResourceNotFoundException", "FileSystemNotFound"))
+    found = answer.get(key)
+    items = found if isinstance(found, list) else [found] if found else []
+    if key == "Reservations":
+        items = [i for r in items for i in r.get("Instances") or []]
+    return any(_state(i, state) not in GONE_STATES for i in items)
+
+
 def _pages(client: Any, operation: str, key: str, **kwargs: Any) -> list:
     """Every ``key`` item of every page, through botocore's own paginator for ``operation``: its tokens
     come from the service model (``logs`` calls it nextToken, the tagging API PaginationToken, ELB Marker
@@ -102,8 +171,11 @@ def find_leftovers(session: Any, *, project: str, stack: str, cluster: str,
 
     tagging = session.client("resourcegroupstaggingapi")
     filters = [{"Key": "eksbench:project", "Values": [project]}, {"Key": "eksbench:stack", "Values": [stack]}]
+    clients: dict[str, Any] = {}
     for r in _pages(tagging, "get_resources", "ResourceTagMappingList", TagFilters=filters):
         arn = r["ResourceARN"]
+        if not still_there(session, arn, clients):  # the tagging API still lists what was just deleted
+            continue
         parts = arn.split(":", 5)
         add(arn, f"{parts[2]}:{parts[5].split('/')[0]}" if len(parts) == 6 else "?", "tagged with the stack")
 

@@ -167,3 +167,41 @@ def test_the_log_groups_are_read_past_the_first_page():
         names = [g["logGroupName"] for g in _pages(logs, "describe_log_groups", "logGroups", logGroupNamePrefix=group)]
         stub.assert_no_pending_responses()
     assert names == ["/aws/eks/eksbench-dev/a", group]
+
+
+class GhostTagging:
+    """The session, with a Resource Groups Tagging API that still lists what was deleted (as the real one does
+    for minutes to hours: boto/boto3#3341, aws/aws-cli#4173) besides what is there."""
+
+    def __init__(self, session, arns):
+        self.session, self.arns, self.region_name = session, arns, session.region_name
+
+    def client(self, name):
+        if name != "resourcegroupstaggingapi":
+            return self.session.client(name)
+        client = self.session.client(name)
+        stub = Stubber(client)
+        stub.add_response("get_resources", {"ResourceTagMappingList": [{"ResourceARN": a} for a in self.arns]},
+                          {"TagFilters": [{"Key": "eksbench:project", "Values": ["eksbench"]},
+                                          {"Key": "eksbench:stack", "Values": ["dev"]}]})
+        stub.activate()
+        return client
+
+
+def test_a_resource_the_tagging_api_still_lists_after_its_deletion_is_not_reported(session):
+    ec2 = session.client("ec2")
+    account = session.client("sts").get_caller_identity()["Account"]
+    arn = lambda kind, ident: f"arn:aws:ec2:{REGION}:{account}:{kind}/{ident}"  # noqa: E731
+    kept = ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=8, TagSpecifications=[
+        {"ResourceType": "volume", "Tags": DEV_TAGS}])["VolumeId"]
+    deleted = ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=8)["VolumeId"]
+    ec2.delete_volume(VolumeId=deleted)
+    image = ec2.describe_images()["Images"][0]["ImageId"]
+    instance = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    ec2.terminate_instances(InstanceIds=[instance])
+    ghosts = [arn("volume", kept), arn("volume", deleted), arn("instance", instance),
+              arn("network-interface", "eni-0123456789abcdef0"),
+              f"arn:aws:eks:{REGION}:{account}:cluster/eksbench-dev",
+              f"arn:aws:sqs:{REGION}:{account}:a-kind-eksbench-cannot-describe"]
+    found = find_leftovers(GhostTagging(session, ghosts), project="eksbench", stack="dev", cluster="eksbench-dev")
+    assert [x.arn for x in found] == [arn("volume", kept), f"arn:aws:sqs:{REGION}:{account}:a-kind-eksbench-cannot-describe"]
