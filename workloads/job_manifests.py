@@ -15,7 +15,7 @@ import json
 from typing import Mapping
 
 from core.catalog import aws as catalog
-from core.catalog.fabric import FABRIC_EXIT_CODE
+from core.catalog.fabric import FABRIC_EXIT_CODE, NCCL_ENV_BY_FAMILY, efa_hugepages_mib
 from core.catalog.pins import GATE_IMAGE
 from core.config.autostop import EVAL_TIMEOUT_MINUTES, experiment_budget_minutes
 from core.config.model import Experiment, GpuNodeGroup
@@ -156,9 +156,13 @@ def _efa(group: GpuNodeGroup, gpus: int) -> tuple[dict[str, str], list[dict]]:
     count = max(1, catalog.efa_interfaces(group.instance_type) * gpus // max(spec.gpus, 1))
     env = [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "FI_EFA_FORK_SAFE", "value": "1"},
            {"name": ENV_EFA, "value": "1"}]  # the launcher judges NCCL's transport by it (core.catalog.fabric)
-    if group.instance_type.split(".")[0] in EFA_RDMA_FAMILIES:
+    family = group.instance_type.split(".")[0]
+    if family in EFA_RDMA_FAMILIES:
         env.append({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"})
-    return {"vpc.amazonaws.com/efa": str(count)}, env
+    # AWS's EFA recipe (core.catalog.fabric.EFA_RECIPE): huge pages for libfabric, NCCL's buffer sizes on p5.
+    env += [{"name": k, "value": v} for k, v in sorted(NCCL_ENV_BY_FAMILY.get(family, {}).items())]
+    return {"vpc.amazonaws.com/efa": str(count),
+            "hugepages-2Mi": f"{efa_hugepages_mib(gpus, spec.gpus)}Mi"}, env
 
 
 def what_ran_env(group: GpuNodeGroup) -> dict[str, str]:

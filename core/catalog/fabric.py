@@ -50,9 +50,37 @@ EXPECTED_BUSBW: dict[tuple[str, int], ExpectedBusbw] = {
                                         source="2 x p4de.24xlarge, " + AWSOME_NCCL_TESTS),
     ("p5.48xlarge", 2): ExpectedBusbw(points=((2**29, 393.34), (2**30, 436.95), (2**31, 443.72),
                                               (2**32, 465.87), (2**33, 479.28)),
-                                      source="2 x p5.48xlarge (EFA installer 1.28.0, aws-ofi-nccl 1.7.3, NCCL 2.18.5), "
+                                      source="2 x p5.48xlarge, the README's Slurm run (its versions unstated; the "
+                                             "repository's defaults then: EFA installer 1.31.0, aws-ofi-nccl 1.8.1, "
+                                             "NCCL 2.20.3; NCCL_BUFFSIZE=8388608, NCCL_P2P_NET_CHUNKSIZE=524288), "
                                              + AWSOME_NCCL_TESTS),
 }
+
+
+# AWS's own recipe for EFA pods, aws-samples/awsome-distributed-training
+# micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml (commit 7217859f, its defaults are for p5.48xlarge;
+# the EKS user guide's ml/node-efa.adoc has the same resources):
+# - huge pages: "hugepages-2Mi: 5120Mi" for a pod with all 8 GPUs and 32 EFA interfaces. libfabric's EFA
+#   provider maps its buffer pools with MAP_HUGETLB (ofiwg/libfabric efa_rdm_ep_fiops.c), EFA instances
+#   pre-allocate 5128 2 MiB pages (EKS user guide), and the kubelet limits hugetlb to 0 for every page size a
+#   pod does not request (kubernetes pkg/kubelet/cm/cgroup_manager_linux.go maybeSetHugetlb): without the
+#   request libfabric falls back to normal pages (runc >= 1.2 also limits reservations) or dies of SIGBUS.
+#   A pod with part of a node's GPUs gets the same share of the 5120 MiB.
+# - NCCL on p5: NCCL_BUFFSIZE=8388608 and NCCL_P2P_NET_CHUNKSIZE=524288 (the manifest's mpirun -x settings,
+#   and the settings of the README's published p5 figure above). Its NCCL_TUNER_PLUGIN path is not set
+#   here: aws-ofi-nccl 1.16 enables its tuner by default on AWS (its RELEASENOTES), the plugin's library
+#   layout differs across EFA installers, and NCCL only logs a wrong path and goes on.
+EFA_HUGEPAGES_MIB_PER_NODE = 5120
+EFA_RECIPE = "aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml (7217859f)"
+NCCL_ENV_BY_FAMILY: dict[str, dict[str, str]] = {
+    family: {"NCCL_BUFFSIZE": "8388608", "NCCL_P2P_NET_CHUNKSIZE": "524288"} for family in ("p5", "p5e", "p5en")}
+
+
+def efa_hugepages_mib(gpus: int, node_gpus: int) -> int:
+    """MiB of 2 MiB huge pages for a pod with ``gpus`` of a node's ``node_gpus``: its share of the recipe's
+    5120 MiB, in whole pages."""
+    share = EFA_HUGEPAGES_MIB_PER_NODE * max(gpus, 1) // max(node_gpus, 1)
+    return max(2, share - share % 2)
 
 
 def busbw_check(curve: Sequence[tuple[int, float]], *, instance_type: str | None, nodes: int | None,

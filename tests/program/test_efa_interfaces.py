@@ -64,3 +64,30 @@ def test_the_planned_launch_template_and_the_planned_pods_agree(instance_type):
     assert jobs
     for job in jobs:
         assert requested(job) == len(template["inputs"]["networkInterfaces"]) == catalog.efa_interfaces(instance_type)
+
+
+@pytest.mark.parametrize("instance_type", EFA_TYPES)
+def test_efa_pods_get_huge_pages_as_aws_recipe_asks_and_p5_its_nccl_buffer_sizes(instance_type):
+    """The kubelet limits hugetlb to 0 for every page size a pod does not request, so libfabric's huge-page
+    buffer pools need the request (core.catalog.fabric.EFA_RECIPE); a whole node asks 5120Mi, a part its share.
+    On p5, NCCL_BUFFSIZE and NCCL_P2P_NET_CHUNKSIZE as the recipe and the published p5 figure had them."""
+    from core.catalog.fabric import EFA_HUGEPAGES_MIB_PER_NODE
+
+    group = GpuNodeGroup(name="g", instance_type=instance_type, efa=True, max_size=2, desired_size=2)
+    node_gpus = catalog.INSTANCE_TYPES[instance_type].gpus
+    for gpus in sorted({node_gpus, max(1, node_gpus // 2)}):
+        e = Experiment(name="x", min_nodes=2, max_nodes=2, gpus_per_node=gpus)
+        job = m.experiment_manifests(e, env=ENV, node_group=group, bucket="b", run_id="run-001", code_config_map=CODE,
+                                     region="us-west-2")["job"]
+        main = job["spec"]["template"]["spec"]["containers"][0]
+        want = f"{EFA_HUGEPAGES_MIB_PER_NODE * gpus // node_gpus // 2 * 2}Mi"
+        assert main["resources"]["limits"]["hugepages-2Mi"] == main["resources"]["requests"]["hugepages-2Mi"] == want
+        env = {v["name"]: v.get("value") for v in main["env"]}
+        p5 = instance_type.split(".")[0] in ("p5", "p5e", "p5en")
+        assert (env.get("NCCL_BUFFSIZE"), env.get("NCCL_P2P_NET_CHUNKSIZE")) == (
+            ("8388608", "524288") if p5 else (None, None))
+    plain = GpuNodeGroup(name="g", instance_type="p3.16xlarge", max_size=2, desired_size=2)
+    job = m.experiment_manifests(Experiment(name="x", min_nodes=2, max_nodes=2, gpus_per_node=8), env=ENV,
+                                 node_group=plain, bucket="b", run_id="run-001", code_config_map=CODE,
+                                 region="us-west-2")["job"]
+    assert "hugepages-2Mi" not in job["spec"]["template"]["spec"]["containers"][0]["resources"].get("limits", {})
