@@ -85,7 +85,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
     problems = meaning_problems(cfg, offered=offered, code_files=code_files, today=today, zones=zones)
     if problems:
         raise ConfigError(problems)
-    for note in offerings.advisories(cfg, today=today) + image_advisories(cfg):
+    for note in offerings.advisories(cfg, today=today) + image_advisories(cfg, today):
         pulumi.log.warn(note)
 
     env = environment_for(cfg)

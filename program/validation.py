@@ -327,12 +327,18 @@ def image_problems(cfg: StackConfig) -> list[str]:
     return out
 
 
-def image_advisories(cfg: StackConfig) -> list[str]:
+def image_advisories(cfg: StackConfig, today: str | None = None) -> list[str]:
     """Warnings: an image eksbench has no CUDA build for (custom images, other frameworks) is not checked; a
-    framework whose GPU path has not run yet (``compat.NOT_VERIFIED_ON_GPUS``) is not verified."""
+    framework whose GPU path has not run yet (``compat.NOT_VERIFIED_ON_GPUS``) is not verified; an image past
+    AWS's patch support on ``today`` (ISO date; None: no date check) is named with what to use instead."""
     out = []
     for i, e, group, row in _image_pairs(cfg):
         cc = compat.gpu_arch(group.instance_type)
+        if row is not None and today and compat.past_patch_support(row, today):
+            instead = (compat.SM70_AFTER_SUPPORT if cc == "7.0" else
+                       f"set image: to a supported {row.framework} image (core/catalog/compat.py IMAGES)")
+            out.append(f"{cfg.experiment_key(i)}.image={show(e.image)}: {row.name} left AWS's patch support on "
+                       f"{row.end_of_patch} (no security fixes since); {instead}")
         if row is None and cc is not None:
             driver = compat.AMI_DRIVERS.get(group.ami_type)
             on_driver = f" and runs on its NVIDIA driver {driver.branch} without the compat package" if driver else ""

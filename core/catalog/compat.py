@@ -171,6 +171,26 @@ GPU_ARCH: dict[str, str] = {
 # not for P3/P3dn (doc/usage/g7-ami.md), so 580 is the floor on every type here: what is knowable is
 # "580, or 595 on the newest types". Bottlerocket: "All Bottlerocket AMIs are on 580"
 # (bottlerocket-os/bottlerocket-kernel-kit#254, 2026-01-29; 580.126.09 in #357).
+# V100 (sm_70) after its last supported image. CUDA 13.0 removed Volta ("offline compilation and library
+# support for these architectures have been removed", CUDA 13.0 release notes, Deprecated Architectures),
+# and no PyTorch training DLC still in patch support on 2026-11-27 has sm_70 kernels: 2.10 and later are
+# cu130; the last with Volta, 2.8.0 cu129 and 2.6.0 cu126, left patch support on 2026-08-06 and 2026-01-29
+# (aws/deep-learning-containers docs/src/data/pytorch-training/2.{6,8,10}-gpu-ec2.yml). PyTorch's own cu126
+# wheels keep Volta kernels (7.0) through the 2.14 release line (pytorch/pytorch .ci/manywheel/build_cuda.sh,
+# RFC #190355); AWS's CUDA 12.9 base image is in support until 2028-06-30
+# (docs/src/data/base/cu129-runtime.yml). So on V100 the default stays the 2.6.0 cu126 DLC, and the plan
+# says it is out of support and how to build a supported one.
+SM70_AFTER_SUPPORT = ("no PyTorch DLC in AWS's patch support has V100 (sm_70) kernels; for a patched image build "
+                      "one FROM public.ecr.aws/deep-learning-containers/base:runtime-cu129-amzn2023 (in support "
+                      "until 2028-06-30) with torch from https://download.pytorch.org/whl/cu126 (PyTorch's cu126 "
+                      "wheels keep sm_70 through 2.14) and what workloads/Dockerfile adds, push it and set image:")
+
+
+def past_patch_support(row: TrainingImage, today: str) -> bool:
+    """Whether AWS stopped patching ``row`` (its end of patch is before ``today``, ISO dates)."""
+    return bool(row.end_of_patch) and row.end_of_patch < today
+
+
 # Frameworks whose GPU path has not run anywhere yet, and why it is in doubt: the plan warns on a GPU group.
 NOT_VERIFIED_ON_GPUS = {
     "paddle": ("Paddle's parameter-server GEO mode with a CUDA place (workloads/train/paddle/ps.py) has run on "

@@ -86,3 +86,19 @@ def test_a_framework_not_verified_on_gpus_is_a_warning_on_a_gpu_group_only():
     assert len(notes) == 1 and notes[0].startswith('experiments[0].framework="paddle": not verified on GPUs: ')
     assert "GEO" in notes[0] and "'gpu'" in notes[0]
     assert not [n for n in image_advisories(stack("p3.16xlarge", "AL2023_x86_64_NVIDIA")) if "not verified" in n]
+
+
+def test_an_image_past_awss_patch_support_is_named_with_what_to_use_instead():
+    """The V100 default, the PyTorch 2.6.0 cu126 DLC, left patch support on 2026-01-29; no supported DLC has
+    sm_70 kernels, so the plan says how to build a patched one. A supported image gets no such warning."""
+    v100 = stack("p3.16xlarge", "AL2023_x86_64_NVIDIA")
+    row = compat.find_image(v100.experiments[0].image)
+    assert row.framework_version == "2.6.0" and row.end_of_patch == "2026-01-29"
+    [note] = [n for n in image_advisories(v100, "2026-11-27") if "patch support" in n]
+    assert note.startswith('experiments[0].image="') and "left AWS's patch support on 2026-01-29" in note
+    assert "base:runtime-cu129-amzn2023" in note and "whl/cu126" in note
+    assert not [n for n in image_advisories(v100, "2026-01-29") if "patch support" in n]  # its last day
+    assert not [n for n in image_advisories(v100) if "patch support" in n]  # no clock, no date check
+    a100 = stack("p4d.24xlarge", "AL2023_x86_64_NVIDIA")
+    assert compat.find_image(a100.experiments[0].image).end_of_patch == "2027-01-21"
+    assert not [n for n in image_advisories(a100, "2026-11-27") if "patch support" in n]
