@@ -40,7 +40,7 @@ def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None
     """Every meaning problem of a shape-clean config. ``offered`` (instance type -> zones),
     ``code_files`` (the shipped sources), ``today`` (ISO date: the caller's clock, for the EKS
     version calendar) and ``zones`` (the region's usable zone names -> zone ids) are checked when given."""
-    problems = (_cluster(cfg, today) + _node_groups(cfg) + _network(cfg, zones) + _storage(cfg)
+    problems = (_region(cfg) + _cluster(cfg, today) + _node_groups(cfg) + _network(cfg, zones) + _storage(cfg)
                 + _datasets(cfg) + _experiments(cfg) + name_collisions(cfg) + image_problems(cfg))
     problems += _fsx_deployment(cfg) + _parallel_gpus(cfg) + deadline_problems(cfg)
     if offered is not None:
@@ -99,6 +99,24 @@ def _cluster(cfg: StackConfig, today: str | None) -> list[str]:
                            "registries\" table); add it there, or use one of "
                            + ", ".join(sorted(EKS_ADDON_REGISTRY_ACCOUNTS)), '"us-east-1"'))
     return out
+
+
+def known_regions() -> set[str]:
+    """Every region of every partition in botocore's endpoint data (``botocore/data/endpoints.json``), where EKS
+    is offered: what AWS can build a cluster in, as far as the SDK the program runs on knows."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    return {r for p in session.get_available_partitions() for r in session.get_available_regions("eks", p)}
+
+
+def _region(cfg: StackConfig) -> list[str]:
+    """A region AWS has (offline, the mock engine would answer for any name: invented zones, invented offers)."""
+    known = known_regions()
+    if not cfg.region or not known or cfg.region in known:
+        return []
+    return [problem("aws:region", cfg.region, f"is not an AWS region with EKS in botocore's endpoint data; the "
+                    f"{len(known)} known are {', '.join(sorted(known))}", '"us-west-2"')]
 
 
 def _single_zone(cfg: StackConfig, key: str, g: GpuNodeGroup, why: str) -> list[str]:
