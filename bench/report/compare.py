@@ -1,7 +1,7 @@
 """The report's "Change between runs" section: ``bench compare`` of each experiment's first and last run.
 
 Where the sources hold an experiment in two or more runs (run ids) of one stack, its first run
-(A) is compared with its last (B): throughput ratio with a 95% interval, the verdict, and what
+(A) is compared with its last (B), first and last by when they started (``started_at``): throughput ratio with a 95% interval, the verdict, and what
 differs between what ran. Several rows of one experiment in one run are its repeats. Rows and
 words only; ``bench.report.page`` draws the table.
 """
@@ -23,7 +23,8 @@ def run_pairs(runs: Sequence[compare.Run]) -> list[tuple[str, str, str, list, li
     out = []
     for (stack, experiment), by_run in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
         if len(by_run) >= 2:
-            first, last = sorted(by_run)[0], sorted(by_run)[-1]
+            order = compare.in_start_order(by_run)
+            first, last = order[0], order[-1]
             label = f"{experiment} (stack {stack})" if stack else str(experiment)
             out.append((label, first, last, by_run[first], by_run[last]))
     return out

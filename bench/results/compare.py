@@ -4,6 +4,7 @@ steady step times), the ratio with its interval, and what differs in what ran (`
 
 from __future__ import annotations
 
+import datetime
 import json
 import warnings
 from typing import Any, Iterable, Mapping, Sequence
@@ -57,6 +58,28 @@ def by_experiment(runs: Iterable[Run]) -> dict[str, list[Run]]:
     for row, lines in runs:
         out.setdefault(str(row.get("experiment")), []).append((row, lines))
     return out
+
+
+def started_at(runs: Sequence[Run]) -> datetime.datetime | None:
+    """When a run began: the earliest ``started_at`` of its rows (their summaries), in UTC; None where no row
+    says (a run killed before its summary) or what it says is no timestamp."""
+    times = []
+    for row, _ in runs:
+        try:
+            t = datetime.datetime.fromisoformat(str(row.get("started_at")))
+        except ValueError:
+            continue
+        times.append(t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc))
+    return min(times) if times else None
+
+
+def in_start_order(by_run: Mapping[str, Sequence[Run]]) -> list[str]:
+    """Run ids by when each run started (``started_at``), runs that do not say last, by id among equals:
+    a run's name says nothing of its age (a notebook's ``nb-...`` sorts after ``run-...``)."""
+    def key(run_id: str):
+        t = started_at(by_run[run_id])
+        return (t is None, t or datetime.datetime.min.replace(tzinfo=datetime.timezone.utc), run_id)
+    return sorted(by_run, key=key)
 
 
 def usable(runs: Sequence[Run]) -> list[Run]:

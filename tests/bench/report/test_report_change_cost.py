@@ -12,6 +12,7 @@ import pytest
 from bench.report import page as report
 from tests.bench.report.test_report import CHROMIUM, FLAGS
 from tests.bench.results.test_compare import write_run
+from tests.bench.conftest import summary, write_experiment
 
 STARTUP = {"time_to_first_step_s": 90.0, "phases_s": {"launch": 50.0, "build": 30.0, "first_step": 10.0}}
 
@@ -61,3 +62,19 @@ def test_the_browser_renders_the_change_and_cost_tables(page, tmp_path):
     assert re.search(r'data-images-loaded="(\d+)/\1"', dom), "every figure decodes"
     assert "Change between runs" in text and "faster" in text and "driver: 580.1 → 590.2" in text
     assert "Cost per result (estimate)" in text and "90 s ($0.8193)" in text
+
+
+def test_the_change_between_runs_goes_from_the_first_started_run_to_the_last(tmp_path):
+    """A notebook's run (nb-...) sorts after a local run's timestamp id by name; it started first, so it is A,
+    not B (and a summary without a time zone reads as UTC)."""
+    from bench import results as frames
+    from bench.report.compare import run_pairs
+
+    root = tmp_path / "results" / "dev"
+    for run, started, rate in (("nb-20261125", "2026-11-25T09:00:00Z", 900.0),
+                               ("20261126-090000", "2026-11-26T09:00:00", 1000.0),
+                               ("20261127-080000", "2026-11-27T08:00:00+00:00", 1100.0)):
+        write_experiment(root, f"{run}/resnet50", summary("resnet50", rate=rate, started_at=started))
+    runs = frames.runs(str(root))
+    [(label, a, b, _, _)] = run_pairs(runs)
+    assert (a, b) == ("nb-20261125", "20261127-080000"), (a, b)
