@@ -48,6 +48,15 @@ def _plain_text(draw):
     return wrapped
 
 
+def _plain_log_ticks(axis) -> None:
+    """A log axis labelled in plain numbers (0.01, 0.1, 1, 10). Matplotlib's log formatters write mathtext
+    (``$\\mathdefault{10^{0}}$``), which SAFE_TEXT leaves unparsed: the page would show the markup."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def png_data_uri(fig, dpi: int = 96) -> str:
     """The figure as a ``data:image/png;base64,...`` URI (self-contained page)."""
     import matplotlib
@@ -223,6 +232,7 @@ def loss_figure(steps, df):
         ax.plot(curve.index, curve.values, label=f"{name} (mean over ranks)")
     if (s["loss"] > 0).all():
         ax.set_yscale("log")
+        _plain_log_ticks(ax.yaxis)
     ax.set(xlabel="step", ylabel="training loss", title="Loss curves")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

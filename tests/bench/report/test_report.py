@@ -170,3 +170,23 @@ def test_a_hostile_busbw_document_gives_a_page_not_a_traceback(tmp_path):
                                                     fabric="degraded"), ranks=0)
     text = report.write_report([str(tmp_path / "dev")], tmp_path / "h.html").read_text()
     assert "busbw per message size" in text and "<script>x" not in text and "&lt;b&gt;" in text
+
+
+def test_the_loss_charts_log_axis_is_labelled_in_plain_numbers(tmp_path):
+    """The page draws no mathtext (run text is drawn as it is): matplotlib's log formatters write
+    ``$\\mathdefault{10^{0}}$``, which then showed as markup on the loss chart's axis."""
+    import matplotlib
+
+    from bench.report import plots
+    from tests.bench.conftest import summary, write_experiment
+
+    root = tmp_path / "results"
+    write_experiment(root, "gpu/r1/resnet", summary("resnet"))
+    fig = plots.loss_figure(results.steps(str(root)), results.load(str(root)))
+    with matplotlib.rc_context(plots.SAFE_TEXT):
+        plots.png_data_uri(fig)  # draws it, so the tick labels exist
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log"
+    labels = [t.get_text() for t in ax.get_yticklabels() + ax.get_yticklabels(minor=True) if t.get_text()]
+    assert labels and all("$" not in t and "mathdefault" not in t for t in labels), labels
+    assert all(float(t) > 0 for t in labels)
