@@ -5,8 +5,8 @@ names under ``--results-root`` (``dev/run-001``) or ``s3://`` prefixes, read lik
 reads them (untrusted input, bounded, ``bench.results.frames``). Experiments are matched by name; only
 succeeded runs with a throughput count.
 
-For each experiment, the throughput ratio B / A with a 95% interval and a verdict (faster,
-slower, or no change at this noise), ``bench.results.compare_stats``:
+For each experiment, the throughput ratio B / A with a 95% interval, and a verdict (faster,
+slower, or no change at this noise) where the data can support one, ``bench.results.compare_stats``:
 
 - **repeats** (two or more runs a side: ``repeats:``, or the runs of a stack): Welch's t and
   Fieller's interval on the runs' samples/s;
@@ -16,14 +16,15 @@ slower, or no change at this noise), ``bench.results.compare_stats``:
   not pass for independent samples. At most 20 batches a side (Schmeiser, "Batch size effects
   in the analysis of simulation output", Operations Research 30(3), 1982: 10 to 30 batches);
   runs shorter than that use every step. Such an interval holds the noise within one run, not
-  the noise between runs (another node, the machine's load): the output says so, and only
-  repeats measure that.
+  the noise between runs (another node, the machine's load): what it suggests is shown as
+  "indicative", never as a verdict, and never fails the exit code. Only repeats measure that.
 
 Then what differs between the two sides: image, commit, versions, instance, zone, shape
 (``what_ran`` of the summaries, ``workloads.train.harness.what_ran``).
 
-Exit codes: 0 compared and no experiment slower; 1 at least one experiment slower (for CI
-gates); 2 refused (a source missing or empty, or no experiment in common).
+Exit codes: 0 compared and no verdict of slower; 1 at least one experiment slower by a verdict from
+repeats (for CI gates); 2 refused (a source missing or empty, or no experiment in common); 3 compare
+itself failed.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bench.errors import fail
-from bench.results.compare import SLOWER_EXIT, STEP_NOTE, comparison, load_side
+from bench.results.compare import ERROR_EXIT, SLOWER_EXIT, STEP_NOTE, comparison, load_side
 from bench.terminal import safe
 from core.contract import strict_json
 from core.contract.names import LOCAL_RESULTS_ROOT
@@ -73,14 +74,15 @@ def render(doc: Mapping[str, Any]) -> str:
         rows.append((clean(e["experiment"]), f"{_num(e['a_samples_per_s'])} ({e['a_runs']})",
                      f"{_num(e['b_samples_per_s'])} ({e['b_runs']})", _num(e["ratio"], ".3f"),
                      f"[{_num(e['low'], '.3f')}, {_num(e['high'], '.3f')}]" if e["ratio"] is not None else "—",
-                     e["verdict"] or e["note"] or "—",  # ours: never run text
+                     e["verdict"] or (f"indicative: {e['indicative']}" if e.get("indicative") else None)
+                     or e["note"] or "—",  # ours: never run text
                      f"{method}, n={e['n_a']}+{e['n_b']}" if e["n_a"] else method))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = [f"A: {clean(doc['a'], 1000)}", f"B: {clean(doc['b'], 1000)}", ""]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.append("(runs) per side; n: samples a side (runs, or batch means of steady step times).")
     if any(e["note"] == STEP_NOTE for e in doc["experiments"]):
-        lines.append(f"step times: {STEP_NOTE}.")
+        lines.append(f"indicative: {STEP_NOTE}.")
     changed = [e for e in doc["experiments"] if e["differences"]]
     if changed:
         lines += ["", "What differs (A -> B):"]
@@ -105,6 +107,14 @@ def resolve(source: str, results_root: str) -> str | None:
 
 
 def main(args) -> int:
+    try:
+        return _main(args)
+    except Exception as e:  # noqa: BLE001 - compare itself broke: its own exit code, never 1 (slower)
+        print(safe(f"error: compare failed: {type(e).__name__}: {e}"), file=sys.stderr)
+        return ERROR_EXIT
+
+
+def _main(args) -> int:
     sources = []
     for given in (args.a, args.b):
         found = resolve(given, args.results_root)

@@ -39,7 +39,7 @@ def change_rows(runs: Sequence[compare.Run]) -> list[dict[str, Any]]:
         rows.append({"experiment": label, "a": f"{a_id} ({e['a_runs']})", "b": f"{b_id} ({e['b_runs']})",
                      "a_rate": e["a_samples_per_s"], "b_rate": e["b_samples_per_s"],
                      "ratio": round(e["ratio"], 4) if e["ratio"] is not None else None, "interval": interval,
-                     "verdict": e["verdict"] or e["note"],
+                     "verdict": e["verdict"] or (f"indicative: {e['indicative']}" if e.get("indicative") else e["note"]),
                      "from": None if not e["method"] else "repeats" if e["method"].startswith("repeats")
                      else f"step times (n={e['n_a']}+{e['n_b']})",
                      "differs": differences_text(e["differences"])})
@@ -58,8 +58,9 @@ COLUMNS = [("experiment", "experiment"), ("a", "A: first run (rows)"), ("b", "B:
 INTRO = ("Throughput of the last run over the first, with a "
          f"{CONFIDENCE:.0%} interval (Fieller's, with Welch's degrees of freedom) from the repeats when each "
          "side has two or more, else from batch means of the steady step times; the verdict says faster or "
-         "slower only when the interval excludes 1. An interval from one run a side holds the noise within "
-         "that run only, not between runs (another node, the machine's load): repeats measure that. What "
+         "slower only when the interval excludes 1 and comes from repeats. An interval from one run a side holds "
+         "the noise within that run only, not between runs (another node, the machine's load), so what it "
+         "suggests is marked indicative, not a verdict: repeats measure that. What "
          "differs lists what ran (image, versions, driver, instance, zone, shape) where the two sides "
          "disagree. python -m bench compare A B prints the same for any two results, with --json.")
 NOTHING = ("Each experiment ran once here, so there is nothing to compare: give the report two runs of a stack "

@@ -99,7 +99,7 @@ def test_a_run_that_slows_at_its_end_is_compared_by_all_its_steps():
 def test_repeats_of_one_run_are_no_change(tree):
     doc = compare.comparison(results.runs(str(tree / "r1")), results.runs(str(tree / "r2")), a="r1", b="r2")
     (e,) = doc["experiments"]
-    assert e["verdict"] == S.NO_CHANGE and e["method"].startswith("steady step times")
+    assert e["verdict"] is None and e["indicative"] == S.NO_CHANGE and e["method"].startswith("steady step times")
     assert e["low"] < 1 < e["high"] and abs(e["ratio"] - 1) < 0.02 and (e["n_a"], e["n_b"]) == (20, 20)
     assert e["differences"] == [] and doc["slower"] == []
 
@@ -107,11 +107,12 @@ def test_repeats_of_one_run_are_no_change(tree):
 def test_twenty_percent_shorter_step_times_are_faster_by_a_quarter(tree):
     doc = compare.comparison(results.runs(str(tree / "r1")), results.runs(str(tree / "r3")), a="r1", b="r3")
     (e,) = doc["experiments"]
-    assert e["verdict"] == S.FASTER and 1.2 < e["low"] < e["ratio"] < e["high"] < 1.3
+    # One run a side: the interval holds only the noise within a run, so it is indicative, never a verdict.
+    assert e["verdict"] is None and e["indicative"] == S.FASTER and 1.2 < e["low"] < e["ratio"] < e["high"] < 1.3
     assert e["ratio"] == pytest.approx(e["b_samples_per_s"] / e["a_samples_per_s"], rel=0.01)
     assert {"field": "driver", "a": ["580.1"], "b": ["590.2"]} in e["differences"]
     back = compare.comparison(results.runs(str(tree / "r3")), results.runs(str(tree / "r1")), a="r3", b="r1")
-    assert back["experiments"][0]["verdict"] == S.SLOWER and back["slower"] == ["resnet50"]
+    assert back["experiments"][0]["indicative"] == S.SLOWER and back["slower"] == []
 
 
 def test_repeats_use_the_runs_throughputs(tree):
@@ -128,14 +129,16 @@ def test_repeats_use_the_runs_throughputs(tree):
 def test_cli_table_json_and_exit_codes(tree, tmp_path):
     done = run_cli(str(tree / "r1"), str(tree / "r3"))
     assert done.returncode == 0, done.stderr
-    assert "faster" in done.stdout and "driver 580.1 -> 590.2" in done.stdout and "step times, n=20+20" in done.stdout
-    assert "not between runs" in done.stdout  # what an interval from one run a side cannot see
+    assert "indicative: faster" in done.stdout and "driver 580.1 -> 590.2" in done.stdout
+    assert "step times, n=20+20" in done.stdout and "not between runs" in done.stdout
+    # One run a side, 20% slower: indicative only, so a CI gate does not fail on within-run noise.
     slower = run_cli(str(tree / "r3"), str(tree / "r1"), "--json")
-    assert slower.returncode == compare.SLOWER_EXIT
+    assert slower.returncode == 0, slower.stderr
     doc = json.loads(slower.stdout)
-    assert doc["slower"] == ["resnet50"] and doc["experiments"][0]["verdict"] == "slower"
+    assert doc["slower"] == [] and doc["experiments"][0]["verdict"] is None
+    assert doc["experiments"][0]["indicative"] == "slower"
     by_name = run_cli("gpu/r1", "gpu/r2", "--results-root", str(tree.parent))
-    assert by_name.returncode == 0 and "no change at this noise" in by_name.stdout
+    assert by_name.returncode == 0 and "indicative: no change at this noise" in by_name.stdout
     missing = run_cli(str(tmp_path / "nope"), str(tree / "r1"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no results at" in missing.stderr
     (tmp_path / "empty").mkdir()
@@ -173,9 +176,10 @@ def test_a_real_run_against_itself_is_no_change_and_a_faster_copy_is_faster(real
             x["step_times_s"] = [t * 0.8 for t in x.get("step_times_s") or []]
         rank.write_text("".join(json.dumps(x) + "\n" for x in lines))
     same = compare.comparison(results.runs(str(src)), results.runs(str(src)), a="A", b="A")["experiments"][0]
-    assert same["verdict"] == S.NO_CHANGE and same["ratio"] == pytest.approx(1.0)
+    assert same["indicative"] == S.NO_CHANGE and same["ratio"] == pytest.approx(1.0)
     faster = compare.comparison(results.runs(str(src)), results.runs(str(fast)), a="A", b="B")["experiments"][0]
-    assert faster["verdict"] == S.FASTER and faster["ratio"] == pytest.approx(1.25, rel=1e-3)
+    assert faster["indicative"] == S.FASTER and faster["ratio"] == pytest.approx(1.25, rel=1e-3)
+    assert same["verdict"] is faster["verdict"] is None
 
 
 def test_a_side_without_a_succeeded_run_says_how_its_runs_ended():
@@ -185,3 +189,25 @@ def test_a_side_without_a_succeeded_run_says_how_its_runs_ended():
     b = [({"status": "succeeded", "samples_per_s": 5.0}, "r3")]
     doc = compare_experiment("x", a, b)
     assert doc["verdict"] is None and doc["note"] == "no succeeded run with a throughput in A (A diverged, failed)"
+
+
+def test_with_runs_on_both_sides_slower_is_a_verdict_and_exit_1_and_a_crash_is_exit_3(tmp_path, monkeypatch):
+    """Several runs of a stack a side: the between-run interval, a verdict, and exit 1 when slower (CI gates).
+    A failure of compare itself has its own exit code, so a gate never reads "broken" as "slower"."""
+    import argparse
+
+    from bench.commands import compare as command
+
+    for run, seed, step in (("r1", 1, 0.1), ("r2", 2, 0.1), ("r3", 3, 0.125), ("r4", 4, 0.125)):
+        write_run(tmp_path / ("a" if run in ("r1", "r2") else "b"), f"{run}/resnet50", seed=seed, step_time=step)
+    slower = run_cli(str(tmp_path / "a"), str(tmp_path / "b"), "--json")
+    assert slower.returncode == compare.SLOWER_EXIT, slower.stderr
+    (e,) = json.loads(slower.stdout)["experiments"]
+    assert e["verdict"] == S.SLOWER and e["method"].startswith("repeats") and (e["n_a"], e["n_b"]) == (2, 2)
+
+    def broken(*_a, **_k):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(command, "comparison", broken)
+    args = argparse.Namespace(a=str(tmp_path / "a"), b=str(tmp_path / "b"), json=False, results_root="results")
+    assert command.main(args) == compare.ERROR_EXIT == 3

@@ -67,3 +67,23 @@ def test_no_spread_and_too_few_values():
     wide = S.fieller(S.welch([1.0, -1.0, 0.5], [5.0, 6.0, 7.0]))
     assert wide == (None, None) and S.verdict(*wide) == S.NO_CHANGE
     assert math.isfinite(S.t_quantile(0.975, 0.5))
+
+
+def test_calibration_of_the_repeats_verdict():
+    """Simulated runs with realistic run-to-run shifts (each run's samples/s off by a lognormal 3%, as runs on
+    other nodes and at other times are): A/A pairs are called slower at most 5% of the time, and a real 10%
+    slowdown with 3 repeats a side is called slower most of the time. Fixed seed: the figures are exact."""
+    import math
+    import random
+
+    rng = random.Random(7)
+
+    def runs(n: int, shift: float, sd: float = 0.03) -> list[float]:
+        return [1000.0 * (1 + shift) * math.exp(rng.gauss(0, sd)) for _ in range(n)]
+
+    for n in (2, 3, 5):
+        false_slower = sum(S.compare_throughputs(runs(n, 0), runs(n, 0)).verdict == S.SLOWER for _ in range(1000))
+        assert false_slower / 1000 <= 0.05, (n, false_slower)
+    detected = sum(S.compare_throughputs(runs(3, 0), runs(3, -0.10)).verdict == S.SLOWER for _ in range(400))
+    assert detected / 400 >= 0.7, detected
+    # and one run a side is never a verdict (bench.results.compare marks it indicative): nothing to calibrate
