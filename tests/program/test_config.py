@@ -286,3 +286,39 @@ def test_shape_stage_alone_accepts_what_only_meaning_rejects():
 def test_unknown_dataset_is_a_meaning_problem_naming_the_catalog():
     found = problems(with_(["experiments", 0, "dataset"], "mnist"))
     assert any(p.startswith('experiments[0].dataset="mnist": must be one of synthetic,') for p in found), found
+
+
+# ---- regions: under the mock engine any name would plan (invented zones, invented offers), so the offline
+# plan refuses a region AWS does not have, by name, with the ones botocore's endpoint data knows.
+
+def dev_in(region: str) -> dict:
+    import copy
+
+    from tests.program.test_program import DEV
+
+    config = copy.deepcopy(DEV)
+    config["aws:region"] = region
+    config["eksbench:network"] = {k: v for k, v in config["eksbench:network"].items() if k != "azs"}
+    return config
+
+
+def test_an_unknown_region_is_refused_naming_it_and_the_known_ones():
+    from program.offline import evaluate_config
+
+    with pytest.raises(ConfigError) as e:
+        evaluate_config("dev", dev_in("mars-east-1"))
+    [line] = [p for p in e.value.problems if p.startswith("aws:region=")]
+    assert line.startswith('aws:region="mars-east-1": is not an AWS region with EKS in botocore\'s endpoint data')
+    assert "us-west-2" in line and "eu-central-1" in line and line.endswith('e.g. "us-west-2"')
+
+
+def test_the_known_regions_are_botocores_and_a_real_one_plans():
+    from program.offline import evaluate_config
+    from program.validation import known_regions
+
+    known = known_regions()
+    assert {"us-east-1", "us-west-2", "eu-west-1", "ap-northeast-1", "cn-north-1", "us-gov-west-1"} <= known
+    assert "mars-east-1" not in known
+    plan = evaluate_config("dev", dev_in("us-east-1"))
+    assert plan.outputs["region"] == "us-east-1"
+
