@@ -209,7 +209,9 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
             namespace=cfg.namespace, run_id=cfg.run_id, region=cfg.region, cluster_name=name,
             cluster_arn=cluster.cluster_arn, node_groups=[g.node_group_name for g in gpu_groups],
             bucket=results_bucket, results=env.results, deadline_minutes=cfg.autostop_deadline_minutes,
-            idle_minutes=cfg.autostop.idle_minutes, code_files=code_files, generation=generation, tags=tags),
+            idle_minutes=cfg.autostop.idle_minutes, code_files=code_files, generation=generation,
+            node_group_sizes=[{"minSize": g.min_size, "maxSize": g.max_size, "desiredSize": g.desired_size}
+                              for g in cfg.gpu_node_groups], tags=tags),
             pulumi.ResourceOptions(provider=cluster.provider,
                                    depends_on=[cluster.namespace, cluster.pod_identity_agent, system, suite]))
 

@@ -46,6 +46,7 @@ class AutostopControllerArgs:
     idle_minutes: int
     code_files: Mapping[str, str]
     generation: str = ""
+    node_group_sizes: Sequence[Mapping[str, int]] = ()  # each GPU group's configured minSize, maxSize, desiredSize
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -68,7 +69,7 @@ class AutostopController(pulumi.ComponentResource):
         spec = pulumi.Output.all(args.bucket, *args.node_groups).apply(lambda a: m.autostop_spec(
             namespace=args.namespace, run_id=args.run_id, cluster=args.cluster_name, node_groups=a[1:],
             region=args.region, bucket=a[0], key=key, deadline_minutes=args.deadline_minutes,
-            idle_minutes=args.idle_minutes, generation=args.generation))
+            idle_minutes=args.idle_minutes, generation=args.generation, sizes=args.node_group_sizes))
         manifest = spec.apply(lambda s: m.autostop_deployment_manifest(namespace=args.namespace, spec=s,
                                                                         code_config_map=code))
         # Credentials are handed out only once the association exists; the pod starts after it.

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from core.catalog.pins import PIP_PINS, STAGING_IMAGE
 from core.contract.names import AUTOSTOP_OWNER_CONFIG_MAP, ENV_AUTOSTOP
@@ -40,12 +40,13 @@ SELECTOR = {"app.kubernetes.io/name": NAME}
 
 
 def autostop_spec(*, namespace: str, run_id: str, cluster: str, node_groups: Sequence[str], region: str,
-                  bucket: str, key: str, deadline_minutes: int, idle_minutes: int, generation: str) -> str:
+                  bucket: str, key: str, deadline_minutes: int, idle_minutes: int, generation: str,
+                  sizes: Sequence[Mapping[str, int]] = ()) -> str:
     """The controller's instructions (``EKSBENCH_AUTOSTOP``), as workloads.train.control.autostop reads them."""
     return json.dumps({"namespace": namespace, "run_id": run_id, "cluster": cluster, "node_groups": list(node_groups),
                        "region": region, "bucket": bucket, "key": key, "deadline_minutes": deadline_minutes,
                        "idle_minutes": idle_minutes, "heartbeat": HEARTBEAT, "generation": generation,
-                       "owner": AUTOSTOP_OWNER_CONFIG_MAP}, sort_keys=True)
+                       "owner": AUTOSTOP_OWNER_CONFIG_MAP, "sizes": [dict(s) for s in sizes]}, sort_keys=True)
 
 
 def autostop_generation(*, run_id: str, experiments: Sequence[Any], code_config_map: str, deadline_minutes: int,

@@ -187,3 +187,25 @@ def test_an_api_error_is_retried_not_fatal(api, aws, tmp_path):
     clock = Clock(minutes=0)
     assert autostop.run(SPEC, get=broken, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=2) == []
     assert sizes(eks, "p3-20270115")["desiredSize"] == 2
+
+
+def test_a_group_at_zero_that_the_runs_waiting_jobs_need_gets_its_configured_size_back(api, aws):
+    """The window the owner ConfigMap cannot close: the previous run's controller scaled the groups between
+    pulumi up's refresh and its new generation, so Pulumi saw no change to make. The new run's controller
+    sees its Jobs waiting and the groups at zero, and puts their configured sizes back."""
+    fake, get = api
+    eks, s3 = aws
+    for group in ("p3-20270115", "g5-20270115"):
+        autostop.scale_to_zero(eks, CLUSTER, group)
+    spec = {**SPEC, "sizes": [{"minSize": 0, "maxSize": 2, "desiredSize": 2}, {"minSize": 0, "maxSize": 1,
+                                                                              "desiredSize": 1}]}
+    fake.jobs = [k8s_job("resnet")]  # created, not finished: its pods wait for GPU nodes
+    clock = Clock(minutes=20)
+    assert autostop.run(spec, get=get, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=1) == []
+    assert sizes(eks, "p3-20270115") == {"minSize": 0, "maxSize": 2, "desiredSize": 2}
+    assert sizes(eks, "g5-20270115") == {"minSize": 0, "maxSize": 1, "desiredSize": 1}
+    # Finished and idle past the limit: scaled to zero as before, and not restored after.
+    fake.jobs = [k8s_job("resnet", done=("Complete", "2027-01-15T08:22:00Z"))]
+    clock = Clock(minutes=40)
+    assert len(autostop.run(spec, get=get, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=3)) == 1
+    assert sizes(eks, "p3-20270115")["desiredSize"] == 0

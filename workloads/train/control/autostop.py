@@ -11,7 +11,8 @@ controller, until its Deployment is replaced, never touches the groups.
 
 Its instructions come as JSON in ``EKSBENCH_AUTOSTOP`` (``workloads.autostop_manifests``):
 namespace, run_id, cluster, node_groups, region, bucket, key, deadline_minutes, idle_minutes,
-generation and owner (the ConfigMap that names the current generation).
+generation and owner (the ConfigMap that names the current generation), sizes (each GPU group's
+configured scaling config, which ``restore`` puts back when the run's Jobs wait on a group at zero).
 Its AWS identity is EKS Pod Identity, which boto3 reads from the environment the agent injects.
 """
 
@@ -50,6 +51,23 @@ def scale_to_zero(eks: Any, cluster: str, group: str) -> dict:
         eks.update_nodegroup_config(clusterName=cluster, nodegroupName=group, scalingConfig=after)
         return {"name": group, "before": before, "after": after, "changed": True}
     return {"name": group, "before": before, "after": before, "changed": False}
+
+
+def restore(spec: dict, eks: Any, jobs: list) -> list[str]:
+    """The GPU groups this run's unfinished Jobs need, back at their configured sizes where something set
+    them to zero (a previous run's controller, between ``pulumi up``'s refresh and its new generation, or
+    ``--keep``): without it the Jobs would wait for nodes until their deadline. Only groups at desired 0
+    with a configured size above it; the names of those restored."""
+    if not any(j.state == "Running" and not j.gate for j in jobs):
+        return []
+    restored = []
+    for group, size in zip(spec["node_groups"], spec.get("sizes") or []):
+        now = eks.describe_nodegroup(clusterName=spec["cluster"], nodegroupName=group)["nodegroup"]["scalingConfig"]
+        if not now.get("desiredSize") and size.get("desiredSize"):
+            eks.update_nodegroup_config(clusterName=spec["cluster"], nodegroupName=group,
+                                        scalingConfig={k: int(size[k]) for k in ("minSize", "maxSize", "desiredSize")})
+            restored.append(group)
+    return restored
 
 
 def act(spec: dict, decision: Decision, *, eks: Any, s3: Any, now: float) -> dict | None:
@@ -95,6 +113,10 @@ def step(spec: dict, *, get: Callable[[str], Any], eks: Any, s3: Any, now: float
     decision = decide(jobs, now=now, started_at=started_at, deadline_minutes=spec["deadline_minutes"],
                       idle_minutes=spec["idle_minutes"])
     print("autostop:", decision.action, "-", decision.reason, flush=True)
+    if decision.action != SCALE:
+        for group in restore(spec, eks, jobs):
+            print(f"autostop: {group} was at zero while this run's Jobs wait for it: restored its configured size",
+                  flush=True)
     return act(spec, decision, eks=eks, s3=s3, now=now) if decision.action == SCALE else None
 
 
