@@ -10,6 +10,7 @@ controller talks to them through boto3 exactly as in the pod.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 import threading
@@ -204,6 +205,13 @@ def test_a_group_at_zero_that_the_runs_waiting_jobs_need_gets_its_configured_siz
     assert autostop.run(spec, get=get, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=1) == []
     assert sizes(eks, "p3-20270115") == {"minSize": 0, "maxSize": 2, "desiredSize": 2}
     assert sizes(eks, "g5-20270115") == {"minSize": 0, "maxSize": 1, "desiredSize": 1}
+    # A group set to zero while the Jobs already ran (bench run --keep after Ctrl-C): left at zero.
+    autostop.scale_to_zero(eks, CLUSTER, "p3-20270115")
+    created = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=30)  # before the scale-down
+    fake.jobs = [k8s_job("resnet", created=created.strftime("%Y-%m-%dT%H:%M:%SZ"))]
+    before_deadline = lambda: created.timestamp() + 20 * 60  # noqa: E731
+    assert autostop.run(spec, get=get, eks=eks, s3=s3, clock=before_deadline, sleep=lambda s: None, rounds=1) == []
+    assert sizes(eks, "p3-20270115")["desiredSize"] == 0
     # Finished and idle past the limit: scaled to zero as before, and not restored after.
     fake.jobs = [k8s_job("resnet", done=("Complete", "2027-01-15T08:22:00Z"))]
     clock = Clock(minutes=40)

@@ -55,15 +55,20 @@ def scale_to_zero(eks: Any, cluster: str, group: str) -> dict:
 
 def restore(spec: dict, eks: Any, jobs: list) -> list[str]:
     """The GPU groups this run's unfinished Jobs need, back at their configured sizes where something set
-    them to zero (a previous run's controller, between ``pulumi up``'s refresh and its new generation, or
-    ``--keep``): without it the Jobs would wait for nodes until their deadline. Only groups at desired 0
-    with a configured size above it; the names of those restored."""
-    if not any(j.state == "Running" and not j.gate for j in jobs):
+    them to zero before those Jobs existed (a previous run's controller, between ``pulumi up``'s refresh and
+    its new generation): without it the Jobs would wait for nodes until their deadline. Only groups at
+    desired 0 with a configured size above it, last modified (EKS ``modifiedAt``) before the newest waiting
+    Job was created: a group set to zero while the Jobs ran (``bench run --keep`` after an interrupt or a
+    deadline, a person) stays at zero. The names of those restored."""
+    waiting = [j.created_at for j in jobs if j.state == "Running" and not j.gate]
+    if not waiting:
         return []
     restored = []
     for group, size in zip(spec["node_groups"], spec.get("sizes") or []):
-        now = eks.describe_nodegroup(clusterName=spec["cluster"], nodegroupName=group)["nodegroup"]["scalingConfig"]
-        if not now.get("desiredSize") and size.get("desiredSize"):
+        found = eks.describe_nodegroup(clusterName=spec["cluster"], nodegroupName=group)["nodegroup"]
+        now, modified = found["scalingConfig"], found.get("modifiedAt")
+        modified_at = modified.timestamp() if hasattr(modified, "timestamp") else float(modified or 0)
+        if not now.get("desiredSize") and size.get("desiredSize") and modified_at < max(waiting):
             eks.update_nodegroup_config(clusterName=spec["cluster"], nodegroupName=group,
                                         scalingConfig={k: int(size[k]) for k in ("minSize", "maxSize", "desiredSize")})
             restored.append(group)
