@@ -4,12 +4,12 @@ steady step times), the ratio with its interval, and what differs in what ran (`
 
 from __future__ import annotations
 
-import datetime
 import json
 import warnings
 from typing import Any, Iterable, Mapping, Sequence
 
 import bench.results.compare_stats as S
+from bench.results.timeline import parse_iso
 from core.contract import summary_fields as F
 
 MAX_BATCHES = 20
@@ -62,16 +62,11 @@ def by_experiment(runs: Iterable[Run]) -> dict[str, list[Run]]:
     return out
 
 
-def started_at(runs: Sequence[Run]) -> datetime.datetime | None:
-    """When a run began: the earliest ``started_at`` of its rows (their summaries), in UTC; None where no row
-    says (a run killed before its summary) or what it says is no timestamp."""
-    times = []
-    for row, _ in runs:
-        try:
-            t = datetime.datetime.fromisoformat(str(row.get("started_at")))
-        except ValueError:
-            continue
-        times.append(t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc))
+def started_at(runs: Sequence[Run]) -> float | None:
+    """When a run began, in epoch seconds: the earliest ``started_at`` of its rows (their summaries, read by
+    the timeline's ``parse_iso``: naive times are UTC); None where no row says (a run killed before its
+    summary) or what it says is no timestamp."""
+    times = [t for t in (parse_iso(row.get("started_at")) for row, _ in runs) if t is not None]
     return min(times) if times else None
 
 
@@ -80,7 +75,7 @@ def in_start_order(by_run: Mapping[str, Sequence[Run]]) -> list[str]:
     a run's name says nothing of its age (a notebook's ``nb-...`` sorts after ``run-...``)."""
     def key(run_id: str):
         t = started_at(by_run[run_id])
-        return (t is None, t or datetime.datetime.min.replace(tzinfo=datetime.timezone.utc), run_id)
+        return (t is None, t or 0.0, run_id)
     return sorted(by_run, key=key)
 
 
