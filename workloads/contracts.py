@@ -64,7 +64,6 @@ TF_PORT = 2222  # conventional MultiWorkerMirroredStrategy worker port
 PADDLE_PORT = 6170  # pserver listen port
 PADDLE_GLOO_PORT = 6171  # pserver 0: Paddle's HTTP store for the trainers' gloo barriers
 CODE_ROOT = "/opt/eksbench"  # PYTHONPATH; the shipped code (core/, workloads/train/) is mounted here
-EVAL_SUBDIR = EVAL_DIR  # the evaluation writes under the experiment's results dir
 # Which workloads each framework's training path implements.
 SUPPORTED = {
     "pytorch": ("resnet50", "cifar10", "maskrcnn", "allreduce"),
@@ -421,9 +420,9 @@ def launch_for(e: Experiment, env: Environment, *, job: str, service: str, gpus:
 
 def evaluation_argv(workload: str, *, results_dir: str, data_dir: str) -> tuple[str, ...]:
     """``-m workloads.train.pytorch.evaluate`` and its arguments: the checkpoint training left in ``results_dir``
-    (CHECKPOINT_FILE), evaluated into ``<results_dir>/<EVAL_SUBDIR>``."""
+    (CHECKPOINT_FILE), evaluated into ``<results_dir>/<EVAL_DIR>``."""
     return ("-m", "workloads.train.pytorch.evaluate", "--workload", workload, "--checkpoint",
-            f"{results_dir}/{CHECKPOINT_FILE}", "--data-dir", data_dir, "--results-dir", f"{results_dir}/{EVAL_SUBDIR}")
+            f"{results_dir}/{CHECKPOINT_FILE}", "--data-dir", data_dir, "--results-dir", f"{results_dir}/{EVAL_DIR}")
 
 
 def gate_spec(*, namespace: str, wait: list[tuple[str, str | None]], resume: list[str],

@@ -29,6 +29,7 @@ from core.contract.names import (
     ENV_IMAGE,
     ENV_POD_IP,
     ENV_RUN_ID,
+    EVAL_DIR,
     EXPERIMENT_LABEL,
     PEERS_LABEL,
     REPEAT_LABEL,
@@ -301,11 +302,11 @@ def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuN
     Created suspended; the eval gate resumes it once the training Job is Complete.
     """
     job = f"{contracts.base_name(e, run_id)}-eval"
-    results_dir = f"{env.experiment_results_dir(e)}/{contracts.EVAL_SUBDIR}"
+    results_dir = f"{env.experiment_results_dir(e)}/{EVAL_DIR}"
     argv = ("python3",) + contracts.evaluation_argv(e.workload, results_dir=env.experiment_results_dir(e),
                                                     data_dir=env.datasets_dir)
     script = contracts.launcher_script(argv, results_dir=results_dir,
-                                       results_uri=f"{env.experiment_results_uri(bucket, e)}{contracts.EVAL_SUBDIR}/",
+                                       results_uri=f"{env.experiment_results_uri(bucket, e)}{EVAL_DIR}/",
                                        experiment=f"{e.name}-eval")
     meta = experiment_labels(e, run_id=run_id, instance=contracts.base_name(e, run_id), component="evaluation")
     return {"apiVersion": "batch/v1", "kind": "Job",

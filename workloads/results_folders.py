@@ -17,9 +17,9 @@ Pure; the paths must match those ``workloads.job_manifests`` gives each launcher
 from __future__ import annotations
 
 from core.config.model import Experiment, GpuNodeGroup
+from core.contract.names import EVAL_DIR
 from infra.access.pod_security import writer_uid
 from infra.environment import Environment
-from workloads import contracts
 
 PSERVER_SUBDIR = "pserver"
 
@@ -31,5 +31,5 @@ def results_folder_owners(e: Experiment, *, env: Environment, group: GpuNodeGrou
     if e.framework == "paddle":
         owners[f"{base}/{PSERVER_SUBDIR}"] = writer_uid(efa=False)
     if e.evaluate:
-        owners[f"{base}/{contracts.EVAL_SUBDIR}"] = writer_uid(efa=False)
+        owners[f"{base}/{EVAL_DIR}"] = writer_uid(efa=False)
     return owners

@@ -26,7 +26,8 @@ from bench.local.launch import (  # noqa: F401
 )
 from core.catalog.workload_facts import WORKLOADS
 from core.config.model import Experiment, LocalRun
-from workloads.contracts import EVAL_SUBDIR, evaluation_argv, train_args_for
+from core.contract.names import EVAL_DIR
+from workloads.contracts import evaluation_argv, train_args_for
 from workloads.train.common.cpu_choice import CpuFacts
 from workloads.train.common.cpu_choice import choose as choose_for_cpu
 
@@ -148,8 +149,8 @@ def with_rendezvous(exp: LocalExperiment, *, etcd_available: bool) -> LocalExper
 
 
 def evaluation_dir(exp: LocalExperiment) -> Path:
-    """``<experiment>/eval/``: where the cluster's evaluation Job writes too (contracts.EVAL_SUBDIR)."""
-    return Path(exp.results_dir) / EVAL_SUBDIR
+    """``<experiment>/eval/``: where the cluster's evaluation Job writes too (core.contract.names.EVAL_DIR)."""
+    return Path(exp.results_dir) / EVAL_DIR
 
 
 def evaluate_command(exp: LocalExperiment, *, python: str) -> list[str]:

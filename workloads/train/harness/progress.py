@@ -20,8 +20,6 @@ from typing import Any
 from core.contract import strict_json
 from core.contract.names import PROGRESS_FILE
 
-PROGRESS_NAME = PROGRESS_FILE
-
 
 def progress_document(results_dir: str | Path, *, total: int | None, now: float | None = None,
                       window: int = 20) -> dict[str, Any]:
@@ -48,7 +46,7 @@ class ProgressPublisher:
 
     def __init__(self, results_dir: str | Path, bucket: str, prefix: str, *, total: int | None,
                  every: float = 30.0, client: Any = None):
-        self.results_dir, self.bucket, self.key = results_dir, bucket, prefix + PROGRESS_NAME
+        self.results_dir, self.bucket, self.key = results_dir, bucket, prefix + PROGRESS_FILE
         self.total, self.every, self.client = total, every, client
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="progress-publisher", daemon=True)
