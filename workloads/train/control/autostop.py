@@ -53,15 +53,18 @@ def scale_to_zero(eks: Any, cluster: str, group: str) -> dict:
     return {"name": group, "before": before, "after": before, "changed": False}
 
 
-def restore(spec: dict, eks: Any, jobs: list) -> list[str]:
+def restore(spec: dict, eks: Any, jobs: list, checked: set[float] | None = None) -> list[str]:
     """The GPU groups this run's unfinished Jobs need, back at their configured sizes where something set
     them to zero before those Jobs existed (a previous run's controller, between ``pulumi up``'s refresh and
     its new generation): without it the Jobs would wait for nodes until their deadline. Only groups at
     desired 0 with a configured size above it, last modified (EKS ``modifiedAt``) before the newest waiting
     Job was created: a group set to zero while the Jobs ran (``bench run --keep`` after an interrupt or a
-    deadline, a person) stays at zero. The names of those restored."""
+    deadline, a person) stays at zero. The names of those restored.
+
+    ``checked``: the newest waiting Job's creation times already looked at. One look per set of Jobs is
+    enough: a group zeroed after it has a later ``modifiedAt`` than those Jobs, which is never restored."""
     waiting = [j.created_at for j in jobs if j.state == "Running" and not j.gate]
-    if not waiting:
+    if not waiting or (checked is not None and max(waiting) in checked):
         return []
     restored = []
     for group, size in zip(spec["node_groups"], spec.get("sizes") or []):
@@ -72,6 +75,8 @@ def restore(spec: dict, eks: Any, jobs: list) -> list[str]:
             eks.update_nodegroup_config(clusterName=spec["cluster"], nodegroupName=group,
                                         scalingConfig={k: int(size[k]) for k in ("minSize", "maxSize", "desiredSize")})
             restored.append(group)
+    if checked is not None:
+        checked.add(max(waiting))
     return restored
 
 
@@ -107,8 +112,9 @@ def superseded(spec: dict, get: Callable[[str], Any] = request) -> str | None:
     return current if current and current != spec["generation"] else None
 
 
-def step(spec: dict, *, get: Callable[[str], Any], eks: Any, s3: Any, now: float, started_at: float) -> dict | None:
-    """One look: the decision, and the record when it scaled something."""
+def step(spec: dict, *, get: Callable[[str], Any], eks: Any, s3: Any, now: float, started_at: float,
+         checked: set[float] | None = None) -> dict | None:
+    """One look: the decision, and the record when it scaled something. ``checked``: ``restore``'s."""
     newer = superseded(spec, get)
     if newer:
         print(f"autostop: generation {spec['generation']} of run {spec['run_id']} is superseded by {newer} "
@@ -119,7 +125,7 @@ def step(spec: dict, *, get: Callable[[str], Any], eks: Any, s3: Any, now: float
                       idle_minutes=spec["idle_minutes"])
     print("autostop:", decision.action, "-", decision.reason, flush=True)
     if decision.action != SCALE:
-        for group in restore(spec, eks, jobs):
+        for group in restore(spec, eks, jobs, checked):
             print(f"autostop: {group} was at zero while this run's Jobs wait for it: restored its configured size",
                   flush=True)
     return act(spec, decision, eks=eks, s3=s3, now=now) if decision.action == SCALE else None
@@ -130,11 +136,11 @@ def run(spec: dict, *, get: Callable[[str], Any], eks: Any, s3: Any, clock: Call
         heartbeat: Callable[[], Any] = lambda: None) -> list[dict]:
     """Look every POLL_SECONDS, then ``heartbeat()`` (the liveness probe reads it); ``rounds``
     bounds the loop (tests), None runs for ever."""
-    started_at, records, n = clock(), [], 0
+    started_at, records, n, checked = clock(), [], 0, set()
     while rounds is None or n < rounds:
         n += 1
         try:
-            record = step(spec, get=get, eks=eks, s3=s3, now=clock(), started_at=started_at)
+            record = step(spec, get=get, eks=eks, s3=s3, now=clock(), started_at=started_at, checked=checked)
         except (OSError, ValueError, urllib.error.URLError) as e:  # API server or network: try again
             print("autostop: API error, retrying:", e, flush=True)
             record = None
