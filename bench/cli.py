@@ -1,7 +1,8 @@
 """The eksbench command line: one module per subcommand in ``bench/commands/``, each with ``register(subparsers)``.
 
 Heavy libraries (Pulumi's engine, boto3, torch) are imported inside the commands that
-need them, so ``--help`` stays instant.
+need them, so ``--help`` stays instant. ``eksbench`` (pyproject.toml) and ``python3 -m bench`` both end here;
+the project folder and the results root are settled once, before a command runs (``bench.project``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,10 @@ import argparse
 import importlib
 import signal
 import sys
+
+from bench import __version__
+from bench.errors import fail
+from core.contract.names import LOCAL_RESULTS_ROOT
 
 COMMANDS = tuple(f"bench.commands.{name}" for name in
                  ("plan", "run", "data", "cloud", "observe", "report", "audit", "compare"))
@@ -21,12 +26,46 @@ class Terminated(KeyboardInterrupt):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m bench",
-        description="eksbench: distributed training benchmarks on AWS EKS, one Pulumi stack per experiment.")
+        prog="eksbench", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Distributed training benchmarks on AWS EKS: one Pulumi stack (Pulumi.<stack>.yaml) per "
+                    "experiment.",
+        epilog=EXAMPLES)
+    parser.add_argument("--version", action="version", version=f"eksbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(name).register(sub)
     return parser
+
+
+EXAMPLES = """examples:
+  eksbench run dev --local          run the dev stack's experiments on this machine
+  eksbench plan dev                 what `pulumi up -s dev` would build, its cost and build time
+  eksbench run dev --max-cost 150   the whole AWS run: build, train, collect, tear down
+  eksbench status dev               each run of the stack, how it ended, its throughput
+  eksbench report results/dev       an HTML report of the stack's runs
+
+`eksbench COMMAND --help` describes a command. Run from an eksbench checkout, or pass --project-dir."""
+
+
+def settle_paths(args: argparse.Namespace) -> str | None:
+    """Fill in ``project_dir`` (found when not given) and ``results_root`` (default ``<project>/results``);
+    the one-line problem when a command needs a project and there is none."""
+    from bench.project import NoProject, default_results_root, find_project_dir
+
+    if not hasattr(args, "project_dir") and getattr(args, "results_root", "") is not None:
+        return None
+    try:
+        project = find_project_dir(getattr(args, "project_dir", None))
+    except NoProject as e:
+        if hasattr(args, "project_dir"):
+            return str(e)
+        args.results_root = LOCAL_RESULTS_ROOT  # compare without a project: ./results, as before
+        return None
+    if hasattr(args, "project_dir"):
+        args.project_dir = str(project)
+    if getattr(args, "results_root", "") is None:
+        args.results_root = str(default_results_root(project))
+    return None
 
 
 def _terminate(_signum, _frame) -> None:
@@ -35,6 +74,8 @@ def _terminate(_signum, _frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if problem := settle_paths(args):
+        return fail(problem)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.func(args) or 0)

@@ -58,7 +58,7 @@ ROOMS: dict[str, dict[str, set[str]]] = {
 TOP = {
     "infra": {"component_options": "base", "k8s_objects": "base", "labels": "base", "environment": "base"},
     "workloads": {"*": "top"},
-    "bench": {"proc": "base", "progress": "base", "errors": "base", "terminal": "base", "lifecycle": "lifecycle",
+    "bench": {"proc": "base", "progress": "base", "project": "base", "errors": "base", "terminal": "base", "lifecycle": "lifecycle",
               "automation": "automation", "cli": "cli", "__main__": "cli"},
 }
 MAX_MODULES = 20

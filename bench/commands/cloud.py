@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from bench.errors import fail
+from bench.project import add_project_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,6 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        ("outputs", "print the stack outputs (results URIs) as JSON")):
         p = sub.add_parser(verb, help=text)
         p.add_argument("stack", help="stack name (Pulumi.<stack>.yaml)")
+        add_project_options(p, results=False)
         p.set_defaults(func=main, verb=verb)
 
 
@@ -21,15 +24,16 @@ def main(args: argparse.Namespace) -> int:
     from bench import automation
     from core.config.fields import ConfigError
 
+    root = Path(args.project_dir)
     try:
         if args.verb == "preview":
-            automation.preview(args.stack)
+            automation.preview(args.stack, root)
         elif args.verb == "up":
-            print(json.dumps(automation.up(args.stack), indent=1, default=str))
+            print(json.dumps(automation.up(args.stack, root), indent=1, default=str))
         elif args.verb == "destroy":
-            automation.destroy(args.stack)
+            automation.destroy(args.stack, root)
         else:
-            print(json.dumps(automation.outputs(args.stack), indent=1, default=str))
+            print(json.dumps(automation.outputs(args.stack, root), indent=1, default=str))
     except ConfigError as e:
         return fail(f"invalid config for stack {args.stack!r}:\n  " + "\n  ".join(e.problems))
     except automation.AutomationError as e:

@@ -46,8 +46,9 @@ def register(subparsers) -> None:
     p.add_argument("a", metavar="A", help="baseline results: a folder, a name under --results-root, or s3://")
     p.add_argument("b", metavar="B", help="the results to compare with A")
     p.add_argument("--json", action="store_true", help="one JSON document instead of the table")
-    p.add_argument("--results-root", default=LOCAL_RESULTS_ROOT, metavar="DIR",
-                   help=f"where local runs land (default: {LOCAL_RESULTS_ROOT}): A and B may be names under it")
+    p.add_argument("--results-root", metavar="DIR",
+                   help=f"where local runs land (default: {LOCAL_RESULTS_ROOT}/ in the project): A and B may be "
+                        "names under it")
     p.set_defaults(func=main)
 
 

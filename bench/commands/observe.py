@@ -22,24 +22,21 @@ from typing import Any
 
 from bench.automation import experiment_logs, stack_status
 from bench.errors import fail
+from bench.project import add_project_options
 from bench.terminal import safe, safe_line
-from core.contract.names import LOCAL_RESULTS_ROOT
-from program.stack_files import ROOT
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("status", help="stack state and each run's experiment status (local and S3)")
     s.add_argument("stack")
-    s.add_argument("--project-dir", default=str(ROOT), metavar="DIR")
-    s.add_argument("--results-root", default=LOCAL_RESULTS_ROOT, metavar="DIR")
+    add_project_options(s)
     s.set_defaults(func=cmd_status)
     g = sub.add_parser("logs", help="an experiment's logs: cluster while it runs, S3 afterwards, local files")
     g.add_argument("stack")
     g.add_argument("experiment")
     g.add_argument("--run-id", metavar="ID", help="default: the latest run (local) / the stack's run_id (AWS)")
     g.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until the experiment ends")
-    g.add_argument("--project-dir", default=str(ROOT), metavar="DIR")
-    g.add_argument("--results-root", default=LOCAL_RESULTS_ROOT, metavar="DIR")
+    add_project_options(g)
     g.set_defaults(func=cmd_logs)
 
 

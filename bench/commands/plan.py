@@ -11,9 +11,11 @@ import argparse
 import json
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from bench.errors import config_error
+from bench.project import add_project_options
 from core.contract import strict_json
 from program.offline import Plan, evaluate
 
@@ -22,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="show what `pulumi up` would create, its cost per hour and build time")
     p.add_argument("stack", help="stack name (reads Pulumi.<stack>.yaml)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    add_project_options(p, results=False)
     p.set_defaults(func=main)
 
 
@@ -94,7 +97,7 @@ def main(args: argparse.Namespace) -> int:
     from core.config.fields import ConfigError
 
     try:
-        plan = evaluate(args.stack)
+        plan = evaluate(args.stack, Path(args.project_dir))
     except ConfigError as e:
         return config_error(args.stack, e.problems)
     if args.json:

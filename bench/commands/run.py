@@ -20,9 +20,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.errors import USAGE_ERROR, fail
-from core.contract.names import LOCAL_RESULTS_ROOT, repeat_suffix
+from bench.project import add_project_options
+from core.contract.names import repeat_suffix
 from core.contract.results_location import ResultsLocation
-from program.stack_files import ROOT
 from bench.results.files import existing_summaries
 
 RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -58,7 +58,6 @@ def register(subparsers) -> None:
                                                     "on AWS the stack's eksbench:run_id)")
     p.add_argument("--resume", action="store_true",
                    help="reuse a run id whose results already hold a summary.json (otherwise refused)")
-    p.add_argument("--results-root", default=LOCAL_RESULTS_ROOT, metavar="DIR", help=f"default: ./{LOCAL_RESULTS_ROOT}")
     p.add_argument("--progress-every", type=float, default=3.0, metavar="S", help="seconds between progress lines")
     p.add_argument("--deadline", type=float, metavar="MIN",
                    help="stop and tear down after this many minutes (AWS default: estimated provisioning x2 "
@@ -68,8 +67,7 @@ def register(subparsers) -> None:
     p.add_argument("--keep", action="store_true",
                    help="AWS: do not destroy; scale the GPU node groups to zero and print how to destroy later")
     p.add_argument("--poll", type=float, default=15.0, metavar="S", help="AWS: seconds between result checks")
-    p.add_argument("--project-dir", default=str(ROOT), metavar="DIR",
-                   help="where Pulumi.yaml and Pulumi.<stack>.yaml are (default: this checkout)")
+    add_project_options(p)
     p.add_argument("--dry-run", action="store_true", help="print the plan and the node commands, run nothing")
     p.set_defaults(func=cmd_run)
 

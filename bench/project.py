@@ -1,0 +1,69 @@
+"""Which eksbench project a command works on: the folder with ``Pulumi.yaml`` and the ``Pulumi.<stack>.yaml`` files.
+
+The command line runs from any folder. Like git finding its repository, it takes the first of:
+``--project-dir``, ``$EKSBENCH_PROJECT_DIR``, the nearest folder at or above the working folder whose
+``Pulumi.yaml`` names the eksbench project, and the checkout this package runs from (``pip install -e .``).
+Local results default to ``<project>/results``, so a run started from a sub-folder lands beside the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+from typing import Mapping
+
+from core.config.pulumi_config import PROJECT
+from core.contract.names import ENV_PROJECT_DIR, LOCAL_RESULTS_ROOT
+from program.stack_files import ROOT
+
+PROJECT_FILE = "Pulumi.yaml"
+_NAME = re.compile(r"^name:\s*['\"]?([^'\"#\s]+)", re.MULTILINE)
+
+
+class NoProject(ValueError):
+    """No eksbench project where one was asked for or looked for: the message says where and what to do."""
+
+
+def is_project(folder: Path) -> bool:
+    """``folder/Pulumi.yaml`` exists and names the eksbench project (read as text: no YAML parser for one key)."""
+    try:
+        match = _NAME.search((folder / PROJECT_FILE).read_text(errors="replace")[:65536])
+    except OSError:
+        return False
+    return bool(match) and match.group(1) == PROJECT
+
+
+def find_project_dir(given: str | os.PathLike | None = None, *, cwd: Path | None = None,
+                     environ: Mapping[str, str] = os.environ, home: Path = ROOT) -> Path:
+    """The project folder, resolved; NoProject when a given folder is not one or none is found."""
+    for where, value in (("--project-dir", given), (f"${ENV_PROJECT_DIR}", environ.get(ENV_PROJECT_DIR))):
+        if value:
+            folder = Path(value).expanduser().resolve()
+            if not is_project(folder):
+                raise NoProject(f"{where}={str(value)!r}: no {PROJECT_FILE} of project {PROJECT!r} there; give the "
+                                f"folder of an eksbench checkout (the one with {PROJECT_FILE} and Pulumi.<stack>.yaml)")
+            return folder
+    start = (cwd or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if is_project(folder):
+            return folder
+    if is_project(home):
+        return home
+    raise NoProject(f"no eksbench project at or above {start} (a folder with a {PROJECT_FILE} named {PROJECT!r}): "
+                    f"run from a checkout, or pass --project-dir DIR or set ${ENV_PROJECT_DIR}")
+
+
+def default_results_root(project_dir: Path) -> Path:
+    return project_dir / LOCAL_RESULTS_ROOT
+
+
+def add_project_options(parser: argparse.ArgumentParser, *, results: bool = True) -> None:
+    """``--project-dir`` and (``results``) ``--results-root``, both settled by ``bench.cli.settle_paths``."""
+    parser.add_argument("--project-dir", metavar="DIR",
+                        help=f"the eksbench project (its {PROJECT_FILE} and Pulumi.<stack>.yaml); default: "
+                             f"${ENV_PROJECT_DIR}, else the nearest one at or above this folder")
+    if results:
+        parser.add_argument("--results-root", metavar="DIR",
+                            help=f"where local results live (default: {LOCAL_RESULTS_ROOT}/ in the project)")
