@@ -11,10 +11,13 @@ from bench.project import add_project_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    for verb, text in (("preview", "pulumi preview, against AWS"), ("up", "pulumi up: build and run the experiment"),
-                       ("destroy", "pulumi destroy: remove everything but the results"),
-                       ("outputs", "print the stack outputs (results URIs) as JSON")):
-        p = sub.add_parser(verb, help=text)
+    for verb, text in (("preview", "pulumi preview against AWS: what would change (needs the Pulumi CLI and AWS)"),
+                       ("up", "pulumi up only: build the stack and start its Jobs; nothing waits or tears down"),
+                       ("destroy", "pulumi destroy: remove everything but the results bucket"),
+                       ("outputs", "print the stack outputs (the results' s3:// URIs) as JSON")):
+        p = sub.add_parser(verb, help=text, description=text[0].upper() + text[1:] + ". `eksbench run STACK` does "
+                           "the whole run (build, train, collect, tear down) in one command.",
+                           epilog=f"example: eksbench {verb} dev")
         p.add_argument("stack", help="stack name (Pulumi.<stack>.yaml)")
         add_project_options(p, results=False)
         p.set_defaults(func=main, verb=verb)

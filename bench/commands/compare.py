@@ -29,6 +29,7 @@ itself failed.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 from typing import Any, Mapping
@@ -41,8 +42,17 @@ from core.contract.names import LOCAL_RESULTS_ROOT
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("compare", help="is B faster than A? throughput ratio, 95%% interval, what changed",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "compare", help="is B faster than A? throughput ratio, 95%% interval, what changed",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="For each experiment both sides ran, the throughput ratio B / A with a 95% interval, and a\n"
+                    "verdict (faster, slower, no change at this noise) where repeats support one; with one run a\n"
+                    "side the ratio is only indicative. Then what differs: image, commit, versions, instance, shape.\n"
+                    "A and B are results folders, names under --results-root (dev/<run-id>) or s3:// prefixes.\n\n"
+                    "exit codes: 0 no verdict of slower; 1 slower by a verdict from repeats (a CI gate);\n"
+                    "2 a source missing or empty, or nothing in common; 3 the comparison itself failed.",
+        epilog="examples:\n  eksbench compare dev/20261126-101500 dev/20261127-091228\n"
+               "  eksbench compare s3://my-results/dev/baseline results/dev/20261127-091228 --json")
     p.add_argument("a", metavar="A", help="baseline results: a folder, a name under --results-root, or s3://")
     p.add_argument("b", metavar="B", help="the results to compare with A")
     p.add_argument("--json", action="store_true", help="one JSON document instead of the table")

@@ -11,6 +11,7 @@ are bad or missing. The datasets package and boto3 are imported inside the comma
 
 from __future__ import annotations
 
+import argparse
 import getpass
 import socket
 import sys
@@ -22,13 +23,25 @@ from core.config.fields import shorten
 
 
 def register(subparsers) -> None:
-    data = subparsers.add_parser("data", help="list, prepare and verify datasets", description=__doc__)
+    data = subparsers.add_parser(
+        "data", help="list, prepare and verify the datasets the experiments train on",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The datasets the experiments train on. DEST is s3://bucket/prefix/ (a stack stages from\n"
+                    "<datasets_uri>/<name>/) or a local folder. `prepare` fetches or generates, converts and uploads\n"
+                    "(resumable), writing the manifest last; `verify` checks every object against it (exit 1 when\n"
+                    "any is bad or missing).",
+        epilog="examples:\n  eksbench data list\n"
+               "  eksbench data prepare synthetic-imagefolder --to s3://my-data/datasets/synthetic-imagefolder/\n"
+               "  eksbench data verify s3://my-data/datasets/synthetic-imagefolder/")
     sub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
 
-    ls = sub.add_parser("list", help="print the dataset catalog")
+    ls = sub.add_parser("list", help="print the dataset catalog",
+                        description="Print the datasets the experiments can train on: name, layout, size, source.")
     ls.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("prepare", help="prepare a dataset and upload it with its manifest")
+    p = sub.add_parser("prepare", help="prepare a dataset and upload it with its manifest",
+                       description="Fetch (or generate) a catalog dataset, convert it, upload it to DEST (resumable: "
+                                   "what is already there is kept) and write its manifest last.")
     p.add_argument("name", help="a catalog dataset (see `data list`)")
     p.add_argument("--to", required=True, metavar="DEST", help="s3://bucket/prefix/ or a local directory")
     p.add_argument("--from", dest="source", metavar="PATH",
@@ -44,9 +57,11 @@ def register(subparsers) -> None:
     p.add_argument("--dry-run", action="store_true", help="say what would be done, do nothing")
     p.set_defaults(func=cmd_prepare)
 
-    v = sub.add_parser("verify", help="check every object against the manifest (size and sha256)")
+    v = sub.add_parser("verify", help="check every object against the manifest (size and sha256)",
+                       description="Check every object at DEST against its manifest (size and sha256); exit 1 when "
+                                   "any is bad or missing.")
     v.add_argument("dest", metavar="DEST", help="s3://bucket/prefix/ or a local directory")
-    v.add_argument("--workers", type=int, default=16)
+    v.add_argument("--workers", type=int, default=16, help="parallel reads (default: 16)")
     v.add_argument("--strict", action="store_true",
                    help="fail on any file the manifest does not list (default: report them; fail only on "
                         "extra class folders of an imagefolder dataset)")

@@ -21,7 +21,13 @@ from program.offline import Plan, evaluate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="show what `pulumi up` would create, its cost per hour and build time")
+    p = sub.add_parser(
+        "plan", help="what `pulumi up` would build, its cost per hour and build time (offline)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Evaluate the stack's program offline, under Pulumi's mock engine: nothing is created and no AWS\n"
+                    "account is needed. Prints the resources, the stack outputs, warnings, the on-demand cost per\n"
+                    "hour, the provisioning time along the critical path and when each experiment's first pod runs.",
+        epilog="examples:\n  eksbench plan dev\n  eksbench plan p5-fsx --json | jq .estimate.hourly_cost_usd")
     p.add_argument("stack", help="stack name (reads Pulumi.<stack>.yaml)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     add_project_options(p, results=False)

@@ -15,6 +15,7 @@ pandas and matplotlib are imported inside the command, so ``--help`` stays insta
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
@@ -23,11 +24,21 @@ from bench.report.page import write_report
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("report", help="write an HTML report of benchmark results", description=__doc__)
+    p = subparsers.add_parser(
+        "report", help="write one HTML page of results: throughput, scaling, curves, cost",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Write a self-contained HTML page (figures embedded, no network needed) of one or more results\n"
+                    "folders or s3:// prefixes, at any level: a stack's runs, one run, one experiment. It shows\n"
+                    "where a cloud run's time went, a summary table, throughput and scaling efficiency, repeats\n"
+                    "with their confidence intervals, all-reduce bus bandwidth, loss curves, step-time spreads,\n"
+                    "time to accuracy, the change between runs, the cost, and what ran (image, versions, commit).",
+        epilog="examples:\n  eksbench report results/dev\n"
+               "  eksbench report results/dev/20261127-091228 --out run.html --baseline resnet50-synthetic\n"
+               "  eksbench report s3://my-results/dev/run-7")
     p.add_argument("sources", nargs="+", metavar="SOURCE",
                    help="results folder or s3:// prefix: a stack (results/dev), a run or one experiment")
     p.add_argument("--out", default="report.html", metavar="FILE", help="the HTML file (default: report.html)")
-    p.add_argument("--baseline", metavar="EXPERIMENT", help="add throughput as a ratio to this experiment's")
+    p.add_argument("--baseline", metavar="EXPERIMENT", help="add each run's throughput as a ratio to this experiment's")
     p.set_defaults(func=main)
 
 
