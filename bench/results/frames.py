@@ -8,9 +8,20 @@
 
 A source is read at any level: the experiment folders are found by their ``summary.json``
 (or, for a run that died before writing one, by its ``metrics/`` or ``logs/``), and
-stack/run_id/experiment are the last three names of ``<source>/<relative path>``. Files
-that are missing or malformed give a ``warnings.warn`` naming them, never a traceback; a
-failed run is a row with its status and root cause.
+stack/run_id/experiment are the last three names of ``<source>/<relative path>``. A source
+that does not exist (a missing folder, an ``s3://`` prefix with no objects, a bucket that is not
+there) raises ``NoResults``, a ``FileNotFoundError`` naming it; an existing folder with no
+experiment in it gives an empty frame (every column) and a warning. Files that are missing or
+malformed give a ``warnings.warn`` naming them, never a traceback; a failed run is a row with its
+status and root cause.
+
+Dtypes (``load``): ``started_at`` is ``datetime64[ns, UTC]`` (NaT where unknown). Measures
+(``MEASURES``: samples/s, step times, mfu, wall_s, cost_usd, hourly_usd, accuracy, ...) are
+always float64, NaN where missing. Counts (``COUNTS``: repeat, nodes, gpus_per_node, world_size,
+batch_size, restarts, samples_per_epoch) are int64 when every row has a whole number, else
+float64 with NaN (pandas' own rule for a missing int). A value of the wrong type in a summary reads
+as missing, with a warning. Text columns stay strings; device, config, command, busbw, what_ran
+and startup hold the summary's dicts and lists (object).
 
 Repeats: an experiment with ``repeats: N`` has one row per run, ``repeat`` = 1..N (its folder
 ``<experiment>/repeat_<k>/``); an experiment run without repeats has one row with ``repeat`` 1. So
@@ -23,13 +34,16 @@ from __future__ import annotations
 
 import re
 import warnings
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import bench.results.readers as R
 from bench.results.files import ExperimentFiles, find_experiments
+from bench.results.timeline import parse_iso
 from core.catalog import aws as catalog
 from core.contract import summary_fields as F
 from core.contract.names import EVAL_DIR, EVAL_FILE, LOGS_DIR, METRICS_DIR, SUMMARY_FILE
+from core.contract.s3_uri import parse_s3_uri
 from workloads.train.harness import what_ran
 from workloads.train.harness.summary import quantile
 
@@ -43,6 +57,12 @@ EXTRA = ("hourly_usd", "usd_per_1k_samples", "tflops_per_s", "flops_per_sample",
          "startup", "samples_per_epoch")
 STEP_COLUMNS = ("stack", "run_id", "experiment", "repeat", "rank", "step", "loss", "step_time_s", "samples_per_s", "warmup",
                 "restart", "world_size", "wall_time")
+# The frame's dtypes (module docstring): measures float64; counts int64 when complete, else float64; times UTC.
+MEASURES = ("samples_per_s", "samples_per_s_per_gpu", "step_time_p50_s", "step_time_p95_s", "mfu", "wall_s",
+            "cost_usd", "accuracy", "time_to_accuracy_s", "hourly_usd", "usd_per_1k_samples", "tflops_per_s",
+            "flops_per_sample", "loop_seconds", "data_wait_s")
+COUNTS = ("repeat", "nodes", "gpus_per_node", "world_size", "batch_size", "restarts", "samples_per_epoch")
+TIMES = ("started_at",)
 LOCAL_IMAGE = what_ran.LOCAL_IMAGE
 NO_SUMMARY = "no summary.json: the launcher did not finish (killed, evicted or timed out)"
 
@@ -169,20 +189,67 @@ def _log_error(exp: ExperimentFiles) -> str | None:
     return None
 
 
-def _experiments(sources: tuple[str, ...]) -> list[ExperimentFiles]:
+LOOKED_FOR = "experiment results (summary.json, metrics/ or logs/)"
+
+
+class NoResults(FileNotFoundError, LookupError):
+    """A source that does not exist. A LookupError too, so ``bench report`` says it in one line (exit 2)."""
+
+
+def _local_absent(source: str) -> str | None:
+    """Why a local source cannot hold results (it is not there, or is a file), None when it is a folder."""
+    path = Path(source)
+    if path.is_dir():
+        return None
+    what = "not a folder" if path.exists() else "no such folder"
+    return f"{source}: {what}; looked for {LOOKED_FOR} under it"
+
+
+def _s3_absent(uri: str) -> str | None:
+    """Why an s3:// source holds nothing (no bucket, no object under the prefix); None when it has objects or
+    cannot be asked (no credentials, no network: ``find_experiments`` has warned)."""
+    import boto3
+
+    try:
+        bucket, prefix = parse_s3_uri(uri)
+    except ValueError:
+        return None
+    try:
+        listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+    except Exception as e:  # noqa: BLE001 -- botocore's ClientError, told apart by its code
+        code = str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
+        return f"{uri}: no such bucket {bucket!r}; looked for {LOOKED_FOR}" if code == "NoSuchBucket" else None
+    if listed.get("KeyCount", len(listed.get("Contents") or [])):
+        return None
+    return f"{uri}: no objects under s3://{bucket}/{prefix}; looked for {LOOKED_FOR}"
+
+
+def _experiments(sources: tuple[str, ...], strict: bool) -> list[ExperimentFiles]:
+    """The experiment folders under the sources; ``strict``: NoResults for a source that does not exist."""
     found = []
-    for source in sources:
-        exps = find_experiments(str(source))
+    for source in map(str, sources):
+        s3 = source.startswith("s3://")
+        absent = _local_absent(source) if strict and not s3 else None
+        if absent:
+            raise NoResults(absent)
+        exps = find_experiments(source)
+        absent = _s3_absent(source) if strict and s3 and not exps else None
+        if absent:
+            raise NoResults(absent)
         if exps == []:
             warnings.warn(f"{source}: no experiment results found (no summary.json, metrics/ or logs/)", stacklevel=3)
         found += exps or []
     return found
 
 
-def runs(*sources: str) -> list[tuple[dict[str, Any], dict[int, list[dict[str, Any]]]]]:
-    """Each experiment run's row with its rank lines (``bench compare`` needs both)."""
+def runs(*sources: str, strict: bool = False) -> list[tuple[dict[str, Any], dict[int, list[dict[str, Any]]]]]:
+    """Each experiment run's row with its rank lines (``bench compare`` and ``bench report`` need both).
+
+    A missing source warns and adds nothing (those commands say "nothing loadable" in their own words);
+    ``strict``: it raises NoResults, as ``load`` does.
+    """
     out = []
-    for exp in _experiments(sources):
+    for exp in _experiments(sources, strict):
         summary = R.read_summary(exp.read_text(SUMMARY_FILE, R.MAX_JSON_BYTES), exp.name(SUMMARY_FILE))
         by_rank = _rank_lines(exp)
         failed = summary is None or summary.get(F.STATUS) != F.SUCCEEDED
@@ -195,27 +262,58 @@ def runs(*sources: str) -> list[tuple[dict[str, Any], dict[int, list[dict[str, A
 
 
 def load(*sources: str) -> "pandas.DataFrame":  # noqa: F821
-    """One row per experiment run found under the sources (see the module docstring)."""
-    return frame([r for r, _ in runs(*sources)])
+    """One row per experiment run found under the sources (see the module docstring).
+
+    Raises NoResults (a FileNotFoundError) for a source that does not exist.
+    """
+    return frame([r for r, _ in runs(*sources, strict=True)])
 
 
 def frame(rows: list[dict[str, Any]]) -> "pandas.DataFrame":  # noqa: F821
-    """The rows as ``load`` gives them: every column, sorted by stack, run and experiment."""
+    """The rows as ``load`` gives them: every column with its dtype, sorted by stack, run and experiment."""
     import pandas as pd
 
     df = pd.DataFrame(rows, columns=list(COLUMNS + EXTRA))
+    for col in MEASURES + COUNTS:
+        values = _floats(df[col].tolist(), col)
+        whole = all(v == v and v.is_integer() and abs(v) < 2 ** 63 for v in values)
+        df[col] = pd.Series(values, dtype="float64").astype("int64" if col in COUNTS and whole else "float64")
+    for col in TIMES:
+        values = _floats([parse_iso(v) if v is not None else None for v in df[col].tolist()], col,
+                         given=df[col].tolist())
+        df[col] = pd.to_datetime(pd.Series(values, dtype="float64"), unit="s", utc=True).dt.round("us")
     return df.sort_values(["stack", "run_id", "experiment", "repeat"], kind="stable", ignore_index=True)
+
+
+def _floats(values: list[Any], column: str, given: list[Any] | None = None) -> list[float]:
+    """The values as floats, NaN for missing; one warning per column for values that are not numbers (or
+    times: ``given`` are the values as read, where ``values`` are their parse)."""
+    out, bad = [], []
+    for i, v in enumerate(values):
+        was = v if given is None else given[i]
+        try:
+            number = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        except OverflowError:  # an integer past a float's range
+            number = None
+        if number is None and was is not None and not (isinstance(was, float) and was != was):
+            bad.append(was)
+        out.append(float("nan") if number is None else number)
+    if bad:
+        warnings.warn(f"{column}: {len(bad)} value(s) not a {'time' if given is not None else 'number'} "
+                      f"(e.g. {str(bad[0])[:40]!r}); read as missing", stacklevel=3)
+    return out
 
 
 def steps(*sources: str, max_rows: int = R.MAX_STEP_ROWS) -> "pandas.DataFrame":  # noqa: F821
     """Per-rank, per-step metrics lines (for loss and step-time curves), at most ``max_rows`` of them.
 
     Past ``max_rows`` the remaining experiment runs are not read, with one warning saying how many.
+    Raises NoResults (a FileNotFoundError) for a source that does not exist, as ``load`` does.
     """
     import pandas as pd
 
     rows: list[dict[str, Any]] = []
-    exps = _experiments(sources)
+    exps = _experiments(sources, strict=True)
     for i, exp in enumerate(exps):
         if len(rows) >= max_rows:
             warnings.warn(f"{', '.join(sources)}: step lines of {len(exps) - i} of {len(exps)} experiment run(s) "
@@ -245,4 +343,5 @@ def repeats(df) -> "pandas.DataFrame":  # noqa: F821
                     "ci95_low": ci.low if ci else None, "ci95_high": ci.high if ci else None,
                     "ci95_half_width_pct": round(100 * ci.half_width / ci.mean, 2)
                     if ci and ci.half_width is not None and ci.mean else None})
-    return pd.DataFrame(out, columns=list(REPEAT_COLUMNS))
+    return pd.DataFrame(out, columns=list(REPEAT_COLUMNS)).astype(
+        {c: "float64" for c in REPEAT_COLUMNS[5:]} | {"runs": "int64", "succeeded": "int64"})
