@@ -85,8 +85,15 @@ def table(rows, columns: Iterable[tuple[str, str]]) -> str:
 
 
 def records(df) -> list[dict[str, Any]]:
-    """DataFrame rows as dicts with None (not NaN) for missing cells."""
-    return [{k: (None if _missing(v) else v) for k, v in r.items()} for r in df.to_dict("records")]
+    """DataFrame rows as dicts with None (not NaN or NaT) for missing cells, times as ISO 8601 text."""
+    import pandas as pd
+
+    def cell(v: Any) -> Any:
+        if _missing(v) or v is pd.NaT:
+            return None
+        return v.isoformat().replace("+00:00", "Z") if isinstance(v, pd.Timestamp) else v
+
+    return [{k: cell(v) for k, v in r.items()} for r in df.to_dict("records")]
 
 
 def _missing(v: Any) -> bool:

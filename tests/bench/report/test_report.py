@@ -190,3 +190,15 @@ def test_the_loss_charts_log_axis_is_labelled_in_plain_numbers(tmp_path):
     labels = [t.get_text() for t in ax.get_yticklabels() + ax.get_yticklabels(minor=True) if t.get_text()]
     assert labels and all("$" not in t and "mathdefault" not in t for t in labels), labels
     assert all(float(t) > 0 for t in labels)
+
+
+def test_what_ran_shows_the_start_as_utc_text_and_an_unknown_start_blank(tmp_path):
+    """``started_at`` is a datetime column (NaT where a run left no summary): the page says neither "NaT" nor a
+    Timestamp's repr."""
+    from tests.bench.conftest import summary, write_experiment
+
+    write_experiment(tmp_path, "dev/r1/a", summary("a", started_at="2026-01-01T00:00:00Z"))
+    write_experiment(tmp_path, "dev/r1/b", None, ranks=1)
+    text = report.write_report([str(tmp_path / "dev")], tmp_path / "r.html").read_text()
+    started = re.findall(r"<td class=\"\">started</td><td[^>]*>([^<]*)<", text)
+    assert started == ["2026-01-01T00:00:00Z", "—"] and "NaT" not in text
