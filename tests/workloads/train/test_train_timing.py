@@ -213,3 +213,50 @@ def test_a_cpu_process_trains_a_cluster_precision_as_its_cpu_allows(bf16, tmp_pa
     assert (info["precision"], info["requested_precision"]) == ("bf16" if bf16 else "fp32", "amp-fp16")
     state = ckpt.load(str(tmp_path / "checkpoints" / "latest.pt"))
     assert not state["scaler"]  # GradScaler was never enabled: an empty state_dict
+
+
+DDP_IN_A_GROUP_OF_ONE = """
+import sys, warnings
+from types import SimpleNamespace
+import torch, torch.distributed as dist
+from workloads.train.pytorch.trainer import Run
+
+warnings.simplefilter("error", FutureWarning)  # torch 2.13+: broadcast_buffers is deprecated
+dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+run = SimpleNamespace(distributed=True, device=torch.device("cpu"), facts=SimpleNamespace(classifier=True),
+                      args=SimpleNamespace(compile=False))
+ddp = Run.distribute(run, model)
+ddp(torch.randn(2, 3, 8, 8)).sum().backward()
+print("buffers synced each forward:", ddp.broadcast_buffers)
+dist.destroy_process_group()
+"""
+
+
+def test_ddp_keeps_batchnorm_buffers_per_rank_without_a_deprecation_warning(tmp_path):
+    """Every node log of a local run opened with torch's FutureWarning about ``broadcast_buffers``."""
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_IN_A_GROUP_OF_ONE)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "store")], env=child_env(1),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "FutureWarning" not in done.stderr
+    assert "buffers synced each forward: False" in done.stdout
+
+
+def test_ddp_gets_the_buffer_argument_its_torch_knows():
+    """The cluster's images run torch 2.10 and 2.6, whose DDP has no ``forward_sync_buffers``."""
+    from workloads.train.pytorch.trainer import no_forward_buffer_sync
+
+    class OldDDP:  # torch 2.10's signature, cut to the arguments that matter here
+        def __init__(self, module, device_ids=None, broadcast_buffers=True, gradient_as_bucket_view=False,
+                     static_graph=False):
+            pass
+
+    class NewDDP:  # torch 2.14's (torch/nn/parallel/distributed.py)
+        def __init__(self, module, device_ids=None, broadcast_buffers=None, init_sync=True,
+                     gradient_as_bucket_view=False, static_graph=False, forward_sync_buffers=None):
+            pass
+
+    assert no_forward_buffer_sync(OldDDP) == {"broadcast_buffers": False}
+    assert no_forward_buffer_sync(NewDDP) == {"forward_sync_buffers": False}

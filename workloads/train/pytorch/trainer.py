@@ -46,6 +46,23 @@ from workloads.train.pytorch.optim import seed_momentum, sgd
 from workloads.train.pytorch.registry import WORKLOADS as WORKLOAD_CODE
 
 
+
+def no_forward_buffer_sync(ddp: Any) -> dict[str, bool]:
+    """DDP's argument that keeps buffers (BatchNorm's running statistics) per rank instead of broadcasting
+    rank 0's at every forward: ``forward_sync_buffers=False`` where ``ddp`` has it (torch 2.13 and later,
+    which deprecate ``broadcast_buffers`` with a FutureWarning), else ``broadcast_buffers=False`` (the
+    cluster's images run torch 2.10 and 2.6, which know only that one).
+
+    The two differ at construction only: ``forward_sync_buffers=False`` still broadcasts rank 0's buffers
+    once when DDP is built, ``broadcast_buffers=False`` did not. Here every rank builds its model from the
+    same seed and loads the same checkpoint after DDP is built, so the buffers are equal at that point and
+    the broadcast changes no value (torch/nn/parallel/distributed.py, DistributedDataParallel.__init__)."""
+    import inspect
+
+    name = "forward_sync_buffers" if "forward_sync_buffers" in inspect.signature(ddp).parameters else \
+        "broadcast_buffers"
+    return {name: False}
+
 class Run:
     """One attempt of the training job on one rank."""
 
@@ -100,7 +117,7 @@ class Run:
         # Gradients live in the all-reduce buckets (no copy); buffers (BN statistics) stay per rank
         # instead of a broadcast every forward; a classifier's graph is the same every step.
         return DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                   gradient_as_bucket_view=True, broadcast_buffers=False,
+                   gradient_as_bucket_view=True, **no_forward_buffer_sync(DDP),
                    static_graph=self.facts.classifier and not self.args.compile)
 
     def distribute_optimizer(self, optimizer: Any) -> Any:
