@@ -30,6 +30,7 @@ from core.contract.names import EVAL_DIR
 from workloads.contracts import evaluation_argv, train_args_for
 from workloads.train.common.cpu_choice import CpuFacts
 from workloads.train.common.cpu_choice import choose as choose_for_cpu
+from workloads.train.pytorch.allreduce import message_sizes
 
 STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with a generated stand-in
 CIFAR_STANDIN = {"train": 256, "test": 200}
@@ -82,23 +83,26 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         notes.append(f"dataset {exp.dataset}: synthetic tensors locally")
     # The cluster's arguments for this experiment (contracts.train_args_for), scaled down.
     cluster = train_args_for(exp, LocalPaths(datasets_dir=data_dir, results_dir=results_dir))
+    collective = WORKLOADS[exp.workload].collective
     precision, channels_last = exp.precision, cluster.channels_last
     if not gpu:
         choice = choose_for_cpu(exp.precision, cluster.channels_last, cpu)
         precision, channels_last = choice.precision, choice.channels_last
-        notes.extend(choice.why)
+        if not collective:  # an all-reduce sums float32 buffers: precision and memory format mean nothing to it
+            notes.extend(choice.why)
     # Minutes-apart checkpoints never come in a short local run: checkpoint a third of the way
     # instead, so elastic restarts have something to resume from. A run the cluster does not
     # checkpoint (fixed-size synthetic) is not checkpointed here either (only the final save).
     checkpointed = cluster.checkpoint_every > 0 or cluster.checkpoint_minutes > 0
     every = min(cluster.checkpoint_every or steps, max(1, steps // 3)) if checkpointed else 0
     max_bytes, extra = cluster.max_bytes, tuple(exp.args)
-    if WORKLOADS[exp.workload].collective:
+    if collective:
         # The cluster's size (a --max-bytes in args too) is for GPU memory and a fabric, not this machine.
         extra, dropped = without_flag(extra, "--max-bytes")
         max_bytes = min(max_bytes, LOCAL_MAX_BYTES)
-        notes.append(f"messages up to {max_bytes} B (not {' '.join(dropped) or cluster.max_bytes}), "
-                     "gloo over loopback")
+        if max_bytes < cluster.max_bytes or dropped:
+            notes.append(f"messages up to {size_text(max_bytes)} here: the cluster's "
+                         f"{' '.join(dropped) or f'--max-bytes={cluster.max_bytes}'} is for its GPUs and fabric")
     train = replace(
         cluster, max_bytes=max_bytes, batch_size=min(exp.batch_size, local.batch_size), precision=precision, steps=steps, epochs=0,
         channels_last=channels_last,
@@ -114,6 +118,29 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         rdzv_backend=(launch and launch.rendezvous) or exp.rdzv_backend, max_restarts=exp.max_restarts,
         evaluate=exp.evaluate, results_dir=results_dir, notes=tuple(notes), skip=not_local(exp.framework),
         repeat=exp.repeat, repeats=exp.repeats, framework=exp.framework)
+
+
+def size_text(n: int) -> str:
+    """8 B, 64 KiB, 16 MiB: a power-of-two message size as nccl-tests' users write it."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:g} {unit}"
+    return f"{n} B"
+
+
+def setup_line(exp: LocalExperiment, *, gpu: bool) -> str:
+    """How ``bench run --local`` introduces one experiment: its nodes and what it runs. A collective workload
+    (all-reduce) is told by its message sizes, timed iterations and backend; a model by steps, batch and precision."""
+    shape = f"{exp.min_nodes}:{exp.max_nodes}" if exp.elastic else str(exp.max_nodes)
+    t = exp.train
+    if WORKLOADS[exp.workload].collective:
+        sizes = message_sizes(t.max_bytes) or [t.max_bytes]
+        what = (f"messages {size_text(sizes[0])} to {size_text(sizes[-1])} ({len(sizes)} sizes), {t.steps} timed "
+                f"iterations per size, {'nccl' if gpu else 'gloo over loopback'}")
+    else:
+        what = f"{t.steps} steps, batch {t.batch_size}, {t.precision}"
+    return (f"{exp.label}: {exp.workload}, nodes {shape} x {exp.procs_per_node} proc, {what}, "
+            f"rendezvous {exp.rdzv_backend}" + (f" -- SKIPPED: {exp.skip}" if exp.skip else ""))
 
 
 def without_flag(args: Sequence[str], flag: str) -> tuple[tuple[str, ...], list[str]]:

@@ -78,15 +78,37 @@ def test_the_local_run_caps_the_messages_and_args_still_win(tmp_path):
     e = Experiment(name="nccl", workload="allreduce", min_nodes=2, max_nodes=2, steps=20)
     local = scale_experiment(e, LocalRun(), results_dir=str(tmp_path), data_dir=str(tmp_path))
     assert local.train.max_bytes == LOCAL_MAX_BYTES and local.train.steps == 20
-    assert any("gloo over loopback" in n for n in local.notes)
+    assert any("messages up to 16 MiB here" in n for n in local.notes), local.notes
     sized = scale_experiment(Experiment(name="n", workload="allreduce", min_nodes=2, max_nodes=2,
                                         args=("--max-bytes=8589934592", "--seed", "3", "--max-bytes", "64")),
                              LocalRun(), results_dir=str(tmp_path), data_dir=str(tmp_path))
     assert sized.extra_args == ("--seed", "3") and sized.train.max_bytes == LOCAL_MAX_BYTES
-    assert any("not --max-bytes=8589934592 --max-bytes 64" in n for n in sized.notes), sized.notes
+    assert any("the cluster's --max-bytes=8589934592 --max-bytes 64 is for its GPUs" in n for n in sized.notes), \
+        sized.notes
     other = scale_experiment(Experiment(name="r", workload="resnet50"), LocalRun(), results_dir=str(tmp_path),
                              data_dir=str(tmp_path))
     assert other.train.max_bytes == 2**30  # not a collective: untouched (and not on its command line)
+
+
+def test_the_set_up_line_of_an_allreduce_speaks_of_message_sizes_not_batches(tmp_path):
+    """`bench run fabric --local` introduces the all-reduce by its sizes, iterations and backend; the CPU's
+    precision and memory-format notes, meaningless for summing float32 buffers, are left out."""
+    from bench.local.plan import scale_experiment, setup_line
+    from core.config.model import Experiment, LocalRun
+    from workloads.train.common.cpu_choice import CpuFacts
+
+    epyc = CpuFacts(model="AMD EPYC", flags=frozenset({"avx512f", "avx512_bf16"}))
+    e = Experiment(name="nccl", workload="allreduce", min_nodes=2, max_nodes=2, steps=20, precision="amp-fp16")
+    local = scale_experiment(e, LocalRun(), results_dir=str(tmp_path), data_dir=str(tmp_path), cpu=epyc)
+    line = setup_line(local, gpu=False)
+    assert line == ("nccl: allreduce, nodes 2 x 1 proc, messages 8 B to 16 MiB (22 sizes), 20 timed iterations per "
+                    "size, gloo over loopback, rendezvous etcd-v2"), line
+    assert "nccl, rendezvous" in setup_line(local, gpu=True).replace("iterations per size, ", "")
+    assert not [n for n in local.notes if "bf16" in n or "channels_last" in n or "fp16" in n], local.notes
+    model = scale_experiment(Experiment(name="r", workload="resnet50", precision="amp-fp16"), LocalRun(),
+                             results_dir=str(tmp_path), data_dir=str(tmp_path), cpu=epyc)
+    assert ", batch 8, bf16, rendezvous" in setup_line(model, gpu=False)  # a model still says its batch and precision
+    assert any("amp-fp16 -> bf16" in n for n in model.notes), model.notes
 
 
 def test_the_local_progress_of_an_allreduce_counts_message_sizes(tmp_path):
