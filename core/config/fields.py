@@ -8,6 +8,7 @@ falls back to a default.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
 import re
@@ -59,6 +60,7 @@ class Reader:
         self.path = path
         self.problems = problems
         self.used: set[str] = set()
+        self.refused: set[str] = set()  # keys already reported as something else than unknown (not allowed either)
         if data is None:
             data = {}
         if not isinstance(data, Mapping):
@@ -177,10 +179,13 @@ class Reader:
 
     def finish(self) -> None:
         """Report keys nobody read: typos and keys from another version of the schema."""
-        unknown = sorted(set(self.data) - self.used, key=str)
-        allowed = ", ".join(sorted(self.used))
+        unknown = sorted(set(self.data) - self.used - self.refused, key=str)
+        known = sorted(str(k) for k in self.used)
+        allowed = ", ".join(known)
         for k in unknown:
-            self.fail(self.key(str(k)), self.data[k], f"unknown key; allowed keys here: {allowed}")
+            near = difflib.get_close_matches(str(k), known, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            self.fail(self.key(str(k)), self.data[k], f"unknown key; {hint}allowed keys here: {allowed}")
 
 
 def cidr_rule(value: str) -> str:

@@ -42,6 +42,7 @@ from core.config.model import (
     choices_of,
     default_of,
 )
+from core.config.pulumi_config import misspelled_key
 
 # Capacity types of an EKS managed node group (EKS API CreateNodegroup capacityType; CAPACITY_BLOCK
 # with a launch template that targets the block: EKS user guide, "Capacity Blocks for ML").
@@ -70,6 +71,18 @@ def parse_config(raw: Mapping[str, Any], *, project: str, stack: str,
     return parse_stack_config(raw, project=project, stack=stack, region=region)
 
 
+def misspelled_namespaces(top: Reader, project: str) -> None:
+    """Refuse, by name, each key whose namespace is a typo of a known one (``eksbnech:run_id``: decode_config
+    keeps those whole), with the key it was probably meant to be."""
+    for key in list(top.data):
+        meant = misspelled_key(str(key), project) if ":" in str(key) else None
+        if meant:
+            top.refused.add(key)
+            ns = str(key).partition(":")[0]
+            top.fail(str(key), top.data[key], f"unknown namespace {ns!r} (a stack file holds {project}:, aws:, "
+                     f"kubernetes:, ... keys), so the key would be ignored; did you mean {meant!r}?")
+
+
 def parse_home_config(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None) -> HomeConfig:
     """The home stack: role, tags and nothing an experiment stack has. Raises ConfigError (shape problems)."""
     problems: list[str] = []
@@ -77,13 +90,14 @@ def parse_home_config(raw: Mapping[str, Any], *, project: str, stack: str, regio
     if not region:
         problems.append('aws:region: is required, e.g. "us-west-2" (pulumi config set aws:region us-west-2)')
     top.string("role", choices=ROLES)
+    misspelled_namespaces(top, project)
     for key, default in PROJECT_DEFAULTS.items():
         value = top.raw(key, default)
         if value != default:
             top.fail(key, value, "is an experiment stack's key; the home stack runs nothing: remove it from "
                      f"Pulumi.{stack}.yaml")
     tags = top.string_map("tags")
-    experiment_keys = sorted(set(raw) - top.used) if isinstance(raw, Mapping) else []
+    experiment_keys = sorted(set(raw) - top.used - top.refused) if isinstance(raw, Mapping) else []
     for key in experiment_keys:
         top.used.add(key)
         top.fail(top.key(str(key)), raw[key], "unknown key in a home stack (role: home), which holds only the "
@@ -120,6 +134,7 @@ def parse_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, regi
     experiments, sources = _experiments(top.raw("experiments", None), groups, problems,
                                         default_image=training_image(region) if region else DEFAULT_IMAGE,
                                         region=region)
+    misspelled_namespaces(top, project)
     top.finish()
     if problems:  # the experiments of one sweep share their entry's problems: each is said once
         raise ConfigError(list(dict.fromkeys(problems)))

@@ -55,7 +55,7 @@ def test_good_config_parses_with_defaults():
 
 
 @pytest.mark.parametrize("raw, expected", [
-    (with_(["storag"], {"kind": "efs"}), 'storag={"kind": "efs"}: unknown key; allowed keys here: autostop, cluster,'),
+    (with_(["storag"], {"kind": "efs"}), 'storag={"kind": "efs"}: unknown key; did you mean \'storage\'? allowed keys here: autostop, cluster,'),
     (with_(["storage", "kind"], "nfs"), 'storage.kind="nfs": must be one of efs, fsx, e.g. "efs"'),
     (with_(["storage", "knd"], "efs"), 'storage.knd="efs": unknown key'),
     (with_(["gpu_node_groups", 0, "instance_type"], "m5.large"), 'gpu_node_groups[0].instance_type="m5.large": is not a GPU instance type'),
@@ -114,6 +114,51 @@ def test_every_problem_is_reported_at_once():
     raw["gpu_node_groups"][0]["instance_type"] = "m5.large"
     raw["bogus"] = 1
     assert len(problems(raw)) == 3
+
+
+def file_problems(stack_file: dict) -> list[str]:
+    """The problems of a stack file's ``config:`` mapping, keys as written (``eksbench:x``, ``aws:region``)."""
+    raw, region = decode_config(to_pulumi_config(stack_file))
+    with pytest.raises(ConfigError) as e:
+        if stack_role(raw) == "home":
+            parse_config(raw, project="eksbench", stack="t", region=region)
+        else:
+            validated_config(raw, project="eksbench", stack="t", region=region, today=TODAY)
+    return e.value.problems
+
+
+def test_a_misspelled_namespace_is_refused_with_the_key_it_meant():
+    """`eksbnech:run_id: x` once ran silently on run-001: a namespace a typo away from a known one is refused,
+    naming the key and its value and the key meant; other providers' keys still pass untouched."""
+    written = {"aws:region": "us-west-2", **{f"eksbench:{k}": v for k, v in GOOD.items()}}
+    found = file_problems({**written, "eksbnech:run_id": "run-002", "asw:profile": "dev",
+                           "kubernetes:context": "mine", "pulumi:tags": {"a": "b"}, "tls:x": "1"})
+    assert sorted(found) == [
+        "asw:profile=\"dev\": unknown namespace 'asw' (a stack file holds eksbench:, aws:, kubernetes:, ... keys), "
+        "so the key would be ignored; did you mean 'aws:profile'?",
+        "eksbnech:run_id=\"run-002\": unknown namespace 'eksbnech' (a stack file holds eksbench:, aws:, "
+        "kubernetes:, ... keys), so the key would be ignored; did you mean 'eksbench:run_id'?"], found
+    home = file_problems({"aws:region": "us-west-2", "eksbench:role": "home", "EKSBench:tags": {"team": "ml"}})
+    assert home == ["EKSBench:tags={\"team\": \"ml\"}: unknown namespace 'EKSBench' (a stack file holds eksbench:, "
+                    "aws:, kubernetes:, ... keys), so the key would be ignored; did you mean 'eksbench:tags'?"], home
+
+
+@pytest.mark.parametrize("key, meant", [
+    ("eksbnech:run_id", "eksbench:run_id"), ("ekbench:x", "eksbench:x"), ("eksbench2:x", "eksbench:x"),
+    ("asw:region", "aws:region"), ("kubernets:context", "kubernetes:context"), ("pulumy:tags", "pulumi:tags"),
+    ("eksbench:run_id", None), ("aws:region", None), ("tls:x", None), ("ec2:x", None), ("k8s:x", None),
+    ("mycompany:owner", None), ("run_id", None)])
+def test_which_namespaces_are_typos(key, meant):
+    from core.config.pulumi_config import misspelled_key
+
+    assert misspelled_key(key) == meant
+
+
+def test_an_unknown_key_says_which_it_probably_meant():
+    assert any(p.startswith("experiments[0].nodez=2: unknown key; did you mean 'nodes'? allowed keys here: args,")
+               for p in problems(with_(["experiments", 0, "nodez"], 2)))
+    far = [p for p in problems(with_(["storage", "zzz"], 1)) if p.startswith("storage.zzz")]
+    assert far and "did you mean" not in far[0], far  # nothing close: no guess, the allowed keys only
 
 
 def test_missing_region_is_reported():
