@@ -123,6 +123,9 @@ def check_experiment(e: Experiment) -> list[str]:
     if e.evaluate and (e.framework != "pytorch" or e.workload not in evaluated):
         out.append(f'evaluate=true: evaluation exists for workload "{", ".join(evaluated)}" with framework '
                    f'"pytorch" only (here {e.workload}/{e.framework}); remove it, e.g. evaluate: false')
+    if e.evaluate and not e.checkpoint_every and not e.checkpoint_minutes:
+        out.append("evaluate=true: the evaluation reads the checkpoint training leaves, and checkpoint_every=0 with "
+                   "checkpoint_minutes=0 keeps none; set one, e.g. checkpoint_minutes: 10")
     if e.compile and e.framework not in ("pytorch", "horovod"):
         out.append(f'compile=true: torch.compile applies to PyTorch code, not {e.framework}; e.g. compile: false')
     if e.fabric == "strict" and e.framework != "pytorch":
@@ -239,8 +242,9 @@ def loader_workers(instance_type: str | None, gpus_per_node: int) -> int:
 
 def checkpoint_policy(e: Experiment) -> tuple[int, float]:
     """(checkpoint_every, checkpoint_minutes). A fixed-size synthetic run is a throughput
-    measurement: no checkpoints inside the timed loop (only the final one). Elastic runs and
-    real data checkpoint every ``checkpoint_minutes`` and/or ``checkpoint_every`` steps."""
+    measurement: both 0, so it writes no checkpoint at all (workloads.train.pytorch.checkpoint.enabled).
+    Elastic runs and real data checkpoint every ``checkpoint_minutes`` and/or ``checkpoint_every``
+    steps, and at the end (an evaluated run's weights: evaluate needs real data, so never both 0 here)."""
     if e.dataset == "synthetic" and not e.elastic:
         return 0, 0.0
     return e.checkpoint_every, e.checkpoint_minutes

@@ -210,6 +210,8 @@ def test_launcher_script_runs_under_sh(tmp_path):
     (dict(framework="horovod", min_nodes=1, max_nodes=2), "elastic runs need"),
     (dict(framework="paddle"), "needs an image"),
     (dict(evaluate=True, workload="resnet50"), "evaluate=true"),
+    (dict(evaluate=True, workload="cifar10", dataset="cifar10", checkpoint_every=0, checkpoint_minutes=0),
+     "checkpoint_minutes=0 keeps none"),
     (dict(framework="tensorflow", compile=True, image="tensorflow/tensorflow:2.17.0-gpu"), "compile=true"),
     (dict(dataset="coco2017"), 'dataset="coco2017"'),
     (dict(workload="cifar10", dataset="synthetic"), 'workload "cifar10" trains on cifar10'),
