@@ -95,10 +95,11 @@ def status(stack: str, root: Path = ROOT, results_root: str | Path = LOCAL_RESUL
 
 
 def logs(stack: str, experiment: str, *, root: Path = ROOT, results_root: str | Path = LOCAL_RESULTS_ROOT,
-         run_id: str | None = None) -> str:
-    """The experiment's node logs: from the cluster while it runs, S3 afterwards, or a local run's files."""
+         run_id: str | None = None, tail: int | None = None, node: str | None = None) -> str:
+    """The experiment's node logs: from the cluster while it runs, S3 afterwards, or a local run's files
+    (``tail``: each node's last lines; ``node``: one node's log, ``node-1`` or ``1``)."""
     return "\n".join(experiment_logs(stack, experiment, root=Path(root), results_root=Path(results_root),
-                                     run_id=run_id))
+                                     run_id=run_id, tail=tail, node=node))
 
 
 # --- what each backend knows of a stack (status and logs; ``bench status``/``bench logs`` print it) ---
@@ -114,27 +115,38 @@ def backends(stack: str, root: Path, results_root: Path) -> tuple[Any, CloudBack
 
 
 def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
-    """What each backend knows: the stack's state and its S3 runs (AWS), its local runs."""
+    """What each backend knows: the stack's state and its S3 runs (AWS), its local runs. ``runs``: one row
+    per experiment run, local and S3 together, oldest run first (``bench.results.overview``); ``local_runs``
+    and ``s3_runs``: each place's runs as ``{run id: {experiment: status}}``."""
+    from bench.results.overview import by_run, merged
+
     _, cloud, local = backends(stack, root, results_root)
     aws = cloud.status()
+    here = local.status()["rows"]
+
     out: dict[str, Any] = {"stack": stack, "state": aws["state"], "outputs": aws["outputs"],
-                           "local_runs": local.status()["runs"], "s3_runs": aws["runs"], "notes": aws["notes"],
-                           "autostop": aws["autostop"], "after_autostop_usd": aws.get("after_autostop_usd")}
+                           "runs": merged(here, aws["rows"]), "local_runs": by_run(here),
+                           "s3_runs": by_run(aws["rows"]), "notes": aws["notes"], "autostop": aws["autostop"],
+                           "after_autostop_usd": aws.get("after_autostop_usd")}
     if "where" in aws:
         out["s3_prefix"] = aws["where"]
     return out
 
 
 def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Path, run_id: str | None = None,
-                    follow: bool = False) -> Iterator[str]:
-    """Lines of the experiment's logs from the first backend that has them: the cluster or S3, else local files."""
+                    follow: bool = False, tail: int | None = None, node: str | None = None) -> Iterator[str]:
+    """Lines of the experiment's logs from the first backend that has them: the cluster or S3, else local files.
+    ``tail``: each node's last ``tail`` lines (with ``follow``, then what comes); ``node``: one node's log
+    (``node-1`` or ``1``). ValueError for an experiment the stack does not have (naming those it has), or a
+    node with no log (naming the nodes there)."""
     cfg, cloud, local = backends(stack, root, results_root)
-    if experiment not in {e.name for e in cfg.experiments}:
-        raise ValueError(f"no experiment {experiment!r} in stack {stack}")
+    names = [e.name for e in cfg.experiments]
+    if experiment not in names:
+        raise ValueError(f"no experiment {experiment!r} in stack {stack}; experiments: {', '.join(names)}")
     looked = []
     for backend in (cloud, local):
         try:
-            return backend.logs(experiment, run_id=run_id, follow=follow)
+            return backend.logs(experiment, run_id=run_id, follow=follow, tail=tail, node=node)
         except FileNotFoundError as e:
             looked.append(str(e))
     raise FileNotFoundError(f"no logs for {stack}/{experiment}: " + ", ".join(looked))

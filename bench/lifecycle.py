@@ -138,11 +138,13 @@ class Backend(Protocol):
 
     # Observing, outside any run (``bench status``, ``bench logs``; TorchX's Scheduler.describe and log_iter).
     def status(self) -> dict[str, Any]:
-        """The stack's runs this backend can see, each experiment with its status: ``{"runs": {run id:
-        {experiment: status}}}``, plus what else it knows (the cloud: ``state``, ``outputs``, ``where``, ``notes``)."""
+        """The stack's runs this backend can see: ``{"rows": [...]}``, one ``bench.results.overview.status_row``
+        per experiment run, plus what else it knows (the cloud: ``state``, ``outputs``, ``where``, ``notes``)."""
 
-    def logs(self, experiment: str, *, run_id: str | None = None, follow: bool = False) -> Iterator[str]:
-        """The experiment's node log lines (``<node>: <line>``); FileNotFoundError saying where it looked."""
+    def logs(self, experiment: str, *, run_id: str | None = None, follow: bool = False, tail: int | None = None,
+             node: str | None = None) -> Iterator[str]:
+        """The experiment's node log lines (``<node>: <line>``; ``tail``: each log's last lines, ``node``: one
+        node's); FileNotFoundError saying where it looked, ValueError naming the nodes for a node with no log."""
 
 
 @dataclass

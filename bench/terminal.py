@@ -34,14 +34,46 @@ def show(path: Path) -> str:
         return str(path)
 
 
+def duration(seconds: object) -> str:
+    """A wall time as a person reads it: ``42s``, ``1m 23s``, ``2h 05m``; ``-`` when it is not a number."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < 1e9:
+        return "-"
+    s = round(seconds)
+    if s < 60:
+        return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
+
+def bandwidth(gbps: float) -> str:
+    """``1.28 GB/s busbw``: the all-reduce workload's figure (GB of 10^9 bytes, as nccl-tests counts)."""
+    figure = f"{gbps:.0f}" if gbps >= 100 else f"{gbps:.2f}" if gbps >= 1 else f"{gbps:.3g}"
+    return f"{figure} GB/s busbw"
+
+
+def throughput(row: dict) -> str:
+    """A row's throughput cell: its peak bus bandwidth (all-reduce), else samples/s; ``-`` when neither."""
+    if row.get("busbw_peak_gbps") is not None:
+        return bandwidth(row["busbw_peak_gbps"])
+    rate = row.get("samples_per_s")
+    return "-" if rate is None else f"{rate:,.1f} samples/s"
+
+
+def table(head: Sequence[str], body: Sequence[Sequence[object]]) -> str:
+    """Columns padded to their widest cell, a header and a rule; each cell one safe line (text from a run)."""
+    cells = [tuple(map(safe_line, head)), *(tuple("-" if c is None else safe_line(c) for c in r) for r in body)]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
+    fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([fmt(cells[0]), fmt(tuple("-" * w for w in widths)), *map(fmt, cells[1:])])
+
+
 def results_table(rows: Sequence[dict]) -> str:
-    """Fixed-width table of experiment, status, shape, steps, samples/s, wall time, path."""
+    """Fixed-width table of experiment, status, shape, steps, samples/s, wall time, path. An all-reduce row
+    (``busbw_peak_gbps``) shows its peak bus bandwidth where the others show samples/s, and no steps."""
     head = ("experiment", "status", "nodes x procs", "steps", "samples/s", "per proc", "wall s", "accuracy",
             "results")
-    # a status, a name or a path can come from a run: one line each, control characters escaped
-    body = [tuple("-" if row.get(k) is None else safe_line(row.get(k)) for k in
-                  ("experiment", "status", "shape", "steps", "total", "per_process", "wall", "accuracy", "path"))
-            for row in rows]
-    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
-    fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([fmt(head), fmt(tuple("-" * w for w in widths)), *map(fmt, body)])
+    body = [(row.get("experiment"), row.get("status"), row.get("shape"), row.get("steps"),
+             bandwidth(row["busbw_peak_gbps"]) if row.get("busbw_peak_gbps") is not None else row.get("total"),
+             row.get("per_process"), row.get("wall"), row.get("accuracy"), row.get("path")) for row in rows]
+    return table(head, body)

@@ -356,6 +356,7 @@ class CloudBackend(CloudObservation):
     # -- collect
     def collect(self, ctl: Control) -> list[dict[str, Any]]:
         from bench.cloud import s3_results
+        from bench.results.overview import run_figures
         from bench.terminal import show
 
         rows = []
@@ -377,11 +378,10 @@ class CloudBackend(CloudObservation):
             summary = _read_local_json(dest / SUMMARY_FILE) if n else None
             if self.not_before is not None and w.summary is None:
                 summary = None  # a previous attempt's summary, not this run's
-            s = summary or {}
-            tp = s.get("throughput") or {}
+            fig = run_figures(summary)
             # The launcher's status (summary_fields: succeeded, failed, diverged, interrupted, deadline, timeout);
             # a pod cannot tell why it got SIGTERM, this run can: its timeout, deadline, budget or an interrupt.
-            status = s.get("status") or ("interrupted" if ctl.reason == "interrupted" else "failed (no summary)")
+            status = fig["status"] or ("interrupted" if ctl.reason == "interrupted" else "failed (no summary)")
             if w.state == "timeout" and status in ("failed", "interrupted", "failed (no summary)"):
                 status = "timeout"
             elif w.state == "stopped" and status in ("failed", "interrupted", "failed (no summary)"):
@@ -389,9 +389,9 @@ class CloudBackend(CloudObservation):
             elif w.state == "failed" and not summary:
                 status = "failed (" + (w.reasons[0].split(": ", 2)[-1] if w.reasons else "no summary") + ")"
             evaluation = _read_local_json(dest / EVAL_DIR / EVAL_FILE) or {}
-            rows.append({"experiment": e.label, "status": status, "shape": shape,
-                         "steps": (s.get("coverage") or {}).get("steps"), "total": tp.get("samples_per_s_total"),
-                         "per_process": tp.get("samples_per_s_per_process"), "wall": s.get("wall_time_s"),
+            rows.append({"experiment": e.label, "status": status, "shape": shape, "steps": fig["steps"],
+                         "total": fig["samples_per_s"], "per_process": fig["samples_per_s_per_process"],
+                         "busbw_peak_gbps": fig["busbw_peak_gbps"], "wall": fig["wall_s"],
                          "accuracy": evaluation.get("accuracy"), "path": show(dest)})
         if self.watched:
             progress.line(f"results copied to {show(self.run_dir)} (checkpoints stay on S3)")

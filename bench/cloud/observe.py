@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from bench.cloud import pulumi_cli
 from bench.cloud.stack_operations import stack_resources
-from core.contract.names import PROGRESS_FILE, SUMMARY_FILE
+from core.contract.names import PROGRESS_FILE, SUMMARY_FILE, node_name
 from core.contract.results_location import (
     ResultsLocation,
     log_name,
@@ -41,15 +41,16 @@ def results_bucket(cfg: Any, root: Path) -> str | None:
         return None
 
 
-def s3_runs(stack_results: ResultsLocation, region: str | None,
-            autostops: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, str]]:
-    """Each run's experiments and their state (each repeat apart: ``<exp>/repeat_<k>/``); each run's
-    ``autostop.json`` goes into ``autostops``."""
+def s3_status_rows(stack_results: ResultsLocation, region: str | None,
+                   autostops: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One ``bench.results.overview.status_row`` per experiment of each run on S3 (each repeat apart:
+    ``<exp>/repeat_<k>/``), runs by name; each run's ``autostop.json`` goes into ``autostops``."""
     from bench.cloud import s3_results
+    from bench.results.overview import status_row
     from workloads.autostop import RECORD
 
     s3 = s3_results.client(region)
-    runs: dict[str, dict[str, str]] = {}
+    rows: list[dict[str, Any]] = []
 
     def names(uri: str) -> list[str]:
         """The folders under ``uri`` that can be a level of the layout; any other key is a warning, not a path."""
@@ -63,7 +64,6 @@ def s3_runs(stack_results: ResultsLocation, region: str | None,
         return out
 
     for run_id in names(stack_results.uri):
-        exps = {}
         run = stack_results.child(run_id)
         record = s3_results.read_json(s3, run.uri, RECORD)
         if record is not None and autostops is not None:
@@ -71,18 +71,21 @@ def s3_runs(stack_results: ResultsLocation, region: str | None,
         for exp in names(run.uri):
             where = run.child(exp)
             repeats = sorted(k for k in map(repeat_number, s3_results.child_prefixes(s3, where.uri)) if k)
-            for name, uri in ([(f"{exp} repeat {k}", where.repeat_run(k).uri) for k in repeats]
-                              or [(exp, where.uri)]):
-                summary = s3_results.read_json(s3, uri, SUMMARY_FILE)
-                progress = None if summary else s3_results.read_json(s3, uri, PROGRESS_FILE)
-                if summary is not None:
-                    exps[name] = summary.get("status") or "unreadable summary"
-                elif progress:
-                    exps[name] = f"running (step {progress.get('step')}/{progress.get('total')})"
-                else:
-                    exps[name] = "no summary yet"
-        runs[run_id] = exps
-    return runs
+            for k, uri in ([(k, where.repeat_run(k).uri) for k in repeats] or [(None, where.uri)]):
+                summary = s3_results.read_json(s3, uri, SUMMARY_FILE)  # {} when there but unreadable
+                progress = None if summary is not None else s3_results.read_json(s3, uri, PROGRESS_FILE)
+                missing = f"step {progress.get('step')}/{progress.get('total')}" if progress else "not written yet"
+                rows.append(status_row(run=run_id, experiment=exp, repeat=k, summary=summary, results=uri,
+                                       missing=missing))
+    return rows
+
+
+def s3_runs(stack_results: ResultsLocation, region: str | None,
+            autostops: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, str]]:
+    """Each run's experiments on S3 and their status, with why it stopped when it did not succeed."""
+    from bench.results.overview import by_run
+
+    return by_run(s3_status_rows(stack_results, region, autostops))
 
 
 def after_autostop_usd(cfg: Any, outputs: dict[str, Any], today: str | None = None) -> float:
@@ -101,8 +104,25 @@ def after_autostop_usd(cfg: Any, outputs: dict[str, Any], today: str | None = No
     return cost_after_autostop(hourly_cost(cfg, nat_gateways=nat, today=today or datetime.date.today().isoformat()))
 
 
-def cluster_logs(cfg: Any, outputs: dict[str, Any], experiment: str, follow: bool) -> Iterator[str] | None:
+# Kubernetes puts the completion index of an Indexed Job's pod on it as this annotation (and, from 1.28, a label
+# of the same name): kubernetes.io/docs/concepts/workloads/controllers/job/#completion-mode. The launcher's node id
+# is node-<that index> (workloads.train.harness.launch), so ``--node`` names a pod as it names a log file.
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def pod_node(pod: dict[str, Any]) -> str:
+    """The node id of an experiment's pod (``node-1``), else its name."""
+    meta = pod.get("metadata") or {}
+    index = str((meta.get("annotations") or {}).get(COMPLETION_INDEX) or "")
+    return node_name(int(index)) if index.isdigit() else str(meta.get("name"))
+
+
+def cluster_logs(cfg: Any, outputs: dict[str, Any], experiment: str, follow: bool, *, tail: int | None = None,
+                 node: str | None = None) -> Iterator[str] | None:
+    """The experiment's pods' logs (the last 200 lines of each, or ``tail``; ``follow`` streams one pod:
+    ``node``'s, else the first); None when the cluster cannot be asked or runs no pod of it."""
     from bench.cloud import kube
+    from bench.results.node_logs import node_filter
 
     try:
         client = kube.KubeClient(kube.access_from_kubeconfig(outputs["kubeconfig"], outputs["cluster_name"],
@@ -112,17 +132,21 @@ def cluster_logs(cfg: Any, outputs: dict[str, Any], experiment: str, follow: boo
         return None
     if not pods:
         return None
+    keep = node_filter([pod_node(p) for p in pods], node, f"{experiment}'s pods")
+    pods = [p for p in pods if keep(pod_node(p))]
 
     def lines() -> Iterator[str]:
         if follow:
             first = pods[0]["metadata"]["name"]
-            yield from (f"{first}: {line}" for line in client.follow(cfg.namespace, first))
+            yield from (f"{first}: {line}" for line in client.follow(cfg.namespace, first,
+                                                                     tail=50 if tail is None else tail))
             return
         for pod in pods:
             name = pod["metadata"]["name"]
             for reason in kube.pod_reasons(pod):
                 yield f"{name}: [{reason}]"
-            yield from (f"{name}: {line}" for line in client.log_tail(cfg.namespace, name, lines=200))
+            yield from (f"{name}: {line}" for line in client.log_tail(cfg.namespace, name,
+                                                                      lines=200 if tail is None else tail))
     return lines()
 
 
@@ -134,10 +158,11 @@ class CloudObservation:
     root: Path
 
     def status(self) -> dict[str, Any]:
-        """``{"state", "outputs", "runs": {run id: {experiment: status}}, "autostop": {run id: autostop.json},
+        """``{"state", "outputs", "rows": [one bench.results.overview.status_row per experiment run on S3],
+        "autostop": {run id: autostop.json},
         "after_autostop_usd", "where": the S3 prefix, "notes"}``;
         what cannot be read is a note, never an error."""
-        out: dict[str, Any] = {"state": None, "outputs": {}, "runs": {}, "autostop": {}, "notes": []}
+        out: dict[str, Any] = {"state": None, "outputs": {}, "rows": [], "autostop": {}, "notes": []}
         try:
             stk = pulumi_cli.open_stack(self.stack, self.root, check_config=False, create=False)
             info = stk.info()
@@ -154,7 +179,7 @@ class CloudObservation:
         if bucket:
             stack_results = ResultsLocation(bucket, self.cfg.project, self.stack)
             try:
-                out["runs"] = s3_runs(stack_results, self.cfg.region, out["autostop"])
+                out["rows"] = s3_status_rows(stack_results, self.cfg.region, out["autostop"])
                 out["where"] = stack_results.uri
             except Exception as e:  # noqa: BLE001
                 out["notes"].append(f"S3 results not readable at {stack_results.uri}: {type(e).__name__}")
@@ -163,10 +188,13 @@ class CloudObservation:
                                 "outputs could not be read)")
         return out
 
-    def logs(self, experiment: str, *, run_id: str | None = None, follow: bool = False) -> Iterator[str]:
-        """The experiment's node logs: the cluster while its pods run, else S3. FileNotFoundError (saying
-        where it looked) when neither has them."""
+    def logs(self, experiment: str, *, run_id: str | None = None, follow: bool = False, tail: int | None = None,
+             node: str | None = None) -> Iterator[str]:
+        """The experiment's node logs: the cluster while its pods run, else S3 (``tail``: each log's last
+        ``tail`` lines; ``node``: one node's). FileNotFoundError (saying where it looked) when neither has
+        them; ValueError (naming the nodes there) for a node that has none."""
         from bench.cloud import s3_results
+        from bench.results.node_logs import node_filter
 
         cfg = self.cfg
         outputs: dict[str, Any] = {}
@@ -175,7 +203,7 @@ class CloudObservation:
         except Exception:  # noqa: BLE001 - no CLI / no stack: S3 and local files still work
             outputs = {}
         if outputs.get("kubeconfig"):
-            cluster = cluster_logs(cfg, outputs, experiment, follow)
+            cluster = cluster_logs(cfg, outputs, experiment, follow, tail=tail, node=node)
             if cluster is not None:
                 return cluster
         uri = (outputs.get("experiment_results") or {}).get(experiment)
@@ -190,12 +218,19 @@ class CloudObservation:
                 keys = []
             if keys:
                 bucket = uri[len("s3://"):].split("/", 1)[0]
+                keep = node_filter([log_name(rel) for _, rel in keys], node, f"{self.stack}/{experiment}")
+                keys = [(k, rel) for k, rel in keys if keep(log_name(rel))]
 
                 def s3_lines() -> Iterator[str]:
+                    from collections import deque
+
                     from bench.results.safe_paths import LINE_CHUNK, chunk_lines
 
                     for key, rel in keys:  # streamed: a 200 MB log is never held whole
                         body = s3.get_object(Bucket=bucket, Key=key)["Body"]
-                        yield from (f"{log_name(rel)}: {line}" for line in chunk_lines(body.iter_chunks(LINE_CHUNK)))
+                        lines = chunk_lines(body.iter_chunks(LINE_CHUNK))
+                        # tail: the last lines, kept as they stream past (memory: ``tail`` lines at most)
+                        yield from (f"{log_name(rel)}: {line}"
+                                    for line in (lines if tail is None else deque(lines, maxlen=tail)))
                 return s3_lines()
         raise FileNotFoundError("not in the cluster, not on S3" + (f" ({uri})" if uri else ""))

@@ -1,12 +1,12 @@
-"""``python -m bench status <stack>`` and ``python -m bench logs <stack> <experiment> [--follow]``.
+"""``bench status <stack> [--json]`` and ``bench logs <stack> <experiment> [--tail N] [--node K] [--follow]``.
 
-status: the stack's state when the Pulumi CLI answers (last operation, result, resources
-    held), then each run with each experiment's status, from the local results
-    (``./results/<stack>/<run-id>/``) and from S3 (the stack's results prefix: the
-    ``results_prefix`` output while the stack exists, else ``results.bucket`` or the home stack's bucket).
-logs: the experiment's node logs, from where they are: the cluster while its pods run
-    (``--follow`` streams), S3 once the launcher uploaded them, or a local run's files
-    (``--follow`` tails them until summary.json appears).
+status: the stack's state when the Pulumi CLI answers (last operation, result, resources held, what autostop
+    did), then one row per experiment run, local and S3 together, oldest run first: run, experiment, status
+    and why it stopped, start (UTC), duration, throughput (samples/s, or the all-reduce's peak bus
+    bandwidth) and where the results are. ``--json``: the same as one JSON document.
+logs: the experiment's node logs, from where they are: the cluster while its pods run (``--follow``
+    streams), S3 once the launcher uploaded them, or a local run's files (``--follow`` tails them until
+    summary.json appears).
 
 Each backend of the lifecycle says what it knows (``status``, ``logs``: ``bench.cloud.observe`` for AWS,
 ``bench.local.backend`` for local runs); ``bench.automation`` asks both; this module prints.
@@ -17,27 +17,62 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from bench.automation import experiment_logs, stack_status
 from bench.errors import fail
 from bench.project import add_project_options
-from bench.terminal import safe, safe_line
+from bench.terminal import duration, safe, safe_line, show, table, throughput
+
+WHY_WIDTH = 48  # characters of why a run stopped shown in the status column (--json has it whole)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("status", help="stack state and each run's experiment status (local and S3)")
-    s.add_argument("stack")
+    s = sub.add_parser(
+        "status", help="the stack's state and every run: status, start, duration, throughput, results",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="What the stack holds on AWS (when the Pulumi CLI can tell: its last operation, the resources\n"
+                    "it keeps, what autostop scaled down), then one row per experiment of every run, local and on\n"
+                    "S3, oldest run first: its status (and why it stopped, when it did not succeed), when it\n"
+                    "started (UTC), how long it ran, its throughput (samples/s; for an all-reduce experiment the\n"
+                    "peak bus bandwidth) and where its results are.",
+        epilog="examples:\n  eksbench status dev\n  eksbench status dev --json | jq '.runs[-1]'")
+    s.add_argument("stack", help="the stack, as in Pulumi.<stack>.yaml (e.g. dev)")
+    s.add_argument("--json", action="store_true",
+                   help="print one JSON document (the stack's state, notes and a list of runs) instead of the table")
     add_project_options(s)
     s.set_defaults(func=cmd_status)
-    g = sub.add_parser("logs", help="an experiment's logs: cluster while it runs, S3 afterwards, local files")
-    g.add_argument("stack")
-    g.add_argument("experiment")
-    g.add_argument("--run-id", metavar="ID", help="default: the latest run (local) / the stack's run_id (AWS)")
-    g.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until the experiment ends")
+    g = sub.add_parser(
+        "logs", help="an experiment's node logs: from the cluster while it runs, S3 or local files after",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Print an experiment's node logs, each line prefixed with its node (node-0: ...). They come\n"
+                    "from the cluster while its pods run, from S3 once they are uploaded, or from a local run's\n"
+                    "folder; by default from the latest run.",
+        epilog="examples:\n  eksbench logs dev resnet50-synthetic --tail 20\n"
+               "  eksbench logs dev cifar10-elastic --node 1 --follow")
+    g.add_argument("stack", help="the stack, as in Pulumi.<stack>.yaml (e.g. dev)")
+    g.add_argument("experiment", help="an experiment of the stack (its name in Pulumi.<stack>.yaml)")
+    g.add_argument("--run-id", metavar="ID",
+                   help="which run (a folder under the results root, e.g. 20261127-091239); default: the latest "
+                        "local run, or the stack's run_id on AWS")
+    g.add_argument("--tail", metavar="N", type=lines,
+                   help="only the last N lines of each node's log (with --follow: start there); default: all "
+                        "(the last 200 from the cluster)")
+    g.add_argument("--node", metavar="K",
+                   help="only node K's log: 1 or node-1 (default: every node's, one after another)")
+    g.add_argument("--follow", "-f", action="store_true",
+                   help="keep printing new lines until the experiment ends (on the cluster: one node's)")
     add_project_options(g)
     g.set_defaults(func=cmd_logs)
+
+
+def lines(value: str) -> int:
+    """``--tail``'s value: a whole number of lines, 0 or more."""
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of lines (0 or more), e.g. 20")
+    return int(value)
 
 
 # --- status -------------------------------------------------------------------------------------------
@@ -47,8 +82,41 @@ def autostop_lines(run_id: str, record: dict[str, Any]) -> list[str]:
     """What the cluster's autostop controller did in a run: when, why, which groups from what size."""
     groups = [f"{g['name']} {(g['before'] if isinstance(g.get('before'), dict) else {}).get('desiredSize', '?')}->0"
               for g in record.get("node_groups") or [] if g.get("changed") is not False]
-    return [f"      autostop: at {record.get('decided_at') or '?'} scaled "
+    return [f"  autostop in run {run_id}: at {record.get('decided_at') or '?'} scaled "
             + (", ".join(groups) or "nothing") + f": {record.get('reason') or '(no reason given)'}"]
+
+
+def started(iso: str | None) -> str | None:
+    """``2026-11-27 09:12:39``: a summary's start in UTC, to the second."""
+    from bench.results.timeline import parse_iso
+
+    t = parse_iso(iso)
+    return None if t is None else datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def status_cell(row: dict[str, Any]) -> str:
+    """The status, and why it stopped (cut to WHY_WIDTH characters) when it did not succeed."""
+    from bench.results.overview import status_text, why_stopped
+
+    why = why_stopped(row) if row.get("status") != "succeeded" else ""
+    if len(why) > WHY_WIDTH:
+        return status_text({**row, "stop_reason": why[:WHY_WIDTH - 1] + "…", "error": None})
+    return status_text(row)
+
+
+def where(row: dict[str, Any]) -> str:
+    """Where the results are: the local folder (as the user would type it) or the s3:// URI."""
+    local = row.get("local") or (row["results"] if not str(row["results"]).startswith("s3://") else None)
+    return show(Path(local)) if local else str(row["results"])
+
+
+def status_table(rows: list[dict[str, Any]]) -> str:
+    from bench.results.overview import label
+
+    head = ("RUN", "EXPERIMENT", "STATUS", "STARTED (UTC)", "DURATION", "THROUGHPUT", "RESULTS")
+    return table(head, [(r["run"], label(r), status_cell(r),
+                         started(r.get("started_at")), duration(r.get("wall_s")), throughput(r), where(r))
+                        for r in rows])
 
 
 def render_status(st: dict[str, Any]) -> str:
@@ -58,27 +126,36 @@ def render_status(st: dict[str, Any]) -> str:
         lines.append(f"  pulumi: last {state['last']} {state['result']}"
                      + (f" at {state['ended']}" if state["ended"] else "")
                      + f", {state['resources']} resource(s) held"
-                     + (" (costs money: `python -m bench destroy " + st["stack"] + "`)" if state["resources"] else ""))
+                     + (" (costs money: `eksbench destroy " + st["stack"] + "`)" if state["resources"] else ""))
         if state["resources"] and st.get("after_autostop_usd") is not None:
             lines.append(f"  with the GPU groups at zero (autostop, --keep) the stack still bills about "
                          f"${st['after_autostop_usd']:.2f}/h until destroyed: the control plane, NAT, system nodes "
-                         f"and storage (infra/cluster/estimate.py; EFS also per GB-month stored)")
+                         f"and storage (EFS also per GB-month stored)")
     for note in st["notes"]:
         lines.append(f"  {note}")
-    for where, runs in (("local", st["local_runs"]), (st.get("s3_prefix", "S3"), st["s3_runs"])):
-        if not runs:
-            continue
-        lines.append(f"  runs in {where}:")
-        for run_id, exps in runs.items():
-            lines.append(f"    {run_id}")
-            lines += [f"      {name}: {status}" for name, status in exps.items()] or ["      (no experiments)"]
-            if run_id in st.get("autostop", {}) and where != "local":
-                lines += autostop_lines(run_id, st["autostop"][run_id])
+    for run_id, record in (st.get("autostop") or {}).items():
+        lines += autostop_lines(run_id, record)
+    rows = st.get("runs") or []
+    if rows:
+        lines += ["", status_table(rows)]
+    else:
+        lines.append(f"  no runs yet (local results: none; S3: {st.get('s3_prefix') or 'not known'})")
     return "\n".join(lines)
+
+
+def status_document(st: dict[str, Any]) -> dict[str, Any]:
+    """``--json``: what the table shows, whole (the stack's outputs stay out: they hold its kubeconfig)."""
+    keys = ("run", "experiment", "repeat", "status", "stop_reason", "error", "started_at", "wall_s", "steps",
+            "samples_per_s", "samples_per_s_per_process", "busbw_peak_gbps", "busbw_peak_at_bytes", "message_sizes",
+            "results", "local", "s3")
+    return {"stack": st["stack"], "state": st["state"], "after_autostop_usd": st.get("after_autostop_usd"),
+            "notes": st["notes"], "autostop": st.get("autostop") or {}, "s3_prefix": st.get("s3_prefix"),
+            "runs": [{k: r.get(k) for k in keys} for r in st.get("runs") or []]}
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from core.config.fields import ConfigError
+    from core.contract import strict_json
 
     try:
         with warnings.catch_warnings(record=True) as caught:  # a bad file from a run: one safe line each
@@ -88,7 +165,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         return fail(f"invalid config for stack {args.stack!r}: " + "; ".join(e.problems))
     for w in caught:
         print(safe_line(f"warning: {w.message}"), file=sys.stderr)
-    print(safe(render_status(st)))
+    # JSON escapes every control character (ensure_ascii), so a run's text cannot reach the terminal raw
+    print(strict_json.dumps(status_document(st), indent=2) if args.json else safe(render_status(st)))
     return 0
 
 
@@ -102,14 +180,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for line in experiment_logs(args.stack, args.experiment, root=Path(args.project_dir),
-                                        results_root=Path(args.results_root), run_id=args.run_id, follow=args.follow):
+                                        results_root=Path(args.results_root), run_id=args.run_id,
+                                        follow=args.follow, tail=args.tail, node=args.node):
                 print(safe(line), flush=True)
         for w in caught:
             print(safe_line(f"warning: {w.message}"), file=sys.stderr)
     except ConfigError as e:
         return fail(f"invalid config for stack {args.stack!r}: " + "; ".join(e.problems))
     except (ValueError, FileNotFoundError) as e:
-        return fail(str(e))
+        return fail(safe_line(e))
     except BrokenPipeError:
         sys.stderr.close()
     return 0

@@ -27,11 +27,13 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from bench import progress
 from bench.lifecycle import BackendError, Control
 from bench.proc import die_with_parent
+from bench.results.node_logs import node_filter, tail_start
+from bench.results.overview import run_figures, status_row
 from bench.results.readers import MAX_JSON_BYTES
 from bench.results.safe_paths import LINE_CHUNK, chunk_lines, open_under, read_under
 from bench.terminal import show
@@ -232,11 +234,10 @@ class ExperimentRun:
         shape = f"{e.min_nodes}:{e.max_nodes}x{e.procs_per_node}" if e.elastic else f"{e.max_nodes}x{e.procs_per_node}"
         if not self.started:
             return {"experiment": e.label, "status": "not run", "shape": shape, "path": show(Path(e.results_dir))}
-        s = self.summary() or {}
-        tp = s.get("throughput") or {}
+        fig = run_figures(self.summary())
         # What stopped it, as the launcher recorded it (summary_fields: succeeded, failed, diverged, interrupted,
         # deadline, timeout); where no summary says, what this run knows.
-        status = s.get(F.STATUS) or (F.TIMEOUT if self.timed_out else self.stopped_by) or "failed (no summary)"
+        status = fig["status"] or (F.TIMEOUT if self.timed_out else self.stopped_by) or "failed (no summary)"
         if self.timed_out or self.stopped_by:
             stopped = F.TIMEOUT if self.timed_out else self.stopped_by
             status = stopped if status in (F.FAILED, F.INTERRUPTED) else status
@@ -244,9 +245,9 @@ class ExperimentRun:
             status = "failed (evaluation)"
         acc = self.eval.get("accuracy") if self.eval else None
         wall = self.wall if self.wall is not None else time.monotonic() - self.t0
-        return {"experiment": e.label, "status": status, "shape": shape,
-                "steps": (s.get("coverage") or {}).get("steps"), "total": tp.get("samples_per_s_total"),
-                "per_process": tp.get("samples_per_s_per_process"), "wall": round(wall, 1),
+        return {"experiment": e.label, "status": status, "shape": shape, "steps": fig["steps"],
+                "total": fig["samples_per_s"], "per_process": fig["samples_per_s_per_process"],
+                "busbw_peak_gbps": fig["busbw_peak_gbps"], "wall": round(wall, 1),
                 "accuracy": acc, "path": show(Path(e.results_dir))}
 
 
@@ -331,13 +332,15 @@ class LocalBackend:
 
     # -- observe (bench status, bench logs)
     def status(self) -> dict[str, Any]:
-        """The stack's local runs, each experiment with its status: ``{"runs": {run id: {experiment: status}}}``."""
-        return {"runs": local_runs(self.results_root.resolve(), self.stack)}
+        """The stack's local runs: ``{"rows": [one bench.results.overview.status_row per experiment run]}``."""
+        return {"rows": local_status_rows(self.results_root.resolve(), self.stack)}
 
-    def logs(self, experiment: str, *, run_id: str | None = None, follow: bool = False) -> Iterator[str]:
+    def logs(self, experiment: str, *, run_id: str | None = None, follow: bool = False, tail: int | None = None,
+             node: str | None = None) -> Iterator[str]:
         """The experiment's node logs of ``run_id`` (default: its latest run), ``follow`` tailing them until
-        its summary.json appears (its last repeat's, for ``repeats: N``). FileNotFoundError (saying where
-        it looked) when there are none."""
+        its summary.json appears (its last repeat's, for ``repeats: N``); ``tail``: from each log's last
+        ``tail`` lines; ``node``: one node's log (``node-1`` or ``1``). FileNotFoundError (saying where it
+        looked) when there are none; ValueError (naming the nodes there) for a node that has none."""
         root = self.results_root.resolve()
         if run_id:
             exp_dir = ResultsLocation(None, self.project, self.stack, run_id, experiment).local_dir(root)
@@ -345,35 +348,42 @@ class LocalBackend:
             exp_dir = latest_local_run(root, self.stack, experiment)
         if exp_dir is None or not exp_dir.is_dir():
             raise FileNotFoundError(f"not under {self.results_root / self.stack}")
-        return local_logs(exp_dir, follow, repeats=self.repeats.get(experiment, 1))
+        return local_logs(exp_dir, follow, repeats=self.repeats.get(experiment, 1), tail=tail, node=node)
+
+
+def local_status_rows(results_root: Path, stack: str) -> list[dict[str, Any]]:
+    """One ``bench.results.overview.status_row`` per experiment of each local run of the stack (each repeat
+    apart: ``<exp>/repeat_<k>/``), runs by name; a summary that cannot be read is a warning and a row."""
+    from bench.results.readers import read_summary
+
+    rows: list[dict[str, Any]] = []
+    base = results_root / stack
+    if not base.is_dir():
+        return rows
+    for run in sorted(p for p in base.iterdir() if _folder(p)):
+        for exp in sorted(p for p in run.iterdir() if _folder(p) and not p.name.startswith("_")):
+            repeats = sorted((k, d) for d in exp.iterdir() if _folder(d) and (k := repeat_number(d.name)))
+            for k, folder in (repeats or [(None, exp)]):
+                rel = f"{folder.relative_to(base).as_posix()}/{SUMMARY_FILE}"
+                missing = None
+                try:  # never through a link, never a pipe or a device, never more than a summary's bound
+                    raw = read_under(base, rel, MAX_JSON_BYTES + 1)
+                    summary = read_summary(raw, f"{folder}/{SUMMARY_FILE}") or {}
+                except FileNotFoundError:
+                    summary, missing = None, "running, or stopped before its launcher finished"
+                except (OSError, ValueError) as e:
+                    warnings.warn(f"{folder}/summary.json: {e}; ignored", stacklevel=2)
+                    summary = {}
+                rows.append(status_row(run=run.name, experiment=exp.name, repeat=k, summary=summary,
+                                       results=str(folder), missing=missing))
+    return rows
 
 
 def local_runs(results_root: Path, stack: str) -> dict[str, dict[str, str]]:
-    """Each local run of the stack with each experiment's status (each repeat apart: ``<exp>/repeat_<k>/``)."""
-    from bench.results.readers import read_summary
+    """Each local run of the stack with each experiment's status, and why it stopped when it did not succeed."""
+    from bench.results.overview import by_run
 
-    runs: dict[str, dict[str, str]] = {}
-    base = results_root / stack
-    if not base.is_dir():
-        return runs
-    for run in sorted(p for p in base.iterdir() if _folder(p)):
-        exps = {}
-        for exp in sorted(p for p in run.iterdir() if _folder(p) and not p.name.startswith("_")):
-            repeats = sorted((k, d) for d in exp.iterdir() if _folder(d) and (k := repeat_number(d.name)))
-            for name, folder in ([(f"{exp.name} repeat {k}", d) for k, d in repeats] or [(exp.name, exp)]):
-                rel = f"{folder.relative_to(base).as_posix()}/{SUMMARY_FILE}"
-                try:  # never through a link, never a pipe or a device, never more than a summary's bound
-                    raw = read_under(base, rel, MAX_JSON_BYTES + 1)
-                except FileNotFoundError:
-                    exps[name] = "no summary (running, or stopped before its launcher finished)"
-                    continue
-                except (OSError, ValueError) as e:
-                    warnings.warn(f"{folder}/summary.json: {e}; ignored", stacklevel=2)
-                    exps[name] = "unreadable summary"
-                    continue
-                exps[name] = (read_summary(raw, f"{folder}/{SUMMARY_FILE}") or {}).get("status") or "?"
-        runs[run.name] = exps
-    return runs
+    return by_run(local_status_rows(results_root, stack))
 
 
 def _folder(path: Path) -> bool:
@@ -387,21 +397,36 @@ def latest_local_run(results_root: Path, stack: str, experiment: str) -> Path | 
     return runs[-1] if runs else None
 
 
-def local_logs(exp_dir: Path, follow: bool, repeats: int = 1) -> Iterator[str]:
+def local_logs(exp_dir: Path, follow: bool, repeats: int = 1, *, tail: int | None = None,
+               node: str | None = None) -> Iterator[str]:
     """The experiment's node logs, or each repeat's (``<exp>/repeat_<k>/logs/``) in order; ``follow`` tails
     them until the experiment's summary.json appears, or its last repeat's (``repeats`` > 1: each repeat
-    writes its own, and none is written at the experiment's level)."""
+    writes its own, and none is written at the experiment's level). ``tail``: each log from its last
+    ``tail`` lines on; ``node``: that node's log only (a ValueError, at once, when no log is that node's)."""
     done = (exp_dir / repeat_folder(repeats) if repeats > 1 else exp_dir) / SUMMARY_FILE
-    positions: dict[Path, int] = {}
-    while True:
+
+    def logs() -> list[tuple[str, Path]]:
         found = [*exp_dir.glob(node_log("*")), *exp_dir.glob(f"{repeat_folder('*')}/{node_log('*')}")]
         named = sorted((repeat_number(p.parent.parent.name) or 0, p) for p in found
                        if p.is_file() and not p.is_symlink())
-        for _, path in named:
-            rel = path.relative_to(exp_dir).as_posix()
+        return [(p.relative_to(exp_dir).as_posix(), p) for _, p in named]
+
+    keep = node_filter([log_name(rel) or p.stem for rel, p in logs()], node, exp_dir.name) if node else None
+    return _local_lines(exp_dir, logs, done, follow, tail, keep)
+
+
+def _local_lines(exp_dir: Path, logs: Callable[[], list[tuple[str, Path]]], done: Path, follow: bool,
+                 tail: int | None, keep: Callable[[str], bool] | None) -> Iterator[str]:
+    positions: dict[Path, int] = {}
+    while True:
+        for rel, path in logs():
             name = log_name(rel) or path.stem
+            if keep is not None and not keep(name):
+                continue
             try:  # streamed a chunk at a time, never through a link or from a pipe
                 with open_under(exp_dir, rel, os.O_RDONLY, names_from_disk=True) as f:
+                    if path not in positions and tail is not None:
+                        positions[path] = tail_start(f, os.fstat(f.fileno()).st_size, tail)
                     f.seek(positions.get(path, 0))
 
                     def chunks(f=f) -> Iterator[bytes]:

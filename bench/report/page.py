@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from bench.report.fabric import fabric_section
+from bench.results.overview import run_figures
 from bench.report.scaling import repeats_section, scaling_section
 from bench.terminal import safe
 
@@ -21,6 +22,7 @@ SUMMARY = (("experiment", "experiment"), ("workload", "workload"), ("framework",
            ("instance_type", "instance"), ("shape", "nodes × per node"), ("batch_size", "batch"),
            ("precision", "precision"),
            ("samples_per_s", "samples/s"), ("samples_per_s_per_gpu", "samples/s per GPU"),
+           ("busbw_peak_gbps", "peak busbw GB/s"),
            ("step_time_p50_s", "step p50 s"), ("step_time_p95_s", "step p95 s"), ("mfu", "MFU"),
            ("wall_s", "wall s"), ("accuracy", "accuracy"), ("restarts", "restarts"), ("flags", "flags"),
            ("error", "error"))
@@ -128,10 +130,12 @@ def summary_section(df, baseline: str | None) -> str:
     cols = list(SUMMARY)
     if baseline:
         cols.insert(cols.index(("step_time_p50_s", "step p50 s")), ("vs_baseline", f"× {baseline}"))
-    rows = [dict(r, experiment=name, shape=_shape(r)) for r, name in zip(records(df), labels(df))]
-    for key in ("flags", "error"):  # shown when some run has one
-        if not any(r[key] for r in rows):
-            cols.remove((key, key))
+    # an all-reduce run trains nothing: its figure is the peak bus bandwidth, in a column shown when one ran
+    rows = [dict(r, experiment=name, shape=_shape(r), busbw_peak_gbps=run_figures(r)["busbw_peak_gbps"])
+            for r, name in zip(records(df), labels(df))]
+    for key, title in (("flags", "flags"), ("error", "error"), ("busbw_peak_gbps", "peak busbw GB/s")):
+        if not any(r[key] for r in rows):  # shown when some run has one
+            cols.remove((key, title))
     failed = sum(r["status"] != "succeeded" for r in rows)
     note = f"{len(rows)} experiment run(s), {failed} not succeeded." + (
         f" The × column is throughput relative to the latest succeeded run of {baseline}." if baseline else "")

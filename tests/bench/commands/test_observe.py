@@ -14,6 +14,7 @@ import pytest
 from bench.cloud import pulumi_cli
 from bench.commands import observe
 from bench.local.backend import LocalBackend
+from bench.results.overview import by_run
 from program.stack_files import ROOT
 
 EXPERIMENT = "resnet50-synthetic"  # an experiment of Pulumi.dev.yaml
@@ -42,8 +43,8 @@ def test_the_local_backend_lists_runs_and_reads_logs(tmp_path):
     node_logs(tmp_path, "r1", {"node-0": "a\nb\n", "node-1": "c\n"}, summary='{"status": "failed"}')
     node_logs(tmp_path, "r2", {"node-0": "new\n"})
     local = LocalBackend(stack="dev", results_root=tmp_path)
-    assert local.status() == {"runs": {"r1": {EXPERIMENT: "failed"}, "r2": {
-        EXPERIMENT: "no summary (running, or stopped before its launcher finished)"}}}
+    assert by_run(local.status()["rows"]) == {"r1": {EXPERIMENT: "failed"}, "r2": {
+        EXPERIMENT: "no summary (running, or stopped before its launcher finished)"}}
     assert list(local.logs(EXPERIMENT, run_id="r1")) == ["node-0: a", "node-0: b", "node-1: c"]
     with pytest.raises(FileNotFoundError, match=f"^not under {tmp_path / 'dev'}$"):
         local.logs("absent")
@@ -56,7 +57,9 @@ def test_status_asks_both_backends(tmp_path):
     assert st["notes"][0] == "stack state unknown: the Pulumi CLI is not on PATH"
     assert st["notes"][1].startswith("no S3 results location known")
     assert "s3_prefix" not in st
-    assert "runs in local:\n    r1\n      resnet50-synthetic: succeeded" in observe.render_status(st)
+    table = observe.render_status(st).split("\n\n", 1)[1].splitlines()
+    assert table[0].split() == ["RUN", "EXPERIMENT", "STATUS", "STARTED", "(UTC)", "DURATION", "THROUGHPUT", "RESULTS"]
+    assert table[2].split()[:3] == ["r1", EXPERIMENT, "succeeded"]
 
 
 def test_logs_come_from_the_first_backend_that_has_them_else_say_where_each_looked(tmp_path):
@@ -65,5 +68,104 @@ def test_logs_come_from_the_first_backend_that_has_them_else_say_where_each_look
     assert str(e.value) == f"no logs for dev/{EXPERIMENT}: not in the cluster, not on S3, not under {tmp_path / 'dev'}"
     node_logs(tmp_path, "r1", {"node-0": "the run\n"})
     assert list(observe.experiment_logs("dev", EXPERIMENT, root=ROOT, results_root=tmp_path)) == ["node-0: the run"]
-    with pytest.raises(ValueError, match="no experiment 'nope' in stack dev"):
+    with pytest.raises(ValueError, match="^no experiment 'nope' in stack dev; experiments: resnet50-synthetic, "
+                                         "cifar10-elastic"):
         observe.experiment_logs("dev", "nope", root=ROOT, results_root=tmp_path)
+
+
+def status(capsys, results: Path, *extra: str) -> tuple[int, str, str]:
+    from bench.cli import main
+
+    code = main(["status", "dev", "--project-dir", str(ROOT), "--results-root", str(results), *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def summaries(results: Path) -> None:
+    """Three runs whose names sort against their start times, an all-reduce, a failure and a broken summary."""
+    import json
+
+    from tests.bench.conftest import summary
+
+    def put(run: str, exp: str, doc) -> None:
+        d = results / "dev" / run / exp
+        d.mkdir(parents=True)
+        (d / "summary.json").write_text(doc if isinstance(doc, str) else json.dumps(doc))
+
+    put("b-first", EXPERIMENT, summary(EXPERIMENT, rate=100.8, wall_time_s=83.2, started_at="2026-01-01T00:00:00Z"))
+    put("b-first", "nccl-allreduce", summary(
+        "nccl-allreduce", rate=0, wall_time_s=7.3, started_at="2026-01-01T00:02:00Z", coverage={"steps": 0},
+        throughput={"samples_per_s_total": None}, busbw={"peak_gbps": 1.284945, "peak_at_bytes": 16777216,
+                                                         "curve": [{"bytes": 8}, {"bytes": 16}]}))
+    put("a-second", EXPERIMENT, summary(EXPERIMENT, status="failed", started_at="2026-01-02T10:00:00+00:00",
+                                        wall_time_s=4000, stop_reason="exit code 1",
+                                        error="RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"))
+    put("0-third", EXPERIMENT, "[1, 2]")  # no start: after the others
+
+
+def test_status_is_a_table_of_runs_oldest_first_with_why_when_how_long_how_fast_and_where(tmp_path, capsys):
+    """Before: run ids sorted by name, one status word per experiment, nothing else."""
+    summaries(tmp_path)
+    code, out, err = status(capsys, tmp_path)
+    assert code == 0 and "Traceback" not in err
+    rows = [" ".join(r.split()) for r in out.split("\n\n", 1)[1].splitlines()[2:]]  # cells one space apart
+    assert [r.split()[:2] for r in rows] == [["b-first", EXPERIMENT], ["b-first", "nccl-allreduce"],
+                                             ["a-second", EXPERIMENT], ["0-third", EXPERIMENT]]
+    assert "succeeded 2026-01-01 00:00:00 1m 23s 100.8 samples/s" in rows[0]
+    assert "7.3s 1.28 GB/s busbw" in rows[1]
+    assert f"{tmp_path / 'dev' / 'b-first' / 'nccl-allreduce'}" in rows[1]
+    assert "failed (exit code 1: RuntimeError: CUDA out of memory. …) 2026-01-02 10:00:00 1h 06m" in rows[2]
+    assert "unknown (summary.json unreadable or without a status)" in rows[3]
+    assert "warning:" in err and "0-third" in err
+
+
+def test_status_json_is_the_same_rows_as_one_document(tmp_path, capsys):
+    import json
+
+    summaries(tmp_path)
+    code, out, _ = status(capsys, tmp_path, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["stack"] == "dev" and doc["state"] is None and "outputs" not in doc
+    first, allreduce, failed, broken = doc["runs"]
+    assert (first["run"], first["samples_per_s"], first["wall_s"], first["started_at"]) == (
+        "b-first", 100.8, 83.2, "2026-01-01T00:00:00Z")
+    assert (allreduce["busbw_peak_gbps"], allreduce["busbw_peak_at_bytes"], allreduce["message_sizes"],
+            allreduce["steps"], allreduce["samples_per_s"]) == (1.284945, 16777216, 2, None, None)
+    assert failed["error"].startswith("RuntimeError: CUDA out of memory") and failed["stop_reason"] == "exit code 1"
+    assert broken["status"] == "unknown" and broken["local"] == str(tmp_path / "dev" / "0-third" / EXPERIMENT)
+
+
+def test_logs_tail_and_node(tmp_path, capsys):
+    """``--tail N``: each node's last N lines; ``--node K``: one node's log; a node with none: its names."""
+    from bench.cli import main
+
+    node_logs(tmp_path, "r1", {"node-0": "".join(f"zero {i}\n" for i in range(5)), "node-1": "one 0\none 1"})
+    common = ["--project-dir", str(ROOT), "--results-root", str(tmp_path)]
+    assert main(["logs", "dev", EXPERIMENT, "--tail", "2", *common]) == 0
+    assert capsys.readouterr().out.splitlines() == ["node-0: zero 3", "node-0: zero 4", "node-1: one 0",
+                                                    "node-1: one 1"]
+    assert main(["logs", "dev", EXPERIMENT, "--node", "1", "--tail", "1", *common]) == 0
+    assert capsys.readouterr().out.splitlines() == ["node-1: one 1"]
+    assert main(["logs", "dev", EXPERIMENT, "--node", "node-0", "--tail", "0", *common]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["logs", "dev", EXPERIMENT, "--node", "7", *common]) == 2
+    assert capsys.readouterr().err == (f"error: no node 'node-7' in the logs of {EXPERIMENT}; "
+                                       "nodes: node-0, node-1\n")
+    assert main(["logs", "dev", "resnet50", *common]) == 2
+    assert capsys.readouterr().err.startswith("error: no experiment 'resnet50' in stack dev; experiments: "
+                                              "resnet50-synthetic, cifar10-elastic")
+
+
+def test_tail_finds_the_last_lines_across_chunks_without_reading_the_whole_log(tmp_path, monkeypatch):
+    from bench.local.backend import local_logs
+    from bench.results import node_logs
+
+    monkeypatch.setattr(node_logs, "LINE_CHUNK", 3)  # lines cross every chunk boundary
+    exp = tmp_path / "e"
+    (exp / "logs").mkdir(parents=True)
+    (exp / "logs" / "node-0.log").write_text("first\nsecond line\n\nfourth\nlast, no newline")
+    (exp / "summary.json").write_text("{}")  # ended: --follow reads once and stops
+    for tail, want in ((1, ["last, no newline"]), (3, ["", "fourth", "last, no newline"]),
+                       (9, ["first", "second line", "", "fourth", "last, no newline"])):
+        got = [line.split(": ", 1)[1] if ": " in line else "" for line in local_logs(exp, True, tail=tail)]
+        assert got == want, tail

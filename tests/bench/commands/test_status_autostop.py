@@ -50,15 +50,21 @@ def test_status_shows_what_autostop_scaled_when_and_why(s3):
     run = ResultsLocation(BUCKET, "eksbench", "dev", "r1")
     s3.put_object(Bucket=BUCKET, Key=run.key("autostop.json"), Body=json.dumps(record()).encode())
     s3.put_object(Bucket=BUCKET, Key=run.child("a").key("summary.json"),
-                  Body=json.dumps({"experiment": "a", "status": "succeeded"}).encode())
+                  Body=json.dumps({"experiment": "a", "status": "succeeded", "started_at": "2026-11-24T00:40:00Z",
+                                   "wall_time_s": 1290.0,
+                                   "busbw": {"peak_gbps": 181.5, "peak_at_bytes": 1 << 30, "curve": []}}).encode())
     autostops: dict = {}
     runs = cloud_observe.s3_runs(ResultsLocation(BUCKET, "eksbench", "dev"), REGION, autostops)
     assert runs == {"r1": {"a": "succeeded"}} and set(autostops) == {"r1"}
-    text = observe.render_status({"stack": "dev", "state": None, "notes": [], "local_runs": {}, "s3_runs": runs,
+    rows = cloud_observe.s3_status_rows(ResultsLocation(BUCKET, "eksbench", "dev"), REGION)
+    text = observe.render_status({"stack": "dev", "state": None, "notes": [], "runs": rows,
                                   "s3_prefix": f"s3://{BUCKET}/eksbench/dev/", "autostop": autostops})
-    line = next(line for line in text.splitlines() if "autostop:" in line)
+    head, table = text.split("\n\n")
+    line = next(line for line in head.splitlines() if "autostop in run r1:" in line)
     assert "2026-11-24T01:02:03" in line and "p3-1 2->0" in line and "g5-1" not in line
     assert "every Job of run r1 ended" in line
+    assert " ".join(table.splitlines()[2].split()) == (
+        f"r1 a succeeded 2026-11-24 00:40:00 21m 30s 182 GB/s busbw s3://{BUCKET}/eksbench/dev/r1/a/")
 
 
 def test_a_record_of_the_wrong_shape_is_read_through_its_reader(s3):
@@ -71,7 +77,7 @@ def test_a_record_of_the_wrong_shape_is_read_through_its_reader(s3):
         cloud_observe.s3_runs(ResultsLocation(BUCKET, "eksbench", "dev"), REGION, autostops)
     assert any("autostop.json" in str(w.message) and "reason" in str(w.message) for w in caught)
     assert observe.autostop_lines("r2", autostops["r2"]) == [
-        "      autostop: at 2026-11-24T01:02:03+00:00 scaled nothing: (no reason given)"]
+        "  autostop in run r2: at 2026-11-24T01:02:03+00:00 scaled nothing: (no reason given)"]
 
 
 def test_what_still_bills_after_autostop_is_the_estimates_figure():
@@ -105,3 +111,59 @@ def test_one_hostile_summary_on_s3_hides_no_other_run(s3):
     assert runs == {"r1": {"a": "succeeded"}, "r2": {"b": "failed", "c": "x"}}
     notes = " ".join(str(w.message) for w in caught)
     assert "wall_time_s" in notes and "nested deeper than 32 levels" in notes and "'..'" in notes
+
+
+def test_s3_logs_tail_and_node(s3, monkeypatch):
+    """``bench logs --tail N --node K`` of a run whose pods are gone: the node logs the launchers uploaded."""
+    from bench.cloud import pulumi_cli
+
+    def no_cli(*args, **kwargs):
+        raise RuntimeError("the Pulumi CLI is not on PATH")
+
+    monkeypatch.setattr(pulumi_cli, "outputs", no_cli)
+    monkeypatch.setattr(cloud_observe, "results_bucket", lambda cfg, root: BUCKET)
+    cfg = load_stack_config("dev")
+    exp = ResultsLocation(BUCKET, cfg.project, "dev", "r1", "resnet50-synthetic")
+    for node, text in (("node-0", "a\nb\nc\n"), ("node-1", "x\ny\n")):
+        s3.put_object(Bucket=BUCKET, Key=exp.key(f"logs/{node}.log"), Body=text.encode())
+
+    class Observed(cloud_observe.CloudObservation):
+        stack, root = "dev", None
+
+    Observed.cfg = cfg
+    logs = Observed().logs
+    assert list(logs("resnet50-synthetic", run_id="r1", tail=1)) == ["node-0: c", "node-1: y"]
+    assert list(logs("resnet50-synthetic", run_id="r1", node="1")) == ["node-1: x", "node-1: y"]
+    with pytest.raises(ValueError, match="^no node 'node-2' in the logs of dev/resnet50-synthetic; nodes: "
+                                         "node-0, node-1$"):
+        logs("resnet50-synthetic", run_id="r1", node="node-2")
+
+
+def test_cluster_logs_name_each_pod_by_its_node_and_tail_it(monkeypatch):
+    """While the pods run, ``--node 1`` is the pod of completion index 1 (the launcher's node-1) and ``--tail``
+    is the API's tailLines."""
+    from bench.cloud import kube
+
+    def pod(name: str, index: str) -> dict:  # core/v1 Pod, as the Job controller annotates an Indexed Job's pods
+        return {"metadata": {"name": name, "annotations": {"batch.kubernetes.io/job-completion-index": index}},
+                "status": {"phase": "Running"}}
+
+    class Cluster:  # the three calls cluster_logs makes; any other is an AttributeError
+        def __init__(self, access):
+            self.asked: list = []
+
+        def pods(self, namespace, selector):
+            return [pod("exp-job-0-abcde", "0"), pod("exp-job-1-fghij", "1")]
+
+        def log_tail(self, namespace, name, lines):
+            return [f"{name} line {i}" for i in range(1000)][-lines:]
+
+    monkeypatch.setattr(kube, "access_from_kubeconfig", lambda *a: None)
+    monkeypatch.setattr(kube, "KubeClient", Cluster)
+    cfg = load_stack_config("dev")
+    outputs = {"kubeconfig": {}, "cluster_name": "eksbench-dev"}
+    got = list(cloud_observe.cluster_logs(cfg, outputs, "resnet50-synthetic", False, tail=2, node="1"))
+    assert got == ["exp-job-1-fghij: exp-job-1-fghij line 998", "exp-job-1-fghij: exp-job-1-fghij line 999"]
+    assert len(list(cloud_observe.cluster_logs(cfg, outputs, "resnet50-synthetic", False))) == 400  # 200 a pod
+    with pytest.raises(ValueError, match="nodes: node-0, node-1$"):
+        cloud_observe.cluster_logs(cfg, outputs, "resnet50-synthetic", False, node="3")

@@ -165,4 +165,5 @@ def test_bench_status_reads_a_local_summary_of_the_wrong_shape_as_no_status(tmp_
     (tmp_path / "st" / "r1" / "b" / "summary.json").write_text('{"status": "succeeded"}')
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
-        assert _local_runs(tmp_path, "st") == {"r1": {"a": "?", "b": "succeeded"}}
+        assert _local_runs(tmp_path, "st") == {"r1": {"a": "unknown (summary.json unreadable or without a status)",
+                                                      "b": "succeeded"}}

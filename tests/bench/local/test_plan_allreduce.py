@@ -126,3 +126,33 @@ def test_the_local_progress_of_an_allreduce_counts_message_sizes(tmp_path):
     (tmp_path / "metrics").mkdir()
     (tmp_path / "metrics" / "allreduce.jsonl").write_text('{"bytes": 8}\n{"bytes": 16}\n')
     assert "message size 2/22" in run.progress_line()
+
+
+def test_the_results_table_shows_an_allreduces_peak_bus_bandwidth_not_steps_0(tmp_path):
+    """`bench run fabric --local` ended on a row of `steps 0` and `samples/s -`: the figure it measured was in
+    the logs only."""
+    import json
+    import time
+
+    from bench.local.backend import ExperimentRun
+    from bench.local.plan import scale_experiment
+    from bench.terminal import results_table
+    from core.config.model import Experiment, LocalRun
+
+    exp = scale_experiment(Experiment(name="nccl", workload="allreduce", min_nodes=2, max_nodes=2), LocalRun(),
+                           results_dir=str(tmp_path), data_dir=str(tmp_path))
+    # what the launcher wrote for `bench run fabric --local` (workloads.train.harness.fabric_check.busbw_summary)
+    (tmp_path / "summary.json").write_text(json.dumps({
+        "status": "succeeded", "wall_time_s": 7.324, "coverage": {"steps": 0, "duplicate_lines": 0},
+        "throughput": {"samples_per_s_total": None, "samples_per_s_per_process": None, "processes": 0},
+        "busbw": {"curve": [{"bytes": 8, "time_us": 449.3, "algbw_gbps": 1.8e-05, "busbw_gbps": 1.8e-05},
+                            {"bytes": 16777216, "time_us": 13056.8, "algbw_gbps": 1.284945,
+                             "busbw_gbps": 1.284945}],
+                  "peak_gbps": 1.284945, "peak_at_bytes": 16777216, "at_1gib_gbps": None, "world_size": 2}}))
+    run = ExperimentRun(exp, stack="fabric", run_id="r", etcd=None, env={}, timeout_s=60)
+    run.t0, run.wall = time.monotonic(), 7.4
+    head, _, line = results_table([run.row()]).splitlines()
+    cells = dict(zip(["experiment", "status", "nodes x procs", "steps", "samples/s", "per proc", "wall s"],
+                     [c.strip() for c in line.split("  ") if c.strip()]))
+    assert cells == {"experiment": "nccl", "status": "succeeded", "nodes x procs": "2x1", "steps": "-",
+                     "samples/s": "1.28 GB/s busbw", "per proc": "-", "wall s": "7.4"}, line

@@ -202,3 +202,18 @@ def test_what_ran_shows_the_start_as_utc_text_and_an_unknown_start_blank(tmp_pat
     text = report.write_report([str(tmp_path / "dev")], tmp_path / "r.html").read_text()
     started = re.findall(r"<td class=\"\">started</td><td[^>]*>([^<]*)<", text)
     assert started == ["2026-01-01T00:00:00Z", "—"] and "NaT" not in text
+
+
+def test_the_summary_shows_an_allreduces_peak_bus_bandwidth_in_a_column_of_its_own(fabric_tree, tmp_path):
+    """The summary table gave an all-reduce run only dashes (it trains no samples); the column shows when one ran."""
+    from tests.bench.conftest import summary, write_experiment
+
+    write_experiment(tmp_path, "gpu/r1/resnet", summary("resnet"))
+    shutil.copytree(fabric_tree / "r1" / "nccl-2n", tmp_path / "gpu" / "r1" / "nccl-2n")
+    section = report.summary_section(results.load(str(tmp_path / "gpu")), None)
+    head = re.findall(r"<th>([^<]*)</th>", section)
+    cells = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>", section)[1:]]
+    by_name = {row[0]: dict(zip(head, row)) for row in cells}
+    assert by_name["nccl-2n"]["peak busbw GB/s"] == "16.88" and by_name["resnet"]["peak busbw GB/s"] == "—"
+    without = report.summary_section(results.load(str(tmp_path / "gpu" / "r1" / "resnet")), None)
+    assert "peak busbw" not in without
