@@ -19,6 +19,12 @@ def test_is_due():
     assert not any(is_due(s, 0) for s in range(10))
 
 
+def test_checkpoints_are_off_only_when_both_settings_are_0():
+    from workloads.train.pytorch.checkpoint import enabled
+
+    assert not enabled(0, 0.0) and enabled(5, 0.0) and enabled(0, 10.0) and enabled(5, 10.0)
+
+
 def test_atomic_write_keeps_the_old_file_when_the_writer_fails(tmp_path):
     path = tmp_path / "checkpoints" / "latest.pt"
     atomic_write(path, lambda f: f.write(b"old"))

@@ -3,6 +3,9 @@
 Atomic means temp file in the same directory, fsync, ``os.replace``: a reader (or a worker
 restarted by torchrun after a node died mid-write) sees either the previous checkpoint or the
 new one, never a torn file. Only the latest is kept. torch is imported inside the functions.
+With ``--checkpoint-every 0`` and ``--checkpoint-minutes 0`` a run writes no checkpoint at all,
+not even at the end (``enabled``): a throughput measurement keeps no weights, and a restart of
+such a run starts again from step 0.
 
 Loading never runs code: ``torch.load(..., weights_only=True)`` accepts tensors, state dicts
 and plain values only, so a tampered file on the shared volume cannot execute anything in the
@@ -38,8 +41,13 @@ def latest_path(results_dir: str | Path) -> Path:
     return checkpoint_dir(results_dir) / LATEST
 
 
+def enabled(every: int, minutes: float) -> bool:
+    """Whether a run with these settings writes checkpoints at all (both 0: none, not even the final one)."""
+    return every > 0 or minutes > 0
+
+
 def is_due(step: int, every: int) -> bool:
-    """Whether to checkpoint after global step ``step`` (``every`` = 0: only at the end)."""
+    """Whether to checkpoint after global step ``step`` (``every`` = 0: never by step count)."""
     return every > 0 and step > 0 and step % every == 0
 
 
