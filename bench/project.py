@@ -9,8 +9,10 @@ Local results default to ``<project>/results``, so a run started from a sub-fold
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -57,6 +59,31 @@ def find_project_dir(given: str | os.PathLike | None = None, *, cwd: Path | None
 
 def default_results_root(project_dir: Path) -> Path:
     return project_dir / LOCAL_RESULTS_ROOT
+
+
+def results_root_problem(root: str | os.PathLike) -> str | None:
+    """Why results cannot be written under ``root`` (it or a folder above it is a file, or its nearest existing
+    folder refuses a new folder: read-only, no permission, /proc), as one line naming --results-root; None when
+    they can. Probed with a folder made and removed at once in the nearest existing one, so nothing is left
+    behind, and root (who passes every permission check) is told the truth too."""
+    shown = f"--results-root={str(root)!r}"
+    try:
+        path = where = Path(root).absolute()
+        while not where.exists() and where != where.parent:
+            where = where.parent
+        folder = where.is_dir()
+    except (OSError, ValueError) as e:  # a folder above it not readable, a NUL in the name
+        return f"{shown}: not a usable path ({e}), choose another folder"
+    if not folder:
+        return f"{shown}: {'it' if where == path else where} is not a folder, choose another folder"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".eksbench-probe-", dir=where))
+    except OSError as e:
+        why = {errno.EROFS: "is on a read-only file system", errno.EACCES: "is not writable for this user",
+               errno.EPERM: "does not allow new folders", errno.ENOSPC: "has no space left"}.get(
+            e.errno, f"does not allow new folders ({e.strerror or e})")
+        return f"{shown}: {where} {why}, choose another folder"
+    return None
 
 
 def add_project_options(parser: argparse.ArgumentParser, *, results: bool = True) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from bench import progress
 from bench.cloud import run_timeline
 from bench.errors import USAGE_ERROR, fail
+from bench.project import results_root_problem
 from bench.results.timeline import PREFLIGHT
 from core.contract.names import LOCAL_RESULTS_ROOT
 from program.stack_files import ROOT
@@ -55,6 +56,8 @@ def run_stack(stack: str, opts: CloudRunOptions) -> CloudOutcome:
     from bench.cloud.preflight import Refusal, preflight
     from bench.lifecycle import Control, run_lifecycle
 
+    if unusable := results_root_problem(opts.results_root):  # results come home there at the end: say so now
+        return CloudOutcome(code=USAGE_ERROR, refusal=unusable)
     results_root = Path(opts.results_root).resolve()
     started = time.time()
     try:
@@ -106,11 +109,8 @@ def _write_timeline(timeline: Any, backend: Any, ready: Any) -> None:
 
 
 def run_cloud(args) -> int:
-    if args.experiment:
-        return fail("--experiment is for --local runs: on AWS `pulumi up` creates every experiment's Job; "
-                    "remove the others from the stack file, or use a stack with just that one")
-    if args.dry_run:
-        return fail(f"--dry-run is for --local runs; for AWS see `python -m bench plan {args.stack}`")
+    """``bench run <stack>`` without --local; the flags only a local run reads were refused before
+    (``bench.commands.run.flag_problems``)."""
     if args.run_id:
         from core.config.fields import ConfigError
         from program.stack_files import load_stack_config
@@ -122,9 +122,10 @@ def run_cloud(args) -> int:
         if args.run_id != cfg.run_id:
             return fail(f"--run-id={args.run_id}: on AWS the run id is the stack's eksbench:run_id "
                         f"({cfg.run_id}); set it in Pulumi.{args.stack}.yaml")
+    poll = args.poll or CloudRunOptions.poll
     outcome = run_stack(args.stack, CloudRunOptions(
         root=Path(args.project_dir), results_root=Path(args.results_root), max_cost=args.max_cost, keep=args.keep,
-        deadline_minutes=args.deadline, poll=args.poll, progress_every=max(args.progress_every, args.poll),
+        deadline_minutes=args.deadline, poll=poll, progress_every=max(args.progress_every, poll),
         resume=args.resume))
     if outcome.refusal:
         print(f"error: {outcome.refusal}", file=sys.stderr)

@@ -12,6 +12,8 @@ torch is never imported here (the children import it).
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 import re
 import shutil
@@ -20,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.errors import USAGE_ERROR, fail
-from bench.project import add_project_options
+from bench.project import add_project_options, results_root_problem
 from core.contract.names import repeat_suffix
 from core.contract.results_location import ResultsLocation
 from bench.results.files import existing_summaries
@@ -47,32 +49,99 @@ def free_space_problem(root: Path, min_free_mb: int = MIN_FREE_MB) -> str | None
             "free some space, or choose another --results-root")
 
 
+DESCRIPTION = """\
+Run a stack's experiments, collect their results, and always tear down what the run created.
+
+With --local the experiments run on this machine, scaled down by the stack's local: section
+(torchrun with etcd or c10d rendezvous, gloo on CPUs). Without it the whole AWS run happens:
+checks first (credentials, quotas, the estimated cost), then pulumi up, the training, the results
+copied home and pulumi destroy. Results land in <results-root>/<stack>/<run-id>/<experiment>/ and
+a table of them is printed at the end. Several stacks run side by side, each line prefixed with
+its stack's name.
+
+exit codes:
+  0    every experiment succeeded
+  1    an experiment, the environment or the teardown failed
+  2    bad input, or a check before the run refused it (nothing was created)
+  130  interrupted (Ctrl-C), 143 terminated (SIGTERM); both after the teardown"""
+
+EXAMPLES = """\
+examples:
+  eksbench run dev --local                        the dev stack's experiments on this machine
+  eksbench run dev --local --dry-run              the plan and the node commands, nothing run
+  eksbench run dev --local --experiment cifar10-elastic --run-id try-2
+  eksbench run dev --max-cost 150 --deadline 120  on AWS, within $150 and two hours
+  eksbench run dev fabric --local                 two stacks side by side"""
+
+# Flags that only one kind of run reads: given to the other, they would be ignored silently.
+AWS_ONLY = {"keep": "it keeps the cluster with its GPU groups at zero",
+            "max_cost": "it caps the AWS run's estimated and spent cost",
+            "poll": "it sets how often the cluster's results are checked"}
+LOCAL_ONLY = {"experiment": "on AWS every experiment of the stack file runs: to run one, use a stack file with "
+                            "just that one",
+              "dry_run": "for AWS, eksbench plan STACK shows what pulumi up would build and what it costs"}
+
+
+def positive(unit: str, example: str):
+    """An argparse ``type=``: a finite number above 0 of ``unit``, else a message with the rule and an example."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"{text!r}: must be a positive number of {unit}, e.g. {example}")
+        return value
+    return parse
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("run", help="run a stack's experiments: provision, run, collect, tear down "
-                                          "(--local: on this machine)", description=__doc__)
+                                          "(--local: on this machine)",
+                              description=DESCRIPTION, epilog=EXAMPLES,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("stacks", nargs="+", metavar="stack",
                    help="stack name(s), e.g. dev (reads Pulumi.<stack>.yaml); several run side by side")
     p.add_argument("--local", action="store_true", help="run on this machine, scaled down by the stack's local:")
-    p.add_argument("--experiment", metavar="NAME", help="run only this experiment (--local)")
+    p.add_argument("--experiment", metavar="NAME", help="run only this experiment (--local only)")
     p.add_argument("--run-id", metavar="ID", help="results folder name (--local; default: UTC timestamp; "
                                                     "on AWS the stack's eksbench:run_id)")
     p.add_argument("--resume", action="store_true",
                    help="reuse a run id whose results already hold a summary.json (otherwise refused)")
-    p.add_argument("--progress-every", type=float, default=3.0, metavar="S", help="seconds between progress lines")
-    p.add_argument("--deadline", type=float, metavar="MIN",
+    p.add_argument("--progress-every", type=positive("seconds", "--progress-every 10"), default=3.0,
+                   metavar="S", help="seconds between progress lines (default: 3)")
+    p.add_argument("--deadline", type=positive("minutes", "--deadline 90"), metavar="MIN",
                    help="stop and tear down after this many minutes (AWS default: estimated provisioning x2 "
                         "+ the experiments' timeouts + 10)")
-    p.add_argument("--max-cost", type=float, metavar="USD",
-                   help="AWS: refuse a run estimated above this, and stop + tear down when it is spent")
+    p.add_argument("--max-cost", type=positive("US dollars", "--max-cost 150"), metavar="USD",
+                   help="AWS only: refuse a run estimated above this, and stop + tear down when it is spent")
     p.add_argument("--keep", action="store_true",
-                   help="AWS: do not destroy; scale the GPU node groups to zero and print how to destroy later")
-    p.add_argument("--poll", type=float, default=15.0, metavar="S", help="AWS: seconds between result checks")
+                   help="AWS only: do not destroy; scale the GPU node groups to zero and print how to destroy later")
+    p.add_argument("--poll", type=positive("seconds", "--poll 15"), metavar="S",
+                   help="AWS only: seconds between result checks (default: 15)")
     add_project_options(p)
-    p.add_argument("--dry-run", action="store_true", help="print the plan and the node commands, run nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="--local only: print the plan and the node commands, run nothing")
     p.set_defaults(func=cmd_run)
 
 
+def flag_problems(args) -> list[str]:
+    """One line per flag that the kind of run asked for (--local or AWS) would ignore."""
+    wrong, other = (AWS_ONLY, "drop it or run without --local") if args.local else (
+        LOCAL_ONLY, "drop it or add --local")
+    kind = "AWS runs" if args.local else "--local runs"
+    return [f"--{name.replace('_', '-')}: only for {kind} ({why}); {other}"
+            for name, why in wrong.items() if getattr(args, name) not in (None, False)]
+
+
 def cmd_run(args) -> int:
+    problems = flag_problems(args)
+    if not problems and (unusable := results_root_problem(args.results_root)):
+        problems = [unusable]
+    for problem in problems:
+        fail(problem)
+    if problems:
+        return USAGE_ERROR
     if len(args.stacks) > 1:
         from bench.commands.multi import run_many
 
@@ -150,10 +219,7 @@ def run_local(args) -> int:
     if not gpu:
         print(f"device: {cpu.describe()}")
     for e in plan:
-        shape = f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)
-        print(f"  {e.label}: {e.workload}, nodes {shape} x {e.procs_per_node} proc, {e.train.steps} steps, "
-              f"batch {e.train.batch_size}, {e.train.precision}, rendezvous {e.rdzv_backend}"
-              + (f" -- SKIPPED: {e.skip}" if e.skip else ""))
+        print(f"  {lr.setup_line(e, gpu=gpu)}")
         for note in e.notes:
             print(f"      {note}")
     if args.dry_run:
