@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
+from core.catalog.aws import is_no_credentials, no_credentials
 from core.contract.s3_uri import parse_s3_uri
 from datasets.errors import DataError
 from datasets.file_checks import (
@@ -158,12 +159,11 @@ class S3Store:
 
     def _error(self, e: Exception, action: str) -> DataError:
         """One line for an AWS failure: which bucket, what went wrong, what to do."""
-        from botocore.exceptions import ClientError, NoCredentialsError
+        from botocore.exceptions import ClientError
 
         where = f"s3://{self.bucket}/{self.prefix}"
-        if isinstance(e, NoCredentialsError):
-            return DataError(f"no AWS credentials to {action} {where}; configure a profile or "
-                             "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY")
+        if is_no_credentials(e):
+            return DataError(no_credentials(f"{action} {where}"))
         if isinstance(e, ClientError):
             code = e.response.get("Error", {}).get("Code", "")
             if code in ("NoSuchBucket", "404"):

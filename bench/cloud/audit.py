@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from core.catalog.aws import is_no_credentials, no_credentials
 from core.contract.names import cluster_name
 
 
@@ -261,5 +262,9 @@ def audit_after_destroy(stack: str, *, root: Path | None = None, out: Callable[[
     try:
         return audit(stack, root=root, out=out) == 0
     except Exception as e:  # noqa: BLE001 - botocore's ClientError and friends: one line
-        out(f"audit {stack}: could not run ({type(e).__name__}: {e}); run it later: python -m bench audit {stack}")
+        later = f"run it later: python -m bench audit {stack}"
+        if is_no_credentials(e):
+            out(f"{no_credentials(f'audit {stack}')}; {later}")
+        else:
+            out(f"audit {stack}: could not run ({type(e).__name__}: {e}); {later}")
         return True

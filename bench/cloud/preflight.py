@@ -119,13 +119,18 @@ def check_pulumi(env: dict[str, str] | None = None) -> str:
     return f"Pulumi CLI {version}, logged in as {who.stdout.strip()}"
 
 
-def check_credentials(region: str) -> str:
+def check_credentials(region: str, what: str = "run") -> str:
+    """Who the AWS credentials are; Refusal naming ``what`` (``run dev``) and how to provide them when there are none."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
+
+    from core.catalog.aws import is_no_credentials, no_credentials
 
     try:
         ident = boto3.client("sts", region_name=region).get_caller_identity()
     except (BotoCoreError, ClientError) as e:
+        if is_no_credentials(e):
+            raise Refusal(no_credentials(what)) from None
         raise Refusal(f"no usable AWS credentials ({type(e).__name__}: {str(e).splitlines()[0]}): set AWS_PROFILE, "
                       "run `aws configure` or `aws sso login`, then retry") from None
     return f"AWS account {ident.get('Account')} as {ident.get('Arn')}"
@@ -289,7 +294,7 @@ def preflight(stack: str, root: Path, *, max_cost: float | None, results_root: P
     log(f"preflight: config ok ({len(ready.plan.resources)} resources, {len(ready.cfg.experiments)} experiment(s))")
     log(f"preflight: {check_cost(ready, max_cost)}")
     log(f"preflight: {check_pulumi()}")
-    log(f"preflight: {check_credentials(ready.cfg.region)}")
+    log(f"preflight: {check_credentials(ready.cfg.region, f'run {stack}')}")
     home_note, ready.home = check_home(ready.cfg, root)
     log(f"preflight: {home_note}")
     log(f"preflight: {check_offerings(ready.cfg)}")

@@ -4,17 +4,38 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from bench.cloud.audit import audit
 from bench.errors import fail
 from bench.project import add_project_options
+from core.catalog.aws import is_no_credentials, no_credentials
+
+
+DESCRIPTION = """\
+List what a stack left in AWS after pulumi destroy, with the AWS CLI command that deletes each.
+
+It looks for everything still tagged with the stack, and for what EKS and Kubernetes are known
+to leave untagged: network interfaces and security groups in the stack's VPC, load balancers,
+volumes made for the cluster, and the control plane's log group. eksbench run audits after its own
+destroy; run this after a destroy of your own, or when a run was cut short. It needs the same AWS
+credentials as the run, and only reads.
+
+exit codes:
+  0  nothing is left
+  1  something is left (each is listed with its delete command)
+  2  the audit could not run (no credentials, a bad stack file)"""
+
+EXAMPLES = """\
+examples:
+  eksbench audit dev
+  AWS_PROFILE=bench eksbench audit p5-fsx"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("audit", help="list what a destroyed stack left in AWS, with the command to delete each")
-    p.add_argument("stack", help="stack name (Pulumi.<stack>.yaml)")
+    p = sub.add_parser("audit", help="list what a destroyed stack left in AWS, with the command to delete each",
+                       description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("stack", help="stack name, e.g. dev (reads Pulumi.<stack>.yaml for its region and VPC)")
     add_project_options(p, results=False)
     p.set_defaults(func=main)
 
@@ -27,5 +48,6 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as e:
         return fail(f"invalid config for stack {args.stack!r}:\n  " + "\n  ".join(e.problems))
     except Exception as e:  # noqa: BLE001 - botocore's NoCredentialsError, ClientError: one line, exit 2
-        print(f"error: audit {args.stack}: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
+        if is_no_credentials(e):
+            return fail(no_credentials(f"audit {args.stack}"))
+        return fail(f"audit {args.stack}: {type(e).__name__}: {' '.join(str(e).split())}")

@@ -136,10 +136,10 @@ def _main(args) -> int:
     loaded = []
     for source in sources:
         runs, notes = load_side(source)
+        if not runs:  # as report says it: why, in one line (no credentials, no bucket), else what was looked for
+            return fail(f"nothing loadable under {source} ({notes[0] if notes else 'no summary.json, metrics/ or logs/'})")
         for n in notes:
             print(safe(f"warning: {n}"), file=sys.stderr)
-        if not runs:
-            return fail(f"nothing loadable under {source} (no summary.json, metrics/ or logs/)")
         loaded.append(runs)
     doc = comparison(loaded[0], loaded[1], a=sources[0], b=sources[1])
     if not doc["experiments"]:

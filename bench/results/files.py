@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
+from core.catalog.aws import is_no_credentials, no_credentials
 from core.contract.names import CHECKPOINT_DIR, LOGS_DIR, METRICS_DIR, SUMMARY_FILE
 from core.contract.results_location import is_run_summary, repeat_number
 
@@ -176,13 +177,18 @@ def _s3(uri: str) -> list[ExperimentFiles]:
         for page in pages:
             keys += [o["Key"] for o in page.get("Contents", [])]
     except Exception as e:  # noqa: BLE001 -- no credentials, no bucket, no network: one line
-        warnings.warn(f"{uri}: could not list objects ({type(e).__name__}: {e})", stacklevel=3)
+        warnings.warn(_cannot_list(uri, e), stacklevel=3)
         return None
     base = f"{prefix}/" if prefix else ""
     rel = [k[len(base):] for k in keys if not any(p in SKIP_DIRS for p in k[len(base):].split("/")[:-1])]
     parts = (bucket, *[p for p in prefix.split("/") if p])
     return _group(parts, f"s3://{bucket}/{prefix}",
                   rel, lambda key, start, n: _read_s3(client, bucket, base + key, start, n))
+
+
+def _cannot_list(uri: str, e: Exception) -> str:
+    """One line for a listing S3 refused: how to provide credentials when there are none, else the error."""
+    return no_credentials(uri) if is_no_credentials(e) else f"{uri}: could not list objects ({type(e).__name__}: {e})"
 
 
 def files_named(source: str, name: str, limit: int, most: int = 100) -> list[tuple[str, bytes]]:
@@ -200,7 +206,7 @@ def files_named(source: str, name: str, limit: int, most: int = 100) -> list[tup
                 Bucket=bucket, Prefix=f"{prefix}/" if prefix else "") for o in page.get("Contents", [])
                 if o["Key"].rsplit("/", 1)[-1] == name]
         except Exception as e:  # noqa: BLE001 -- one line, as for the experiments
-            warnings.warn(f"{source}: could not list objects ({type(e).__name__}: {e})", stacklevel=2)
+            warnings.warn(_cannot_list(source, e), stacklevel=2)
             return []
         for key in sorted(keys)[:most]:
             try:

@@ -3,7 +3,8 @@
 Pure data: instance types (GPUs, EFA, approximate on-demand price), the Kubernetes
 versions EKS offers, and the AMI types for GPU nodes. Prices are volatile; every
 figure carries the date it was taken, and the planner prints that date beside any
-cost it derives, so nobody mistakes an estimate for a bill.
+cost it derives, so nobody mistakes an estimate for a bill. Also where AWS's SDKs look
+for credentials, so every command that finds none says how to provide them alike.
 """
 
 from __future__ import annotations
@@ -158,3 +159,31 @@ def usd_per_hour(instance_type: str | None) -> float | None:
 def hourly_price(instance_type: str) -> float:
     """``usd_per_hour``, 0.0 where the catalog has no price (for sums)."""
     return usd_per_hour(instance_type) or 0.0
+
+
+# Where the AWS SDKs look for credentials, in order: environment variables, the shared config and credentials
+# files (profiles, SSO), the container and EKS Pod Identity endpoints, the EC2 instance's role (boto3, "Configuring
+# credentials": https://boto3.amazonaws.com/v1/documentation/api/latest/guide/credentials.html, read 2026-11-27).
+# Every command that meets none says so in this one line, whichever client found none.
+CREDENTIALS_HOWTO = ("set AWS_PROFILE (aws sso login / aws configure), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                     "or run where an instance or pod role applies")
+# botocore.exceptions' names for "no credentials at all" and "half of a key pair" (botocore/exceptions.py).
+CREDENTIALS_ERRORS = ("NoCredentialsError", "PartialCredentialsError")
+
+
+def no_credentials(what: str) -> str:
+    """``<what>: no AWS credentials found: <how to provide them>``: one line, ``what`` naming the command or the
+    place it tried to reach (``audit dev``, ``s3://bucket/prefix``)."""
+    return f"{what}: no AWS credentials found: {CREDENTIALS_HOWTO}"
+
+
+def is_no_credentials(error: BaseException) -> bool:
+    """True for botocore's NoCredentialsError or PartialCredentialsError (told by name: botocore is not imported
+    here), also where another exception carries one as its cause."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if any(c.__name__ in CREDENTIALS_ERRORS for c in type(error).__mro__):
+            return True
+        error = error.__cause__ or error.__context__
+    return False

@@ -1,15 +1,19 @@
-"""`eksbench run` as a user mistypes it: each bad flag or unusable --results-root is one line naming it, exit 2,
-no traceback, and nothing created or started."""
+"""`eksbench run` and the commands that reach AWS as a user mistypes them or has no credentials: each bad flag,
+unusable --results-root or missing credential is one line naming it (and how to give credentials), exit 2, no
+traceback, and nothing created or started."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from bench.cli import build_parser, main
+from core.catalog.aws import CREDENTIALS_HOWTO, is_no_credentials, no_credentials
 from program.stack_files import ROOT
 
 
@@ -20,6 +24,18 @@ def run_cli(capsys, *argv: str) -> tuple[int, list[str]]:
     except SystemExit as e:  # argparse's own refusals
         code = e.code
     return code, [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+
+def no_aws_env() -> dict[str, str]:
+    """This environment without any AWS credential source: no AWS_* variables, no files, no instance metadata."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    return {**env, "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_CONFIG_FILE": "/nonexistent",
+            "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+def bench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env=env)
 
 
 # --- numbers: each is a positive, finite number (a deadline of -5 once marked both experiments "not run") ---
@@ -131,6 +147,58 @@ def test_a_usable_results_root_leaves_nothing_behind(tmp_path):
     assert results_root_problem(tmp_path / "new" / "deeper") is None
     assert results_root_problem(tmp_path) is None
     assert list(tmp_path.iterdir()) == []
+
+
+# --- no AWS credentials: one line saying how to provide them, in every command that reaches AWS ---
+
+def test_no_credentials_is_told_by_botocores_own_exceptions():
+    from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
+
+    assert is_no_credentials(NoCredentialsError())
+    assert is_no_credentials(PartialCredentialsError(provider="env", cred_var="AWS_SECRET_ACCESS_KEY"))
+    try:
+        try:
+            raise NoCredentialsError()
+        except NoCredentialsError as e:
+            raise RuntimeError("listing failed") from e
+    except RuntimeError as wrapped:
+        assert is_no_credentials(wrapped)
+    assert not is_no_credentials(ClientError({"Error": {"Code": "AccessDenied"}}, "ListObjectsV2"))
+    assert not is_no_credentials(ValueError("x"))
+
+
+def test_audit_without_credentials_is_one_line_saying_how_to_provide_them():
+    done = bench("audit", "dev", env=no_aws_env())
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == ["error: " + no_credentials("audit dev")], done.stderr
+    assert "set AWS_PROFILE (aws sso login / aws configure), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" \
+        in done.stderr
+
+
+def test_the_audit_after_a_destroy_without_credentials_says_how_to_provide_them(monkeypatch):
+    import bench.cloud.audit as a
+    from botocore.exceptions import NoCredentialsError
+
+    def no_keys(*args, **kwargs):
+        raise NoCredentialsError()
+
+    monkeypatch.setattr(a, "audit", no_keys)
+    lines = []
+    assert a.audit_after_destroy("dev", out=lines.append) is True  # the destroy itself succeeded
+    assert lines == [no_credentials("audit dev") + "; run it later: python -m bench audit dev"]
+
+
+@pytest.mark.parametrize("args", [["report", "s3://eksbench-no-such-bucket/dev"],
+                                  ["compare", "s3://eksbench-no-such-bucket/a", "s3://eksbench-no-such-bucket/b"],
+                                  ["data", "verify", "s3://eksbench-no-such-bucket/datasets/x/"]],
+                         ids=["report", "compare", "data"])
+def test_s3_commands_without_credentials_say_how_to_provide_them_in_one_line(args, tmp_path):
+    out = ["--out", str(tmp_path / "r.html")] if args[0] == "report" else []
+    done = bench(*args, *out, env=no_aws_env())
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: ") and f"no AWS credentials found: {CREDENTIALS_HOWTO}" in lines[0], lines
+    assert "NoCredentialsError" not in done.stderr and "Traceback" not in done.stderr
 
 
 def test_the_type_function_names_its_unit_in_argparses_messages():
