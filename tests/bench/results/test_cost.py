@@ -42,6 +42,15 @@ def test_cost_per_result_from_the_summarys_timings_by_hand():
     assert cost.NOT_IN_POD in c["notes"]
 
 
+
+def test_a_compiled_models_compile_phase_is_start_up_not_steps():
+    """The start-up record bills a compiled model's first-step extra time to ``compile`` and leaves it out of
+    ``first_step``; the loop holds both, so the steps are the loop less both."""
+    compiled = {"time_to_first_step_s": 120.0, "phases_s": {"launch": 60.0, "imports": 20.0, "build": 15.0,
+                                                             "compile": 20.0, "first_step": 5.0}}
+    c = cost.row_cost(fixture_row(startup=compiled))
+    assert c["seconds"] == {cost.BEFORE: 120.0, cost.STEPS: 3580.0, cost.AFTER: 100.0}
+
 def test_a_timeline_puts_provisioning_and_teardown_apart():
     # bench run's timeline.json (bench.results.timeline): the node groups are created at 300 s, the experiment's
     # first step ends at 1,380 s and its last at 4,980 s, and the teardown ends at 5,610 s.

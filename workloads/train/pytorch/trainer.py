@@ -40,7 +40,7 @@ from workloads.train.common.schedule import (
     set_lr,
     warmup_samples,
 )
-from workloads.train.common.startup import startup_event
+from workloads.train.common.startup import compile_share, startup_event
 from workloads.train.pytorch import checkpoint as ckpt
 from workloads.train.pytorch.optim import seed_momentum, sgd
 from workloads.train.pytorch.registry import WORKLOADS as WORKLOAD_CODE
@@ -260,7 +260,7 @@ class Run:
     def run_info(self) -> dict[str, Any]:
         """What the summary needs about this attempt: shape, device, model FLOPs (rank 0, once per attempt)."""
         local = self.local_world_size()
-        flops, note = self.measure_flops()
+        flops, note = self.count_flops()
         cuda = self.device.type == "cuda"
         gb, size = self.args.batch_size * self.world, self.source.size
         return {"world_size": self.world, "nodes": max(1, self.world // max(local, 1)),
@@ -271,26 +271,70 @@ class Run:
                 "samples_per_epoch": size // gb * gb if size else None,
                 "memory_format": "channels_last" if self.channels_last else "contiguous"}
 
+    def count_flops(self) -> tuple[float | None, str | None]:
+        """``measure_flops``, once per attempt: the trainer counts before ``resume`` (its own start-up phase,
+        ``flops``), and ``run_info`` reads the count then."""
+        if getattr(self, "_flops", None) is None:
+            self._flops = self.measure_flops()
+        return self._flops
+
     def measure_flops(self) -> tuple[float | None, str | None]:
-        """Training FLOPs per sample (forward + backward), counted once by FlopCounterMode on a copy of
-        the model (its batch-norm statistics and gradients stay untouched), two samples / 2."""
+        """Training FLOPs per sample (forward + backward), counted by FlopCounterMode over two samples / 2 on
+        the meta device: a model of the same shape with no storage (``flops_model``) and inputs with none,
+        so nothing runs on the device (on a GPU the real count ran cuDNN autotuning for shapes used once,
+        about 3 s), the trained model's weights, statistics and gradients stay untouched, and the count is
+        the same (FlopCounterMode counts from shapes; tests/workloads/train/test_train_timing.py)."""
         if not self.facts.classifier:  # Mask R-CNN
             return None, "Mask R-CNN's FLOPs depend on each image's size and proposals; not counted"
-        import copy
-
         import torch
         from torch.utils.flop_counter import FlopCounterMode
 
         size = self.facts.flops_image_size or self.args.image_size
-        model = copy.deepcopy(self.model).train()
+        meta = torch.device("meta")
+        model = self.flops_model(meta).train()
         fmt = torch.channels_last if self.channels_last else torch.contiguous_format
-        x = torch.randn(2, 3, size, size, device=self.device).contiguous(memory_format=fmt)
-        y = torch.zeros(2, dtype=torch.long, device=self.device)
+        if self.channels_last:
+            model = model.to(memory_format=fmt)
+        x = torch.empty(2, 3, size, size, device=meta).contiguous(memory_format=fmt)
+        y = torch.zeros(2, dtype=torch.long, device=meta)
         counter = FlopCounterMode(display=False)
         with counter:
             torch.nn.functional.cross_entropy(model(x), y).backward()
-        del model
         return counter.get_total_flops() / 2, "torch.utils.flop_counter.FlopCounterMode, forward + backward"
+
+    def flops_model(self, device: Any) -> Any:
+        """The trained model's architecture on ``device`` (the meta device: shapes, no storage), built from
+        the workload's factory under ``torch.device`` (no copy of the weights, no initialisation work);
+        a workload without a factory: a deep copy moved there."""
+        import torch
+
+        if self.code.model is not None and getattr(self, "num_classes", None):
+            with torch.device(device):
+                return self.code.model(self.num_classes, self.args.width_per_group)
+        import copy
+
+        return copy.deepcopy(self.model).to(device)
+
+    def startup_record(self, events: JsonLines, step: int, done_here: int, first_done: float | None,
+                       compiled: bool) -> float | None:
+        """Rank 0, after this attempt's first steps: write the ``startup`` event (eager: after the first step;
+        compiled: after the second, with the first step's extra time as the ``compile`` phase). Returns the
+        first step's end (wall clock)."""
+        if done_here == 1:
+            self.sync()
+            first_done = time.time()
+            if not compiled:
+                events.write(startup_event(self.marks, first_done, step=step, restart=self.env["restart"]))
+            return first_done
+        compile_s = None
+        if compiled:
+            self.sync()
+            first_s = first_done - self.marks["resumed"]
+            compile_s = compile_share(first_s, time.time() - first_done)
+            step -= 1
+        events.write(startup_event(self.marks, first_done, step=step, restart=self.env["restart"],
+                                   compile_s=compile_s))
+        return first_done
 
     def peak_memory_gib(self) -> float | None:
         if self.device.type != "cuda":
@@ -334,6 +378,9 @@ class Run:
 
     def train(self) -> int:
         a = self.args
+        if a.harness and self.rank == 0:  # what run_info reports, counted apart from the checkpoint's resume
+            self.count_flops()
+            self.marks["flops_counted"] = time.time()
         step, pos, started = self.resume(time.time())
         self.marks["resumed"] = time.time()
         first_step = step
@@ -351,6 +398,9 @@ class Run:
         warmup_lr = self.facts.warmup_steps > 0 or warmup_samples(a, self.world, size) > 0
         self.train_model.train()
         clock = StepClock(self.device)
+        # A compiled model's first step holds the compile: the start-up record waits for the second step,
+        # whose duration tells the first step's extra time (startup.compile_share).
+        compiled, first_done = bool(a.compile), None
         done_here, interval_steps, data_wait = 0, 0, 0.0
         self.sync()
         t_prev = loop_start = last_checkpoint = time.perf_counter()
@@ -372,9 +422,8 @@ class Run:
             clock.step()
             step, pos, done_here, interval_steps = step + 1, after, done_here + 1, interval_steps + 1
             self.samples_seen += gb
-            if done_here == 1 and events:
-                self.sync()
-                events.write(startup_event(self.marks, time.time(), step=step, restart=self.env["restart"]))
+            if events and done_here <= (2 if compiled else 1):
+                first_done = self.startup_record(events, step, done_here, first_done, compiled)
             ended = size is not None and epoch_ends(size, pos, gb)
             last = (not a.by_epochs and step >= a.steps) or (ended and a.by_epochs and pos.epoch + 1 >= a.epochs)
             warmup = done_here <= a.warmup_steps
@@ -421,6 +470,8 @@ class Run:
                 self.sync()
                 t_prev = time.perf_counter()
                 clock.start()
+        if events and compiled and done_here == 1:  # one step only: no second step to tell the compile apart
+            self.startup_record(events, step, 2, first_done, False)
         self.sync()
         t_end = time.perf_counter()
         self.loop_seconds = t_end - loop_start  # the steps (and in-loop checkpoints), not the final save
