@@ -82,6 +82,12 @@ def test_local_only_flags_are_refused_on_aws_each_in_one_line(capsys):
     assert lines[1].startswith("error: --dry-run: only for --local runs (for AWS, eksbench plan STACK shows")
 
 
+def test_an_aws_run_id_other_than_the_stacks_is_refused_quoting_it(capsys):
+    code, lines = run_cli(capsys, "run", "dev", "--run-id", "try 2")
+    assert (code, lines) == (2, ["error: --run-id='try 2': on AWS the run id is the stack's eksbench:run_id (run-001); "
+                                 "set it in Pulumi.dev.yaml"])
+
+
 def test_several_stacks_are_refused_once_not_once_per_stack(capsys):
     code, lines = run_cli(capsys, "run", "dev", "fabric", "--local", "--dry-run", "--keep")
     assert (code, lines) == (2, [KEEP])
