@@ -95,11 +95,13 @@ def status(stack: str, root: Path = ROOT, results_root: str | Path = LOCAL_RESUL
 
 
 def logs(stack: str, experiment: str, *, root: Path = ROOT, results_root: str | Path = LOCAL_RESULTS_ROOT,
-         run_id: str | None = None, tail: int | None = None, node: str | None = None) -> str:
+         run_id: str | None = None, tail: int | None = None, node: str | None = None,
+         timestamps: bool = False) -> str:
     """The experiment's node logs: from the cluster while it runs, S3 afterwards, or a local run's files
-    (``tail``: each node's last lines; ``node``: one node's log, ``node-1`` or ``1``)."""
+    (``tail``: each node's last lines; ``node``: one node's log, ``node-1`` or ``1``; ``timestamps``: each
+    line's UTC time)."""
     return "\n".join(experiment_logs(stack, experiment, root=Path(root), results_root=Path(results_root),
-                                     run_id=run_id, tail=tail, node=node))
+                                     run_id=run_id, tail=tail, node=node, timestamps=timestamps))
 
 
 # --- what each backend knows of a stack (status and logs; ``bench status``/``bench logs`` print it) ---
@@ -134,11 +136,13 @@ def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
 
 
 def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Path, run_id: str | None = None,
-                    follow: bool = False, tail: int | None = None, node: str | None = None) -> Iterator[str]:
+                    follow: bool = False, tail: int | None = None, node: str | None = None,
+                    timestamps: bool = False) -> Iterator[str]:
     """Lines of the experiment's logs from the first backend that has them: the cluster or S3, else local files.
     ``tail``: each node's last ``tail`` lines (with ``follow``, then what comes); ``node``: one node's log
-    (``node-1`` or ``1``). ValueError for an experiment the stack does not have (naming those it has), or a
-    node with no log (naming the nodes there)."""
+    (``node-1`` or ``1``); ``timestamps``: each line after its node with the UTC time it was written.
+    ValueError for an experiment the stack does not have (naming those it has), or a node with no log
+    (naming the nodes there)."""
     cfg, cloud, local = backends(stack, root, results_root)
     names = [e.name for e in cfg.experiments]
     if experiment not in names:
@@ -146,7 +150,8 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
     looked = []
     for backend in (cloud, local):
         try:
-            return backend.logs(experiment, run_id=run_id, follow=follow, tail=tail, node=node)
+            return backend.logs(experiment, run_id=run_id, follow=follow, tail=tail, node=node,
+                                timestamps=timestamps)
         except FileNotFoundError as e:
             looked.append(str(e))
     raise FileNotFoundError(f"no logs for {stack}/{experiment}: " + ", ".join(looked))

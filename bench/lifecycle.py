@@ -142,9 +142,10 @@ class Backend(Protocol):
         per experiment run, plus what else it knows (the cloud: ``state``, ``outputs``, ``where``, ``notes``)."""
 
     def logs(self, experiment: str, *, run_id: str | None = None, follow: bool = False, tail: int | None = None,
-             node: str | None = None) -> Iterator[str]:
+             node: str | None = None, timestamps: bool = False) -> Iterator[str]:
         """The experiment's node log lines (``<node>: <line>``; ``tail``: each log's last lines, ``node``: one
-        node's); FileNotFoundError saying where it looked, ValueError naming the nodes for a node with no log."""
+        node's, ``timestamps``: ``<node>: <UTC time> <line>``); FileNotFoundError saying where it looked,
+        ValueError naming the nodes for a node with no log."""
 
 
 @dataclass

@@ -174,16 +174,21 @@ class KubeClient:
         with self._open("/api/v1/nodes", {}) as r:
             return json.load(r).get("items") or []
 
-    def log_tail(self, namespace: str, pod: str, lines: int = 20, previous: bool = False) -> list[str]:
+    def log_tail(self, namespace: str, pod: str, lines: int = 20, previous: bool = False,
+                 timestamps: bool = False) -> list[str]:
+        """The last ``lines`` lines of the pod's log (``timestamps``: each after the RFC 3339 time the
+        kubelet received it and a space: core/v1 PodLogOptions ``timestamps``)."""
         query = {"tailLines": str(lines)}
         if previous:
             query["previous"] = "true"
+        if timestamps:
+            query["timestamps"] = "true"
         with self._open(f"/api/v1/namespaces/{namespace}/pods/{pod}/log", query) as r:
             return r.read().decode("utf-8", "replace").splitlines()
 
-    def follow(self, namespace: str, pod: str, tail: int = 50) -> Iterator[str]:
-        with self._open(f"/api/v1/namespaces/{namespace}/pods/{pod}/log",
-                        {"follow": "true", "tailLines": str(tail)}, timeout=3600) as r:
+    def follow(self, namespace: str, pod: str, tail: int = 50, timestamps: bool = False) -> Iterator[str]:
+        query = {"follow": "true", "tailLines": str(tail), **({"timestamps": "true"} if timestamps else {})}
+        with self._open(f"/api/v1/namespaces/{namespace}/pods/{pod}/log", query, timeout=3600) as r:
             for raw in r:
                 yield raw.decode("utf-8", "replace").rstrip("\n")
 

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from bench.cloud import pulumi_cli
 from bench.cloud.stack_operations import stack_resources
-from core.contract.names import PROGRESS_FILE, SUMMARY_FILE, node_name
+from core.contract.names import LOG_TIMES_SUFFIX, PROGRESS_FILE, SUMMARY_FILE, node_name
 from core.contract.results_location import (
     ResultsLocation,
     log_name,
@@ -118,11 +118,12 @@ def pod_node(pod: dict[str, Any]) -> str:
 
 
 def cluster_logs(cfg: Any, outputs: dict[str, Any], experiment: str, follow: bool, *, tail: int | None = None,
-                 node: str | None = None) -> Iterator[str] | None:
+                 node: str | None = None, timestamps: bool = False) -> Iterator[str] | None:
     """The experiment's pods' logs (the last 200 lines of each, or ``tail``; ``follow`` streams one pod:
-    ``node``'s, else the first); None when the cluster cannot be asked or runs no pod of it."""
+    ``node``'s, else the first; ``timestamps``: each line's time, as the kubelet received it); None when the
+    cluster cannot be asked or runs no pod of it."""
     from bench.cloud import kube
-    from bench.results.node_logs import node_filter
+    from bench.results.node_logs import kubelet_time, node_filter
 
     try:
         client = kube.KubeClient(kube.access_from_kubeconfig(outputs["kubeconfig"], outputs["cluster_name"],
@@ -135,18 +136,21 @@ def cluster_logs(cfg: Any, outputs: dict[str, Any], experiment: str, follow: boo
     keep = node_filter([pod_node(p) for p in pods], node, f"{experiment}'s pods")
     pods = [p for p in pods if keep(pod_node(p))]
 
+    def shown(name: str, line: str) -> str:
+        return f"{name}: " + (" ".join(kubelet_time(line)) if timestamps else line)
+
     def lines() -> Iterator[str]:
         if follow:
             first = pods[0]["metadata"]["name"]
-            yield from (f"{first}: {line}" for line in client.follow(cfg.namespace, first,
+            yield from (shown(first, line) for line in client.follow(cfg.namespace, first, timestamps=timestamps,
                                                                      tail=50 if tail is None else tail))
             return
         for pod in pods:
             name = pod["metadata"]["name"]
             for reason in kube.pod_reasons(pod):
                 yield f"{name}: [{reason}]"
-            yield from (f"{name}: {line}" for line in client.log_tail(cfg.namespace, name,
-                                                                      lines=200 if tail is None else tail))
+            yield from (shown(name, line) for line in client.log_tail(
+                cfg.namespace, name, lines=200 if tail is None else tail, timestamps=timestamps))
     return lines()
 
 
@@ -189,10 +193,10 @@ class CloudObservation:
         return out
 
     def logs(self, experiment: str, *, run_id: str | None = None, follow: bool = False, tail: int | None = None,
-             node: str | None = None) -> Iterator[str]:
+             node: str | None = None, timestamps: bool = False) -> Iterator[str]:
         """The experiment's node logs: the cluster while its pods run, else S3 (``tail``: each log's last
-        ``tail`` lines; ``node``: one node's). FileNotFoundError (saying where it looked) when neither has
-        them; ValueError (naming the nodes there) for a node that has none."""
+        ``tail`` lines; ``node``: one node's; ``timestamps``: each line's time). FileNotFoundError (saying
+        where it looked) when neither has them; ValueError (naming the nodes there) for a node that has none."""
         from bench.cloud import s3_results
         from bench.results.node_logs import node_filter
 
@@ -203,7 +207,7 @@ class CloudObservation:
         except Exception:  # noqa: BLE001 - no CLI / no stack: S3 and local files still work
             outputs = {}
         if outputs.get("kubeconfig"):
-            cluster = cluster_logs(cfg, outputs, experiment, follow, tail=tail, node=node)
+            cluster = cluster_logs(cfg, outputs, experiment, follow, tail=tail, node=node, timestamps=timestamps)
             if cluster is not None:
                 return cluster
         uri = (outputs.get("experiment_results") or {}).get(experiment)
@@ -213,24 +217,43 @@ class CloudObservation:
         if uri:
             try:
                 s3 = s3_results.client(cfg.region)
-                keys = [(k, rel) for k, rel in s3_results.keys_under(s3, uri) if log_name(rel)]
+                listed = s3_results.keys_under(s3, uri)
             except Exception:  # noqa: BLE001
-                keys = []
+                listed = []
+            keys = [(k, rel) for k, rel in listed if log_name(rel) and rel.endswith(".log")]
             if keys:
                 bucket = uri[len("s3://"):].split("/", 1)[0]
                 keep = node_filter([log_name(rel) for _, rel in keys], node, f"{self.stack}/{experiment}")
                 keys = [(k, rel) for k, rel in keys if keep(log_name(rel))]
-
-                def s3_lines() -> Iterator[str]:
-                    from collections import deque
-
-                    from bench.results.safe_paths import LINE_CHUNK, chunk_lines
-
-                    for key, rel in keys:  # streamed: a 200 MB log is never held whole
-                        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
-                        lines = chunk_lines(body.iter_chunks(LINE_CHUNK))
-                        # tail: the last lines, kept as they stream past (memory: ``tail`` lines at most)
-                        yield from (f"{log_name(rel)}: {line}"
-                                    for line in (lines if tail is None else deque(lines, maxlen=tail)))
-                return s3_lines()
+                times = None
+                if timestamps:  # each log's times file, where its launcher uploaded one
+                    present = {k for k, _ in listed}
+                    times = {k: k + LOG_TIMES_SUFFIX for k, _ in keys if k + LOG_TIMES_SUFFIX in present}
+                return s3_log_lines(s3, bucket, keys, tail=tail, times=times)
         raise FileNotFoundError("not in the cluster, not on S3" + (f" ({uri})" if uri else ""))
+
+
+def s3_log_lines(s3: Any, bucket: str, keys: list[tuple[str, str]], *, tail: int | None,
+                 times: dict[str, str] | None) -> Iterator[str]:
+    """The lines of each log object (``<node>: <line>``), streamed: a 200 MB log is never held whole. ``tail``:
+    each log's last lines, kept as they stream past (memory: ``tail`` lines); ``times``: each log key's times
+    key (None: no timestamps; a log without one: its lines undated)."""
+    from collections import deque
+
+    from bench.results.node_logs import LineTimes, offset_lines, time_text
+    from bench.results.safe_paths import LINE_CHUNK
+
+    def from_position(key: str):
+        def open_at(pos: int):
+            body = s3.get_object(Bucket=bucket, Key=key, Range=f"bytes={pos}-")["Body"] if pos else \
+                s3.get_object(Bucket=bucket, Key=key)["Body"]
+            return body.iter_chunks(LINE_CHUNK)
+        return open_at
+
+    for key, rel in keys:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+        lines = offset_lines(body.iter_chunks(LINE_CHUNK))
+        dated = LineTimes(from_position(times[key])) if times and key in times else None
+        for offset, _, line in (lines if tail is None else deque(lines, maxlen=tail)):
+            stamp = "" if times is None else time_text(dated.at(offset) if dated else None) + " "
+            yield f"{log_name(rel)}: {stamp}{line}"

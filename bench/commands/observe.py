@@ -1,4 +1,4 @@
-"""``bench status <stack> [--json]`` and ``bench logs <stack> <experiment> [--tail N] [--node K] [--follow]``.
+"""``bench status <stack> [--json]`` and ``bench logs <stack> <experiment> [--tail N] [--node K] [-t] [-f]``.
 
 status: the stack's state when the Pulumi CLI answers (last operation, result, resources held, what autostop
     did), then one row per experiment run, local and S3 together, oldest run first: run, experiment, status
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "from the cluster while its pods run, from S3 once they are uploaded, or from a local run's\n"
                     "folder; by default from the latest run.",
         epilog="examples:\n  eksbench logs dev resnet50-synthetic --tail 20\n"
-               "  eksbench logs dev cifar10-elastic --node 1 --follow")
+               "  eksbench logs dev cifar10-elastic --node 1 --timestamps --follow")
     g.add_argument("stack", help="the stack, as in Pulumi.<stack>.yaml (e.g. dev)")
     g.add_argument("experiment", help="an experiment of the stack (its name in Pulumi.<stack>.yaml)")
     g.add_argument("--run-id", metavar="ID",
@@ -62,6 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(the last 200 from the cluster)")
     g.add_argument("--node", metavar="K",
                    help="only node K's log: 1 or node-1 (default: every node's, one after another)")
+    g.add_argument("--timestamps", "-t", action="store_true",
+                   help="show when each line was written (UTC, to the millisecond) after its node; a line logged "
+                        "before this was recorded shows '-'")
     g.add_argument("--follow", "-f", action="store_true",
                    help="keep printing new lines until the experiment ends (on the cluster: one node's)")
     add_project_options(g)
@@ -181,7 +184,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
             warnings.simplefilter("always")
             for line in experiment_logs(args.stack, args.experiment, root=Path(args.project_dir),
                                         results_root=Path(args.results_root), run_id=args.run_id,
-                                        follow=args.follow, tail=args.tail, node=args.node):
+                                        follow=args.follow, tail=args.tail, node=args.node,
+                                        timestamps=args.timestamps):
                 print(safe(line), flush=True)
         for w in caught:
             print(safe_line(f"warning: {w.message}"), file=sys.stderr)

@@ -32,10 +32,10 @@ from typing import Any, Callable, Iterator
 from bench import progress
 from bench.lifecycle import BackendError, Control
 from bench.proc import die_with_parent
-from bench.results.node_logs import node_filter, tail_start
+from bench.results.node_logs import LineTimes, node_filter, offset_lines, tail_start, time_text
 from bench.results.overview import run_figures, status_row
 from bench.results.readers import MAX_JSON_BYTES
-from bench.results.safe_paths import LINE_CHUNK, chunk_lines, open_under, read_under
+from bench.results.safe_paths import LINE_CHUNK, open_under, read_under
 from bench.terminal import show
 from core.catalog.workload_facts import WORKLOADS
 from core.contract import summary_fields as F
@@ -44,6 +44,7 @@ from core.contract.names import (
     ENV_IMAGE,
     EVAL_FILE,
     LOCAL_RESULTS_ROOT,
+    LOG_TIMES_SUFFIX,
     SUMMARY_FILE,
     node_log,
     node_name,
@@ -336,11 +337,12 @@ class LocalBackend:
         return {"rows": local_status_rows(self.results_root.resolve(), self.stack)}
 
     def logs(self, experiment: str, *, run_id: str | None = None, follow: bool = False, tail: int | None = None,
-             node: str | None = None) -> Iterator[str]:
+             node: str | None = None, timestamps: bool = False) -> Iterator[str]:
         """The experiment's node logs of ``run_id`` (default: its latest run), ``follow`` tailing them until
         its summary.json appears (its last repeat's, for ``repeats: N``); ``tail``: from each log's last
-        ``tail`` lines; ``node``: one node's log (``node-1`` or ``1``). FileNotFoundError (saying where it
-        looked) when there are none; ValueError (naming the nodes there) for a node that has none."""
+        ``tail`` lines; ``node``: one node's log (``node-1`` or ``1``); ``timestamps``: each line's time.
+        FileNotFoundError (saying where it looked) when there are none; ValueError (naming the nodes there)
+        for a node that has none."""
         root = self.results_root.resolve()
         if run_id:
             exp_dir = ResultsLocation(None, self.project, self.stack, run_id, experiment).local_dir(root)
@@ -348,7 +350,8 @@ class LocalBackend:
             exp_dir = latest_local_run(root, self.stack, experiment)
         if exp_dir is None or not exp_dir.is_dir():
             raise FileNotFoundError(f"not under {self.results_root / self.stack}")
-        return local_logs(exp_dir, follow, repeats=self.repeats.get(experiment, 1), tail=tail, node=node)
+        return local_logs(exp_dir, follow, repeats=self.repeats.get(experiment, 1), tail=tail, node=node,
+                          timestamps=timestamps)
 
 
 def local_status_rows(results_root: Path, stack: str) -> list[dict[str, Any]]:
@@ -398,11 +401,12 @@ def latest_local_run(results_root: Path, stack: str, experiment: str) -> Path | 
 
 
 def local_logs(exp_dir: Path, follow: bool, repeats: int = 1, *, tail: int | None = None,
-               node: str | None = None) -> Iterator[str]:
+               node: str | None = None, timestamps: bool = False) -> Iterator[str]:
     """The experiment's node logs, or each repeat's (``<exp>/repeat_<k>/logs/``) in order; ``follow`` tails
     them until the experiment's summary.json appears, or its last repeat's (``repeats`` > 1: each repeat
     writes its own, and none is written at the experiment's level). ``tail``: each log from its last
-    ``tail`` lines on; ``node``: that node's log only (a ValueError, at once, when no log is that node's)."""
+    ``tail`` lines on; ``node``: that node's log only (a ValueError, at once, when no log is that node's);
+    ``timestamps``: each line after its node with the time the launcher captured it (its ``.times`` file)."""
     done = (exp_dir / repeat_folder(repeats) if repeats > 1 else exp_dir) / SUMMARY_FILE
 
     def logs() -> list[tuple[str, Path]]:
@@ -412,17 +416,38 @@ def local_logs(exp_dir: Path, follow: bool, repeats: int = 1, *, tail: int | Non
         return [(p.relative_to(exp_dir).as_posix(), p) for _, p in named]
 
     keep = node_filter([log_name(rel) or p.stem for rel, p in logs()], node, exp_dir.name) if node else None
-    return _local_lines(exp_dir, logs, done, follow, tail, keep)
+    return _local_lines(exp_dir, logs, done, follow, tail, keep, timestamps)
+
+
+def _file_chunks(root: Path, rel: str) -> Callable[[int], Iterator[bytes] | None]:
+    """``LineTimes``'s reader of ``rel`` under ``root``: its bytes from a position on (None: no such file)."""
+    def open_at(pos: int) -> Iterator[bytes] | None:
+        if not (root / rel).is_file():
+            return None
+
+        def chunks() -> Iterator[bytes]:
+            try:  # never through a link or from a pipe
+                with open_under(root, rel, os.O_RDONLY, names_from_disk=True) as f:
+                    f.seek(pos)
+                    while chunk := f.read(LINE_CHUNK):
+                        yield chunk
+            except (OSError, ValueError):
+                return
+        return chunks()
+    return open_at
 
 
 def _local_lines(exp_dir: Path, logs: Callable[[], list[tuple[str, Path]]], done: Path, follow: bool,
-                 tail: int | None, keep: Callable[[str], bool] | None) -> Iterator[str]:
+                 tail: int | None, keep: Callable[[str], bool] | None, timestamps: bool) -> Iterator[str]:
     positions: dict[Path, int] = {}
+    times: dict[Path, LineTimes] = {}
     while True:
         for rel, path in logs():
             name = log_name(rel) or path.stem
             if keep is not None and not keep(name):
                 continue
+            if timestamps and path not in times:
+                times[path] = LineTimes(_file_chunks(exp_dir, rel + LOG_TIMES_SUFFIX), again=follow)
             try:  # streamed a chunk at a time, never through a link or from a pipe
                 with open_under(exp_dir, rel, os.O_RDONLY, names_from_disk=True) as f:
                     if path not in positions and tail is not None:
@@ -432,8 +457,9 @@ def _local_lines(exp_dir: Path, logs: Callable[[], list[tuple[str, Path]]], done
                     def chunks(f=f) -> Iterator[bytes]:
                         while chunk := f.read(LINE_CHUNK):
                             yield chunk
-                    for line in chunk_lines(chunks()):
-                        yield f"{name}: {line}"
+                    for offset, _, line in offset_lines(chunks(), positions.get(path, 0)):
+                        yield f"{name}: {time_text(times[path].at(offset))} {line}" if timestamps else \
+                            f"{name}: {line}"
                     positions[path] = f.tell()
             except (OSError, ValueError) as e:
                 yield f"{name}: (not read: {e})"

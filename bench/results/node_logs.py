@@ -1,16 +1,24 @@
 """Reading an experiment's node logs, wherever they are (a local run's files, S3, the cluster): which
-node a log is, and where the last lines of a log begin.
+node a log is, where the last lines of a log begin, and when each line was written.
 
 A node log is ``logs/<node id>.log`` (``node-0``, ``node-1``: the launcher's ``--node-id``, from the
 Indexed Job's completion index on the cluster), or ``repeat_<k>/logs/<node id>.log`` for one repeat.
+Beside it the launcher keeps ``<log>.times`` (``core.contract.names.node_log_times``): one line
+``<byte offset of a log line> <epoch seconds>`` per line it wrote. Both come from a run: a times line that
+is not two numbers, or whose offset is no line's, gives no time, never an error or another line's time.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import math
+import re
+import time
+from typing import Any, Callable, Iterator
 
-from bench.results.safe_paths import LINE_CHUNK
+from bench.results.safe_paths import LINE_CHUNK, MAX_LINE
 from core.contract.names import node_name
+
+NO_TIME = "-".ljust(len("2026-01-01T00:00:00.000Z"))  # a line the times file does not date
 
 
 def node_filter(names: list[str], node: str | None, where: str) -> Callable[[str], bool]:
@@ -47,3 +55,103 @@ def tail_start(f: Any, size: int, lines: int) -> int:
             if count == lines:
                 return pos + i + 1
     return 0
+
+
+def offset_lines(chunks: Iterator[bytes], start: int = 0, *, partial: bool = True) -> Iterator[tuple[int, int, str]]:
+    """``(offset, next offset, line)`` for each line of a stream that begins at byte ``start`` of its file,
+    decoded and cut at MAX_LINE characters as ``safe_paths.chunk_lines`` cuts them; ``partial``: the last
+    line too when no newline ends it yet (a times file's last line may be half written: left for later)."""
+    rest, pos = b"", start
+    for chunk in chunks:
+        *lines, rest = (rest + chunk).split(b"\n")
+        for line in lines:
+            yield pos, pos + len(line) + 1, _cut(line)
+            pos += len(line) + 1
+        if len(rest) > 4 * MAX_LINE:  # a line with no end in sight: its start, then what follows it
+            yield pos, pos + len(rest), _cut(rest[:MAX_LINE])
+            pos, rest = pos + len(rest), b""
+    if rest and partial:
+        yield pos, pos + len(rest), _cut(rest)
+
+
+def _cut(raw: bytes) -> str:
+    line = raw.decode("utf-8", "replace")
+    return line if len(line) <= MAX_LINE else f"{line[:MAX_LINE]}… ({len(line) - MAX_LINE} more characters cut)"
+
+
+def time_text(t: float | None) -> str:
+    """``2026-11-27T09:12:39.123Z`` (UTC, to the millisecond), or NO_TIME."""
+    if t is None:
+        return NO_TIME
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+
+class LineTimes:
+    """The times of a node log's lines, asked for in increasing offsets (as the log is read).
+
+    ``open_at(position)``: the times file's bytes from ``position`` on, as chunks (None when there is no
+    such file); with ``again`` (following a growing log) it is opened again from where the last entry was
+    taken once what it gave ran out, else once only."""
+
+    def __init__(self, open_at: Callable[[int], Iterator[bytes] | None], *, again: bool = False):
+        self.open_at, self.again = open_at, again
+        self.pos = 0  # where the first entry not yet taken begins
+        self.entries: Iterator[tuple[int, int, str]] | None = None
+        self.head: tuple[int, float, int] | None = None  # (log offset, time, end of its entry)
+        self.done = False
+
+    def _next(self) -> tuple[int, float, int] | None:
+        while not self.done:
+            if self.entries is None:
+                chunks = self.open_at(self.pos)
+                if chunks is None:
+                    self.done = not self.again
+                    return None
+                self.entries = offset_lines(chunks, self.pos, partial=False)
+            for _, end, line in self.entries:
+                entry = _entry(line, end)
+                if entry is not None:
+                    return entry
+                self.pos = end  # not an entry: passed over
+            self.entries, self.done = None, not self.again
+            return None
+        return None
+
+    def at(self, offset: int) -> float | None:
+        """The time of the log line that begins at ``offset``; None when no entry dates it."""
+        while True:
+            if self.head is None:
+                self.head = self._next()
+                if self.head is None:
+                    return None
+            at, t, end = self.head
+            if at > offset:
+                return None  # a later line's
+            self.pos, self.head = end, None
+            if at == offset:
+                return t
+
+
+def _entry(line: str, end: int) -> tuple[int, float, int] | None:
+    parts = line.split(" ")
+    if len(parts) != 2 or not parts[0].isdigit() or len(parts[0]) > 18:
+        return None
+    try:
+        t = float(parts[1])
+    except ValueError:
+        return None
+    return (int(parts[0]), t, end) if math.isfinite(t) and 0 < t < 1e11 else None
+
+
+RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z")
+
+
+def kubelet_time(line: str) -> tuple[str, str]:
+    """(``time_text``'s form of the time, the rest) of a pod log line the API returned with ``timestamps=true``
+    (``2026-11-27T09:12:39.123456789Z text``: RFC 3339 with up to nanoseconds, Go's RFC3339Nano, which drops
+    trailing zeros); (NO_TIME, the line) when it does not start with one."""
+    stamp, _, rest = line.partition(" ")
+    m = RFC3339.fullmatch(stamp)
+    if not m:
+        return NO_TIME, line
+    return f"{m.group(1)}.{((m.group(2) or '') + '000')[:3]}Z", rest

@@ -32,6 +32,16 @@ def node_log(node: str) -> str:
     return f"{LOGS_DIR}/{node}.log"
 
 
+LOG_TIMES_SUFFIX = ".times"  # a node log's name plus this: when each of its lines was captured
+
+
+def node_log_times(node: str) -> str:
+    """``logs/<node>.log.times``: beside a node's log, when each of its lines was captured, one line each:
+    ``<byte offset of the log line> <epoch seconds>`` (the launcher writes it, ``bench logs --timestamps``
+    reads it; the log itself stays the command's output, byte for byte)."""
+    return f"{node_log(node)}{LOG_TIMES_SUFFIX}"
+
+
 def repeat_suffix(repeat: int | str) -> str:
     """``-r<k>``: what a repeat adds to a name (run ids of local repeats, Jobs, Kubernetes names)."""
     return f"-r{repeat}"

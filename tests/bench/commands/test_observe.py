@@ -169,3 +169,36 @@ def test_tail_finds_the_last_lines_across_chunks_without_reading_the_whole_log(t
                        (9, ["first", "second line", "", "fourth", "last, no newline"])):
         got = [line.split(": ", 1)[1] if ": " in line else "" for line in local_logs(exp, True, tail=tail)]
         assert got == want, tail
+
+
+def test_logs_timestamps_come_from_the_times_the_launcher_recorded(tmp_path, capsys):
+    """``--timestamps``: each line's time from ``<log>.times`` (offset, epoch seconds), joined by offset; an entry
+    that is not two numbers, or a line without one (a run from before the launcher recorded them), gives '-'."""
+    from bench.cli import main
+
+    exp = node_logs(tmp_path, "r1", {"node-0": "a\nb\nc\n", "node-1": "old run\n"})
+    (exp / "logs" / "node-0.log.times").write_text("0 1764236000.0\nnonsense\n3 nan\n4 1764236001.5\n99 1.0\n")
+    common = ["--project-dir", str(ROOT), "--results-root", str(tmp_path)]
+    assert main(["logs", "dev", EXPERIMENT, "--timestamps", *common]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "node-0: 2025-11-27T09:33:20.000Z a", "node-0: -                        b",
+        "node-0: 2025-11-27T09:33:21.500Z c", "node-1: -                        old run"]
+    assert main(["logs", "dev", EXPERIMENT, "-t", "--tail", "1", "--node", "0", *common]) == 0
+    assert capsys.readouterr().out == "node-0: 2025-11-27T09:33:21.500Z c\n"
+
+
+def test_following_a_log_dates_the_lines_written_after_it_started(tmp_path):
+    """``--follow --timestamps`` reads the times file again as it grows, from where it left off."""
+    from bench.results.node_logs import LineTimes
+
+    times = tmp_path / "node-0.log.times"
+    times.write_text("0 1764236000.0\n6 17642")  # the writer is half-way through its second entry
+
+    def open_at(pos):
+        data = times.read_bytes()[pos:]
+        return iter([data[i:i + 4] for i in range(0, len(data), 4)])
+
+    dated = LineTimes(open_at, again=True)
+    assert dated.at(0) == 1764236000.0 and dated.at(6) is None
+    times.write_text("0 1764236000.0\n6 1764236002.0\n12 1764236003.0\n")
+    assert dated.at(6) == 1764236002.0 and dated.at(12) == 1764236003.0

@@ -126,6 +126,7 @@ def test_s3_logs_tail_and_node(s3, monkeypatch):
     exp = ResultsLocation(BUCKET, cfg.project, "dev", "r1", "resnet50-synthetic")
     for node, text in (("node-0", "a\nb\nc\n"), ("node-1", "x\ny\n")):
         s3.put_object(Bucket=BUCKET, Key=exp.key(f"logs/{node}.log"), Body=text.encode())
+    s3.put_object(Bucket=BUCKET, Key=exp.key("logs/node-0.log.times"), Body=b"0 1764236000.0\n4 1764236001.5\n")
 
     class Observed(cloud_observe.CloudObservation):
         stack, root = "dev", None
@@ -134,6 +135,9 @@ def test_s3_logs_tail_and_node(s3, monkeypatch):
     logs = Observed().logs
     assert list(logs("resnet50-synthetic", run_id="r1", tail=1)) == ["node-0: c", "node-1: y"]
     assert list(logs("resnet50-synthetic", run_id="r1", node="1")) == ["node-1: x", "node-1: y"]
+    assert list(logs("resnet50-synthetic", run_id="r1", tail=2, timestamps=True)) == [  # a times file is no log
+        "node-0: -                        b", "node-0: 2025-11-27T09:33:21.500Z c",
+        "node-1: -                        x", "node-1: -                        y"]
     with pytest.raises(ValueError, match="^no node 'node-2' in the logs of dev/resnet50-synthetic; nodes: "
                                          "node-0, node-1$"):
         logs("resnet50-synthetic", run_id="r1", node="node-2")
@@ -155,8 +159,10 @@ def test_cluster_logs_name_each_pod_by_its_node_and_tail_it(monkeypatch):
         def pods(self, namespace, selector):
             return [pod("exp-job-0-abcde", "0"), pod("exp-job-1-fghij", "1")]
 
-        def log_tail(self, namespace, name, lines):
-            return [f"{name} line {i}" for i in range(1000)][-lines:]
+        def log_tail(self, namespace, name, lines, timestamps=False):
+            # with timestamps, the kubelet's RFC3339Nano time first (Go drops a fraction's trailing zeros)
+            return [("2026-11-27T09:12:39.12Z " if timestamps else "") + f"{name} line {i}"
+                    for i in range(1000)][-lines:]
 
     monkeypatch.setattr(kube, "access_from_kubeconfig", lambda *a: None)
     monkeypatch.setattr(kube, "KubeClient", Cluster)
@@ -165,5 +171,8 @@ def test_cluster_logs_name_each_pod_by_its_node_and_tail_it(monkeypatch):
     got = list(cloud_observe.cluster_logs(cfg, outputs, "resnet50-synthetic", False, tail=2, node="1"))
     assert got == ["exp-job-1-fghij: exp-job-1-fghij line 998", "exp-job-1-fghij: exp-job-1-fghij line 999"]
     assert len(list(cloud_observe.cluster_logs(cfg, outputs, "resnet50-synthetic", False))) == 400  # 200 a pod
+    assert list(cloud_observe.cluster_logs(cfg, outputs, "resnet50-synthetic", False, tail=1, node="0",
+                                           timestamps=True)) == [
+        "exp-job-0-abcde: 2026-11-27T09:12:39.120Z exp-job-0-abcde line 999"]
     with pytest.raises(ValueError, match="nodes: node-0, node-1$"):
         cloud_observe.cluster_logs(cfg, outputs, "resnet50-synthetic", False, node="3")

@@ -145,7 +145,8 @@ def test_sigterm_during_the_upload_still_uploads_the_summary(tmp_path, s3, moto_
         proxy.close()
     assert proc.returncode == 0, err.decode()  # the run succeeded; the signal came after it
     assert proxy.requests[0].startswith(f"PUT /{BUCKET}/p/summary.json"), proxy.requests
-    assert keys(s3) == ["p/checkpoints/latest.pt", "p/logs/node-0.log", "p/metrics/rank-0.jsonl", "p/summary.json"]
+    assert keys(s3) == ["p/checkpoints/latest.pt", "p/logs/node-0.log", "p/logs/node-0.log.times",
+                        "p/metrics/rank-0.jsonl", "p/summary.json"]
     summary = json.loads(s3.get_object(Bucket=BUCKET, Key="p/summary.json")["Body"].read())
     assert summary["status"] == "succeeded" and summary["signal"] is None
 
@@ -178,7 +179,7 @@ def test_a_results_folder_that_cannot_be_written_still_gives_an_uploaded_summary
                           "--", sys.executable, "-c", "print('the command ran')"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
-    assert keys(s3) == ["p/logs/node-0.log", "p/summary.json"]
+    assert keys(s3) == ["p/logs/node-0.log", "p/logs/node-0.log.times", "p/summary.json"]
     summary = json.loads(s3.get_object(Bucket=BUCKET, Key="p/summary.json")["Body"].read())
     assert summary["status"] == "succeeded" and str(results) in summary["results_dir_error"]
     log = s3.get_object(Bucket=BUCKET, Key="p/logs/node-0.log")["Body"].read().decode()

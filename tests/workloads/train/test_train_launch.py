@@ -75,13 +75,15 @@ def test_s3_uri_and_upload_ownership(tmp_path):
     with pytest.raises(ValueError):
         parse_s3_uri("https://bucket/a")
     for rel in ("summary.json", "metrics/rank-0.jsonl", "logs/node-0.log", "logs/node-1.log",
-                "checkpoints/latest.pt", "checkpoints/.latest.pt.tmp-1"):
+                "logs/node-0.log.times", "logs/node-1.log.times", "checkpoints/latest.pt",
+                "checkpoints/.latest.pt.tmp-1"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x")
     keys0 = [k for _, k in upload_plan(tmp_path, node_id="node-0", summary_node=True, prefix="p/")]
     keys1 = [k for _, k in upload_plan(tmp_path, node_id="node-1", summary_node=False, prefix="p/")]
-    assert keys0 == ["p/checkpoints/latest.pt", "p/logs/node-0.log", "p/metrics/rank-0.jsonl", "p/summary.json"]
-    assert keys1 == ["p/logs/node-1.log"]
+    assert keys0 == ["p/checkpoints/latest.pt", "p/logs/node-0.log", "p/logs/node-0.log.times",
+                     "p/metrics/rank-0.jsonl", "p/summary.json"]
+    assert keys1 == ["p/logs/node-1.log", "p/logs/node-1.log.times"]  # a node's log and its lines' times
     assert not set(keys0) & set(keys1)
 
 
@@ -97,6 +99,23 @@ def test_failing_command_leaves_its_log_and_a_failed_summary(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["exit_code"] == 3 and summary["experiment"] == "t"
     assert summary["log_tail"] == ["about to fail"]
+
+
+def test_the_launcher_records_when_each_log_line_was_captured_beside_the_log(tmp_path):
+    """``bench logs --timestamps``: the log stays the command's output byte for byte, and
+    ``logs/node-0.log.times`` gives each line's offset in it and the time it came, across a restart."""
+    import time
+
+    script = "import time; print('first', flush=True); time.sleep(0.3); print('second')"
+    before = time.time()
+    assert run_launcher(tmp_path, sys.executable, "-c", script) == 0
+    assert run_launcher(tmp_path, sys.executable, "-c", "print('after a restart')") == 0  # appends to both
+    log = (tmp_path / "logs" / "node-0.log").read_bytes()
+    assert log == b"first\nsecond\nafter a restart\n"
+    stamps = [line.split() for line in (tmp_path / "logs" / "node-0.log.times").read_text().splitlines()]
+    assert [int(offset) for offset, _ in stamps] == [0, len(b"first\n"), len(b"first\nsecond\n")]
+    times = [float(t) for _, t in stamps]
+    assert before <= times[0] and times[1] - times[0] >= 0.25 and times[2] >= times[1]
 
 
 def test_missing_command_still_writes_a_failed_summary(tmp_path):
@@ -186,8 +205,8 @@ def test_results_are_uploaded_to_s3(tmp_path, aws):
     assert code == 0
     listed = aws.list_objects_v2(Bucket="results", Prefix="eksbench/dev/run-1/exp/")
     keys = sorted(o["Key"] for o in listed["Contents"])
-    assert keys == ["eksbench/dev/run-1/exp/logs/node-0.log", "eksbench/dev/run-1/exp/metrics/rank-0.jsonl",
-                    "eksbench/dev/run-1/exp/summary.json"]
+    assert keys == ["eksbench/dev/run-1/exp/logs/node-0.log", "eksbench/dev/run-1/exp/logs/node-0.log.times",
+                    "eksbench/dev/run-1/exp/metrics/rank-0.jsonl", "eksbench/dev/run-1/exp/summary.json"]
     body = aws.get_object(Bucket="results", Key="eksbench/dev/run-1/exp/summary.json")["Body"].read()
     summary = json.loads(body)
     assert summary["status"] == "succeeded" and summary["results_uri"] == "s3://results/eksbench/dev/run-1/exp/"

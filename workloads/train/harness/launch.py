@@ -61,6 +61,7 @@ from core.contract.names import (
     ENV_INSTANCE_TYPE,
     ENV_LAUNCHED_AT,
     LOGS_DIR,
+    node_log_times,
     node_name,
 )
 from core.contract.s3_uri import parse_s3_uri
@@ -312,11 +313,49 @@ def progress_total(config: Mapping[str, Any] | None) -> int | None:
     return config.get("steps")
 
 
+class LineTimes:
+    """``logs/<node id>.log.times``: for each line the log gets, ``<its byte offset in the log> <epoch seconds>``.
+
+    The log stays the command's output byte for byte (root causes, NCCL's lines and every reader of it parse
+    it as it is); ``bench logs --timestamps`` joins the two by offset, so a line the log has and this file
+    lacks (its write failed, a launcher that died between the two) shows without a time, never with another
+    line's. Writing it never fails the run: the first OSError ends it."""
+
+    def __init__(self, file: Any):
+        self.file = file
+
+    @classmethod
+    def open(cls, directory: Path | None, node_id: str) -> "LineTimes":
+        try:
+            return cls(open(Path(directory) / node_log_times(node_id), "ab", buffering=0) if directory else None)
+        except OSError:
+            return cls(None)
+
+    def stamp(self, log: Any) -> None:
+        """The time of the line about to be written to ``log`` (at its end: the log is opened to append)."""
+        if self.file is None:
+            return
+        try:
+            self.file.write(f"{log.tell()} {time.time():.3f}\n".encode())
+        except OSError:
+            self.close()
+
+    def close(self) -> None:
+        if self.file is not None:
+            try:
+                self.file.close()
+            except OSError:
+                pass
+            self.file = None
+
+
 class Child:
     """The command, its tee thread and the signal forwarding."""
 
-    def __init__(self, command: Sequence[str], log: Any, grace: float, watch: TransportWatch | None = None):
+    def __init__(self, command: Sequence[str], log: Any, grace: float, watch: TransportWatch | None = None,
+                 times: Any = None):
         self.log = log
+        self.times = times  # LineTimes: when each line reached the log (bench logs --timestamps)
         self.watch = watch
         self.tail: collections.deque[str] = collections.deque(maxlen=80)
         self.signal_name: str | None = None
@@ -332,6 +371,8 @@ class Child:
         for line in iter(self.proc.stdout.readline, b""):
             if self.log is not None:
                 try:
+                    if self.times is not None:
+                        self.times.stamp(self.log)
                     self.log.write(line)
                 except OSError:  # the file system went away: keep the tail and stdout
                     self.log = None
@@ -389,6 +430,8 @@ class Child:
         self.tee.join(timeout=10)
         if self.log is not None:
             self.log.close()
+        if self.times is not None:
+            self.times.close()
         return rc
 
 
@@ -431,11 +474,15 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
                        else None)
         tail = [args.setup_error or f"stopped by {stop.name} before the command started"]
         if log is not None:
+            times = LineTimes.open(local, node_id)
+            times.stamp(log)
+            times.close()
             log.write((tail[0] + "\n").encode())
             log.close()
     else:
         try:
-            child = Child(command, log, args.grace, TransportWatch(environ))
+            child = Child(command, log, args.grace, TransportWatch(environ),
+                          times=LineTimes.open(local, node_id) if log is not None else None)
         except OSError as e:  # the command does not exist: still a failed run with a summary
             returncode, tail = 127, [f"cannot start {command[0]!r}: {e}"]
             print(tail[0], file=sys.stderr)

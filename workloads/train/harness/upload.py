@@ -1,7 +1,8 @@
 """Uploading a node's results to S3 without stepping on the other nodes of the same job.
 
 Ownership rule (see ``upload_plan``): the summary node (index 0) uploads the whole results
-directory except other nodes' logs; every other node uploads only ``logs/<its node id>.log``.
+directory except other nodes' logs; every other node uploads only ``logs/<its node id>.log`` (and the
+``.log.times`` beside it: when each line was captured).
 The launcher uploads them ``in_upload_order``: summary.json first.
 The results directory lives on the shared file system, so node 0, which finishes after the
 final barrier of all ranks, sees every rank's final metrics file; no two nodes ever upload the
@@ -14,21 +15,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core.contract.names import CHECKPOINT_DIR, LOGS_DIR, SUMMARY_FILE, node_log
+from core.contract.names import CHECKPOINT_DIR, LOGS_DIR, SUMMARY_FILE, node_log, node_log_times
 
 
 def upload_plan(results_dir: str | Path, *, node_id: str, summary_node: bool, prefix: str) -> list[tuple[Path, str]]:
     """(local file, key) pairs this node owns."""
     root = Path(results_dir)
-    own_log = root / node_log(node_id)
+    own = [node_log(node_id), node_log_times(node_id)]  # its log, and when each line of it was captured
     if not summary_node:
-        return [(own_log, f"{prefix}{node_log(node_id)}")] if own_log.is_file() else []
+        return [(root / rel, f"{prefix}{rel}") for rel in own if (root / rel).is_file()]
     out = []
     for p in sorted(root.rglob("*")):
         if not p.is_file() or p.name.startswith("."):  # temp files of atomic writes
             continue
         rel = p.relative_to(root).as_posix()
-        if rel.startswith(f"{LOGS_DIR}/") and p != own_log:
+        if rel.startswith(f"{LOGS_DIR}/") and rel not in own:
             continue
         out.append((p, prefix + rel))
     return out
