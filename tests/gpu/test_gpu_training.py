@@ -70,6 +70,12 @@ def test_the_loss_stays_finite_and_falls(name, args, tmp_path, monkeypatch):
     assert last < 0.9 * first, f"{name}: the loss did not fall: first {first:.4f}, last {last:.4f} ({losses})"
     if args.precision == "amp-fp16":
         assert lines[-1]["loss_scale"] > 0 and lines[-1]["skipped_steps"] >= 0
+    # the start-up record: the FLOP count a phase of its own, and a compiled model's compile another
+    [startup] = [e for e in events if e["event"] == "startup"]
+    phases = startup["phases_s"]
+    assert "flops" in phases and phases["flops"] < 3.0 and ("compile" in phases) == args.compile, phases
+    if args.compile:
+        assert phases["compile"] > phases["first_step"], phases
 
 
 def test_fused_sgd_survives_gradscalers_skipped_first_steps_on_the_gpu():

@@ -93,3 +93,72 @@ def test_a_run_that_stops_stepping_fails_naming_where_it_stood(tmp_path):
     cmd = [sys.executable, "-c", "import time; time.sleep(60)", f"--results-dir={tmp_path}"]
     with pytest.raises(AssertionError, match="no new metrics line for 1s"):
         run_training(cmd, env=child_env(1), startup_s=1)
+
+
+def old_imagenet_normalize(x, *, channels_last):
+    """normalize_on_device as it was, building its mean and std on the device for every batch."""
+    import torch
+
+    from workloads.train.common.data import IMAGENET_MEAN, IMAGENET_STD
+
+    mean = torch.tensor(IMAGENET_MEAN, device=x.device).view(1, 3, 1, 1) * 255
+    std = torch.tensor(IMAGENET_STD, device=x.device).view(1, 3, 1, 1) * 255
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    return ((x.float() - mean) / std).contiguous(memory_format=fmt)
+
+
+def old_cifar_normalize(x):
+    import torch
+
+    from workloads.train.common.cifar import MEAN, STD
+
+    mean, std = torch.tensor(MEAN).view(1, 3, 1, 1), torch.tensor(STD).view(1, 3, 1, 1)
+    return (x.float() / 255.0 - mean) / std
+
+
+def count_tensor_constructions(monkeypatch) -> list:
+    import torch
+
+    made, real = [], torch.tensor
+
+    def counted(*a, **k):
+        made.append(a[0] if a else None)
+        return real(*a, **k)
+    monkeypatch.setattr(torch, "tensor", counted)
+    return made
+
+
+def test_the_normalisations_make_their_mean_and_std_once_per_device_and_give_the_same_bits(monkeypatch):
+    """Made per batch on a GPU, each mean/std was a blocking copy from pageable memory: a host sync per batch."""
+    import torch
+
+    from workloads.train.common import cifar, data
+
+    g = torch.Generator().manual_seed(0)
+    batches = [torch.randint(0, 256, (4, 3, 8, 8), dtype=torch.uint8, generator=g) for _ in range(3)]
+    expected = [(old_imagenet_normalize(x, channels_last=True), old_cifar_normalize(x)) for x in batches]
+    data.channel_stats.cache_clear()
+    made = count_tensor_constructions(monkeypatch)
+    for x, (imagenet, cifar10) in zip(batches, expected):
+        a, b = data.normalize_on_device(x, channels_last=True), cifar.normalize(x)
+        assert torch.equal(a, imagenet) and a.is_contiguous(memory_format=torch.channels_last)
+        assert torch.equal(b, cifar10)
+    assert len(made) == 4  # mean and std, ImageNet's and CIFAR's, once each for the three batches
+
+
+def test_cifar_batches_are_the_same_bits_and_pinned_only_for_a_gpu(tmp_path, monkeypatch):
+    import torch
+
+    from workloads.train.common.cifar import CifarImages, augment, write_standin
+    from workloads.train.common.data import Position, epoch_order, rank_indices
+
+    write_standin(tmp_path, train=32, test=4)
+    src = CifarImages(tmp_path, device=torch.device("cpu"), channels_last=True, seed=3, rank=1, batch=4)
+    assert src.pin is False  # page-locked memory needs a GPU; a CPU run allocates as before
+    src.reseed(7)
+    x, y = src.batch(Position(0, 8))
+    # as it was: index, augment, normalise
+    idx = rank_indices(epoch_order(32, 0, 3), Position(0, 8), 1, 4)
+    old_x = old_cifar_normalize(augment(src.x[idx], torch.Generator().manual_seed(7)))
+    assert torch.equal(x, old_x.contiguous(memory_format=torch.channels_last)) and torch.equal(y, src.y[idx])
+    assert x.is_contiguous(memory_format=torch.channels_last) and y.dtype == torch.int64

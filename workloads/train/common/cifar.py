@@ -12,7 +12,7 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-from workloads.train.common.data import Position, epoch_order, rank_indices
+from workloads.train.common.data import Position, channel_stats, epoch_order, rank_indices
 
 BATCH_DIR = "cifar-10-batches-py"
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -57,15 +57,16 @@ def read_arrays(data_dir: str | Path, train: bool) -> tuple[Any, list[int], list
 
 
 def normalize(x_uint8: Any) -> Any:
-    import torch
-
-    mean = torch.tensor(MEAN, device=x_uint8.device).view(1, 3, 1, 1)
-    std = torch.tensor(STD, device=x_uint8.device).view(1, 3, 1, 1)
+    """uint8 NCHW (on its device) -> normalised float32; the mean and std made once per device
+    (``workloads.train.common.data.channel_stats``), not per batch."""
+    mean, std = channel_stats(MEAN, STD, 1, x_uint8.device)
     return (x_uint8.float() / 255.0 - mean) / std
 
 
-def augment(x: Any, generator: Any) -> Any:
-    """Padded random crop (4 px) and horizontal flip, per sample, on CPU uint8 tensors."""
+def augment(x: Any, generator: Any, *, pin: bool = False) -> Any:
+    """Padded random crop (4 px) and horizontal flip, per sample, on CPU uint8 tensors; ``pin``: into
+    page-locked memory (a copy from there with ``non_blocking=True`` runs asynchronously; from pageable
+    memory it does not)."""
     import torch
     import torch.nn.functional as F
 
@@ -73,7 +74,7 @@ def augment(x: Any, generator: Any) -> Any:
     padded = F.pad(x, (4, 4, 4, 4))
     shifts = torch.randint(0, 9, (n, 2), generator=generator).tolist()
     flips = torch.rand(n, generator=generator).lt(0.5).tolist()
-    out = torch.empty_like(x)
+    out = torch.empty(x.shape, dtype=x.dtype, pin_memory=pin)
     for i, ((dy, dx), flip) in enumerate(zip(shifts, flips)):
         crop = padded[i, :, dy:dy + 32, dx:dx + 32]
         out[i] = crop.flip(-1) if flip else crop
@@ -88,18 +89,31 @@ class CifarImages:
         self.size = len(self.y)
         self.device, self.seed, self.rank, self.per_rank = device, seed, rank, batch
         self.fmt = torch.channels_last if channels_last else torch.contiguous_format
+        self.pin = torch.device(device).type == "cuda"  # page-locked host batches: only a GPU copies from them
         self.generator = torch.Generator()
         self._order: tuple[int, Any] = (-1, None)
 
     def reseed(self, value: int) -> None:
         self.generator.manual_seed(value)
 
-    def batch(self, start: Position) -> tuple[Any, Any]:
+    def host_batch(self, start: Position) -> tuple[Any, Any]:
+        """This rank's augmented uint8 images and labels for the step at ``start``, in host memory: page-locked
+        when the device is a GPU (from the caching host allocator, which reuses a block only once the copy
+        that read it has run), so ``batch``'s ``non_blocking`` copies are asynchronous, no host sync."""
+        import torch
+
         if self._order[0] != start.epoch:
             self._order = (start.epoch, epoch_order(self.size, start.epoch, self.seed))
         idx = rank_indices(self._order[1], start, self.rank, self.per_rank)
-        x = augment(self.x[idx], self.generator).to(self.device, non_blocking=True)
-        return normalize(x).contiguous(memory_format=self.fmt), self.y[idx].to(self.device, non_blocking=True)
+        x = augment(self.x[idx], self.generator, pin=self.pin)
+        y = torch.empty(len(idx), dtype=self.y.dtype, pin_memory=self.pin)
+        torch.index_select(self.y, 0, torch.tensor(idx, dtype=torch.long), out=y)
+        return x, y
+
+    def batch(self, start: Position) -> tuple[Any, Any]:
+        x, y = self.host_batch(start)
+        x = x.to(self.device, non_blocking=True)
+        return normalize(x).contiguous(memory_format=self.fmt), y.to(self.device, non_blocking=True)
 
 
 def accuracy(model: Any, data_dir: str | Path, *, device: Any, autocast: Any, batch: int = 500) -> dict[str, Any]:
