@@ -89,8 +89,8 @@ class TrainArgs:
     lr: float | None = arg(None, "default: 0.1 x global batch / 256 (0.02 for maskrcnn)", type=float,
                            always=False)
     # wall-clock minutes between checkpoints; 0 = off
-    checkpoint_minutes: float = arg(10.0, "checkpoint every N minutes of wall time (0 = off); with both 0, only "
-                                    "at the end", type=_non_negative_float, always=False)
+    checkpoint_minutes: float = arg(10.0, "checkpoint every N minutes of wall time (0 = off); with both 0, no "
+                                    "checkpoint at all, not even at the end", type=_non_negative_float, always=False)
     compile_mode: str = arg("default", "torch.compile mode (reduce-overhead and max-autotune use CUDA graphs)",
                             choices=COMPILE_MODES, always=False)
     # a metrics line (one device sync, one .item()) every N steps

@@ -65,10 +65,28 @@ def test_time_based_checkpoints_close_an_interval_and_are_logged(tmp_path, monke
     assert json.loads((tmp_path / "checkpoints" / "latest.json").read_text())["step"] == 6
 
 
-def test_synthetic_runs_without_checkpoint_settings_only_save_at_the_end(tmp_path, monkeypatch):
-    run_in_process(replace(TINY, results_dir=str(tmp_path), checkpoint_minutes=0), monkeypatch)
+def test_a_run_with_both_checkpoint_settings_0_writes_no_checkpoint_and_runs_again_from_the_start(tmp_path,
+                                                                                                 monkeypatch):
+    """A throughput run (the dev stack's resnet50-synthetic) kept a 64 MB latest.pt no one reads."""
+    off = replace(TINY, results_dir=str(tmp_path), checkpoint_every=0, checkpoint_minutes=0)
+    run_in_process(off, monkeypatch)
+    assert not (tmp_path / "checkpoints").exists() and not list(tmp_path.rglob("*.pt"))
     events = read_jsonl(tmp_path / "metrics" / "events.jsonl")
-    assert [e["step"] for e in events if e["event"] == "checkpoint"] == [8]
+    assert not [e for e in events if e["event"] == "checkpoint"] and events[-1]["event"] == "end"
+    # run again in the same folder (a restart): nothing to resume, so it starts at step 0 and each step is once
+    run_in_process(off, monkeypatch)
+    events = read_jsonl(tmp_path / "metrics" / "events.jsonl")
+    assert [(e["event"], e["step"]) for e in events if e["event"] in ("start", "resume")] == [("start", 0)] * 2
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics" / "rank-0.jsonl")] == [3, 5, 8]
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_step_checkpoints_alone_still_checkpoint_and_save_at_the_end(tmp_path, monkeypatch):
+    run_in_process(replace(TINY, results_dir=str(tmp_path), checkpoint_every=3, checkpoint_minutes=0), monkeypatch)
+    events = read_jsonl(tmp_path / "metrics" / "events.jsonl")
+    assert [e["step"] for e in events if e["event"] == "checkpoint"] == [3, 6, 8]  # 8: the final save
+    assert ckpt.load(ckpt.latest_path(tmp_path))["step"] == 8
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest.json", "latest.pt"]
 
 
 def torchrun(tmp_path, nproc: int, *args: str, script: str | None = None) -> subprocess.CompletedProcess:

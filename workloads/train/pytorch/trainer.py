@@ -13,7 +13,8 @@ also lists its steps' own durations, from CUDA events on a GPU (no host sync per
 host clock on a CPU, for step-time percentiles. After a pause every rank meets in a barrier
 before the clock restarts, so no rank's next interval contains the time it spent waiting for
 rank 0's checkpoint or evaluation. Checkpoints come every ``--checkpoint-minutes`` of wall
-time (rank 0's clock, agreed at line boundaries) and/or every ``--checkpoint-every`` steps.
+time (rank 0's clock, agreed at line boundaries) and/or every ``--checkpoint-every`` steps, and
+at the end; with both 0, never (no ``checkpoints/`` folder at all).
 """
 
 from __future__ import annotations
@@ -224,8 +225,10 @@ class Run:
         return step, pos, started
 
     def save(self, step: int, pos: Position, started: float, events: JsonLines | None, *, wait: bool = False) -> None:
-        """Rank 0: snapshot the state to CPU memory now, write it in the background (``wait``: to disk now)."""
-        if not self.args.harness or self.rank != 0:
+        """Rank 0: snapshot the state to CPU memory now, write it in the background (``wait``: to disk now).
+        Nothing when the run keeps no checkpoints (both checkpoint settings 0, ``checkpoint.enabled``)."""
+        if not self.args.harness or self.rank != 0 or \
+                not ckpt.enabled(self.args.checkpoint_every, self.args.checkpoint_minutes):
             return
         t0 = time.perf_counter()
         state = ckpt.to_cpu({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
