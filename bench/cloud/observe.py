@@ -223,7 +223,7 @@ class CloudObservation:
             keys = [(k, rel) for k, rel in listed if log_name(rel) and rel.endswith(".log")]
             if keys:
                 bucket = uri[len("s3://"):].split("/", 1)[0]
-                keep = node_filter([log_name(rel) for _, rel in keys], node, f"{self.stack}/{experiment}")
+                keep = node_filter([log_name(rel) for _, rel in keys], node, uri)
                 keys = [(k, rel) for k, rel in keys if keep(log_name(rel))]
                 times = None
                 if timestamps:  # each log's times file, where its launcher uploaded one

@@ -64,4 +64,4 @@ INTRO = ("Throughput of the last run over the first, with a "
          "differs lists what ran (image, versions, driver, instance, zone, shape) where the two sides "
          "disagree. python -m bench compare A B prints the same for any two results, with --json.")
 NOTHING = ("Each experiment ran once here, so there is nothing to compare: give the report two runs of a stack "
-           "(or its whole folder), or use python -m bench compare A B.")
+           "(or its whole folder), or use eksbench compare A B.")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from bench.report.blocks import empty_section
+
 
 def busbw_rows(df) -> list[dict[str, Any]]:
     """One row per run with a busbw curve: peak, value at 1 GiB, the published figure and the flag."""
@@ -40,10 +42,14 @@ def transport_rows(df) -> list[dict[str, Any]]:
 def fabric_section(df, *, figure: Callable[..., str], table: Callable[..., str]) -> str:
     """The section's HTML; ``figure`` and ``table`` are ``bench.report.page``'s, which calls this."""
     from bench.report import plots
-    from core.catalog.fabric import BELOW_FRACTION
+    from core.catalog.fabric import BELOW_FRACTION, NOT_CHECKED
 
-    parts = ["<h2>Bus bandwidth (all-reduce)</h2>"]
     rows = busbw_rows(df)
+    judged = [r for r in transport_rows(df) if not str(r["fabric"]).startswith(NOT_CHECKED)]
+    if not rows and not judged:
+        return empty_section("Bus bandwidth (all-reduce)", "no all-reduce run in these results (workload: allreduce "
+                             "measures the fabric), and no run on an EFA node group whose NCCL transport to judge.")
+    parts = ["<h2>Bus bandwidth (all-reduce)</h2>"]
     if rows:
         parts.append("<p>Bus bandwidth per message size, as nccl-tests defines it: busbw = algbw × 2(n−1)/n, "
                      "algbw = bytes / time, GB/s of 10<sup>9</sup> bytes. A run under "
@@ -60,7 +66,6 @@ def fabric_section(df, *, figure: Callable[..., str], table: Callable[..., str])
     else:
         parts.append('<p class="note">No allreduce run in these results (an experiment with '
                      "workload: allreduce measures the fabric).</p>")
-    judged = transport_rows(df)
     if judged:
         parts.append("<p>NCCL's transport in each run, judged against its node group: on an EFA group NCCL should "
                      "use aws-ofi-nccl (NET/OFI); NET/Socket is TCP at a fraction of the bandwidth.</p>")

@@ -12,9 +12,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+from bench.report.blocks import empty_section
 from bench.report.fabric import fabric_section
-from bench.results.overview import run_figures
 from bench.report.scaling import repeats_section, scaling_section
+from bench.results.overview import run_figures
 from bench.terminal import safe
 
 SUMMARY = (("experiment", "experiment"), ("workload", "workload"), ("framework", "framework"), ("status", "status"),
@@ -30,7 +31,7 @@ CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222;margin:0;background:#fafafa}
 main{max-width:1240px;margin:0 auto;padding:20px 28px;background:#fff;min-height:100vh}
 h1{font-size:24px;margin:4px 0}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
-.meta,.note{color:#666}.estimate{color:#8a5a00;font-weight:600}
+.meta,.note,.empty{color:#666}.estimate{color:#8a5a00;font-weight:600}
 table{border-collapse:collapse;margin:8px 0;font-size:12px}
 th,td{border:1px solid #ddd;padding:3px 5px;text-align:left;vertical-align:top}
 th{background:#f0f3f7;font-weight:600}td.error{max-width:320px;word-break:break-word}td.num{text-align:right;font-variant-numeric:tabular-nums}
@@ -189,6 +190,9 @@ def accuracy_section(df) -> str:
     head = "<h2>Time to accuracy</h2>"
     fig = plots.bar_figure(df, "time_to_accuracy_s", "seconds to target accuracy", "Time to accuracy")
     acc = df[df["accuracy"].notna()]
+    if fig is None and acc.empty:
+        return empty_section("Time to accuracy", "no run measured an accuracy or set a target (evaluate and "
+                             "target_accuracy in the experiment).")
     text = ("" if acc.empty else "<p>Accuracy: " + html.escape(", ".join(
         f"{name} {a:.3f}" for name, a in zip(plots.labels(acc), acc["accuracy"]))) + ".</p>")
     return head + text + figure(fig, "time to accuracy", "No run set a target accuracy, so there is no time to "
@@ -204,6 +208,9 @@ def cost_section(df, timelines: list | None = None) -> str:
     """Estimated cost per run, and per result (``timelines``: the runs' timeline.json, where they have one)."""
     from bench.report import plots
 
+    if (df["gpu"] == "cpu").all():
+        return empty_section("Cost", "none for local CPU runs (no instance to price); runs on AWS are priced at "
+                             f"{_price_source()}.")
     rows = []
     for r, name in zip(records(df), plots.labels(df)):
         unknown = "n/a (local CPU run)" if r["gpu"] == "cpu" else "n/a (price unknown)"
@@ -233,9 +240,10 @@ def change_section(runs) -> str:
     from bench.report import compare as report_compare
 
     rows = report_compare.change_rows(runs)
-    return "<h2>Change between runs</h2>" + (
-        f"<p>{html.escape(report_compare.INTRO)}</p>" + table(rows, report_compare.COLUMNS) if rows
-        else f'<p class="note">{html.escape(report_compare.NOTHING)}</p>')
+    if not rows:
+        return empty_section("Change between runs", report_compare.NOTHING)
+    return ("<h2>Change between runs</h2>" + f"<p>{html.escape(report_compare.INTRO)}</p>"
+            + table(rows, report_compare.COLUMNS))
 
 
 def what_ran_section(df) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import html
 from typing import Callable
 
+from bench.report.blocks import empty_section
+
 
 def scaling_section(df, *, figure: Callable[..., str], table: Callable[..., str]) -> str:
     """Throughput and efficiency against the ideal line and the published anchor, for each sweep over nodes."""
@@ -23,8 +25,8 @@ def scaling_section(df, *, figure: Callable[..., str], table: Callable[..., str]
             "published strong scaling for the workload and precision, 1 → 8 GPUs inside one NVIDIA DGX (NVLink): "
             "scaling at its best. × anchor is our efficiency over the anchor's.</p>")
     if t.empty:
-        return head + ('<p class="note">Only one size per workload was run, so there is no scaling curve: '
-                       "run the same experiment at two or more node counts.</p>")
+        return empty_section("Scaling efficiency", "one size per workload only; run an experiment at two or more "
+                             "node counts (nodes: [1, 2, 4]) for a scaling curve.")
     cols = [("group", "group"), ("nodes", "nodes"), ("gpus", "GPUs"), ("runs", "runs"), ("samples_per_s", "samples/s"),
             ("ideal_samples_per_s", "ideal samples/s"), ("efficiency", "efficiency"),
             ("anchor_efficiency", "anchor efficiency"), ("vs_anchor", "× anchor")]
@@ -44,8 +46,8 @@ def repeats_section(df, *, figure: Callable[..., str], table: Callable[..., str]
             "succeeded runs with its 95% confidence interval, mean ± t(0.975, n−1) × s / √n (Student t).</p>")
     repeated = stats[stats["runs"] > 1]
     if repeated.empty:
-        return head + ('<p class="note">No experiment was repeated: set repeats: 3 (or more) on an experiment to '
-                       "see how much its throughput varies from run to run.</p>")
+        return empty_section("Repeats", "no experiment was repeated; set repeats: 3 (or more) on an experiment to "
+                             "see how much its throughput varies from run to run.")
     cols = [("experiment", "experiment"), ("runs", "runs"), ("succeeded", "succeeded"),
             ("samples_per_s_mean", "mean samples/s"), ("samples_per_s_std", "std dev"),
             ("ci95_low", "95% CI low"), ("ci95_high", "95% CI high"), ("ci95_half_width_pct", "± % of mean")]

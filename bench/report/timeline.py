@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any, Callable
 
+from bench.report.blocks import empty_section
 from bench.results import timeline as T
 
 
@@ -43,8 +44,8 @@ def timeline_section(timelines: list[tuple[str, dict[str, Any]]], *, table: Call
 
     head = "<h2>Where the time went</h2>"
     if not timelines:
-        return head + ("<p class='note'>No timeline.json under the sources: bench run on AWS writes "
-                       "one beside the run's results; local runs have none.</p>")
+        return empty_section("Where the time went", "no timeline.json in these results (eksbench run on AWS "
+                             "writes one beside the run's results; local runs have none).")
     rows = []
     for label, doc in timelines:
         f = doc["figures"]

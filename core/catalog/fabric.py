@@ -119,6 +119,9 @@ def below_expected_flag(check: dict) -> str | None:
             f"at {check['compared_at_bytes']} B)")
 
 
+NOT_CHECKED = "not checked"  # a verdict's opening words where nothing was judged
+
+
 @dataclass(frozen=True)
 class FabricVerdict:
     verdict: str  # "EFA (NET/OFI)", DEGRADED, "unverified (...)" or "not checked (...)"
@@ -134,9 +137,9 @@ def fabric_verdict(transport: str | Sequence[str] | None, *, efa_expected: bool,
     run with no NCCL INIT line cannot show it used EFA, which ``strict`` also fails.
     """
     if not efa_expected:
-        return FabricVerdict("not checked (no EFA on the node group)", None, False)
+        return FabricVerdict(f"{NOT_CHECKED} (no EFA on the node group)", None, False)
     if framework != "pytorch":
-        return FabricVerdict(f"not checked (framework {framework})", None, False)
+        return FabricVerdict(f"{NOT_CHECKED} (framework {framework})", None, False)
     strict = mode == "strict"
     seen = [transport] if isinstance(transport, str) else list(transport or [])
     if not seen:

@@ -138,7 +138,7 @@ def test_s3_logs_tail_and_node(s3, monkeypatch):
     assert list(logs("resnet50-synthetic", run_id="r1", tail=2, timestamps=True)) == [  # a times file is no log
         "node-0: -                        b", "node-0: 2025-11-27T09:33:21.500Z c",
         "node-1: -                        x", "node-1: -                        y"]
-    with pytest.raises(ValueError, match="^no node 'node-2' in the logs of dev/resnet50-synthetic; nodes: "
+    with pytest.raises(ValueError, match="^no node 'node-2' in the logs of s3://status-results/eksbench/dev/r1/resnet50-synthetic/; nodes: "
                                          "node-0, node-1$"):
         logs("resnet50-synthetic", run_id="r1", node="node-2")
 
