@@ -115,6 +115,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     if isinstance(cfg, StackConfig):
         estimate["first_step"] = first_steps(cfg, nodes)
         estimate["lr_schedules"] = lr_schedules(cfg)
+        estimate["gpu_defaults"] = gpu_defaults(cfg)
     return Plan(stack=stack, resources=[r.as_json() for r in regs], outputs=monitor.stack_outputs,
                 warnings=collect.messages, estimate=estimate, seconds=seconds, cost_items=items)
 
@@ -145,6 +146,23 @@ def lr_schedules(cfg: Any) -> list[dict[str, Any]]:
         world = e.max_nodes * e.gpus_per_node
         out.append({"experiment": e.name, "global_batch": args.batch_size * world, "lr": default_lr(args, world),
                     "warmup": warmup_note(args, world)})
+    return out
+
+
+def gpu_defaults(cfg: Any) -> list[dict[str, Any]]:
+    """Per experiment, on its GPU nodes: whether it compiles and which input path feeds it, each with the
+    reason (core.config.gpu_defaults; an explicit ``compile`` in the stack file wins). ``input_path`` is one of
+    ``core.config.gpu_defaults.INPUT_PATHS``; ``workers`` its DataLoader workers per process."""
+    from core.config.gpu_defaults import INPUT_PATHS, compile_choice, input_path
+    from workloads.contracts import loader_workers
+
+    out = []
+    for e in cfg.experiments:
+        workers = loader_workers(cfg.node_group_for(e).instance_type, e.gpus_per_node)
+        compiled, fed = compile_choice(e, gpu=True), input_path(e, gpu=True, workers=workers)
+        out.append({"experiment": e.label, "compile": compiled.value, "compile_reason": compiled.reason,
+                    "input_path": fed.value, "input_path_label": INPUT_PATHS[fed.value], "input_reason": fed.reason,
+                    "workers": workers})
     return out
 
 

@@ -31,6 +31,7 @@ from core.catalog import aws as catalog
 from core.catalog import compat, pins
 from core.catalog.aws import DEFAULT_REGION
 from core.catalog.workload_facts import WORKLOADS
+from core.config.gpu_defaults import compile_choice
 from core.config.model import Experiment
 from core.contract.k8s_names import dns1035_label
 from core.contract.launch_command import (
@@ -250,6 +251,12 @@ def checkpoint_policy(e: Experiment) -> tuple[int, float]:
     return e.checkpoint_every, e.checkpoint_minutes
 
 
+def compiles(e: Experiment) -> bool:
+    """Whether the cluster's run of ``e`` (on GPUs) compiles its model: the stack file's ``compile``, else the
+    GPU default's rule (core.config.gpu_defaults.compile_choice, which ``bench plan`` prints with its reason)."""
+    return bool(compile_choice(e, gpu=True).value)
+
+
 def train_args_for(e: Experiment, env: TrainPaths, *, instance_type: str | None = None) -> TrainArgs:
     """The experiment as the trainer's arguments; what an experiment does not set keeps TrainArgs' default.
 
@@ -260,7 +267,7 @@ def train_args_for(e: Experiment, env: TrainPaths, *, instance_type: str | None 
                      epochs=e.epochs, dataset=e.dataset,
                      data_dir=env.datasets_dir,  # the dataset is a folder under it
                      results_dir=env.experiment_results_dir(e), checkpoint_every=every, checkpoint_minutes=minutes,
-                     image_size=WORKLOADS[e.workload].image_size, channels_last=e.channels_last, compile=e.compile,
+                     image_size=WORKLOADS[e.workload].image_size, channels_last=e.channels_last, compile=compiles(e),
                      compile_mode=e.compile_mode, target_accuracy=e.target_accuracy, gpu_decode=e.gpu_decode,
                      workers=loader_workers(instance_type, e.gpus_per_node),
                      collective_timeout=CLUSTER_COLLECTIVE_TIMEOUT_S)

@@ -62,7 +62,19 @@ def render(plan: Plan) -> str:
                          f"  ({step['source']})")
     lines += render_first_steps(est.get("first_step") or [])
     lines += render_lr_schedules(est.get("lr_schedules") or [])
+    lines += render_gpu_defaults(est.get("gpu_defaults") or [])
     return "\n".join(lines)
+
+
+def render_gpu_defaults(rows: list[dict[str, Any]]) -> list[str]:
+    """Per experiment: compiled or eager, and its input path, each with the reason (program.offline.gpu_defaults)."""
+    if not rows:
+        return []
+    lines = ["\nOn its GPUs, each experiment (compile: true/false in the stack file overrides the rule):"]
+    for r in rows:
+        lines.append(f"  {r['experiment']}: {'compiled' if r['compile'] else 'eager'}: {r['compile_reason']}")
+        lines.append(f"  {' ' * len(r['experiment'])}  input: {r['input_path_label']}: {r['input_reason']}")
+    return lines
 
 
 def render_lr_schedules(rows: list[dict[str, Any]]) -> list[str]:

@@ -25,6 +25,7 @@ from bench.local.launch import (  # noqa: F401
     torchrun_command,
 )
 from core.catalog.workload_facts import WORKLOADS
+from core.config.gpu_defaults import compile_choice
 from core.config.model import Experiment, LocalRun
 from core.contract.names import EVAL_DIR
 from workloads.contracts import evaluation_argv, train_args_for
@@ -105,7 +106,7 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
                          f"{' '.join(dropped) or f'--max-bytes={cluster.max_bytes}'} is for its GPUs and fabric")
     train = replace(
         cluster, max_bytes=max_bytes, batch_size=min(exp.batch_size, local.batch_size), precision=precision, steps=steps, epochs=0,
-        channels_last=channels_last,
+        channels_last=channels_last, compile=bool(compile_choice(exp, gpu=gpu).value),
         dataset=dataset, checkpoint_every=every, checkpoint_minutes=0.0,
         image_size=local.image_size, width_per_group=local.width_per_group,
         warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0, collective_timeout=120,

@@ -152,7 +152,7 @@ class Experiment:
     checkpoint_minutes: float = 10.0  # wall-clock minutes between checkpoints (not for synthetic fixed-size runs)
     evaluate: bool = False
     channels_last: bool = True
-    compile: bool = False
+    compile: bool | None = None  # None: the GPU default decides per experiment (core.config.gpu_defaults)
     compile_mode: str = choice("default", COMPILE_MODES)  # torch.compile mode
     target_accuracy: float | None = None  # report time to this test accuracy (cifar10)
     gpu_decode: bool = False  # ImageFolder data: decode JPEGs on the GPU (nvJPEG)

@@ -338,3 +338,12 @@ def test_gate_main_reads_its_spec_from_the_env_and_patches_suspend_off(monkeypat
     monkeypatch.setenv("EKSBENCH_GATE", c.gate_spec(namespace="ns", wait=[("a", None)], resume=["b"]))
     gate.main()
     assert calls == [("ns", "a", None), ("ns", "b", {"spec": {"suspend": False}})]
+
+
+def test_the_clusters_compile_is_the_stack_files_else_the_gpu_defaults_rule():
+    """Unset, compile is the rule's (core.config.gpu_defaults): the dev stack's 500 steps stay eager, a run long
+    enough to repay the compile time compiles; an explicit false wins over the rule."""
+    long = replace(E, steps=100_000)
+    assert (c.compiles(E), c.compiles(long), c.compiles(replace(long, compile=False))) == (False, True, False)
+    assert "--compile" not in c.train_argv(E, ENV) and "--compile" in c.train_argv(long, ENV)
+    assert c.train_args_for(long, ENV).compile is True

@@ -285,3 +285,8 @@ def test_on_fsx_an_init_container_hands_the_results_folder_to_the_pods_user():
     assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
     assert "initContainers" not in pod(build(RESNET)["job"])  # EFS: the access point owns the volume
     assert_valid(job)
+
+
+def test_a_run_the_gpu_default_compiles_gets_the_compile_cache_too():
+    vols = {v["name"] for v in pod(build(replace(RESNET, steps=100_000))["job"])["volumes"]}
+    assert "compile-cache" in vols

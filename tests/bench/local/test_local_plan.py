@@ -200,3 +200,13 @@ def test_the_cluster_and_the_local_run_build_torchrun_with_one_builder():
         return [a.split("=", 1)[0] for a in argv[:trainer] if a.startswith("--")]
     assert torchrun_flags(local) == torchrun_flags(cluster) + ["--local_addr", "--monitor_interval"]
     assert local[:3] == ["py", "-m", "torch.distributed.run"] and cluster[0] == "torchrun"
+
+
+def test_a_local_cpu_run_compiles_only_when_the_stack_file_says_so():
+    """The GPU default compiles a long synthetic run on the cluster; on this CPU it stays eager (Inductor takes
+    minutes here), unless the stack file asks."""
+    long = Experiment(name="r", steps=100_000, batch_size=256)
+    assert c.compiles(long)
+    assert lr.scale_experiment(long, LocalRun(), results_dir="/r/r", data_dir="/r/_data").train.compile is False
+    asked = lr.scale_experiment(replace(long, compile=True), LocalRun(), results_dir="/r/r", data_dir="/r/_data")
+    assert asked.train.compile is True

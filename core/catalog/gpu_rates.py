@@ -1,0 +1,51 @@
+"""Measured training rates on one GPU, and what torch.compile costs and gains, per workload: the figures the
+GPU defaults (``core.config.gpu_defaults``) decide from, each with its source.
+
+Source: issue 32 ("ResNet-50 at the PyTorch ceiling on every GPU, and on real images too"), measured on one
+H100 80GB SXM (torch 2.11.0+cu130), ResNet-50, 224 px, channels_last, amp-fp16, batch 256, fused SGD, plain
+PyTorch loops: eager 4,932 img/s, ``torch.compile`` (default mode) 5,912 img/s. Real images (ImageFolder,
+400 px JPEGs, through the trainer): Pillow in 8 workers 1,852 img/s, in 14 workers 4,101; ``gpu_decode``
+(nvJPEG) 1,530 img/s.
+
+The H100 is the fastest GPU the catalog has figures for, so a run's steady time estimated at its rate is a
+lower bound on every other GPU (where compiling pays back sooner, if its gain is similar).
+
+Owed (no GPU measured it yet): ResNet-50's compile time (``COMPILE_S_ESTIMATE``: the first step's extra
+time, which the trainer now reports as the ``compile`` start-up phase) and every figure for the other
+workloads. Replace the estimate with a measured figure and its source when one is taken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# torch.compile (Inductor, default mode) of ResNet-50's training step with cold caches (the pods' Inductor
+# cache is an emptyDir, workloads/job_manifests.py): an estimate, not a measurement of this project (owed).
+COMPILE_S_ESTIMATE = 90.0
+
+
+@dataclass(frozen=True)
+class CompileGain:
+    eager_per_s: float  # steady samples/s on one GPU, eager
+    compiled_per_s: float  # the same with torch.compile (default mode)
+    compile_s: float  # the compiled first step's extra time, cold caches
+    compile_s_measured: bool  # False: compile_s is an estimate (the figure is owed)
+    source: str
+
+    @property
+    def payback_factor(self) -> float:
+        """Compiling pays back when the steady time (eager) is at least this many times the compile time:
+        the time it saves, steady x (1 - eager/compiled), then exceeds the compile time."""
+        return self.compiled_per_s / (self.compiled_per_s - self.eager_per_s)
+
+
+COMPILE_GAINS: dict[str, CompileGain] = {
+    "resnet50": CompileGain(eager_per_s=4932.0, compiled_per_s=5912.0, compile_s=COMPILE_S_ESTIMATE,
+                            compile_s_measured=False,
+                            source="issue 32: one H100 80GB, torch 2.11, amp-fp16, batch 256, channels_last"),
+}
+
+# Real-image input paths measured feeding ResNet-50 on one H100 (issue 32): (what, img/s).
+INPUT_RATES = {"pillow": "Pillow in 8 workers 1,852 img/s, in 14 workers 4,101",
+               "gpu_decode": "nvJPEG (gpu_decode) 1,530 img/s"}
+INPUT_SOURCE = "issue 32: one H100, 400 px JPEGs, against 4,932 img/s eager on synthetic data"

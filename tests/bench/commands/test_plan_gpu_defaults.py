@@ -1,0 +1,49 @@
+"""The plan shows, per experiment, whether its GPU run compiles and which input path feeds it, with the reason
+(core.config.gpu_defaults), in its text and in --json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import yaml
+
+from bench.commands.plan import render
+from program.offline import evaluate_config
+from program.stack_files import ROOT
+
+DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
+
+
+def test_the_dev_plan_says_eager_and_synthetic_for_resnet_and_why():
+    plan = evaluate_config("dev", DEV)
+    rows = {r["experiment"]: r for r in plan.estimate["gpu_defaults"]}
+    resnet, cifar = rows["resnet50-synthetic"], rows["cifar10-elastic"]
+    assert (resnet["compile"], resnet["input_path"]) == (False, "synthetic")
+    assert "does not pay back" in resnet["compile_reason"] and "no input cost" in resnet["input_reason"]
+    assert (cifar["compile"], cifar["input_path"]) == (False, "cifar_memory")
+    text = render(plan)
+    assert "On its GPUs, each experiment" in text
+    assert "  resnet50-synthetic: eager: ~0.4 min of steady steps" in text
+    assert "input: synthetic tensors on the device: one random batch" in text
+
+
+def test_a_long_run_compiles_and_an_image_folder_run_names_its_workers():
+    long = {**DEV["eksbench:experiments"][0], "steps": 100_000}
+    images = {**DEV["eksbench:experiments"][0], "name": "resnet50-imagenet", "dataset": "imagenet", "steps": 100_000}
+    rows = evaluate_config("dev", {**DEV, "eksbench:experiments": [long, images]}).estimate["gpu_defaults"]
+    assert rows[0]["compile"] is True and "pays back" in rows[0]["compile_reason"]
+    # p3.16xlarge: 64 vCPUs for 8 GPUs, 75% requested, one core for the trainer
+    assert (rows[1]["compile"], rows[1]["input_path"], rows[1]["workers"]) == (False, "pillow", 5)
+    assert "5 workers per process" in rows[1]["input_reason"] and "real images" in rows[1]["compile_reason"]
+
+
+def test_the_json_plan_carries_the_same_rows():
+    done = subprocess.run([sys.executable, "-m", "bench", "plan", "dev", "--json"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(done.stdout)["estimate"]["gpu_defaults"]
+    assert [(r["experiment"], r["compile"], r["input_path"]) for r in rows] == [
+        ("resnet50-synthetic", False, "synthetic"), ("cifar10-elastic", False, "cifar_memory")]
+    assert all(r["compile_reason"] and r["input_reason"] for r in rows)
