@@ -93,7 +93,7 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
             notes.extend(choice.why)
     # Minutes-apart checkpoints never come in a short local run: checkpoint a third of the way
     # instead, so elastic restarts have something to resume from. A run the cluster does not
-    # checkpoint (fixed-size synthetic) is not checkpointed here either (only the final save).
+    # checkpoint (fixed-size synthetic) is not checkpointed here either: no checkpoint file at all.
     checkpointed = cluster.checkpoint_every > 0 or cluster.checkpoint_minutes > 0
     every = min(cluster.checkpoint_every or steps, max(1, steps // 3)) if checkpointed else 0
     max_bytes, extra = cluster.max_bytes, tuple(exp.args)
