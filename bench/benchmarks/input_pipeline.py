@@ -1,14 +1,23 @@
-"""The trainer's own ImageFolder input pipeline (``workloads.train.common.data.ImageFolderImages``), end to end.
+"""The trainer's own ImageFolder input paths (``workloads.train.common.data.ImageFolderImages``) against bare loops,
+side by side in one run, on the GPU when there is one (else the CPU).
 
-``python -m bench.benchmarks.input_pipeline [--images 512 --resolution 256 433 --workers 0 1 2
---batch 32 --batches 12]``
+``python -m bench.benchmarks.input_pipeline [--images 512 --resolution 256 433 --workers 0 1 2 --batch 32
+--batches 12] [--json FILE]``; ``--smoke`` runs tiny sizes (a test calls it) to prove the script, not to measure.
 
-Measures images/s out of ``batch()``: the DataLoader (uint8 batches), the copy to the device
-(here the CPU: no copy) and the normalisation to float32 channels_last, for both decode paths:
-Pillow in the workers (``pillow``), and the workers reading JPEG bytes while the training process
-decodes with ``torchvision.io.decode_jpeg`` and crops (``decode_jpeg``; on a GPU node that is
-nvJPEG on the GPU, here libjpeg-turbo on the CPU, in the main process). The first batch (worker
-start-up) is not timed. On a CPU this prices the host side only; it says nothing about nvJPEG.
+For each resolution and worker count it measures images/s out of:
+
+- ``pillow``: the trainer's path: Pillow decodes and crops in the workers, uint8 batches (pinned on a GPU),
+  copied to the device on a side stream, normalised there to float32 channels_last;
+- ``bare_pillow``: a bare torchvision loop of the same decode and crop: ``ImageFolder`` + ``DataLoader`` (same
+  workers, pinned on a GPU) and the copy to the device, nothing else: the ceiling of the trainer's Pillow path;
+- ``gpu_decode``: the trainer's ``gpu_decode`` path: the workers read JPEG bytes, the training process decodes
+  them (``torchvision.io.decode_jpeg``: nvJPEG on a GPU, libjpeg-turbo on a CPU), crops and flips per image and
+  normalises;
+- ``bare_decode``: one batched ``decode_jpeg(list, device=...)`` per batch on bytes already in memory, nothing
+  else (issue 32 measured 12,856 img/s on an H100): the ceiling of the decode itself.
+
+The first batch (worker start-up) is not timed; on a GPU the clock stops after a device sync. On a CPU this
+prices the host side only and says nothing about nvJPEG.
 """
 
 from __future__ import annotations
@@ -19,26 +28,88 @@ import platform
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from datasets.synthetic import SyntheticSpec, generate
 
 
-def measure(root: Path, *, workers: int, gpu_decode: bool, batch: int, batches: int) -> float:
+def _sync(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(root: Path, *, workers: int, gpu_decode: bool, batch: int, batches: int, device: Any = None,
+            image_size: int = 224) -> float:
+    """images/s out of the trainer's ``ImageFolderImages.batch()``."""
     import torch
 
     from workloads.train.common.data import ImageFolderImages, Position
 
-    src = ImageFolderImages(root, image_size=224, device=torch.device("cpu"), channels_last=True, workers=workers,
+    device = device or torch.device("cpu")
+    src = ImageFolderImages(root, image_size=image_size, device=device, channels_last=True, workers=workers,
                             gpu_decode=gpu_decode)
     src.start(Position(), global_batch=batch, rank=0, batch=batch, seed=0)
     src.batch(Position())  # worker start-up and the first batch: not timed
+    _sync(device)
     t0 = time.perf_counter()
     for _ in range(batches):
         x, _ = src.batch(Position())
+    _sync(device)
     dt = time.perf_counter() - t0
     src.close()
-    assert x.dtype == torch.float32 and x.shape == (batch, 3, 224, 224)
+    assert x.dtype == torch.float32 and x.shape == (batch, 3, image_size, image_size)
     return batch * batches / dt
+
+
+def bare_pillow(root: Path, *, workers: int, batch: int, batches: int, device: Any, image_size: int = 224) -> float:
+    """images/s of a plain torchvision loader with the same decode and crop, copied to the device."""
+    import torch
+    import torchvision
+    from torch.utils.data import DataLoader
+    from torchvision import transforms as T
+
+    tf = T.Compose([T.RandomResizedCrop(image_size), T.RandomHorizontalFlip(), T.PILToTensor()])
+    folder = torchvision.datasets.ImageFolder(str(root), transform=tf)
+    loader = DataLoader(folder, batch_size=batch, shuffle=True, drop_last=True, num_workers=workers,
+                        pin_memory=device.type == "cuda", generator=torch.Generator().manual_seed(0),
+                        **({"persistent_workers": True, "prefetch_factor": 4} if workers else {}))
+    it = _forever(loader)
+    next(it)[0].to(device)  # worker start-up: not timed
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        x, _ = next(it)
+        x = x.to(device, non_blocking=True)
+    _sync(device)
+    return batch * batches / (time.perf_counter() - t0)
+
+
+def bare_decode(root: Path, *, batch: int, batches: int, device: Any) -> float:
+    """images/s of batched ``decode_jpeg`` alone, on file bytes already in memory."""
+    import torch
+    import torchvision
+
+    files = sorted(root.rglob("*.JPEG"))
+    data = [torch.frombuffer(bytearray(f.read_bytes()), dtype=torch.uint8) for f in files[:batch * (batches + 1)]]
+    data = (data * (batch * (batches + 1) // max(1, len(data)) + 1))[:batch * (batches + 1)]
+
+    def decode(k: int) -> Any:
+        return torchvision.io.decode_jpeg(data[k * batch:(k + 1) * batch], mode=torchvision.io.ImageReadMode.RGB,
+                                          device=device)
+    decode(0)  # nvJPEG's start-up: not timed
+    _sync(device)
+    t0 = time.perf_counter()
+    for k in range(1, batches + 1):
+        decode(k)
+    _sync(device)
+    return batch * batches / (time.perf_counter() - t0)
+
+
+def _forever(loader: Any) -> Any:
+    while True:
+        yield from loader
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,25 +119,43 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--batches", type=int, default=12)
+    p.add_argument("--image-size", type=int, default=224, help="the crop the trainer trains at")
     p.add_argument("--threads", type=int, default=1, help="torch threads of the training process")
+    p.add_argument("--smoke", action="store_true", help="tiny sizes (proves the script runs)")
+    p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
+    if args.smoke:
+        args.images, args.resolution, args.workers = 16, [48], [0]
+        args.batch, args.batches, args.image_size = 4, 2, 32
     import torch
 
     torch.set_num_threads(args.threads)
+    device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     print(f"# {platform.processor() or platform.machine()}, python {platform.python_version()}, "
-          f"torch {torch.__version__}, {args.threads} torch thread(s) in the training process")
+          f"torch {torch.__version__}, device {device}, {args.threads} torch thread(s) in the training process")
+    rows = []
     with tempfile.TemporaryDirectory(prefix="eksbench-pipeline-") as tmp:
         for resolution in args.resolution:
             root = Path(tmp) / f"r{resolution}"
-            generate(SyntheticSpec(images=args.images, classes=8, resolution=resolution, val_images=0), root,
-                     workers=2)
-            row: dict = {"resolution": resolution, "batch": args.batch, "batches": args.batches}
+            generate(SyntheticSpec(images=args.images, classes=min(8, args.images), resolution=resolution,
+                                   val_images=0), root, workers=2)
+            train = root / "train"
+            shape = dict(batch=args.batch, batches=args.batches, device=device)
+            row: dict[str, Any] = {"resolution": resolution, "batch": args.batch, "batches": args.batches,
+                                   "image_size": args.image_size, "device": str(device),
+                                   "bare_decode_images_per_s": round(bare_decode(train, **shape), 1)}
             for workers in args.workers:
-                for name, gpu_decode in (("pillow", False), ("decode_jpeg", True)):
+                for name, gpu_decode in (("pillow", False), ("gpu_decode", True)):
                     row[f"{name}_{workers}_workers_images_per_s"] = round(
-                        measure(root / "train", workers=workers, gpu_decode=gpu_decode, batch=args.batch,
-                                batches=args.batches), 1)
+                        measure(train, workers=workers, gpu_decode=gpu_decode, image_size=args.image_size,
+                                **shape), 1)
+                row[f"bare_pillow_{workers}_workers_images_per_s"] = round(
+                    bare_pillow(train, workers=workers, image_size=args.image_size, **shape), 1)
+            rows.append(row)
             print(json.dumps(row))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"benchmark": "input_pipeline", "smoke": args.smoke,
+                                               "device": str(device), "results": rows}, indent=2))
     return 0
 
 

@@ -1,8 +1,10 @@
-"""The GPU benchmark script runs end to end on this CPU in its smoke mode (no GPU here to measure on)."""
+"""The GPU benchmark scripts run end to end on this CPU in their smoke modes (no GPU here to measure on): each
+setting side by side against a bare loop in one run."""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 
 def test_gpu_resnet50_smoke_runs_trainer_and_bare_loop_on_any_device(tmp_path, monkeypatch):
@@ -22,3 +24,50 @@ def test_gpu_resnet50_smoke_runs_trainer_and_bare_loop_on_any_device(tmp_path, m
     assert trainer["flops_per_sample"] > 0
     if not torch.cuda.is_available():
         assert trainer["mfu"] is None and "CPU" in trainer["mfu_note"] and bare["mfu"] is None
+
+
+def test_gpu_resnet50_runs_each_setting_side_by_side_and_saves_by_device_and_date(tmp_path, monkeypatch, capsys):
+    import torch
+
+    from bench.benchmarks import gpu_resnet50
+
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    monkeypatch.setattr(gpu_resnet50, "RESULTS_DIR", tmp_path / "results")
+    torch.set_num_threads(2)
+    assert gpu_resnet50.main(["--smoke", "--settings", "eager/fp32/4", "eager/fp32/2", "--save"]) == 0
+    [saved] = (tmp_path / "results").iterdir()
+    doc = json.loads(saved.read_text())
+    assert saved.name == gpu_resnet50.result_name(doc["device"]["name"], datetime.now(timezone.utc))
+    assert saved.name.startswith("gpu_resnet50-cpu-" if not torch.cuda.is_available() else "gpu_resnet50-")
+    rows = doc["results"]
+    assert [(r["setting"], r["batch"], r["compile"]) for r in rows] == [("eager/fp32/4", 4, False),
+                                                                        ("eager/fp32/2", 2, False)]
+    for r in rows:
+        assert r["trainer"]["img_per_s"] > 0 and r["bare"]["img_per_s"] > 0 and r["overhead"] > 0
+        assert r["trainer"]["compile_s"] is None and "first_step" in r["trainer"]["startup_phases_s"]
+    out = capsys.readouterr().out
+    assert "eager/fp32/4: trainer" in out and "eager/fp32/2: trainer" in out
+
+
+def test_gpu_resnet50_names_the_issues_table_and_refuses_a_bad_setting(capsys):
+    from bench.benchmarks import gpu_resnet50
+
+    args = gpu_resnet50.argparse.Namespace(settings=["issue32"])
+    assert [s["batch"] for s in gpu_resnet50.settings_of(args)] == [256, 256, 256, 256, 384]
+    assert gpu_resnet50.main(["--settings", "compiled/amp-fp16/256"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --settings='compiled/amp-fp16/256': a setting is MODE/")
+    assert "reduce-overhead" in err[0]
+
+
+def test_input_pipeline_smoke_runs_the_trainers_paths_beside_bare_loops(tmp_path):
+    from bench.benchmarks import input_pipeline
+
+    out = tmp_path / "pipeline.json"
+    assert input_pipeline.main(["--smoke", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    [row] = doc["results"]
+    measured = {k: v for k, v in row.items() if k.endswith("_images_per_s")}
+    assert set(measured) == {"bare_decode_images_per_s", "pillow_0_workers_images_per_s",
+                             "gpu_decode_0_workers_images_per_s", "bare_pillow_0_workers_images_per_s"}
+    assert all(v > 0 for v in measured.values()) and doc["smoke"] and row["device"] == doc["device"]
