@@ -286,7 +286,7 @@ class Run:
         the meta device: a model of the same shape with no storage (``flops_model``) and inputs with none,
         so nothing runs on the device (on a GPU the real count ran cuDNN autotuning for shapes used once,
         about 3 s), the trained model's weights, statistics and gradients stay untouched, and the count is
-        the same (FlopCounterMode counts from shapes; tests/workloads/train/test_train_timing.py)."""
+        the same (FlopCounterMode counts from shapes; tests/workloads/train/test_startup.py)."""
         if not self.facts.classifier:  # Mask R-CNN
             return None, "Mask R-CNN's FLOPs depend on each image's size and proposals; not counted"
         import torch
