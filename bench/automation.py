@@ -67,13 +67,13 @@ def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | Non
                                   log=on_output or (lambda _l: None))
     if not ok:
         raise AutomationError(f"destroy of stack {stack} failed; {len(left)} resource(s) left: "
-                              + ", ".join(left[:10]) + f"; retry: python -m bench destroy {stack}")
+                              + ", ".join(left[:10]) + f"; retry: eksbench destroy {stack}")
 
 
 def run(stack: str, *, max_cost: float | None = None, keep: bool = False, root: Path = ROOT,
         results_root: str | Path = LOCAL_RESULTS_ROOT, deadline_minutes: float | None = None, poll: float = 15.0,
         resume: bool = False) -> list[dict[str, Any]]:
-    """The whole lifecycle (what ``python -m bench run <stack>`` does); returns the results rows.
+    """The whole lifecycle (what ``eksbench run <stack>`` does); returns the results rows.
 
     Raises AutomationError on a preflight refusal (nothing was created), and KeyboardInterrupt
     after the teardown when interrupted. Failed experiments are rows with their status."""

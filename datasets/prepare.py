@@ -144,7 +144,7 @@ def verify(store) -> VerifyResult:
     manifest = store.read_manifest()
     if manifest is None:
         raise DataError(f"{store}: no manifest.json; the dataset was never prepared there or its upload "
-                        "did not finish (re-run `python -m bench data prepare`)")
+                        "did not finish (re-run `eksbench data prepare`)")
     problems = store.verify(manifest)
     entries, folders = store.listing()
     keep = {e["path"] for e in manifest["files"]} | {MANIFEST_NAME}

@@ -98,7 +98,7 @@ def read_manifest_s3(client, bucket: str, prefix: str) -> dict:
         raw = client.get_object(Bucket=bucket, Key=prefix + MANIFEST_NAME)["Body"].read()
     except client.exceptions.NoSuchKey:
         raise RuntimeError(f"{where} does not exist: the dataset was never "
-                           "prepared there (or its upload did not finish); run `python -m bench data prepare`")
+                           "prepared there (or its upload did not finish); run `eksbench data prepare`")
     return parse_manifest(raw, where)  # ValueError naming it when malformed or hostile
 
 

@@ -262,7 +262,7 @@ def audit_after_destroy(stack: str, *, root: Path | None = None, out: Callable[[
     try:
         return audit(stack, root=root, out=out) == 0
     except Exception as e:  # noqa: BLE001 - botocore's ClientError and friends: one line
-        later = f"run it later: python -m bench audit {stack}"
+        later = f"run it later: eksbench audit {stack}"
         if is_no_credentials(e):
             out(f"{no_credentials(f'audit {stack}')}; {later}")
         else:

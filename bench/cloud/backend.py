@@ -348,7 +348,7 @@ class CloudBackend(CloudObservation):
             return None
         progress.line(f"error: destroy failed twice; {len(left)} resource(s) left"
                       + (": " + "; ".join(left[:15]) + (" ..." if len(left) > 15 else "") if left else "")
-                      + f". They cost money until removed: python -m bench destroy {self.stack} "
+                      + f". They cost money until removed: eksbench destroy {self.stack} "
                       f"(or: pulumi destroy -s {self.stack} --cwd {pulumi_cli.work_dir(self.stack, self.root)})",
                       err=True)
         return False

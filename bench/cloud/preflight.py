@@ -246,7 +246,7 @@ def check_datasets(cfg: Any, home: dict[str, Any] | None = None) -> str:
     if base is None:
         raise Refusal(f"dataset {names[0]!r} must be prepared before the run and this stack has nowhere to read it "
                       f"from: set eksbench:results.home_stack in Pulumi.{cfg.stack}.yaml to the home stack (pulumi "
-                      f"up -s home; then python -m bench data prepare {names[0]} --to "
+                      f"up -s home; then eksbench data prepare {names[0]} --to "
                       f"\"$(pulumi stack output -s home datasets_uri){names[0]}/\"), or eksbench:datasets_uri")
     s3 = boto3.client("s3", region_name=cfg.region)
     for name in names:
@@ -256,13 +256,13 @@ def check_datasets(cfg: Any, home: dict[str, Any] | None = None) -> str:
             raw = s3.get_object(Bucket=bucket, Key=prefix + MANIFEST_NAME)["Body"].read()
             manifest = parse_manifest(raw, f"{uri}{MANIFEST_NAME}")
         except ValueError as e:
-            raise Refusal(f"dataset {name!r}: {e}; prepare it again: python -m bench data prepare {name} "
+            raise Refusal(f"dataset {name!r}: {e}; prepare it again: eksbench data prepare {name} "
                           f"--to {uri}") from None
         except Exception as e:  # noqa: BLE001 - botocore ClientError: absent, or no access
             raise Refusal(f"dataset {name!r} is not ready: no readable {uri}{MANIFEST_NAME} "
                           f"({type(e).__name__}: {str(e).splitlines()[0]}); the manifest is written last, so the "
                           f"dataset was never prepared there or its upload did not finish: "
-                          f"python -m bench data prepare {name} --to {uri}") from None
+                          f"eksbench data prepare {name} --to {uri}") from None
         if manifest.get("dataset") not in (None, name):
             raise Refusal(f"dataset {name!r}: {uri}{MANIFEST_NAME} describes {manifest.get('dataset')!r}")
     return f"dataset(s) {', '.join(names)} prepared under {base}"

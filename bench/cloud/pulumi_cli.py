@@ -27,7 +27,7 @@ from program.stack_files import ROOT, check_stack_name, load_stack_config, stack
 
 CLI_MISSING = ("the Pulumi CLI is not on PATH: install it (https://www.pulumi.com/docs/install/), "
                "log in (`pulumi login` or PULUMI_BACKEND_URL=file://... with PULUMI_CONFIG_PASSPHRASE), then retry; "
-               "`python -m bench plan <stack>` and `python -m bench run <stack> --local` work without it")
+               "`eksbench plan <stack>` and `eksbench run <stack> --local` work without it")
 WORK_DIR = ".eksbench/work"
 
 

@@ -1,4 +1,4 @@
-"""``python -m bench run <stack>`` on AWS: preflight, then the lifecycle with the cloud backend.
+"""``eksbench run <stack>`` on AWS: preflight, then the lifecycle with the cloud backend.
 
 Preflight refusals print one line and exit 2 before anything is created (``bench.cloud.preflight``).
 Then ``bench.lifecycle.run_lifecycle`` drives ``bench.cloud.backend.CloudBackend``: ``pulumi up``,

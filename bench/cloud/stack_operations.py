@@ -186,7 +186,7 @@ def scale_to_zero(outputs: dict[str, Any], *, region: str, stack: str) -> bool:
     groups = list(outputs.get("node_groups") or [])[1:]  # [system, *gpu groups]
     if not cluster or not groups:
         progress.line(f"--keep: the stack has no GPU node groups to scale down (up did not finish?); "
-                      f"it is left as it is: python -m bench destroy {stack}", err=True)
+                      f"it is left as it is: eksbench destroy {stack}", err=True)
         return False
     eks = boto3.client("eks", region_name=region)
     ok = True
@@ -202,7 +202,7 @@ def scale_to_zero(outputs: dict[str, Any], *, region: str, stack: str) -> bool:
     after = outputs.get("hourly_cost_after_autostop_usd")  # infra/cluster/estimate.py cost_after_autostop, exported
     figure = f"about ${after:.2f}/h: " if isinstance(after, (int, float)) and not isinstance(after, bool) else ""
     progress.line(f"--keep: the stack stays up ({figure}control plane, NAT, system nodes and storage still cost "
-                  f"money); destroy it later with: python -m bench destroy {stack}")
+                  f"money); destroy it later with: eksbench destroy {stack}")
     return ok
 
 

@@ -1,4 +1,4 @@
-"""``python -m bench audit <stack>``: list what a destroyed stack left in AWS, with the command to delete each
+"""``eksbench audit <stack>``: list what a destroyed stack left in AWS, with the command to delete each
 (the audit itself: ``bench.cloud.audit``)."""
 
 from __future__ import annotations

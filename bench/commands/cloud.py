@@ -1,4 +1,4 @@
-"""``python -m bench up|preview|destroy|outputs <stack>``: the real cloud path, via the Automation API."""
+"""``eksbench up|preview|destroy|outputs <stack>``: the real cloud path, via the Automation API."""
 
 from __future__ import annotations
 

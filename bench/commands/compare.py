@@ -1,4 +1,4 @@
-"""``python -m bench compare A B [--json]``: per experiment, is B faster than A, or is it noise?
+"""``eksbench compare A B [--json]``: per experiment, is B faster than A, or is it noise?
 
 A and B are results at any level (an experiment, a run, a whole stack's runs), local folders,
 names under ``--results-root`` (``dev/run-001``) or ``s3://`` prefixes, read like ``bench report``

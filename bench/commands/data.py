@@ -1,4 +1,4 @@
-"""``python -m bench data``: list, prepare and verify the datasets the experiments train on.
+"""``eksbench data``: list, prepare and verify the datasets the experiments train on.
 
   data list                         the catalog: name, layout, size, source
   data prepare NAME --to DEST       fetch or generate, convert, upload (resumable), manifest last
@@ -105,7 +105,7 @@ def cmd_prepare(args) -> int:
                   "then write manifest.json")
             return 0
         result = prepare(ds, store, source=args.source, work=work, spec=spec, delete_extra=args.delete_extra,
-                         created_by=f"python -m bench data prepare ({getpass.getuser()}@{socket.gethostname()})",
+                         created_by=f"eksbench data prepare ({getpass.getuser()}@{socket.gethostname()})",
                          created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                          log=lambda m: print(m, file=sys.stderr))
     except (DataError, UnknownDataset) as e:

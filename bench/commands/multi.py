@@ -1,4 +1,4 @@
-"""``python -m bench run a b ...``: one child process per stack, each with its own lifecycle.
+"""``eksbench run a b ...``: one child process per stack, each with its own lifecycle.
 
 Concurrent Pulumi stacks need one process (and work dir) each: the Automation API's inline
 programs in threads have open upstream bugs, and every child does its own teardown. Output

@@ -1,4 +1,4 @@
-"""``python -m bench report SOURCE... [--out report.html] [--baseline EXPERIMENT]``: one HTML page.
+"""``eksbench report SOURCE... [--out report.html] [--baseline EXPERIMENT]``: one HTML page.
 
 Loads the sources with ``bench.results.frames`` (local folders or s3:// prefixes, any level) and
 writes a single self-contained HTML file (figures are embedded PNGs, no network needed):

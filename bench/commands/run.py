@@ -1,4 +1,4 @@
-"""``python -m bench run <stack>...``: run a stack's experiments, collect the results, always tear down.
+"""``eksbench run <stack>...``: run a stack's experiments, collect the results, always tear down.
 
 ``--local`` runs them on this machine, scaled down (``bench.local.backend``); without it the
 whole AWS lifecycle runs (``bench.cloud.run``: preflight, ``pulumi up``, watch, teardown,

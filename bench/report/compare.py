@@ -62,6 +62,6 @@ INTRO = ("Throughput of the last run over the first, with a "
          "the noise within that run only, not between runs (another node, the machine's load), so what it "
          "suggests is marked indicative, not a verdict: repeats measure that. What "
          "differs lists what ran (image, versions, driver, instance, zone, shape) where the two sides "
-         "disagree. python -m bench compare A B prints the same for any two results, with --json.")
+         "disagree. eksbench compare A B prints the same for any two results, with --json.")
 NOTHING = ("Each experiment ran once here, so there is nothing to compare: give the report two runs of a stack "
            "(or its whole folder), or use eksbench compare A B.")

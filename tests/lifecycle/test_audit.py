@@ -109,7 +109,7 @@ def test_an_audit_that_cannot_run_says_so_and_does_not_fail_the_destroy(monkeypa
     lines = []
     assert a.audit_after_destroy("dev", out=lines.append) is True
     assert lines == ["audit dev: could not run (RuntimeError: AccessDenied: tag:GetResources); run it later: "
-                     "python -m bench audit dev"]
+                     "eksbench audit dev"]
 
 
 def boto_calls(path: Path) -> list[tuple[str, str, str | None, int]]:

@@ -171,7 +171,7 @@ def test_keep_scales_gpu_groups_to_zero_and_does_not_destroy(project):
     system = eks.describe_nodegroup(clusterName="eksbench-lc", nodegroupName="system-ng")["nodegroup"]["scalingConfig"]
     assert gpu["desiredSize"] == 0 and gpu["minSize"] == 0
     assert system["desiredSize"] == 2
-    assert f"python -m bench destroy {stack}" in done.stdout
+    assert f"eksbench destroy {stack}" in done.stdout
 
 
 def test_deadline_stops_the_run_and_destroys_exit_1(project):
@@ -200,7 +200,7 @@ def test_destroy_failing_twice_reports_what_is_left_exit_1(project):
     done = project.run(stack)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "destroy failed twice; 4 resource(s) left" in done.stderr
-    assert f"python -m bench destroy {stack}" in done.stderr and "aws:ec2/vpc:Vpc network-vpc" in done.stderr
+    assert f"eksbench destroy {stack}" in done.stderr and "aws:ec2/vpc:Vpc network-vpc" in done.stderr
 
 
 def test_a_run_id_with_results_is_refused_unless_resume(project):

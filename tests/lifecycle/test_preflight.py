@@ -60,7 +60,7 @@ def test_datasets_are_looked_up_at_the_home_stacks_datasets_uri(project, monkeyp
     with pytest.raises(preflight.Refusal) as e:
         preflight.check_datasets(c, outputs)
     assert f"no readable s3://{BUCKET}/datasets/cifar10/manifest.json" in str(e.value)
-    assert str(e.value).endswith(f"python -m bench data prepare cifar10 --to s3://{BUCKET}/datasets/cifar10/")
+    assert str(e.value).endswith(f"eksbench data prepare cifar10 --to s3://{BUCKET}/datasets/cifar10/")
     s3 = boto3.client("s3", region_name=REGION)
     s3.put_object(Bucket=BUCKET, Key="eksbench/lc/r1/c/summary.json", Body=b"{}")
     with pytest.raises(preflight.Refusal) as e:  # the home bucket's results are where a rerun is looked for
@@ -75,7 +75,7 @@ def test_a_dataset_without_its_manifest_is_refused(project):
     with pytest.raises(preflight.Refusal) as e:
         preflight.check_datasets(c)
     assert f"s3://{BUCKET}/datasets/cifar10/manifest.json" in str(e.value)
-    assert "python -m bench data prepare cifar10 --to" in str(e.value)
+    assert "eksbench data prepare cifar10 --to" in str(e.value)
     manifest = {"format": 1, "dataset": "cifar10", "layout": "cifar-batches", "files": [
         {"path": "cifar-10-batches-py/data_batch_1", "size": 1, "sha256": "0" * 64}], "file_count": 1, "total_bytes": 1}
     s3.put_object(Bucket=BUCKET, Key="datasets/cifar10/manifest.json", Body=json.dumps(manifest).encode())

@@ -191,7 +191,7 @@ def test_the_audit_after_a_destroy_without_credentials_says_how_to_provide_them(
     monkeypatch.setattr(a, "audit", no_keys)
     lines = []
     assert a.audit_after_destroy("dev", out=lines.append) is True  # the destroy itself succeeded
-    assert lines == [no_credentials("audit dev") + "; run it later: python -m bench audit dev"]
+    assert lines == [no_credentials("audit dev") + "; run it later: eksbench audit dev"]
 
 
 @pytest.mark.parametrize("args", [["report", "s3://eksbench-no-such-bucket/dev"],
