@@ -196,6 +196,11 @@ class NoResults(FileNotFoundError, LookupError):
     """A source that does not exist. A LookupError too, so ``bench report`` says it in one line (exit 2)."""
 
 
+class UnreadableResults(PermissionError, LookupError):
+    """A source that cannot be listed (no AWS credentials, access denied, no network): ``load`` raises it with the
+    one line that says why, where it once gave an empty frame and a warning."""
+
+
 def _local_absent(source: str) -> str | None:
     """Why a local source cannot hold results (it is not there, or is a file), None when it is a folder."""
     path = Path(source)
@@ -232,7 +237,14 @@ def _experiments(sources: tuple[str, ...], strict: bool) -> list[ExperimentFiles
         absent = _local_absent(source) if strict and not s3 else None
         if absent:
             raise NoResults(absent)
-        exps = find_experiments(source)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            exps = find_experiments(source)
+        if strict and exps is None and caught:  # a bucket that is not there is NoResults, below; else why not
+            if not (s3 and _s3_absent(source)):
+                raise UnreadableResults(str(caught[-1].message))
+        for w in caught:  # not strict, or a warning about one file: passed on as it came
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         absent = _s3_absent(source) if strict and s3 and not exps else None
         if absent:
             raise NoResults(absent)

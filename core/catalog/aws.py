@@ -164,9 +164,10 @@ def hourly_price(instance_type: str) -> float:
 # Where the AWS SDKs look for credentials, in order: environment variables, the shared config and credentials
 # files (profiles, SSO), the container and EKS Pod Identity endpoints, the EC2 instance's role (boto3, "Configuring
 # credentials": https://boto3.amazonaws.com/v1/documentation/api/latest/guide/credentials.html, read 2026-11-27).
-# Every command that meets none says so in this one line, whichever client found none.
-CREDENTIALS_HOWTO = ("set AWS_PROFILE (aws sso login / aws configure), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-                     "or run where an instance or pod role applies")
+# Every command that meets none says so in this one line, whichever client found none. It names no key variable:
+# core/ ships to the cluster, where no AWS key may appear (Pod Identity), not even as advice.
+CREDENTIALS_HOWTO = ("set AWS_PROFILE (after aws sso login or aws configure), or export an access key pair "
+                     "(aws configure export-credentials --format env), or run where an instance or pod role applies")
 # botocore.exceptions' names for "no credentials at all" and "half of a key pair" (botocore/exceptions.py).
 CREDENTIALS_ERRORS = ("NoCredentialsError", "PartialCredentialsError")
 

@@ -225,3 +225,19 @@ def test_a_cluster_run_that_never_reported_keeps_its_launch_shape():
                            results_uri=None, nodes=args.nodes, procs_per_node=args.procs_per_node)
     r = results.row(doc, ids=("s", "r", "x"))
     assert (r["nodes"], r["gpus_per_node"], r["world_size"]) == (2, 8, 16)
+
+
+def test_a_source_that_cannot_be_listed_raises_saying_why(monkeypatch):
+    """No AWS credentials: load raises with the one line that says how to provide them (it once gave an empty
+    frame and a warning, which a notebook reads as "no runs")."""
+    from bench import results as api
+
+    for key in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    with pytest.raises(api.UnreadableResults, match=r"^s3://some-bucket/dev/r1: no AWS credentials found: set "):
+        api.load("s3://some-bucket/dev/r1")
+    assert isinstance(api.UnreadableResults("x"), LookupError)  # bench report and compare: one line, exit 2
