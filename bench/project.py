@@ -1,8 +1,9 @@
 """Which eksbench project a command works on: the folder with ``Pulumi.yaml`` and the ``Pulumi.<stack>.yaml`` files.
 
 The command line runs from any folder. Like git finding its repository, it takes the first of:
-``--project-dir``, ``$EKSBENCH_PROJECT_DIR``, the nearest folder at or above the working folder whose
-``Pulumi.yaml`` names the eksbench project, and the checkout this package runs from (``pip install -e .``).
+``--project-dir``, ``$EKSBENCH_PROJECT_DIR`` (either may name a folder of stack files alone), the nearest folder at
+or above the working folder whose ``Pulumi.yaml`` names the eksbench project, and the checkout this package runs
+from (``pip install -e .``).
 Local results default to ``<project>/results``, so a run started from a sub-folder lands beside the others.
 """
 
@@ -37,15 +38,24 @@ def is_project(folder: Path) -> bool:
     return bool(match) and match.group(1) == PROJECT
 
 
+def has_stacks(folder: Path) -> bool:
+    """A folder named on purpose may hold stack files alone (a folder of experiments beside a checkout)."""
+    try:
+        return folder.is_dir() and any(p.name != PROJECT_FILE for p in folder.glob("Pulumi.*.yaml"))
+    except OSError:
+        return False
+
+
 def find_project_dir(given: str | os.PathLike | None = None, *, cwd: Path | None = None,
                      environ: Mapping[str, str] = os.environ, home: Path = ROOT) -> Path:
     """The project folder, resolved; NoProject when a given folder is not one or none is found."""
     for where, value in (("--project-dir", given), (f"${ENV_PROJECT_DIR}", environ.get(ENV_PROJECT_DIR))):
         if value:
             folder = Path(value).expanduser().resolve()
-            if not is_project(folder):
-                raise NoProject(f"{where}={str(value)!r}: no {PROJECT_FILE} of project {PROJECT!r} there; give the "
-                                f"folder of an eksbench checkout (the one with {PROJECT_FILE} and Pulumi.<stack>.yaml)")
+            if not (is_project(folder) or has_stacks(folder)):
+                raise NoProject(f"{where}={str(value)!r}: no {PROJECT_FILE} of project {PROJECT!r} and no "
+                                f"Pulumi.<stack>.yaml there; give the folder of an eksbench checkout or of your stack "
+                                "files")
             return folder
     start = (cwd or Path.cwd()).resolve()
     for folder in (start, *start.parents):

@@ -42,10 +42,17 @@ def test_the_flag_wins_over_the_env_var_which_wins_over_the_working_folder(tmp_p
 
 
 def test_a_given_folder_that_is_no_project_is_refused_by_name(tmp_path):
-    with pytest.raises(NoProject, match=r"--project-dir=.*no Pulumi.yaml of project 'eksbench'"):
+    with pytest.raises(NoProject, match=r"--project-dir=.*no Pulumi.yaml of project 'eksbench' and no Pulumi.<stack>"):
         find_project_dir(str(tmp_path), cwd=tmp_path, environ={})
     with pytest.raises(NoProject, match=rf"\${ENV_PROJECT_DIR}="):
         find_project_dir(None, cwd=tmp_path, environ={ENV_PROJECT_DIR: str(tmp_path)})
+
+
+def test_a_folder_of_stack_files_alone_may_be_named_but_is_never_found(tmp_path):
+    (tmp_path / "Pulumi.mine.yaml").write_text("config: {}\n")
+    assert find_project_dir(str(tmp_path), cwd=tmp_path, environ={}) == tmp_path.resolve()
+    with pytest.raises(NoProject):
+        find_project_dir(cwd=tmp_path, environ={}, home=tmp_path / "nowhere")
 
 
 def test_no_project_anywhere_says_how_to_name_one(tmp_path):
