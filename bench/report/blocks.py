@@ -12,4 +12,4 @@ EMPTY_CLASS = "empty"
 
 
 def empty_section(title: str, why: str) -> str:
-    return f"<p class='{EMPTY_CLASS}'><strong>{html.escape(title)}:</strong> {html.escape(why)}</p>"
+    return f"<p class='{EMPTY_CLASS}'><b>{html.escape(title)}:</b> {html.escape(why)}</p>"

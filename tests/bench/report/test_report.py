@@ -56,7 +56,7 @@ def test_report_is_self_contained_and_has_every_section(page):
                     "Bus bandwidth (all-reduce)",
                     "Loss curves", "Step time distribution", "Time to accuracy", "Change between runs", "Cost",
                     "What ran"):
-        assert f"<h2>{heading}" in text or f"<strong>{heading}:</strong>" in text, heading
+        assert f"<h2>{heading}" in text or f"<b>{heading}:</b>" in text, heading
     assert "<h2>Cost per result" in text
     images = IMG.findall(text)
     assert {alt for alt, _ in images} >= {"throughput per experiment", "scaling vs nodes", "loss curves",
@@ -95,11 +95,11 @@ def test_single_size_says_so_and_cpu_cost_is_na(tmp_path, scaling_tree):
     out = tmp_path / "one.html"
     page = report.write_report([str(scaling_tree / "r1" / "resnet50-2n")], out)
     text = page.read_text()
-    assert "<strong>Scaling efficiency:</strong> one size per workload only" in text
+    assert "<b>Scaling efficiency:</b> one size per workload only" in text
     from tests.bench.conftest import summary, write_experiment
     write_experiment(tmp_path, "dev/r1/cpu", summary("cpu", image=results.LOCAL_IMAGE, device=None,
                                                      instance_type=None))
-    assert "<strong>Cost:</strong> none for local CPU runs" in report.write_report([str(tmp_path / "dev")], out).read_text()
+    assert "<b>Cost:</b> none for local CPU runs" in report.write_report([str(tmp_path / "dev")], out).read_text()
 
 
 def test_cli_errors_are_one_line_and_exit_2(tmp_path):
@@ -228,7 +228,7 @@ def test_a_local_runs_page_collapses_each_section_with_nothing_to_show_to_one_li
     text = out.read_text()
     for title in ("Where the time went", "Scaling efficiency", "Repeats", "Bus bandwidth (all-reduce)",
                   "Change between runs", "Cost"):
-        assert text.count(f"<p class='empty'><strong>{title}:</strong>") == 1, title
+        assert text.count(f"<p class='empty'><b>{title}:</b>") == 1, title
         assert f"<h2>{title}" not in text, title
     for title in ("Summary", "Throughput", "Loss curves", "Time to accuracy", "What ran"):
         assert f"<h2>{title}" in text, title

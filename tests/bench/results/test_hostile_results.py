@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.report import page as report
+from bench.report.blocks import EMPTY_CLASS
 from bench.results import frames as results
 from bench.results import readers as R
 from tests.bench.conftest import ROOT, summary, write_experiment
@@ -76,7 +77,8 @@ ATTRIBUTES = {("html", "lang"), ("meta", "charset"), ("meta", "name"), ("meta", 
               ("td", "class"), ("tr", "class"), ("div", "class"), ("p", "class"), ("span", "class"), ("img", "class"),
               ("img", "alt"), ("img", "src")}
 CLASSES = {"", "num", "error", "failed", "status-succeeded", "status-failed", "status-other", "scroll", "note",
-           "meta", "estimate", "plot", "num status-succeeded", "num status-failed", "num status-other", "num error"}
+           "meta", "estimate", "plot", "num status-succeeded", "num status-failed", "num status-other", "num error",
+           EMPTY_CLASS}
 
 
 class Markup(HTMLParser):
