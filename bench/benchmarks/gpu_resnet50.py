@@ -4,8 +4,8 @@
 [--json FILE | --save]``; ``--smoke`` runs tiny sizes on whatever device there is (the CPU here; a test calls
 it) to prove the script works, not to measure. A setting is the compile mode (``eager``, or a
 ``torch.compile`` mode: ``default``, ``reduce-overhead`` (CUDA graphs), ``max-autotune``, ...), the
-precision and the batch per GPU, e.g. ``default/amp-fp16/384``. ``--settings issue32`` runs issue 32's
-table: eager amp-fp16 and bf16 at 256, compiled (default and reduce-overhead) amp-fp16 at 256, compiled
+precision and the batch per GPU, e.g. ``default/amp-fp16/384``. ``--settings h100-table`` runs the first
+H100 measurements' table: eager amp-fp16 and bf16 at 256, compiled (default and reduce-overhead) amp-fp16 at 256, compiled
 amp-fp16 at 384. Without ``--settings``: ``--compile off,on`` x ``--precision`` x ``--batch-size`` (the
 older flags). ``--save`` writes the JSON to ``bench/benchmarks/results/gpu_resnet50-<device>-<date>.json``.
 
@@ -21,7 +21,7 @@ benchmark), 1 process, channels_last:
   steps with CUDA events (or the host clock on a CPU); its last loss is reported, and a non-finite
   one marks the figure as not a result (``finite_loss``).
 
-``overhead`` = bare img/s / trainer img/s (1.0 = the harness costs nothing). Goals from issue 32: the
+``overhead`` = bare img/s / trainer img/s (1.0 = the harness costs nothing). The goal: the
 trainer's default path >= 6,000 img/s on an H100 (MLPerf v3.0's ~7,000 per H100 is the anchor).
 """
 
@@ -145,7 +145,7 @@ def trainer_run(*, batch: int, image_size: int, width: int, precision: str, step
 COMPILE_MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 PRECISIONS = ("bf16", "amp-fp16", "fp32")
 # Issue 32's table, measured on one H100 with plain loops (4,932 / 4,005 / 5,912 / 5,988 / 6,044 img/s).
-ISSUE_32 = ("eager/amp-fp16/256", "eager/bf16/256", "default/amp-fp16/256", "reduce-overhead/amp-fp16/256",
+H100_TABLE = ("eager/amp-fp16/256", "eager/bf16/256", "default/amp-fp16/256", "reduce-overhead/amp-fp16/256",
             "default/amp-fp16/384")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -156,14 +156,14 @@ def parse_setting(text: str) -> dict[str, Any] | str:
     if len(parts) != 3 or parts[0] not in COMPILE_MODES or parts[1] not in PRECISIONS or not parts[2].isdigit() \
             or int(parts[2]) < 1:
         return (f"--settings={text!r}: a setting is MODE/PRECISION/BATCH with MODE one of {', '.join(COMPILE_MODES)}, "
-                f"PRECISION one of {', '.join(PRECISIONS)} and BATCH >= 1, e.g. default/amp-fp16/256 (or issue32)")
+                f"PRECISION one of {', '.join(PRECISIONS)} and BATCH >= 1, e.g. default/amp-fp16/256 (or h100-table)")
     return {"compile_mode": parts[0], "precision": parts[1], "batch": int(parts[2])}
 
 
 def settings_of(args: argparse.Namespace) -> list[dict[str, Any]] | str:
     """The settings to run, in order (``--settings``, else the older --compile x --precision x --batch-size)."""
     if args.settings:
-        texts = [t for s in args.settings for t in (ISSUE_32 if s == "issue32" else (s,))]
+        texts = [t for s in args.settings for t in (H100_TABLE if s == "h100-table" else (s,))]
     else:
         texts = []
         for on in [s.strip() for s in args.compile.split(",") if s.strip()]:
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m bench.benchmarks.gpu_resnet50", description=__doc__.splitlines()[0])
     p.add_argument("--settings", nargs="+", default=None,
-                   help="MODE/PRECISION/BATCH each (e.g. eager/amp-fp16/256 default/amp-fp16/384), or issue32")
+                   help="MODE/PRECISION/BATCH each (e.g. eager/amp-fp16/256 default/amp-fp16/384), or h100-table")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--width-per-group", type=int, default=64, help="64 = the real ResNet-50")

@@ -14,7 +14,7 @@ For each resolution and worker count it measures images/s out of:
   them (``torchvision.io.decode_jpeg``: nvJPEG on a GPU, libjpeg-turbo on a CPU), crops and flips per image and
   normalises;
 - ``bare_decode``: one batched ``decode_jpeg(list, device=...)`` per batch on bytes already in memory, nothing
-  else (issue 32 measured 12,856 img/s on an H100): the ceiling of the decode itself.
+  else (12,856 img/s measured on an H100, 2026-11): the ceiling of the decode itself.
 
 The first batch (worker start-up) is not timed; on a GPU the clock stops after a device sync. On a CPU this
 prices the host side only and says nothing about nvJPEG.

@@ -1,7 +1,7 @@
 """Measured training rates on one GPU, and what torch.compile costs and gains, per workload: the figures the
 GPU defaults (``core.config.gpu_defaults``) decide from, each with its source.
 
-Source: issue 32 ("ResNet-50 at the PyTorch ceiling on every GPU, and on real images too"), measured on one
+Source: the first GPU measurements of this product's trainer (2026-11), on one
 H100 80GB SXM (torch 2.11.0+cu130), ResNet-50, 224 px, channels_last, amp-fp16, batch 256, fused SGD, plain
 PyTorch loops: eager 4,932 img/s, ``torch.compile`` (default mode) 5,912 img/s. Real images (ImageFolder,
 400 px JPEGs, through the trainer): Pillow in 8 workers 1,852 img/s, in 14 workers 4,101; ``gpu_decode``
@@ -42,10 +42,12 @@ class CompileGain:
 COMPILE_GAINS: dict[str, CompileGain] = {
     "resnet50": CompileGain(eager_per_s=4932.0, compiled_per_s=5912.0, compile_s=COMPILE_S_ESTIMATE,
                             compile_s_measured=False,
-                            source="issue 32: one H100 80GB, torch 2.11, amp-fp16, batch 256, channels_last"),
+                            source="one H100 80GB, torch 2.11, amp-fp16, batch 256, channels_last (2026-11)"),
 }
 
-# Real-image input paths measured feeding ResNet-50 on one H100 (issue 32): (what, img/s).
-INPUT_RATES = {"pillow": "Pillow in 8 workers 1,852 img/s, in 14 workers 4,101",
-               "gpu_decode": "nvJPEG (gpu_decode) 1,530 img/s"}
-INPUT_SOURCE = "issue 32: one H100, 400 px JPEGs, against 4,932 img/s eager on synthetic data"
+# Real-image input paths measured feeding a workload on one H100, per workload: input path -> what was measured.
+INPUT_RATES: dict[str, dict[str, str]] = {
+    "resnet50": {"pillow": "Pillow in 8 workers 1,852 img/s, in 14 workers 4,101",
+                 "gpu_decode": "nvJPEG (gpu_decode) 1,530 img/s"},
+}
+INPUT_SOURCE = "one H100, 400 px JPEGs, against 4,932 img/s eager on synthetic data (2026-11)"

@@ -36,17 +36,22 @@ class WorkloadFacts:
     # Not a model at all: times a collective (workloads.train.pytorch.registry gives it its own loop). No
     # samples/s, loss or FLOPs; --steps and --warmup-steps count iterations per message size.
     collective: bool = False
+    # Its data is a small in-memory tensor set (CIFAR-10's batches), cropped and flipped on the training thread.
+    in_memory_data: bool = False
+    # It reads ImageFolder JPEGs where its dataset is not synthetic, so gpu_decode (nvJPEG) applies to it.
+    image_folder: bool = False
 
 
 WORKLOADS: dict[str, WorkloadFacts] = {
     "resnet50": WorkloadFacts(
         image_size=224, datasets=("synthetic", "synthetic-imagefolder", "tiny-imagenet-200", "imagenet"),
         epoch_samples=1_281_167,  # ImageNet-1k's training set
+        image_folder=True,
         model="torchvision ResNet-50 v1.5 (torchvision.models.resnet50)"),
     # cifar10 always reads the CIFAR batches, at their own 32 x 32.
     "cifar10": WorkloadFacts(
         image_size=32, datasets=("cifar10",), evaluates=True, flops_image_size=32, epoch_samples=50_000,
-        own_image_size=True,
+        own_image_size=True, in_memory_data=True,
         model="ResNet-18-style CIFAR-10 network (workloads/train/pytorch/models.py cifar_resnet)"),
     # Mask R-CNN: 0.02 per 16 images and torchvision's references/detection warm-up
     # (warmup_iters = min(1000, len(loader) - 1), warmup_factor = 1/1000).

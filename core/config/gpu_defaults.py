@@ -4,7 +4,7 @@ input path feeds it, each with the reason ``bench plan`` prints. Pure: no torch,
 Compile. ``compile: true`` or ``false`` in the stack file wins. Unset, the run compiles only where compiling
 pays back within it: on a GPU, for a PyTorch workload with a measured compile gain
 (``core.catalog.gpu_rates``), on synthetic data (on real images the input path, not the model, sets the step
-rate: issue 32 measured every real-image path below the eager rate), when the time compiling saves over the
+rate: every real-image path measured on an H100 ran below the eager rate), when the time compiling saves over the
 run's steady steps (estimated at the H100's eager rate, a lower bound on other GPUs) is at least the compile
 time; that is, when the steady time is at least ``payback_factor`` (about 6 for ResNet-50) times the compile
 time. A CPU run (``bench run --local``) never compiles unless asked: Inductor takes minutes there.
@@ -64,8 +64,9 @@ def compile_choice(e: Experiment, *, gpu: bool) -> Choice:
         why = NO_GAIN.get(e.workload, f"no measured compile gain for {e.workload} on a GPU yet")
         return Choice(False, f"{why}; eager unless compile: true")
     if e.dataset != "synthetic":
-        return Choice(False, f"real images: the input path sets the step rate, compiling the model gains "
-                             f"nothing ({INPUT_RATES['pillow']}; {INPUT_RATES['gpu_decode']}; {INPUT_SOURCE})")
+        rates = "; ".join(INPUT_RATES.get(e.workload, {}).values())
+        return Choice(False, "real images: the input path sets the step rate, compiling the model gains "
+                             f"nothing ({rates + '; ' if rates else ''}{INPUT_SOURCE})")
     steady = steady_samples_per_gpu(e) / gain.eager_per_s
     saved = steady * (1 - gain.eager_per_s / gain.compiled_per_s)
     pays = saved >= gain.compile_s
@@ -89,13 +90,15 @@ def input_path(e: Experiment, *, gpu: bool, workers: int) -> Choice:
         return Choice("synthetic", f"one random batch, made once and kept on the {device}: no input cost")
     if e.framework not in TORCH_FRAMEWORKS:
         return Choice("framework", f"{e.framework}'s trainer reads {e.dataset} with its own")
-    if e.workload == "cifar10":
+    rates = INPUT_RATES.get(e.workload, {})
+    if facts is not None and facts.in_memory_data:
         copy = "page-locked, copied without a host sync" if gpu else "used in place"
         return Choice("cifar_memory", f"cropped and flipped on the training thread, {copy}")
-    if e.gpu_decode and e.workload == "resnet50":
+    if e.gpu_decode and facts is not None and facts.image_folder:
         where = "the GPU decodes (nvJPEG, torchvision.io.decode_jpeg)" if gpu else \
             "decode_jpeg decodes on the CPU (no GPU here)"
         return Choice("gpu_decode", f"gpu_decode: true: {by} read the JPEG bytes, {where} and crops per image on "
-                                    f"the training thread ({INPUT_RATES['gpu_decode']}, {INPUT_SOURCE})")
-    measured = f" ({INPUT_RATES['pillow']}, {INPUT_SOURCE})" if e.workload == "resnet50" else ""
+                                    "the training thread" + (f" ({rates['gpu_decode']}, {INPUT_SOURCE})"
+                                                             if "gpu_decode" in rates else ""))
+    measured = f" ({rates['pillow']}, {INPUT_SOURCE})" if "pillow" in rates else ""
     return Choice("pillow", f"{e.dataset}: {by} decode and augment the JPEGs on host cores{measured}")

@@ -52,7 +52,7 @@ def test_gpu_resnet50_runs_each_setting_side_by_side_and_saves_by_device_and_dat
 def test_gpu_resnet50_names_the_issues_table_and_refuses_a_bad_setting(capsys):
     from bench.benchmarks import gpu_resnet50
 
-    args = gpu_resnet50.argparse.Namespace(settings=["issue32"])
+    args = gpu_resnet50.argparse.Namespace(settings=["h100-table"])
     assert [s["batch"] for s in gpu_resnet50.settings_of(args)] == [256, 256, 256, 256, 384]
     assert gpu_resnet50.main(["--settings", "compiled/amp-fp16/256"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

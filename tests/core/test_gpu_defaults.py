@@ -45,7 +45,7 @@ def test_a_gpu_run_compiles_where_the_time_it_saves_exceeds_the_compile_time():
     assert dev.value is False and "does not pay back" in dev.reason and "~90 s to compile" in dev.reason
     assert "owed" in dev.reason  # the compile time is an estimate until a GPU measures it
     k = GAIN.payback_factor
-    assert k == pytest.approx(5912 / (5912 - 4932))  # about 6: issue 32's 4,932 eager and 5,912 compiled img/s
+    assert k == pytest.approx(5912 / (5912 - 4932))  # about 6: the H100's 4,932 eager and 5,912 compiled img/s
     below = compile_choice(replace(DEV_RESNET, steps=steps_for(0.95 * k * GAIN.compile_s)), gpu=True)
     above = compile_choice(replace(DEV_RESNET, steps=steps_for(1.05 * k * GAIN.compile_s)), gpu=True)
     assert below.value is False and above.value is True and "pays back" in above.reason

@@ -52,7 +52,7 @@ def test_cifar_batches_come_from_pinned_memory_with_no_host_sync(tmp_path):
 
 def test_image_folder_batches_normalise_on_the_gpu_with_no_host_sync(tmp_path):
     """The Pillow path (workers decode, pinned uint8 batches, prefetched on a side stream). The nvJPEG path
-    (``gpu_decode``) is left out: torchvision's GPU decode synchronises the host itself (issue 32)."""
+    (``gpu_decode``) is left out: torchvision's GPU decode synchronises the host itself."""
     import numpy as np
     from PIL import Image
 
