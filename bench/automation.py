@@ -71,7 +71,7 @@ def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | Non
 
 
 def run(stack: str, *, max_cost: float | None = None, keep: bool = False, root: Path = ROOT,
-        results_root: str | Path = LOCAL_RESULTS_ROOT, deadline_minutes: float | None = None, poll: float = 15.0,
+        results_root: str | Path | None = None, deadline_minutes: float | None = None, poll: float = 15.0,
         resume: bool = False) -> list[dict[str, Any]]:
     """The whole lifecycle (what ``eksbench run <stack>`` does); returns the results rows.
 
@@ -79,9 +79,9 @@ def run(stack: str, *, max_cost: float | None = None, keep: bool = False, root: 
     after the teardown when interrupted. Failed experiments are rows with their status."""
     from bench.cloud.run import CloudRunOptions, run_stack
 
-    outcome = run_stack(stack, CloudRunOptions(root=Path(root), results_root=Path(results_root), max_cost=max_cost,
-                                               keep=keep, deadline_minutes=deadline_minutes, poll=poll,
-                                               resume=resume))
+    outcome = run_stack(stack, CloudRunOptions(root=Path(root), results_root=_results(root, results_root),
+                                               max_cost=max_cost, keep=keep, deadline_minutes=deadline_minutes,
+                                               poll=poll, resume=resume))
     if outcome.refusal:
         raise AutomationError(outcome.refusal)
     if outcome.code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
@@ -89,19 +89,24 @@ def run(stack: str, *, max_cost: float | None = None, keep: bool = False, root: 
     return outcome.rows
 
 
-def status(stack: str, root: Path = ROOT, results_root: str | Path = LOCAL_RESULTS_ROOT) -> dict[str, Any]:
+def status(stack: str, root: Path = ROOT, results_root: str | Path | None = None) -> dict[str, Any]:
     """Stack state (when the CLI answers) and each run's experiments with their status."""
-    return stack_status(stack, Path(root), Path(results_root))
+    return stack_status(stack, Path(root), _results(root, results_root))
 
 
-def logs(stack: str, experiment: str, *, root: Path = ROOT, results_root: str | Path = LOCAL_RESULTS_ROOT,
+def logs(stack: str, experiment: str, *, root: Path = ROOT, results_root: str | Path | None = None,
          run_id: str | None = None, tail: int | None = None, node: str | None = None,
          timestamps: bool = False) -> str:
     """The experiment's node logs: from the cluster while it runs, S3 afterwards, or a local run's files
     (``tail``: each node's last lines; ``node``: one node's log, ``node-1`` or ``1``; ``timestamps``: each
     line's UTC time)."""
-    return "\n".join(experiment_logs(stack, experiment, root=Path(root), results_root=Path(results_root),
+    return "\n".join(experiment_logs(stack, experiment, root=Path(root), results_root=_results(root, results_root),
                                      run_id=run_id, tail=tail, node=node, timestamps=timestamps))
+
+
+def _results(root: str | Path, results_root: str | Path | None) -> Path:
+    """Local results: where asked, else the project's ``results/``, as the command line does (bench.project)."""
+    return Path(results_root) if results_root is not None else Path(root) / LOCAL_RESULTS_ROOT
 
 
 # --- what each backend knows of a stack (status and logs; ``bench status``/``bench logs`` print it) ---

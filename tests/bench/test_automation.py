@@ -27,3 +27,23 @@ def test_missing_cli_is_one_clear_error():
     r = subprocess.run([sys.executable, "-m", "bench", "up", "dev"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2
     assert r.stderr.startswith("error: the Pulumi CLI is not on PATH") and "Traceback" not in r.stderr
+
+
+def test_status_reads_the_projects_results_wherever_python_runs(tmp_path, monkeypatch):
+    """A notebook's working folder is notebooks/: automation.status("dev") reads <project>/results as the command
+    line does, not ./results under whatever folder Python started in."""
+    import json
+
+    from bench import automation
+    from core.contract.names import SUMMARY_FILE
+
+    project = tmp_path / "proj"
+    (project / "results" / "dev" / "r1" / "resnet50-synthetic").mkdir(parents=True)
+    (project / "Pulumi.dev.yaml").write_text((ROOT / "Pulumi.dev.yaml").read_text())
+    (project / "results" / "dev" / "r1" / "resnet50-synthetic" / SUMMARY_FILE).write_text(json.dumps(
+        {"experiment": "resnet50-synthetic", "status": "succeeded", "started_at": "2026-11-27T09:00:00Z"}))
+    elsewhere = tmp_path / "notebooks"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    st = automation.status("dev", root=project)
+    assert "r1" in json.dumps(st["local_runs"], default=str)
