@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from bench.report.blocks import empty_section
 from bench.report.fabric import fabric_section
 from bench.report.scaling import repeats_section, scaling_section
+from bench.results.frames import INPUT_BOUND_SHARE, input_bound
 from bench.results.overview import run_figures
 from bench.terminal import safe
 
@@ -25,6 +26,7 @@ SUMMARY = (("experiment", "experiment"), ("workload", "workload"), ("framework",
            ("samples_per_s", "samples/s"), ("samples_per_s_per_gpu", "samples/s per GPU"),
            ("busbw_peak_gbps", "peak busbw GB/s"),
            ("step_time_p50_s", "step p50 s"), ("step_time_p95_s", "step p95 s"), ("mfu", "MFU"),
+           ("data_wait", "waiting for data"),
            ("wall_s", "wall s"), ("accuracy", "accuracy"), ("restarts", "restarts"), ("flags", "flags"),
            ("error", "error"))
 CSS = """
@@ -132,15 +134,28 @@ def summary_section(df, baseline: str | None) -> str:
     if baseline:
         cols.insert(cols.index(("step_time_p50_s", "step p50 s")), ("vs_baseline", f"× {baseline}"))
     # an all-reduce run trains nothing: its figure is the peak bus bandwidth, in a column shown when one ran
-    rows = [dict(r, experiment=name, shape=_shape(r), busbw_peak_gbps=run_figures(r)["busbw_peak_gbps"])
+    rows = [dict(r, experiment=name, shape=_shape(r), busbw_peak_gbps=run_figures(r)["busbw_peak_gbps"],
+                 data_wait=_data_wait(r.get("data_wait_share")))
             for r, name in zip(records(df), labels(df))]
-    for key, title in (("flags", "flags"), ("error", "error"), ("busbw_peak_gbps", "peak busbw GB/s")):
+    for key, title in (("flags", "flags"), ("error", "error"), ("busbw_peak_gbps", "peak busbw GB/s"),
+                       ("data_wait", "waiting for data")):
         if not any(r[key] for r in rows):  # shown when some run has one
             cols.remove((key, title))
     failed = sum(r["status"] != "succeeded" for r in rows)
+    bound = [r["experiment"] for r in rows if input_bound(r.get("data_wait_share"))]
     note = f"{len(rows)} experiment run(s), {failed} not succeeded." + (
+        f" Input-bound ({len(bound)}: {', '.join(bound)}): their steady steps waited for data "
+        f"{INPUT_BOUND_SHARE:.0%} of the time or more, so their samples/s measure the input path, not the model."
+        if bound else "") + (
         f" The × column is throughput relative to the latest succeeded run of {baseline}." if baseline else "")
     return f"<h2>Summary</h2><p>{html.escape(note)}</p>{table(rows, cols)}"
+
+
+def _data_wait(share: Any) -> str | None:
+    """The share of steady time spent waiting for data, as the summary shows it: "43% (input-bound)"."""
+    if not isinstance(share, float):
+        return None
+    return f"{share:.0%}" + (" (input-bound)" if input_bound(share) else "")
 
 
 def _shape(r: dict[str, Any]) -> str | None:

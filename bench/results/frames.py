@@ -52,6 +52,7 @@ COLUMNS = ("stack", "run_id", "experiment", "repeat", "workload", "framework", "
            "step_time_p50_s", "step_time_p95_s", "mfu", "wall_s", "cost_usd", "accuracy", "time_to_accuracy_s",
            "restarts", "results_uri", "error")
 EXTRA = ("hourly_usd", "usd_per_1k_samples", "tflops_per_s", "flops_per_sample", "loop_seconds", "data_wait_s",
+         "data_wait_share",
          "started_at", "image", "git_commit", "device", "config", "command", "busbw", "fabric", "flags",
          "what_ran", "what_ran_unknown",
          "startup", "samples_per_epoch")
@@ -60,7 +61,7 @@ STEP_COLUMNS = ("stack", "run_id", "experiment", "repeat", "rank", "step", "loss
 # The frame's dtypes (module docstring): measures float64; counts int64 when complete, else float64; times UTC.
 MEASURES = ("samples_per_s", "samples_per_s_per_gpu", "step_time_p50_s", "step_time_p95_s", "mfu", "wall_s",
             "cost_usd", "accuracy", "time_to_accuracy_s", "hourly_usd", "usd_per_1k_samples", "tflops_per_s",
-            "flops_per_sample", "loop_seconds", "data_wait_s")
+            "flops_per_sample", "loop_seconds", "data_wait_s", "data_wait_share")
 COUNTS = ("repeat", "nodes", "gpus_per_node", "world_size", "batch_size", "restarts", "samples_per_epoch")
 TIMES = ("started_at",)
 LOCAL_IMAGE = what_ran.LOCAL_IMAGE
@@ -68,6 +69,8 @@ NO_SUMMARY = "no summary.json: the launcher did not finish (killed, evicted or t
 
 
 instance_price = catalog.usd_per_hour  # On-demand USD/hour of one instance, None where unknown
+# A run whose steady steps spend this share of their time waiting for data measures its input path, not its model.
+INPUT_BOUND_SHARE = 0.25
 
 
 # ---- pure: documents -> rows ------------------------------------------------------------
@@ -81,6 +84,20 @@ def steady_step_times(by_rank: Mapping[int, list[dict[str, Any]]]) -> list[float
                 key = (r.get("restart", 0), r.get("step", 0))
                 slowest[key] = max(slowest.get(key, 0.0), r["step_time_s"])
     return [slowest[k] for k in sorted(slowest)]
+
+
+def data_wait_share(wait_s: Any, steady_s: Any) -> float | None:
+    """The share (0..1) of the steady steps' time spent waiting for data: the most-waiting rank's wait over the
+    steady intervals' time (the slowest rank's, as the throughput counts it); None where either is unknown."""
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (wait_s, steady_s)):
+        return None
+    if steady_s <= 0 or wait_s < 0:
+        return None
+    return round(min(1.0, wait_s / steady_s), 4)
+
+
+def input_bound(share: Any) -> bool:
+    return isinstance(share, float) and share >= INPUT_BOUND_SHARE
 
 
 def _gpu(summary: Mapping[str, Any], device: Mapping[str, Any]) -> str | None:
@@ -140,6 +157,7 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         "usd_per_1k_samples": round(hourly / 3.6 / rate, 6) if hourly and rate else None,
         "tflops_per_s": s.get(F.TFLOPS_PER_S), "flops_per_sample": s.get(F.FLOPS_PER_SAMPLE),
         "loop_seconds": s.get(F.LOOP_SECONDS), "data_wait_s": s.get(F.DATA_WAIT_S),
+        "data_wait_share": data_wait_share(s.get(F.DATA_WAIT_S), tp.get("steady_seconds")),
         "started_at": s.get(F.STARTED_AT), "image": s.get(F.IMAGE), "git_commit": s.get(F.GIT_COMMIT),
         "device": device or None, "config": cfg or None, "command": command or None,
         # the allreduce workload's bus bandwidth, and the NCCL transport judged (core.catalog.fabric)

@@ -233,3 +233,24 @@ def test_a_local_runs_page_collapses_each_section_with_nothing_to_show_to_one_li
     for title in ("Summary", "Throughput", "Loss curves", "Time to accuracy", "What ran"):
         assert f"<h2>{title}" in text, title
     assert "Cost per result" not in text
+
+
+def test_an_input_bound_run_is_flagged_with_its_share_of_time_waiting_for_data(tmp_path):
+    """A run whose steady steps waited for data half their time measures its input path: the summary says so."""
+    from tests.bench.conftest import summary, write_experiment
+
+    tp = {"samples_per_s_total": 1000.0, "samples_per_s_per_process": 125.0, "steady_seconds": 10.0}
+    write_experiment(tmp_path, "gpu/r1/folder", summary("folder", throughput=tp, data_wait_s=5.0))
+    write_experiment(tmp_path, "gpu/r1/synthetic", summary("synthetic", throughput=tp, data_wait_s=0.1))
+    df = results.load(str(tmp_path / "gpu"))
+    assert dict(zip(df["experiment"], df["data_wait_share"])) == {"folder": 0.5, "synthetic": 0.01}
+    section = report.summary_section(df, None)
+    assert "50% (input-bound)" in section and ">1%<" in section
+    assert "Input-bound (1: folder): their steady steps waited for data 25% of the time or more" in section
+
+
+def test_the_share_of_time_waiting_for_data_is_none_where_it_cannot_be_known():
+    share = results.data_wait_share
+    assert share(2.0, 8.0) == 0.25 and share(9.0, 8.0) == 1.0
+    assert [share(*a) for a in ((None, 8.0), (2.0, None), (2.0, 0.0), (-1.0, 8.0), (True, 8.0), ("2", 8.0))] == \
+        [None] * 6
