@@ -67,8 +67,15 @@ def find_project_dir(given: str | os.PathLike | None = None, *, cwd: Path | None
                     f"run from a checkout, or pass --project-dir DIR or set ${ENV_PROJECT_DIR}")
 
 
-def default_results_root(project_dir: Path) -> Path:
-    return project_dir / LOCAL_RESULTS_ROOT
+def default_results_root(project_dir: str | os.PathLike) -> Path:
+    return Path(project_dir) / LOCAL_RESULTS_ROOT
+
+
+def nearest_existing(path: Path) -> Path:
+    """``path``, or the nearest folder above it that exists: where a results root not yet made would be made."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
 
 
 def results_root_problem(root: str | os.PathLike) -> str | None:
@@ -78,9 +85,8 @@ def results_root_problem(root: str | os.PathLike) -> str | None:
     behind, and root (who passes every permission check) is told the truth too."""
     shown = f"--results-root={str(root)!r}"
     try:
-        path = where = Path(root).absolute()
-        while not where.exists() and where != where.parent:
-            where = where.parent
+        path = Path(root).absolute()
+        where = nearest_existing(path)
         folder = where.is_dir()
     except (OSError, ValueError) as e:  # a folder above it not readable, a NUL in the name
         return f"{shown}: not a usable path ({e}), choose another folder"

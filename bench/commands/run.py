@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.errors import USAGE_ERROR, fail
-from bench.project import add_project_options, results_root_problem
+from bench.project import add_project_options, nearest_existing, results_root_problem
 from core.contract.names import repeat_suffix
 from core.contract.results_location import ResultsLocation
 from bench.results.files import existing_summaries
@@ -35,9 +35,7 @@ MIN_FREE_MB = 128
 
 def free_space_problem(root: Path, min_free_mb: int = MIN_FREE_MB) -> str | None:
     """One line when the file system ``root`` (or its nearest existing parent) is on has too little room."""
-    where = root
-    while not where.exists() and where != where.parent:
-        where = where.parent
+    where = nearest_existing(root)
     try:
         free_mb = shutil.disk_usage(where).free / 2**20
     except OSError:
