@@ -31,7 +31,7 @@ from core.catalog import aws as catalog
 from core.catalog import compat, pins
 from core.catalog.aws import DEFAULT_REGION
 from core.catalog.workload_facts import WORKLOADS
-from core.config.gpu_defaults import compile_choice
+from core.config.gpu_defaults import compile_choice, trainer_input_path
 from core.config.model import Experiment
 from core.contract.k8s_names import dns1035_label
 from core.contract.launch_command import (
@@ -99,6 +99,7 @@ class Launch:
     prelude: str = ""  # shell run first; may read $JOB_COMPLETION_INDEX
     port: int | None = None  # where peers reach a pod through the headless Service
     modules: tuple[str, ...] = ("boto3",)  # imported by the launcher/rendezvous; pip-installed if missing
+    pins: Mapping[str, str] = field(default_factory=lambda: dict(pins.PIP_PINS))  # module -> what pip installs
     launched: Launched = Launched()  # what the launcher records beside argv (torchrun's shape, the trainer's args)
 
 
@@ -129,6 +130,10 @@ def check_experiment(e: Experiment) -> list[str]:
                    "checkpoint_minutes=0 keeps none; set one, e.g. checkpoint_minutes: 10")
     if e.compile and e.framework not in ("pytorch", "horovod"):
         out.append(f'compile=true: torch.compile applies to PyTorch code, not {e.framework}; e.g. compile: false')
+    reads_jpegs = e.workload in WORKLOADS and WORKLOADS[e.workload].image_folder and e.dataset != "synthetic"
+    if e.input_path != "auto" and not (reads_jpegs and e.framework in ("pytorch", "horovod")):
+        out.append(f'input_path="{e.input_path}": chooses how a PyTorch trainer decodes an ImageFolder\'s JPEGs, and '
+                   f'{e.workload}/{e.framework} on dataset "{e.dataset}" reads none; e.g. input_path: "auto"')
     if e.fabric == "strict" and e.framework != "pytorch":
         out.append(f'fabric="strict": judges NCCL\'s transport in PyTorch runs only (here {e.framework}); '
                    f'e.g. fabric: "check"')
@@ -257,6 +262,23 @@ def compiles(e: Experiment) -> bool:
     return bool(compile_choice(e, gpu=True).value)
 
 
+def jpeg_input(e: Experiment) -> str:
+    """How the cluster's run of ``e`` (on GPUs) decodes an ImageFolder's JPEGs (TrainArgs.input_path): the stack
+    file's ``input_path``, else the GPU default (core.config.gpu_defaults.input_path, which ``bench plan`` prints)."""
+    return trainer_input_path(e, gpu=True)
+
+
+def image_pins(e: Experiment) -> dict[str, str]:
+    """What pip installs in ``e``'s pods for a module its image lacks: DALI's wheel for the image's CUDA."""
+    row = compat.find_image(e.image) or compat.find_image(pins.TRAINING_IMAGE)  # unknown: the pinned DLC's CUDA
+    return {**pins.PIP_PINS, pins.DALI_MODULE: pins.dali_pin(row.cuda)}
+
+
+def trainer_modules(e: Experiment, base: tuple[str, ...]) -> tuple[str, ...]:
+    """``base`` and, where the trainer decodes with DALI, DALI (no DLC has it)."""
+    return base + ((pins.DALI_MODULE,) if jpeg_input(e) == "dali" else ())
+
+
 def train_args_for(e: Experiment, env: TrainPaths, *, instance_type: str | None = None) -> TrainArgs:
     """The experiment as the trainer's arguments; what an experiment does not set keeps TrainArgs' default.
 
@@ -268,7 +290,7 @@ def train_args_for(e: Experiment, env: TrainPaths, *, instance_type: str | None 
                      data_dir=env.datasets_dir,  # the dataset is a folder under it
                      results_dir=env.experiment_results_dir(e), checkpoint_every=every, checkpoint_minutes=minutes,
                      image_size=WORKLOADS[e.workload].image_size, channels_last=e.channels_last, compile=compiles(e),
-                     compile_mode=e.compile_mode, target_accuracy=e.target_accuracy, gpu_decode=e.gpu_decode,
+                     compile_mode=e.compile_mode, target_accuracy=e.target_accuracy, input_path=jpeg_input(e),
                      workers=loader_workers(instance_type, e.gpus_per_node),
                      collective_timeout=CLUSTER_COLLECTIVE_TIMEOUT_S)
 
@@ -304,9 +326,9 @@ def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, g
     agent = Torchrun(min_nodes=e.min_nodes, max_nodes=e.max_nodes, nproc_per_node=gpus, max_restarts=e.max_restarts,
                      rdzv_backend=e.rdzv_backend, rdzv_endpoint=endpoint, rdzv_id=job, rdzv_conf=rdzv_conf())
     train = train_args_for(e, env, instance_type=instance_type)
-    modules = ("etcd", "boto3") if e.rdzv_backend == "etcd-v2" else ("boto3",)
+    modules = trainer_modules(e, ("etcd", "boto3") if e.rdzv_backend == "etcd-v2" else ("boto3",))
     return Launch(argv=torchrun_argv(agent) + trainer_argv(train, e.args, module=ENTRY_MODULES[e.framework]),
-                  port=port, modules=modules, env={ENV_FRAMEWORK: "pytorch"},
+                  port=port, modules=modules, pins=image_pins(e), env={ENV_FRAMEWORK: "pytorch"},
                   launched=launched_torchrun(agent, train, e.args))
 
 
@@ -337,8 +359,8 @@ def horovod_launch(e: Experiment, env: Environment, *, job: str, service: str, g
     # gpus ranks per pod, each "python3 -m workloads.train.horovod <args>"
     argv, launched = entry_command(e, env, nodes=e.max_nodes, procs_per_node=gpus,
                                    prefix=("python3", "-m", HOROVOD_BOOTSTRAP_MODULE, "python3"))
-    return Launch(argv=argv, port=HOROVOD_PORT, launched=launched,
-                  env={ENV_FRAMEWORK: "horovod", ENV_HVD_HOSTS: hosts, ENV_HVD_SLOTS: str(gpus),
+    return Launch(argv=argv, port=HOROVOD_PORT, launched=launched, modules=trainer_modules(e, ("boto3",)),
+                  pins=image_pins(e), env={ENV_FRAMEWORK: "horovod", ENV_HVD_HOSTS: hosts, ENV_HVD_SLOTS: str(gpus),
                        ENV_HVD_PORT: str(HOROVOD_PORT)})
 
 

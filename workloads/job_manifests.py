@@ -263,7 +263,7 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
     script = contracts.launcher_script(launch.argv, results_dir=results_dir,
                                        results_uri=env.experiment_results_uri(bucket, e) + sub,
                                        experiment=e.name, prelude=launch.prelude, modules=launch.modules,
-                                       launched=launch.launched,
+                                       pins=launch.pins, launched=launch.launched,
                                        stop_with=f"{env.experiment_results_dir(e)}/{SUMMARY_FILE}" if pserver else None)
     extra_env = [{"name": k, "value": v} for k, v in sorted(launch.env.items())]
     if e.framework == "paddle":  # a pserver's prelude overrides POD_IP with its DNS name (contracts.paddle_env)

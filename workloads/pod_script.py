@@ -8,28 +8,29 @@ stand-in for ``pip`` (tests/workloads/test_pod_script.py).
 from __future__ import annotations
 
 import shlex
+from typing import Mapping
 
 from core.catalog.pins import PIP_PINS
 from core.contract.launch_command import Launched, launcher_argv
 
 
-def ensure_modules(modules: tuple[str, ...]) -> str:
+def ensure_modules(modules: tuple[str, ...], pins: Mapping[str, str] = PIP_PINS) -> str:
     """Shell lines that install the pinned package of each module the image cannot import, and
     only those: the DLC has boto3 but not python-etcd, and a second boto3 in ~/.local would
     shadow the image's. One interpreter start checks them all in the common case. Each install
     is a ``step`` of ``launcher_script`` (which defines it): run in the background so a SIGTERM
-    is handled at once, and the pod stops with a summary when it fails."""
+    is handled at once, and the pod stops with a summary when it fails. ``pins``: module -> pinned requirement."""
     if not modules:
         return ""
     each = [f'  python3 -c "import {m}" 2>/dev/null || '
-            f'step {shlex.quote("installing " + PIP_PINS[m])} env PIP_BREAK_SYSTEM_PACKAGES=1 '
-            f"python3 -m pip install --no-cache-dir --quiet {PIP_PINS[m]}" for m in modules]
+            f'step {shlex.quote("installing " + pins[m])} env PIP_BREAK_SYSTEM_PACKAGES=1 '
+            f"python3 -m pip install --no-cache-dir --quiet {pins[m]}" for m in modules]
     return "\n".join([f'python3 -c "import {", ".join(modules)}" 2>/dev/null || {{', *each, "}"])
 
 
 def launcher_script(argv: tuple[str, ...], *, results_dir: str, results_uri: str, experiment: str,
                     prelude: str = "", modules: tuple[str, ...] = ("boto3",), launched: Launched = Launched(),
-                    stop_with: str | None = None) -> str:
+                    stop_with: str | None = None, pins: Mapping[str, str] = PIP_PINS) -> str:
     """The container's ``sh -c`` script: deps, prelude, then the results launcher around ``argv``.
 
     ``sh`` is PID 1 of the container, and the kernel delivers to PID 1 only the signals it has a
@@ -60,7 +61,7 @@ def launcher_script(argv: tuple[str, ...], *, results_dir: str, results_uri: str
              "  child=",
              '  [ -z "$stopped" ] || give_up "$stopped" "stopped by a signal while $what"',
              '  [ "$rc" -eq 0 ] || give_up "$rc" "$what failed with exit code $rc"', "}",
-             f"mkdir -p {shlex.quote(results_dir)}", ensure_modules(modules), prelude,
+             f"mkdir -p {shlex.quote(results_dir)}", ensure_modules(modules, pins), prelude,
              '[ -z "$stopped" ] || give_up "$stopped" "stopped by a signal before the command started"',
              " ".join(shlex.quote(a) for a in head + tail) + " &",
              "child=$!",

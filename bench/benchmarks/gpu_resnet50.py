@@ -179,12 +179,12 @@ def settings_of(args: argparse.Namespace) -> list[dict[str, Any]] | str:
     return out
 
 
-def result_name(device_name: str | None, when: datetime) -> str:
-    """``gpu_resnet50-<device>-<YYYY-MM-DD>.json``: one file per run, named by device and date."""
+def result_name(device_name: str | None, when: datetime, benchmark: str = "gpu_resnet50") -> str:
+    """``<benchmark>-<device>-<YYYY-MM-DD>.json``: one file per run, named by device and date."""
     slug = "".join(c if c.isalnum() else "-" for c in (device_name or "unknown").lower()).strip("-")
     while "--" in slug:
         slug = slug.replace("--", "-")
-    return f"gpu_resnet50-{slug}-{when.strftime('%Y-%m-%d')}.json"
+    return f"{benchmark}-{slug}-{when.strftime('%Y-%m-%d')}.json"
 
 
 def main(argv: list[str] | None = None) -> int:

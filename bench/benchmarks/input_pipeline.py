@@ -1,8 +1,11 @@
-"""The trainer's own ImageFolder input paths (``workloads.train.common.data.ImageFolderImages``) against bare loops,
-side by side in one run, on the GPU when there is one (else the CPU).
+"""The trainer's own ImageFolder input paths (``workloads.train.common.data.ImageFolderImages`` and
+``workloads.train.common.dali_input.DaliImages``) against bare loops, side by side in one run, on the GPU when there
+is one (else the CPU).
 
 ``python -m bench.benchmarks.input_pipeline [--images 512 --resolution 256 433 --workers 0 1 2 --batch 32
---batches 12] [--json FILE]``; ``--smoke`` runs tiny sizes (a test calls it) to prove the script, not to measure.
+--batches 12 --paths pillow nvjpeg dali] [--json FILE | --save]``; ``--smoke`` runs tiny sizes (a test calls it) to
+prove the script, not to measure. ``--save`` writes the JSON to
+``bench/benchmarks/results/input_pipeline-<device>-<date>.json``.
 
 For each resolution and worker count it measures images/s out of:
 
@@ -10,9 +13,12 @@ For each resolution and worker count it measures images/s out of:
   copied to the device on a side stream, normalised there to float32 channels_last;
 - ``bare_pillow``: a bare torchvision loop of the same decode and crop: ``ImageFolder`` + ``DataLoader`` (same
   workers, pinned on a GPU) and the copy to the device, nothing else: the ceiling of the trainer's Pillow path;
-- ``gpu_decode``: the trainer's ``gpu_decode`` path: the workers read JPEG bytes, the training process decodes
+- ``nvjpeg``: the trainer's ``input_path: nvjpeg``: the workers read JPEG bytes, the training process decodes
   them (``torchvision.io.decode_jpeg``: nvJPEG on a GPU, libjpeg-turbo on a CPU), crops and flips per image and
   normalises;
+- ``dali``: the trainer's ``input_path: dali`` (the GPU default): reader processes read the files, DALI decodes
+  each crop (on the GPU: nvJPEG, its hardware decoder where it has one; else CPU threads), resizes, flips and
+  normalises; skipped, and said so, where DALI does not import;
 - ``bare_decode``: one batched ``decode_jpeg(list, device=...)`` per batch on bytes already in memory, nothing
   else (12,856 img/s measured on an H100, 2026-11): the ceiling of the decode itself.
 
@@ -27,9 +33,11 @@ import json
 import platform
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from bench.benchmarks.gpu_resnet50 import RESULTS_DIR, result_name
 from datasets.synthetic import SyntheticSpec, generate
 
 
@@ -40,16 +48,24 @@ def _sync(device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(root: Path, *, workers: int, gpu_decode: bool, batch: int, batches: int, device: Any = None,
+PATHS = ("pillow", "nvjpeg", "dali")  # the trainer's input paths (TrainArgs.input_path)
+
+
+def measure(root: Path, *, workers: int, path: str, batch: int, batches: int, device: Any = None,
             image_size: int = 224) -> float:
-    """images/s out of the trainer's ``ImageFolderImages.batch()``."""
+    """images/s out of the trainer's data source for input path ``path`` (its ``batch()``)."""
     import torch
 
     from workloads.train.common.data import ImageFolderImages, Position
 
     device = device or torch.device("cpu")
-    src = ImageFolderImages(root, image_size=image_size, device=device, channels_last=True, workers=workers,
-                            gpu_decode=gpu_decode)
+    if path == "dali":
+        from workloads.train.common.dali_input import DaliImages
+
+        src: Any = DaliImages(root, image_size=image_size, device=device, channels_last=True, workers=workers)
+    else:
+        src = ImageFolderImages(root, image_size=image_size, device=device, channels_last=True, workers=workers,
+                                gpu_decode=path == "nvjpeg")
     src.start(Position(), global_batch=batch, rank=0, batch=batch, seed=0)
     src.batch(Position())  # worker start-up and the first batch: not timed
     _sync(device)
@@ -121,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", type=int, default=12)
     p.add_argument("--image-size", type=int, default=224, help="the crop the trainer trains at")
     p.add_argument("--threads", type=int, default=1, help="torch threads of the training process")
+    p.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS), help="the trainer's input paths to time")
     p.add_argument("--smoke", action="store_true", help="tiny sizes (proves the script runs)")
     p.add_argument("--json", default=None, help="also write the results here")
+    p.add_argument("--save", action="store_true",
+                   help="also write them to bench/benchmarks/results/input_pipeline-<device>-<date>.json")
     args = p.parse_args(argv)
     if args.smoke:
         args.images, args.resolution, args.workers = 16, [48], [0]
@@ -131,6 +150,16 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else \
+        f"cpu {platform.processor() or platform.machine()}"
+    skipped = {}
+    if "dali" in args.paths:
+        from workloads.train.common.dali_input import available
+
+        if available():
+            skipped["dali"] = available()
+            print(f"# dali skipped: {skipped['dali']}")
+    paths = [p for p in args.paths if p not in skipped]
     print(f"# {platform.processor() or platform.machine()}, python {platform.python_version()}, "
           f"torch {torch.__version__}, device {device}, {args.threads} torch thread(s) in the training process")
     rows = []
@@ -145,17 +174,25 @@ def main(argv: list[str] | None = None) -> int:
                                    "image_size": args.image_size, "device": str(device),
                                    "bare_decode_images_per_s": round(bare_decode(train, **shape), 1)}
             for workers in args.workers:
-                for name, gpu_decode in (("pillow", False), ("gpu_decode", True)):
-                    row[f"{name}_{workers}_workers_images_per_s"] = round(
-                        measure(train, workers=workers, gpu_decode=gpu_decode, image_size=args.image_size,
-                                **shape), 1)
+                for path in paths:
+                    row[f"{path}_{workers}_workers_images_per_s"] = round(
+                        measure(train, workers=workers, path=path, image_size=args.image_size, **shape), 1)
                 row[f"bare_pillow_{workers}_workers_images_per_s"] = round(
                     bare_pillow(train, workers=workers, image_size=args.image_size, **shape), 1)
             rows.append(row)
             print(json.dumps(row))
+    now = datetime.now(timezone.utc)
+    text = json.dumps({"benchmark": "input_pipeline", "smoke": args.smoke, "date": now.strftime("%Y-%m-%d %H:%M UTC"),
+                       "device": str(device), "device_name": device_name, "skipped": skipped,
+                       "config": {k: v for k, v in vars(args).items() if k not in ("json", "save")}, "results": rows},
+                      indent=2)
     if args.json:
-        Path(args.json).write_text(json.dumps({"benchmark": "input_pipeline", "smoke": args.smoke,
-                                               "device": str(device), "results": rows}, indent=2))
+        Path(args.json).write_text(text)
+    if args.save:
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        saved = RESULTS_DIR / result_name(device_name, now, "input_pipeline")
+        saved.write_text(text)
+        print(f"saved {saved}")
     return 0
 
 

@@ -25,7 +25,7 @@ from bench.local.launch import (  # noqa: F401
     torchrun_command,
 )
 from core.catalog.workload_facts import WORKLOADS
-from core.config.gpu_defaults import compile_choice
+from core.config.gpu_defaults import compile_choice, trainer_input_path
 from core.config.model import Experiment, LocalRun
 from core.contract.names import EVAL_DIR
 from workloads.contracts import evaluation_argv, train_args_for
@@ -107,6 +107,7 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
     train = replace(
         cluster, max_bytes=max_bytes, batch_size=min(exp.batch_size, local.batch_size), precision=precision, steps=steps, epochs=0,
         channels_last=channels_last, compile=bool(compile_choice(exp, gpu=gpu).value),
+        input_path=trainer_input_path(exp, gpu=gpu),
         dataset=dataset, checkpoint_every=every, checkpoint_minutes=0.0,
         image_size=local.image_size, width_per_group=local.width_per_group,
         warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0, collective_timeout=120,

@@ -4,8 +4,8 @@ GPU defaults (``core.config.gpu_defaults``) decide from, each with its source.
 Source: the first GPU measurements of this product's trainer (2026-11), on one
 H100 80GB SXM (torch 2.11.0+cu130), ResNet-50, 224 px, channels_last, amp-fp16, batch 256, fused SGD, plain
 PyTorch loops: eager 4,932 img/s, ``torch.compile`` (default mode) 5,912 img/s. Real images (ImageFolder,
-400 px JPEGs, through the trainer): Pillow in 8 workers 1,852 img/s, in 14 workers 4,101; ``gpu_decode``
-(nvJPEG) 1,530 img/s.
+400 px JPEGs, through the trainer): Pillow in 8 workers 1,852 img/s, in 14 workers 4,101; nvJPEG
+(``input_path: nvjpeg``) 1,530 img/s. DALI (``input_path: dali``, the GPU default) is not measured yet.
 
 The H100 is the fastest GPU the catalog has figures for, so a run's steady time estimated at its rate is a
 lower bound on every other GPU (where compiling pays back sooner, if its gain is similar).
@@ -48,6 +48,6 @@ COMPILE_GAINS: dict[str, CompileGain] = {
 # Real-image input paths measured feeding a workload on one H100, per workload: input path -> what was measured.
 INPUT_RATES: dict[str, dict[str, str]] = {
     "resnet50": {"pillow": "Pillow in 8 workers 1,852 img/s, in 14 workers 4,101",
-                 "gpu_decode": "nvJPEG (gpu_decode) 1,530 img/s"},
+                 "nvjpeg": "nvJPEG (decode_jpeg) 1,530 img/s"},
 }
 INPUT_SOURCE = "one H100, 400 px JPEGs, against 4,932 img/s eager on synthetic data (2026-11)"

@@ -103,6 +103,16 @@ STAGING_IMAGE = "python:3.11.11-slim-bookworm"
 # Python packages installed at container start when the image lacks them (the DLC has boto3
 # but not python-etcd): python-etcd for torch's etcd-v2 rendezvous, boto3 for S3.
 PIP_PINS = {"etcd": "python-etcd==0.4.5", "boto3": "boto3==1.43.11"}
+# NVIDIA DALI, for the input path "dali" (workloads/train/common/dali_input.py); no DLC has it. Its wheels are built
+# per CUDA major (nvidia-dali-cuda120 for 12.x, nvidia-dali-cuda130 for 13.x; PyPI, 2.4.0 for both), so the pin
+# follows the image's CUDA (core/catalog/compat.py; the pinned DLC's, 13.0, for an image it does not know).
+DALI_MODULE = "nvidia.dali"
+DALI_VERSION = "2.4.0"
+
+
+def dali_pin(cuda: str) -> str:
+    """The DALI wheel for an image built with CUDA release ``cuda`` ("12.6", "13.0")."""
+    return f"nvidia-dali-cuda{cuda.split('.')[0]}0=={DALI_VERSION}"
 
 
 # The registry account AWS publishes EKS add-on images (the EFA device plugin among them) from, per

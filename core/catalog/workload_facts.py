@@ -38,7 +38,7 @@ class WorkloadFacts:
     collective: bool = False
     # Its data is a small in-memory tensor set (CIFAR-10's batches), cropped and flipped on the training thread.
     in_memory_data: bool = False
-    # It reads ImageFolder JPEGs where its dataset is not synthetic, so gpu_decode (nvJPEG) applies to it.
+    # It reads ImageFolder JPEGs where its dataset is not synthetic, so input_path (Pillow, nvJPEG, DALI) applies to it.
     image_folder: bool = False
 
 

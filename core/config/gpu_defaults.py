@@ -8,6 +8,12 @@ rate: every real-image path measured on an H100 ran below the eager rate), when 
 run's steady steps (estimated at the H100's eager rate, a lower bound on other GPUs) is at least the compile
 time; that is, when the steady time is at least ``payback_factor`` (about 6 for ResNet-50) times the compile
 time. A CPU run (``bench run --local``) never compiles unless asked: Inductor takes minutes there.
+
+Input path. ``input_path`` in the stack file wins. Unset (``auto``), a PyTorch workload reading an ImageFolder
+decodes with NVIDIA DALI on a GPU (the crop decoded on the GPU, host cores only read files: the Pillow path,
+measured at 1,852 img/s in 8 workers on an H100, starves it) and with Pillow on a CPU. A DALI that fails to
+install or import fails the run at its start, naming why: a silent fallback would measure another pipeline
+under the same name (``input_path: pillow`` asks for Pillow on a GPU).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 from core.catalog.gpu_rates import COMPILE_GAINS, INPUT_RATES, INPUT_SOURCE
 from core.catalog.workload_facts import WORKLOADS
 from core.config.model import Experiment
+from core.contract.train_args import INPUT_PATHS as TRAINER_INPUT_PATHS
 
 TORCH_FRAMEWORKS = ("pytorch", "horovod")  # the frameworks whose trainer is workloads.train.pytorch.trainer
 # Why a workload without a measured gain stays eager.
@@ -29,10 +36,21 @@ NO_GAIN = {
 INPUT_PATHS = {
     "synthetic": "synthetic tensors on the device",
     "pillow": "Pillow in DataLoader workers",
-    "gpu_decode": "nvJPEG on the GPU (gpu_decode)",
+    "nvjpeg": "nvJPEG through torchvision.io.decode_jpeg",
+    "dali": "NVIDIA DALI on the device",
     "cifar_memory": "CIFAR-10 arrays in host memory",
     "framework": "the framework's own input pipeline",
     "none": "no input",
+}
+# What each ImageFolder path does, where (GPU, CPU).
+_JPEG_PATHS = {
+    "pillow": ("{by} decode and augment the JPEGs with Pillow on host cores",) * 2,
+    "nvjpeg": ("{by} read the JPEG bytes, the GPU decodes them (nvJPEG, torchvision.io.decode_jpeg) and crops per "
+               "image on the training thread",
+               "{by} read the JPEG bytes, decode_jpeg decodes them on the CPU (no GPU here)"),
+    "dali": ("DALI decodes each image's random crop on the GPU (nvJPEG, its hardware decoder where it has one), then "
+             "resizes, flips and normalises there; host cores only read files (NVIDIA's ResNet-50 input path)",
+             "DALI decodes and augments on CPU threads (no GPU here)"),
 }
 
 
@@ -94,11 +112,23 @@ def input_path(e: Experiment, *, gpu: bool, workers: int) -> Choice:
     if facts is not None and facts.in_memory_data:
         copy = "page-locked, copied without a host sync" if gpu else "used in place"
         return Choice("cifar_memory", f"cropped and flipped on the training thread, {copy}")
-    if e.gpu_decode and facts is not None and facts.image_folder:
-        where = "the GPU decodes (nvJPEG, torchvision.io.decode_jpeg)" if gpu else \
-            "decode_jpeg decodes on the CPU (no GPU here)"
-        return Choice("gpu_decode", f"gpu_decode: true: {by} read the JPEG bytes, {where} and crops per image on "
-                                    "the training thread" + (f" ({rates['gpu_decode']}, {INPUT_SOURCE})"
-                                                             if "gpu_decode" in rates else ""))
-    measured = f" ({rates['pillow']}, {INPUT_SOURCE})" if "pillow" in rates else ""
-    return Choice("pillow", f"{e.dataset}: {by} decode and augment the JPEGs on host cores{measured}")
+    if facts is None or not facts.image_folder:
+        return Choice("pillow", f"{e.dataset}: {by} decode and augment the JPEGs on host cores (the workload's own "
+                                "loader)")
+    if e.input_path != "auto":
+        chosen, why = e.input_path, f"input_path: {e.input_path} in the stack file"
+    elif gpu:
+        chosen, why = "dali", "the GPU default for ImageFolder data"
+    else:
+        chosen, why = "pillow", "the CPU default (decoding on the GPU needs one)"
+    what = _JPEG_PATHS[chosen][0 if gpu else 1].format(by=by[0].upper() + by[1:])
+    measured = f" ({rates[chosen]}, {INPUT_SOURCE})" if chosen in rates else \
+        (" (its rate on a GPU is owed a measurement)" if gpu else "")
+    return Choice(chosen, f"{why}: {what}{measured}")
+
+
+def trainer_input_path(e: Experiment, *, gpu: bool) -> str:
+    """``input_path``'s choice as the trainer's ``--input-path`` (pillow, nvjpeg or dali; pillow where it reads no
+    ImageFolder, which ignores it)."""
+    chosen = input_path(e, gpu=gpu, workers=0).value
+    return chosen if chosen in TRAINER_INPUT_PATHS else "pillow"

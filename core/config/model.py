@@ -19,7 +19,7 @@ from core.catalog import aws as catalog
 from core.catalog.fabric import FABRIC_MODES
 from core.catalog.pins import TRAINING_IMAGE
 from core.contract.results_location import repeat_folder
-from core.contract.train_args import COMPILE_MODES, PRECISIONS, WORKLOADS
+from core.contract.train_args import COMPILE_MODES, INPUT_PATHS, PRECISIONS, WORKLOADS
 
 NAME = r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?"
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "paddle")
@@ -155,7 +155,8 @@ class Experiment:
     compile: bool | None = None  # None: the GPU default decides per experiment (core.config.gpu_defaults)
     compile_mode: str = choice("default", COMPILE_MODES)  # torch.compile mode
     target_accuracy: float | None = None  # report time to this test accuracy (cifar10)
-    gpu_decode: bool = False  # ImageFolder data: decode JPEGs on the GPU (nvJPEG)
+    # ImageFolder data: how JPEGs become batches; "auto": the GPU default decides (core.config.gpu_defaults)
+    input_path: str = choice("auto", ("auto", *INPUT_PATHS))
     node_group: str = ""  # the GPU node group it runs on; "" = the first one
     pservers: int = 1  # paddle only
     # On an EFA group: "check" marks a run whose NCCL fell back to sockets degraded; "strict" fails it (core.catalog.fabric)

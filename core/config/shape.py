@@ -424,7 +424,7 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
         compile=r.boolean("compile", d("compile")),
         compile_mode=r.string("compile_mode", d("compile_mode"), choices=choices_of(Experiment, "compile_mode")),
         target_accuracy=_number(r, "target_accuracy", d("target_accuracy"), minimum=0, maximum=1, example="0.9"),
-        gpu_decode=r.boolean("gpu_decode", d("gpu_decode")),
+        input_path=r.string("input_path", d("input_path"), choices=choices_of(Experiment, "input_path")),
         node_group=group_name,
         pservers=r.integer("pservers", d("pservers"), minimum=1, maximum=64, example="2"),
         fabric=r.string("fabric", d("fabric"), choices=choices_of(Experiment, "fabric")),

@@ -22,6 +22,9 @@ WORKLOADS = tuple(WORKLOAD_FACTS)
 PRECISIONS = ("fp32", "amp-fp16", "bf16")
 # torch.compile modes; "reduce-overhead" and "max-autotune" capture CUDA graphs on GPU.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# How an ImageFolder's JPEGs become batches (workloads.train.common.data, .dali_input): Pillow in DataLoader
+# workers; torchvision's nvJPEG decode_jpeg; NVIDIA DALI. The stack file also takes "auto" (core.config.gpu_defaults).
+INPUT_PATHS = ("pillow", "nvjpeg", "dali")
 
 
 def _positive(text: str) -> int:
@@ -82,9 +85,8 @@ class TrainArgs:
     seed: int = arg(0, type=int)
     collective_timeout: int = arg(300, "seconds", type=_positive)
     compile: bool = arg(False, "torch.compile the model", always=False)
-    # ImageFolder: read JPEG bytes in the workers, decode on the GPU
-    gpu_decode: bool = arg(False, "ImageFolder: decode JPEGs with torchvision.io.decode_jpeg on the GPU",
-                           always=False)
+    input_path: str = arg("pillow", "ImageFolder: Pillow in the loader workers, nvJPEG (torchvision.io.decode_jpeg) or "
+                          "NVIDIA DALI on the device", choices=INPUT_PATHS, always=False)
     target_accuracy: float | None = arg(None, "cifar10: report time to this accuracy", type=float, always=False)
     lr: float | None = arg(None, "default: 0.1 x global batch / 256 (0.02 for maskrcnn)", type=float,
                            always=False)

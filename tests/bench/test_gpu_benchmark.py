@@ -68,6 +68,7 @@ def test_input_pipeline_smoke_runs_the_trainers_paths_beside_bare_loops(tmp_path
     doc = json.loads(out.read_text())
     [row] = doc["results"]
     measured = {k: v for k, v in row.items() if k.endswith("_images_per_s")}
-    assert set(measured) == {"bare_decode_images_per_s", "pillow_0_workers_images_per_s",
-                             "gpu_decode_0_workers_images_per_s", "bare_pillow_0_workers_images_per_s"}
+    assert set(measured) == {"bare_decode_images_per_s", "pillow_0_workers_images_per_s", "dali_0_workers_images_per_s",
+                             "nvjpeg_0_workers_images_per_s", "bare_pillow_0_workers_images_per_s"}
+    assert doc["skipped"] == {} and doc["device_name"]
     assert all(v > 0 for v in measured.values()) and doc["smoke"] and row["device"] == doc["device"]

@@ -76,16 +76,23 @@ def test_each_input_path_is_named_with_its_reason():
     def path(e, gpu=True, workers=8):
         return input_path(e, gpu=gpu, workers=workers).value
 
+    imagenet = replace(DEV_RESNET, dataset="imagenet")
     assert path(DEV_RESNET) == "synthetic"
-    assert path(replace(DEV_RESNET, dataset="imagenet")) == "pillow"
-    assert path(replace(DEV_RESNET, dataset="imagenet", gpu_decode=True)) == "gpu_decode"
+    assert path(imagenet) == "dali" and path(imagenet, gpu=False) == "pillow"  # auto: DALI on a GPU only
+    for chosen in ("pillow", "nvjpeg", "dali"):  # the stack file's choice wins on either device
+        assert path(replace(imagenet, input_path=chosen)) == chosen
+        assert path(replace(imagenet, input_path=chosen), gpu=False) == chosen
     assert path(replace(DEV_RESNET, workload="cifar10", dataset="cifar10")) == "cifar_memory"
+    assert path(replace(DEV_RESNET, workload="maskrcnn", dataset="coco2017")) == "pillow"  # its own loader
     assert path(replace(DEV_RESNET, workload="allreduce")) == "none"
     assert path(replace(DEV_RESNET, framework="tensorflow", dataset="imagenet")) == "framework"
-    pillow = input_path(replace(DEV_RESNET, dataset="imagenet"), gpu=True, workers=17)
+    dali = input_path(imagenet, gpu=True, workers=17)
+    assert "GPU default" in dali.reason and "owed a measurement" in dali.reason
+    pillow = input_path(replace(imagenet, input_path="pillow"), gpu=True, workers=17)
     assert "17 workers per process" in pillow.reason and "1,852 img/s" in pillow.reason
-    cpu = input_path(replace(DEV_RESNET, dataset="imagenet", gpu_decode=True), gpu=False, workers=0)
-    assert "on the CPU" in cpu.reason and "the training process" in cpu.reason
+    assert "in the stack file" in pillow.reason
+    cpu = input_path(replace(imagenet, input_path="nvjpeg"), gpu=False, workers=0)
+    assert "on the CPU" in cpu.reason and "The training process" in cpu.reason
 
 
 def test_compile_is_tri_state_in_a_stack_file():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from core.catalog import pins
+from core.catalog import compat, pins
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,13 +34,15 @@ def test_every_image_is_pinned_to_a_version():
 
 def test_pod_package_pins_match_the_tested_requirements():
     tested = requirement_pins(ROOT / "requirements-dev.txt")
-    for spec in pins.PIP_PINS.values():
+    for spec in [*pins.PIP_PINS.values(), pins.dali_pin("13.0")]:  # DALI: the tests' wheel is the DLC's CUDA's
         name, version = spec.split("==")
         assert tested.get(name.lower()) == version, (spec, tested.get(name.lower()))
+    assert (pins.dali_pin("12.6"), pins.dali_pin("13.0")) == ("nvidia-dali-cuda120==2.4.0", "nvidia-dali-cuda130==2.4.0")
 
 
 def test_the_dockerfile_builds_on_the_pinned_image_with_the_same_packages():
     dockerfile = (ROOT / "workloads" / "Dockerfile").read_text()
     assert f"FROM {pins.TRAINING_IMAGE}" in dockerfile
-    for spec in pins.PIP_PINS.values():
+    cuda = compat.find_image(pins.TRAINING_IMAGE).cuda
+    for spec in [*pins.PIP_PINS.values(), pins.dali_pin(cuda)]:
         assert spec in dockerfile, spec

@@ -109,3 +109,32 @@ def test_the_meta_flop_count_is_the_gpus_own_count(workload, tmp_path, monkeypat
             assert round(flops / 1e9, 1) == 24.3 and seconds < 3.0, (flops, seconds)
     finally:
         run.close()
+
+
+@pytest.mark.parametrize("workers", [0, 4], ids=["training-thread", "reader-processes"])
+def test_dali_decodes_on_the_gpu_the_files_the_pillow_path_reads(tmp_path, workers):
+    """The GPU default for ImageFolder data: batches land on the device, normalised, channels_last, with the
+    Pillow path's labels step for step (the same files), and the reader processes stop with the source."""
+    pytest.importorskip("nvidia.dali", reason="DALI is not installed: pip install nvidia-dali-cuda130==2.4.0")
+    import multiprocessing
+
+    from datasets.synthetic import SyntheticSpec, generate
+    from workloads.train.common.dali_input import DaliImages
+    from workloads.train.common.data import ImageFolderImages, Position
+
+    generate(SyntheticSpec(images=96, classes=4, resolution=320, val_images=0), tmp_path, workers=2)
+    root, cuda = tmp_path / "train", torch.device("cuda", 0)
+    dali = DaliImages(root, image_size=224, device=cuda, channels_last=True, workers=workers)
+    pillow = ImageFolderImages(root, image_size=224, device=torch.device("cpu"), channels_last=True, workers=0)
+    for src in (dali, pillow):
+        src.reseed(1)
+        src.start(Position(0, 32), global_batch=32, rank=0, batch=32, seed=0)
+    got = [dali.batch(Position()) for _ in range(4)]  # across the epoch's end (96 images, 3 steps of 32)
+    torch.cuda.synchronize()
+    assert [y.cpu().tolist() for _, y in got] == [pillow.batch(Position())[1].tolist() for _ in range(4)]
+    for x, y in got:
+        assert x.device == cuda and y.device == cuda and x.dtype == torch.float32 and y.dtype == torch.int64
+        assert tuple(x.shape) == (32, 3, 224, 224) and x.is_contiguous(memory_format=torch.channels_last)
+        assert torch.isfinite(x).all() and -2.2 < float(x.min()) and float(x.max()) < 2.7
+    dali.close()
+    assert multiprocessing.active_children() == []

@@ -347,3 +347,22 @@ def test_the_clusters_compile_is_the_stack_files_else_the_gpu_defaults_rule():
     assert (c.compiles(E), c.compiles(long), c.compiles(replace(long, compile=False))) == (False, True, False)
     assert "--compile" not in c.train_argv(E, ENV) and "--compile" in c.train_argv(long, ENV)
     assert c.train_args_for(long, ENV).compile is True
+
+
+def test_dali_is_installed_in_the_pods_that_decode_with_it_for_their_images_cuda():
+    from core.catalog import pins
+
+    imagenet = replace(E, dataset="imagenet")
+    cu126 = pins.training_image("us-west-2", pins.DLC_TAG_CU126)  # V100 groups (p3)
+    for e, wheel in ((imagenet, "nvidia-dali-cuda130==2.4.0"), (replace(imagenet, image=cu126),
+                                                               "nvidia-dali-cuda120==2.4.0"),
+                     (replace(imagenet, framework="horovod", image="horovod/horovod:0.28.1"),
+                      "nvidia-dali-cuda130==2.4.0")):
+        launch = c.launch_for(e, ENV, job="j", service="s", gpus=8)
+        assert "--input-path=dali" in launch.argv and pins.DALI_MODULE in launch.modules
+        script = c.launcher_script(launch.argv, results_dir="/r", results_uri="s3://b/p/", experiment="e",
+                                   modules=launch.modules, pins=launch.pins)
+        assert 'python3 -c "import nvidia.dali"' in script and f"pip install --no-cache-dir --quiet {wheel}" in script
+    for e in (E, replace(imagenet, input_path="pillow")):  # synthetic data; Pillow asked for
+        launch = c.launch_for(e, ENV, job="j", service="s", gpus=8)
+        assert pins.DALI_MODULE not in launch.modules and "--input-path=dali" not in launch.argv

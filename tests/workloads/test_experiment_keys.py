@@ -1,4 +1,4 @@
-"""Experiment keys the training side added (target_accuracy, checkpoint_minutes, compile_mode, gpu_decode),
+"""Experiment keys the training side added (target_accuracy, checkpoint_minutes, compile_mode, input_path),
 the region's training image, bf16 only where the GPUs have it, and what reaches the trainer."""
 
 from __future__ import annotations
@@ -85,3 +85,13 @@ def test_bf16_on_gpus_without_it_exits_2_naming_the_key(itype, model):
     assert r.returncode == 2, r.stdout + r.stderr
     assert f'experiments[0].precision="bf16": {model} GPUs ({itype}' in r.stderr and "amp-fp16" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_input_path_reaches_the_trainer_and_is_refused_where_nothing_reads_jpegs():
+    e = parse({"dataset": "imagenet", "input_path": "nvjpeg"}).experiments[0]
+    assert c.check_experiment(e) == [] and c.train_args_for(e, _Paths()).input_path == "nvjpeg"
+    assert c.train_args_for(parse({"dataset": "imagenet"}).experiments[0], _Paths()).input_path == "dali"
+    for keys in ({"input_path": "dali"},  # synthetic data
+                 {"workload": "cifar10", "dataset": "cifar10", "input_path": "pillow"}):
+        (problem,) = c.check_experiment(parse(keys).experiments[0])
+        assert problem.startswith(f'input_path="{keys["input_path"]}"') and 'e.g. input_path: "auto"' in problem

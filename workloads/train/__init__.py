@@ -10,7 +10,7 @@ The Kubernetes Job side calls exactly these command lines, so they are a stable 
     --image-size N  --width-per-group N  --channels-last/--no-channels-last  --compile
     --warmup-steps N  --seed N  --collective-timeout S
     [--checkpoint-minutes M] [--compile-mode MODE] [--target-accuracy F] [--lr F] [--log-every N]
-    [--workers N] [--gpu-decode]
+    [--workers N] [--input-path {pillow,nvjpeg,dali}]
 
   Data: ``synthetic`` (random tensors), ImageFolder at ``<data-dir>/<dataset>/train/<class>/*.JPEG``,
   CIFAR-10 batches at ``<data-dir>/cifar10/[cifar-10-batches-py/]``, COCO at

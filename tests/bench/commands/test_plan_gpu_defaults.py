@@ -35,8 +35,13 @@ def test_a_long_run_compiles_and_an_image_folder_run_names_its_workers():
     rows = evaluate_config("dev", {**DEV, "eksbench:experiments": [long, images]}).estimate["gpu_defaults"]
     assert rows[0]["compile"] is True and "pays back" in rows[0]["compile_reason"]
     # p3.16xlarge: 64 vCPUs for 8 GPUs, 75% requested, one core for the trainer
-    assert (rows[1]["compile"], rows[1]["input_path"], rows[1]["workers"]) == (False, "pillow", 5)
-    assert "5 workers per process" in rows[1]["input_reason"] and "real images" in rows[1]["compile_reason"]
+    assert (rows[1]["compile"], rows[1]["input_path"], rows[1]["workers"]) == (False, "dali", 5)
+    assert "DALI decodes each image's random crop on the GPU" in rows[1]["input_reason"]
+    assert "real images" in rows[1]["compile_reason"]
+    pillow = evaluate_config("dev", {**DEV, "eksbench:experiments": [{**images, "input_path": "pillow"}]})
+    (row,) = pillow.estimate["gpu_defaults"]
+    assert row["input_path"] == "pillow" and "5 workers per process" in row["input_reason"]
+    assert "input_path: pillow in the stack file" in row["input_reason"]
 
 
 def test_the_json_plan_carries_the_same_rows():

@@ -210,3 +210,15 @@ def test_a_local_cpu_run_compiles_only_when_the_stack_file_says_so():
     assert lr.scale_experiment(long, LocalRun(), results_dir="/r/r", data_dir="/r/_data").train.compile is False
     asked = lr.scale_experiment(replace(long, compile=True), LocalRun(), results_dir="/r/r", data_dir="/r/_data")
     assert asked.train.compile is True
+
+
+def test_a_local_cpu_run_decodes_with_pillow_unless_the_stack_file_says_otherwise():
+    """The cluster's ImageFolder runs decode with DALI on their GPUs; a CPU run uses Pillow (DALI is not among
+    the local run's packages), unless the stack file asks for a path."""
+    images = Experiment(name="r", dataset="imagenet", steps=10)
+    assert c.train_args_for(images, ENV).input_path == "dali"
+    assert lr.scale_experiment(images, LocalRun(), results_dir="/r/r", data_dir="/r/_data").train.input_path == "pillow"
+    on_gpu = lr.scale_experiment(images, LocalRun(), results_dir="/r/r", data_dir="/r/_data", gpu=True)
+    assert on_gpu.train.input_path == "dali"
+    asked = lr.scale_experiment(replace(images, input_path="nvjpeg"), LocalRun(), results_dir="/r/r", data_dir="/r/_data")
+    assert asked.train.input_path == "nvjpeg"

@@ -57,7 +57,7 @@ def test_cifar10_by_epochs_tracks_accuracy_and_time_to_target(tmp_path):
     assert figures["accuracy"]["time_to_accuracy_epoch"] == 0
 
 
-@pytest.mark.parametrize("gpu_decode", [False, True], ids=["pillow-workers", "decode_jpeg"])
+@pytest.mark.parametrize("gpu_decode", [False, True], ids=["pillow-workers", "nvjpeg-decode_jpeg"])
 def test_image_folder_hands_uint8_to_the_device_and_normalises_there(tmp_path, monkeypatch, gpu_decode):
     import numpy as np
     import torch
@@ -87,6 +87,61 @@ def test_image_folder_hands_uint8_to_the_device_and_normalises_there(tmp_path, m
     assert x.dtype == torch.float32 and tuple(x.shape) == (4, 3, 32, 32)
     assert x.is_contiguous(memory_format=torch.channels_last) and y.dtype == torch.int64
     assert -2.2 < float(x.min()) and float(x.max()) < 2.7  # ImageNet mean/std normalisation of 0..255
+
+
+@pytest.mark.local_run
+def test_resnet50_trains_on_an_image_folder_through_dali(tmp_path):
+    write_image_folder(tmp_path / "data")
+    done = train("--workload=resnet50", "--dataset=tiny", f"--data-dir={tmp_path / 'data'}", "--batch-size=4",
+                 "--steps=3", "--image-size=32", "--width-per-group=4", "--workers=4", "--input-path=dali",
+                 f"--results-dir={tmp_path / 'r'}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = read_rank_metrics(tmp_path / "r")[0]
+    assert [(r["step"], r["epoch"]) for r in lines] == [(1, 0), (2, 0), (3, 1)]
+    assert all(r["loss"] == r["loss"] for r in lines)  # finite: the batches are normalised images
+
+
+@pytest.mark.parametrize("workers", [0, 4], ids=["training-thread", "reader-process"])
+def test_dali_reads_the_pillow_paths_samples_in_its_order_and_normalises_on_the_device(tmp_path, workers):
+    """Step n after a start position reads the same files as the Pillow path, across an epoch's end and from a
+    resumed position; batches come out normalised float32 in channels_last; close() stops the reader processes."""
+    import multiprocessing
+
+    import torch
+
+    from workloads.train.common import data
+    from workloads.train.common.dali_input import DaliImages
+
+    root = write_image_folder(tmp_path, per_class=5) / "tiny" / "train"  # 10 images, 2 steps of 4 per epoch
+    cpu = torch.device("cpu")
+    dali = DaliImages(root, image_size=24, device=cpu, channels_last=True, workers=workers)
+    pillow = data.ImageFolderImages(root, image_size=24, device=cpu, channels_last=True, workers=0)
+    assert (dali.size, dali.num_classes) == (pillow.size, pillow.num_classes) == (10, 2)
+    start = data.Position(epoch=1, offset=4)  # a run resumed mid-epoch, rank 1 of 2
+    for src in (dali, pillow):
+        src.reseed(5)
+        src.start(start, global_batch=4, rank=1, batch=2, seed=3)
+    got = [dali.batch(start) for _ in range(5)]
+    assert [y.tolist() for _, y in got] == [pillow.batch(start)[1].tolist() for _ in range(5)]
+    x = got[0][0]
+    assert x.dtype == torch.float32 and tuple(x.shape) == (2, 3, 24, 24)
+    assert x.is_contiguous(memory_format=torch.channels_last)
+    assert -2.2 < float(x.min()) and float(x.max()) < 2.7 and float(x.std()) > 0.3  # ImageNet mean/std of 0..255
+    assert bool((multiprocessing.active_children() != []) == (workers > 0))
+    dali.close()
+    pillow.close()
+    assert multiprocessing.active_children() == []
+
+
+def test_without_dali_the_dali_path_fails_at_once_saying_how_to_get_it(tmp_path, monkeypatch):
+    import torch
+
+    from workloads.train.common.dali_input import DaliImages
+
+    monkeypatch.setitem(sys.modules, "nvidia.dali", None)  # what an image without DALI gives
+    with pytest.raises(RuntimeError, match=r"input_path: dali needs NVIDIA DALI \(pip install nvidia-dali-cuda130\)"):
+        DaliImages(write_image_folder(tmp_path) / "tiny" / "train", image_size=24, device=torch.device("cpu"),
+                   channels_last=True, workers=0)
 
 
 def test_a_run_that_stops_stepping_fails_naming_where_it_stood(tmp_path):

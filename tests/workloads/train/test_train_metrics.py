@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from workloads.train.common.data import Position, epoch_ends, next_slice
+from workloads.train.common.data import Position, epoch_ends, next_slice, nth_slice
 from workloads.train.common.metrics import (
     JsonLines,
     keep_through,
@@ -104,3 +106,15 @@ def test_data_positions_continue_across_world_sizes_and_epochs():
     assert epoch_ends(10, Position(0, 8), 4) and not epoch_ends(10, Position(0, 4), 4)
     with pytest.raises(ValueError):
         next_slice(3, Position(), 4)
+
+
+@given(size=st.integers(1, 60), data=st.data())
+def test_the_nth_slice_is_where_n_plus_one_steps_read_from(size, data):
+    """A reader handed step numbers (DALI's worker processes) reads where the walking loader would."""
+    gb = data.draw(st.integers(1, size))
+    pos = Position(data.draw(st.integers(0, 3)), data.draw(st.integers(0, size)))
+    at, walked = pos, []
+    for _ in range(data.draw(st.integers(1, 40))):
+        start, at = next_slice(size, at, gb)
+        walked.append(start)
+    assert [nth_slice(size, pos, gb, n) for n in range(len(walked))] == walked

@@ -29,6 +29,19 @@ def next_slice(size: int, pos: Position, global_batch: int) -> tuple[Position, P
     return start, Position(start.epoch, start.offset + global_batch)
 
 
+def nth_slice(size: int, pos: Position, global_batch: int, n: int) -> Position:
+    """Where the ``n``-th step after ``pos`` reads from (``n`` = 0: the next one): ``next_slice`` applied ``n + 1``
+    times, in constant time, for a reader that is handed a step's number rather than walking the steps."""
+    if global_batch > size:
+        raise ValueError(f"global batch {global_batch} is larger than the dataset ({size} samples)")
+    left = (size - pos.offset) // global_batch  # steps still in pos's epoch
+    if n < left:
+        return Position(pos.epoch, pos.offset + n * global_batch)
+    per_epoch = size // global_batch
+    n -= left
+    return Position(pos.epoch + 1 + n // per_epoch, (n % per_epoch) * global_batch)
+
+
 def next_step(size: int | None, pos: Position, global_batch: int, step: int, args: Any) -> tuple[Position, Position] | None:
     """(where the next step reads from, the position after it), or None when the run is done: its
     ``args.epochs`` (an epoch run) or its ``args.steps`` (a step run). Synthetic data (``size``

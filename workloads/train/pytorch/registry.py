@@ -44,7 +44,7 @@ class WorkloadCode:
 
 
 def _resnet50_source(a: TrainArgs, device: Any, rank: int, channels_last: bool) -> tuple[Any, int]:
-    """Synthetic tensors, or an ImageFolder under --data-dir."""
+    """Synthetic tensors, or an ImageFolder under --data-dir (decoded as --input-path says)."""
     if a.dataset == "synthetic":
         from workloads.train.common.data import SyntheticImages
 
@@ -52,8 +52,15 @@ def _resnet50_source(a: TrainArgs, device: Any, rank: int, channels_last: bool) 
                                channels_last=channels_last, seed=a.seed + rank), 1000
     from workloads.train.common.data import ImageFolderImages, image_folder_root
 
-    src = ImageFolderImages(image_folder_root(a.data_dir, a.dataset), image_size=a.image_size, device=device,
-                            channels_last=channels_last, workers=a.workers, gpu_decode=a.gpu_decode)
+    root = image_folder_root(a.data_dir, a.dataset)
+    if a.input_path == "dali":
+        from workloads.train.common.dali_input import DaliImages
+
+        src: Any = DaliImages(root, image_size=a.image_size, device=device, channels_last=channels_last,
+                              workers=a.workers)
+    else:
+        src = ImageFolderImages(root, image_size=a.image_size, device=device, channels_last=channels_last,
+                                workers=a.workers, gpu_decode=a.input_path == "nvjpeg")
     return src, src.num_classes
 
 
