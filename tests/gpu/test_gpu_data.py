@@ -138,3 +138,24 @@ def test_dali_decodes_on_the_gpu_the_files_the_pillow_path_reads(tmp_path, worke
         assert torch.isfinite(x).all() and -2.2 < float(x.min()) and float(x.max()) < 2.7
     dali.close()
     assert multiprocessing.active_children() == []
+
+
+def test_coco_batches_are_page_locked_and_scaled_on_the_device(tmp_path):
+    """Mask R-CNN's COCO images cross the loader as uint8 in page-locked memory, so their copies queue without
+    waiting for the GPU, and become the same [0, 1] floats on the device as on the host."""
+    from tests.workloads.train.test_train_maskrcnn import write_coco
+    from workloads.train.common.data import Position
+    from workloads.train.pytorch.detection import CocoImages
+
+    write_coco(tmp_path)
+    gpu = CocoImages(tmp_path / "coco2017", device=torch.device("cuda", 0), workers=0)
+    cpu = CocoImages(tmp_path / "coco2017", device=torch.device("cpu"), workers=0)
+    for src in (gpu, cpu):
+        src.start(Position(), global_batch=2, rank=0, batch=2, seed=0)
+    images, targets = next(gpu._it)
+    assert all(im.is_pinned() and im.dtype == torch.uint8 for im in images)
+    assert all(v.is_pinned() for t in targets for v in t.values())
+    gpu.start(Position(), global_batch=2, rank=0, batch=2, seed=0)
+    on_device, _ = gpu.batch(Position())
+    for g, c in zip(on_device, cpu.batch(Position())[0]):
+        torch.testing.assert_close(g.cpu(), c, rtol=0, atol=0)

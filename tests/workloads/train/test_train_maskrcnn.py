@@ -45,6 +45,31 @@ def test_coco_index_skips_crowds_and_unannotated_images(tmp_path):
     assert all(len(v) == 1 for v in by_image.values())
 
 
+def test_coco_batches_cross_the_loader_as_uint8_and_reach_the_device_as_the_same_floats(tmp_path):
+    """uint8 through the worker pipe and the copy (a quarter of float32's bytes), [0, 1] floats on the device,
+    the same bits as scaling on the host."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from workloads.train.common.data import Position, epoch_order, rank_indices
+    from workloads.train.pytorch.detection import CocoImages
+
+    write_coco(tmp_path)
+    src = CocoImages(tmp_path / "coco2017", device=torch.device("cpu"), workers=0)
+    image, _ = src.dataset[0]
+    assert image.dtype == torch.uint8 and tuple(image.shape) == (3, 96, 96)
+    src.start(Position(), global_batch=2, rank=0, batch=2, seed=0)
+    images, targets = src.batch(Position())
+    for im, t in zip(images, targets):
+        assert im.dtype == torch.float32 and 0 <= float(im.min()) and float(im.max()) <= 1
+        assert set(t) == {"boxes", "labels", "masks"}
+    for im, i in zip(images, rank_indices(epoch_order(src.size, 0, 0), Position(), 0, 2)):
+        with Image.open(src.dataset.root / "train2017" / src.dataset.images[i]["file_name"]) as f:
+            pixels = torch.from_numpy(np.asarray(f.convert("RGB"), dtype=np.uint8).copy()).permute(2, 0, 1)
+        assert torch.equal(im, pixels.float() / 255.0)
+
+
 def test_polygon_mask_fills_the_polygon():
     m = polygon_mask([[2, 2, 6, 2, 6, 6, 2, 6]], 10, 10)
     assert m.shape == (10, 10) and m[4, 4] == 1 and m[0, 0] == 0 and m.sum() == 25
