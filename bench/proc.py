@@ -1,40 +1,16 @@
-"""Child processes that cannot outlive ``bench``: a parent-death signal, and process-tree helpers.
+"""Child processes that cannot outlive ``bench``, and process-tree helpers.
 
-``die_with_parent(sig)`` is a ``preexec_fn`` that asks Linux to send ``sig`` to the child when
-the thread that started it dies (``prctl(PR_SET_PDEATHSIG)``, prctl(2)), so even ``kill -9``
-of ``bench`` stops etcd and the launchers. The setting survives ``exec``. Where prctl is not
-available (macOS) it does nothing and the normal teardown is all there is.
+``die_with_parent(sig)`` (workloads/train/common/parent_death.py, shared with the trainer's DALI readers) is a
+``preexec_fn`` that asks Linux to send ``sig`` to the child when the thread that started it dies, so even
+``kill -9`` of ``bench`` stops etcd and the launchers.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import sys
 from pathlib import Path
-from typing import Callable
 
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-        if os.getppid() != parent:  # the parent died between fork and prctl
-            os.kill(os.getpid(), int(sig))
-
-    return preexec
+from workloads.train.common.parent_death import die_with_parent  # noqa: F401 - bench's processes use it from here
 
 
 def children_map() -> dict[int, list[int]]:

@@ -133,6 +133,52 @@ def test_dali_reads_the_pillow_paths_samples_in_its_order_and_normalises_on_the_
     assert multiprocessing.active_children() == []
 
 
+DALI_READERS = """
+import multiprocessing, sys, time, torch
+from workloads.train.common.dali_input import DaliImages
+from workloads.train.common.data import Position
+if __name__ == "__main__":
+    src = DaliImages(sys.argv[1], image_size=24, device=torch.device("cpu"), channels_last=True, workers=8)
+    src.start(Position(), global_batch=4, rank=0, batch=4, seed=0)
+    src.batch(Position())
+    print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+    time.sleep(600)
+"""
+
+
+def test_dali_reader_processes_die_with_a_killed_trainer(tmp_path):
+    """Nothing we start outlives us: DALI's reader processes do not exit when their parent is killed with
+    SIGKILL (they lingered), so each follows its parent with the kernel's parent-death signal."""
+    import os
+    import signal
+    import time
+
+    root = write_image_folder(tmp_path) / "tiny" / "train"
+    (tmp_path / "readers.py").write_text(DALI_READERS)
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "readers.py"), str(root)], stdout=subprocess.PIPE,
+                            text=True, env=child_env(1))
+    try:
+        readers = [int(p) for p in proc.stdout.readline().split()]
+        assert len(readers) == 2, readers  # reader_processes(8)
+    finally:
+        proc.kill()
+        proc.wait()
+
+    def alive(pid):
+        try:
+            state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state != "Z"
+    deadline = time.monotonic() + 15
+    while any(alive(p) for p in readers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in readers if alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"DALI reader processes {left} outlived their killed parent"
+
+
 def test_without_dali_the_dali_path_fails_at_once_saying_how_to_get_it(tmp_path, monkeypatch):
     import torch
 

@@ -14,10 +14,13 @@ same shuffled slice (``data.nth_slice``), so a run resumed with another world si
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
 from workloads.train.common.data import IMAGENET_MEAN, IMAGENET_STD, Position, epoch_order, nth_slice, rank_indices
+from workloads.train.common.parent_death import follow_parent
 
 # nvJPEG's buffers sized once for full-size ImageNet images, so they never grow mid-run (NVIDIA's DALI
 # ResNet-50 example, docs/examples/use_cases/pytorch/resnet50); the share of each batch given to the
@@ -40,6 +43,8 @@ class FolderBatches:
     """DALI's external source for one rank: step ``info.iteration`` -> (the JPEG files' bytes, their labels).
 
     Picklable and stateless but for a cached epoch order, so DALI's worker processes can each serve any step.
+    Unpickled in a worker process, it ties that process to the training process: DALI's workers do not exit
+    when their parent is killed (``kill -9``, the OOM killer), so the kernel's parent-death signal does it.
     """
 
     def __init__(self, samples: list[tuple[str, int]], *, start: Position, global_batch: int, rank: int, batch: int,
@@ -47,6 +52,12 @@ class FolderBatches:
         self.samples, self.start, self.gb, self.rank, self.batch, self.seed = \
             samples, start, global_batch, rank, batch, seed
         self._order: tuple[int, Any] = (-1, None)
+        self._parent = os.getpid()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if os.getpid() != self._parent:  # in a reader process
+            follow_parent(signal.SIGKILL, self._parent)
 
     def indices(self, n: int) -> list[int]:
         at = nth_slice(len(self.samples), self.start, self.gb, n)
