@@ -82,9 +82,13 @@ def compile_choice(e: Experiment, *, gpu: bool) -> Choice:
         why = NO_GAIN.get(e.workload, f"no measured compile gain for {e.workload} on a GPU yet")
         return Choice(False, f"{why}; eager unless compile: true")
     if e.dataset != "synthetic":
-        rates = "; ".join(INPUT_RATES.get(e.workload, {}).values())
-        return Choice(False, "real images: the input path sets the step rate, compiling the model gains "
-                             f"nothing ({rates + '; ' if rates else ''}{INPUT_SOURCE})")
+        rates = INPUT_RATES.get(e.workload, {})
+        fed = input_path(e, gpu=True, workers=0).value
+        unmeasured = f"; {fed} is not measured yet, so eager until a GPU shows it keeps up" if fed not in rates \
+            else ""
+        return Choice(False, "real images: the input path sets the step rate, compiling the model gains nothing "
+                             f"(measured: {'; '.join(rates.values()) + '; ' if rates else ''}{INPUT_SOURCE}"
+                             f"{unmeasured})")
     steady = steady_samples_per_gpu(e) / gain.eager_per_s
     saved = steady * (1 - gain.eager_per_s / gain.compiled_per_s)
     pays = saved >= gain.compile_s

@@ -62,6 +62,9 @@ def test_what_compiling_cannot_speed_up_stays_eager():
     reasons = {name: compile_choice(e, gpu=True) for name, e in cases.items()}
     assert all(c.value is False for c in reasons.values())
     assert "1,852 img/s" in reasons["real images"].reason and "1,530" in reasons["real images"].reason
+    assert "dali is not measured yet" in reasons["real images"].reason  # the default path on a GPU
+    assert "not measured" not in compile_choice(replace(DEV_RESNET, dataset="imagenet", input_path="pillow"),
+                                                gpu=True).reason
     assert "cifar10" in reasons["no measured gain"].reason and "recompile" in reasons["shapes change"].reason
     assert "tensorflow" in reasons["not torch"].reason
 
