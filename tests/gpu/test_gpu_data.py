@@ -129,8 +129,13 @@ def test_dali_decodes_on_the_gpu_the_files_the_pillow_path_reads(tmp_path, worke
     for src in (dali, pillow):
         src.reseed(1)
         src.start(Position(0, 32), global_batch=32, rank=0, batch=32, seed=0)
-    got = [dali.batch(Position()) for _ in range(4)]  # across the epoch's end (96 images, 3 steps of 32)
+    first = dali.batch(Position())
+    kept = first[0].clone()  # queued on torch's stream: what the first batch held when it was handed out
+    got = [first] + [dali.batch(Position()) for _ in range(3)]  # across the epoch's end (96 images, 3 steps of 32)
     torch.cuda.synchronize()
+    # DALI hands out its own memory (zero-copy, exec_dynamic): a batch still held must not be overwritten by the
+    # batches read after it
+    assert torch.equal(first[0], kept)
     assert [y.cpu().tolist() for _, y in got] == [pillow.batch(Position())[1].tolist() for _ in range(4)]
     for x, y in got:
         assert x.device == cuda and y.device == cuda and x.dtype == torch.float32 and y.dtype == torch.int64

@@ -19,6 +19,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from core.catalog.pins import dali_pin
 from workloads.train.common.data import IMAGENET_MEAN, IMAGENET_STD, Position, epoch_order, nth_slice, rank_indices
 from workloads.train.common.parent_death import follow_parent
 
@@ -31,11 +32,16 @@ HW_DECODER_LOAD = 0.65
 
 
 def available() -> str | None:
-    """None where DALI imports, else why not (one line, for the trainer's error)."""
+    """None where DALI and its PyTorch plugin import, else why not (one line, naming the wheel for this torch's
+    CUDA, for the trainer's error)."""
     try:
         import nvidia.dali  # noqa: F401
+        import nvidia.dali.plugin.pytorch  # noqa: F401
     except ImportError as e:
-        return f"input_path: dali needs NVIDIA DALI (pip install nvidia-dali-cuda130), which does not import here: {e}"
+        import torch
+
+        wheel = dali_pin(torch.version.cuda or "13.0")  # a CPU-only torch: the pinned image's
+        return f"input_path: dali needs NVIDIA DALI (pip install {wheel}), which does not import here: {e}"
     return None
 
 
@@ -43,14 +49,20 @@ class FolderBatches:
     """DALI's external source for one rank: step ``info.iteration`` -> (the JPEG files' bytes, their labels).
 
     Picklable and stateless but for a cached epoch order, so DALI's worker processes can each serve any step.
+    The file list travels to each worker as two arrays (paths relative to ``root`` as bytes, labels as int32):
+    ImageNet's 1.28 M samples as Python tuples would be ~200 MB in every reader process.
     Unpickled in a worker process, it ties that process to the training process: DALI's workers do not exit
     when their parent is killed (``kill -9``, the OOM killer), so the kernel's parent-death signal does it.
     """
 
-    def __init__(self, samples: list[tuple[str, int]], *, start: Position, global_batch: int, rank: int, batch: int,
-                 seed: int):
-        self.samples, self.start, self.gb, self.rank, self.batch, self.seed = \
-            samples, start, global_batch, rank, batch, seed
+    def __init__(self, root: Path, samples: list[tuple[str, int]], *, start: Position, global_batch: int, rank: int,
+                 batch: int, seed: int):
+        import numpy as np
+
+        self.root = Path(root)
+        self.paths = np.array([os.fsencode(os.path.relpath(path, root)) for path, _ in samples])
+        self.labels = np.array([label for _, label in samples], dtype=np.int32)
+        self.start, self.gb, self.rank, self.batch, self.seed = start, global_batch, rank, batch, seed
         self._order: tuple[int, Any] = (-1, None)
         self._parent = os.getpid()
 
@@ -60,25 +72,33 @@ class FolderBatches:
             follow_parent(signal.SIGKILL, self._parent)
 
     def indices(self, n: int) -> list[int]:
-        at = nth_slice(len(self.samples), self.start, self.gb, n)
+        at = nth_slice(len(self.labels), self.start, self.gb, n)
         if self._order[0] != at.epoch:
-            self._order = (at.epoch, epoch_order(len(self.samples), at.epoch, self.seed))
+            self._order = (at.epoch, epoch_order(len(self.labels), at.epoch, self.seed))
         return rank_indices(self._order[1], at, self.rank, self.batch)
 
     def __call__(self, info: Any) -> tuple[list[Any], Any]:
         import numpy as np
 
-        picked = [self.samples[i] for i in self.indices(info.iteration)]
-        return ([np.frombuffer(Path(path).read_bytes(), dtype=np.uint8) for path, _ in picked],
-                np.array([label for _, label in picked], dtype=np.int64))
+        picked = self.indices(info.iteration)
+        root = os.fsencode(self.root)
+        return ([np.fromfile(os.path.join(root, self.paths[i]), dtype=np.uint8) for i in picked],
+                self.labels[picked].astype(np.int64))
 
 
-def _graph(source: FolderBatches, *, image_size: int, gpu: bool, channels_last: bool, parallel: bool) -> Any:
-    """The pipeline's operators (called inside ``pipeline_def``)."""
+# A JPEG's bytes, for the readers' shared memory: ImageNet's average is ~110 kB; a larger one grows it once.
+JPEG_BYTES_HINT = 150_000
+
+
+def _graph(source: FolderBatches, *, image_size: int, gpu: bool, channels_last: bool, readers: int) -> Any:
+    """The pipeline's operators (called inside ``pipeline_def``). With ``readers`` processes, as many batches are
+    read ahead: each batch goes whole to one reader, and DALI's default of one in flight left the others idle."""
     from nvidia.dali import fn, types
 
-    jpegs, labels = fn.external_source(source=source, num_outputs=2, batch=True, batch_info=True, parallel=parallel,
-                                       dtype=[types.UINT8, types.INT64])
+    parallel = {"parallel": True, "prefetch_queue_depth": max(2, readers),
+                "bytes_per_sample_hint": JPEG_BYTES_HINT} if readers else {}
+    jpegs, labels = fn.external_source(source=source, num_outputs=2, batch=True, batch_info=True,
+                                       dtype=[types.UINT8, types.INT64], **parallel)
     decoder = {"device": "mixed", "device_memory_padding": DEVICE_MEMORY_PADDING,
                "host_memory_padding": HOST_MEMORY_PADDING, "hw_decoder_load": HW_DECODER_LOAD} if gpu else \
         {"device": "cpu"}
@@ -108,7 +128,7 @@ class DaliImages:
         if why:
             raise RuntimeError(why)
         folder = torchvision.datasets.ImageFolder(str(root))  # lists the files and classes; opens none
-        self.samples, self.size, self.num_classes = folder.samples, len(folder), len(folder.classes)
+        self.root, self.samples, self.size, self.num_classes = Path(root), folder.samples, len(folder), len(folder.classes)
         self.image_size, self.device, self.channels_last, self.workers = image_size, device, channels_last, workers
         self._seed = 0
         self._pipe: Any = None
@@ -124,12 +144,13 @@ class DaliImages:
         self.close()
         gpu = self.device.type == "cuda"
         readers = reader_processes(self.workers)
-        source = FolderBatches(self.samples, start=pos, global_batch=global_batch, rank=rank, batch=batch, seed=seed)
+        source = FolderBatches(self.root, self.samples, start=pos, global_batch=global_batch, rank=rank, batch=batch,
+                               seed=seed)
         # spawn, not fork: the training process already holds a CUDA context, which a forked child cannot use
         extra = {"py_num_workers": readers, "py_start_method": "spawn"} if readers else {}
         graph = pipeline_def(_graph, enable_conditionals=False)
         self._pipe = graph(source, image_size=self.image_size, gpu=gpu, channels_last=self.channels_last,
-                           parallel=bool(readers), batch_size=batch, num_threads=max(1, self.workers - readers),
+                           readers=readers, batch_size=batch, num_threads=max(1, self.workers - readers),
                            device_id=(self.device.index or 0) if gpu else None, seed=self._seed,
                            prefetch_queue_depth=2, **extra)
         self._pipe.build()

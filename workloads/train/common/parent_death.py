@@ -16,25 +16,37 @@ from typing import Callable
 PR_SET_PDEATHSIG = 1
 
 
-def follow_parent(sig: int, parent: int) -> None:
-    """In a child of ``parent``: receive ``sig`` when the parent dies, and at once if it died already (between the
-    fork and this call)."""
+def _prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
-        return
+        return None
     import ctypes
 
     try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        return
+        return None
+
+
+def _follow(prctl: Callable[..., int], sig: int, parent: int) -> None:
     prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    if os.getppid() != parent:
+    if os.getppid() != parent:  # the parent died between the fork and prctl
         os.kill(os.getpid(), int(sig))
 
 
+def follow_parent(sig: int, parent: int) -> None:
+    """In a child of ``parent`` running Python of its own: receive ``sig`` when the parent dies, and at once if it
+    died already."""
+    prctl = _prctl()
+    if prctl is not None:
+        _follow(prctl, sig, parent)
+
+
 def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child follow the calling process (None where prctl does not exist)."""
-    if not sys.platform.startswith("linux"):
+    """A ``preexec_fn`` that makes the child follow the calling process (None where prctl does not exist). prctl is
+    looked up here, in the parent: between fork and exec the child may only call it (loading a library there can
+    deadlock on a lock another of the parent's threads held at the fork)."""
+    prctl = _prctl()
+    if prctl is None:
         return None
     parent = os.getpid()
-    return lambda: follow_parent(sig, parent)
+    return lambda: _follow(prctl, sig, parent)
