@@ -105,7 +105,9 @@ STAGING_IMAGE = "python:3.11.11-slim-bookworm"
 PIP_PINS = {"etcd": "python-etcd==0.4.5", "boto3": "boto3==1.43.11"}
 # NVIDIA DALI, for the input path "dali" (workloads/train/common/dali_input.py); no DLC has it. Its wheels are built
 # per CUDA major (nvidia-dali-cuda120 for 12.x, nvidia-dali-cuda130 for 13.x; PyPI, 2.4.0 for both), so the pin
-# follows the image's CUDA (core/catalog/compat.py; the pinned DLC's, 13.0, for an image it does not know).
+# follows the image's CUDA (core/catalog/compat.py; the pinned DLC's, 13.0, for an image it does not know). DALI's
+# support matrix (docs.nvidia.com/deeplearning/dali/user-guide/docs/support_matrix.html): cuda120 runs on SM 5.0 and
+# later on x86_64 (V100, p3, included) with driver r525+; cuda130 needs a 580+ driver, as the CUDA 13.0 DLC does.
 DALI_MODULE = "nvidia.dali"
 DALI_VERSION = "2.4.0"
 
