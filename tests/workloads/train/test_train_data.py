@@ -300,3 +300,22 @@ def test_cifar_batches_are_the_same_bits_and_pinned_only_for_a_gpu(tmp_path, mon
     old_x = old_cifar_normalize(augment(src.x[idx], torch.Generator().manual_seed(7)))
     assert torch.equal(x, old_x.contiguous(memory_format=torch.channels_last)) and torch.equal(y, src.y[idx])
     assert x.is_contiguous(memory_format=torch.channels_last) and y.dtype == torch.int64
+
+
+def test_the_trainer_closes_its_data_source_on_the_way_out():
+    """DALI's pipeline and reader processes (and the loader's workers) stop when the run closes, before the process
+    group goes, not in the interpreter's teardown."""
+    import types
+
+    from workloads.train.pytorch.trainer import Run
+
+    closed = []
+    run = Run.__new__(Run)  # no device or process group: only what close() touches
+    run.source = types.SimpleNamespace(close=lambda: closed.append("source"))
+    run.writer = types.SimpleNamespace(close=lambda: closed.append("writer"))
+    run.distributed = False
+    run.close()
+    assert closed == ["source", "writer"]
+    bare = Run.__new__(Run)  # a run that stopped before its source was built
+    bare.writer, bare.distributed = types.SimpleNamespace(close=lambda: None), False
+    bare.close()

@@ -88,6 +88,7 @@ class HorovodRun(Run):
         return bool(hvd.broadcast(torch.tensor([1 if flag else 0]), root_rank=0, name="agreed").item())
 
     def close(self) -> None:
+        self.close_source()
         self.writer.close()
         import horovod.torch as hvd
 

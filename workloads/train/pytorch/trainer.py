@@ -493,7 +493,15 @@ class Run:
         self.barrier()  # every rank's last line is on disk before rank 0 (and the launcher) finish
         return step
 
+    def close_source(self) -> None:
+        """Stop the data source's helpers now (loader workers; DALI's pipeline and reader processes), before the
+        process group goes, rather than in the interpreter's teardown."""
+        close = getattr(getattr(self, "source", None), "close", None)
+        if close is not None:
+            close()
+
     def close(self) -> None:
+        self.close_source()
         self.writer.close()
         if self.distributed:
             import torch.distributed as dist
