@@ -229,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("MASTER_ADDR", None)  # one process, no process group
     tmp = Path(tempfile.mkdtemp(prefix="eksbench-gpu-resnet50-"))
     shape = dict(image_size=args.image_size, width=args.width_per_group, steps=args.steps, warmup=args.warmup)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    started, text = datetime.now(timezone.utc), ""
     try:
         for k, setting in enumerate(settings):
             on = setting["compile_mode"] != "eager"
@@ -247,31 +248,39 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"setting": "/".join(str(setting[x]) for x in ("compile_mode", "precision", "batch")),
                          **setting, "compile": on, "trainer": trainer,
                          "bare": {**bare, "mfu": bare_mfu, "mfu_note": why}, "overhead": overhead})
+            print_row(rows[-1])
+            text = write_results(rows, args, started)  # after every setting: a run cut short keeps what finished
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    now = datetime.now(timezone.utc)
-    device_info = rows[0]["trainer"]["device"] if rows else None
-    doc = {"benchmark": "gpu_resnet50", "smoke": args.smoke, "date": now.strftime("%Y-%m-%d %H:%M UTC"),
-           "device": device_info, "python": platform.python_version(),
-           "config": {k: v for k, v in vars(args).items() if k not in ("json", "save")}, "results": rows}
-    for r in rows:
-        t, b = r["trainer"], r["bare"]
-        print(f"{r['setting']:>28}: trainer {t['img_per_s']} img/s (p50 {t['step_time_p50_s']} s, p95 "
-              f"{t['step_time_p95_s']} s, MFU {t['mfu']}, compile {t['compile_s']} s), bare {b['img_per_s']} img/s "
-              f"(MFU {b['mfu']}), bare/trainer {r['overhead']}")
     if rows and rows[0]["trainer"]["mfu"] is None:
         print(f"MFU: {rows[0]['trainer']['mfu_note']}")
+    if args.save and rows:
+        print(f"saved {RESULTS_DIR / result_name((rows[0]['trainer']['device'] or {}).get('name'), started)}")
+    if not args.json and not args.save:
+        print(text)
+    return 0
+
+
+def print_row(r: dict[str, Any]) -> None:
+    t, b = r["trainer"], r["bare"]
+    print(f"{r['setting']:>28}: trainer {t['img_per_s']} img/s (p50 {t['step_time_p50_s']} s, p95 "
+          f"{t['step_time_p95_s']} s, MFU {t['mfu']}, compile {t['compile_s']} s), bare {b['img_per_s']} img/s "
+          f"(MFU {b['mfu']}), bare/trainer {r['overhead']}", flush=True)
+
+
+def write_results(rows: list[dict[str, Any]], args: argparse.Namespace, started: datetime) -> str:
+    """The results so far as JSON, written to ``--json`` and (``--save``) the results folder; returns the text."""
+    device_info = rows[0]["trainer"]["device"] if rows else None
+    doc = {"benchmark": "gpu_resnet50", "smoke": args.smoke, "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+           "device": device_info, "python": platform.python_version(),
+           "config": {k: v for k, v in vars(args).items() if k not in ("json", "save")}, "results": rows}
     text = json.dumps(doc, indent=2)
     if args.json:
         Path(args.json).write_text(text)
     if args.save:
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        saved = RESULTS_DIR / result_name((device_info or {}).get("name"), now)
-        saved.write_text(text)
-        print(f"saved {saved}")
-    if not args.json and not args.save:
-        print(text)
-    return 0
+        (RESULTS_DIR / result_name((device_info or {}).get("name"), started)).write_text(text)
+    return text
 
 
 if __name__ == "__main__":

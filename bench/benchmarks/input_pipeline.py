@@ -162,7 +162,20 @@ def main(argv: list[str] | None = None) -> int:
     paths = [p for p in args.paths if p not in skipped]
     print(f"# {platform.processor() or platform.machine()}, python {platform.python_version()}, "
           f"torch {torch.__version__}, device {device}, {args.threads} torch thread(s) in the training process")
-    rows = []
+    rows: list[dict[str, Any]] = []
+    started = datetime.now(timezone.utc)
+
+    def write() -> None:
+        text = json.dumps({"benchmark": "input_pipeline", "smoke": args.smoke,
+                           "date": started.strftime("%Y-%m-%d %H:%M UTC"), "device": str(device),
+                           "device_name": device_name, "skipped": skipped,
+                           "config": {k: v for k, v in vars(args).items() if k not in ("json", "save")},
+                           "results": rows}, indent=2)
+        if args.json:
+            Path(args.json).write_text(text)
+        if args.save:
+            RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+            (RESULTS_DIR / result_name(device_name, started, "input_pipeline")).write_text(text)
     with tempfile.TemporaryDirectory(prefix="eksbench-pipeline-") as tmp:
         for resolution in args.resolution:
             root = Path(tmp) / f"r{resolution}"
@@ -173,26 +186,18 @@ def main(argv: list[str] | None = None) -> int:
             row: dict[str, Any] = {"resolution": resolution, "batch": args.batch, "batches": args.batches,
                                    "image_size": args.image_size, "device": str(device),
                                    "bare_decode_images_per_s": round(bare_decode(train, **shape), 1)}
+            rows.append(row)
             for workers in args.workers:
                 for path in paths:
                     row[f"{path}_{workers}_workers_images_per_s"] = round(
                         measure(train, workers=workers, path=path, image_size=args.image_size, **shape), 1)
+                    write()  # after every figure: a run cut short keeps what finished
                 row[f"bare_pillow_{workers}_workers_images_per_s"] = round(
                     bare_pillow(train, workers=workers, image_size=args.image_size, **shape), 1)
-            rows.append(row)
-            print(json.dumps(row))
-    now = datetime.now(timezone.utc)
-    text = json.dumps({"benchmark": "input_pipeline", "smoke": args.smoke, "date": now.strftime("%Y-%m-%d %H:%M UTC"),
-                       "device": str(device), "device_name": device_name, "skipped": skipped,
-                       "config": {k: v for k, v in vars(args).items() if k not in ("json", "save")}, "results": rows},
-                      indent=2)
-    if args.json:
-        Path(args.json).write_text(text)
+                write()
+            print(json.dumps(row), flush=True)
     if args.save:
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        saved = RESULTS_DIR / result_name(device_name, now, "input_pipeline")
-        saved.write_text(text)
-        print(f"saved {saved}")
+        print(f"saved {RESULTS_DIR / result_name(device_name, started, 'input_pipeline')}")
     return 0
 
 

@@ -72,3 +72,26 @@ def test_input_pipeline_smoke_runs_the_trainers_paths_beside_bare_loops(tmp_path
                              "nvjpeg_0_workers_images_per_s", "bare_pillow_0_workers_images_per_s"}
     assert doc["skipped"] == {} and doc["device_name"]
     assert all(v > 0 for v in measured.values()) and doc["smoke"] and row["device"] == doc["device"]
+
+
+def test_gpu_resnet50_keeps_the_settings_that_finished_when_a_later_one_is_cut_short(tmp_path, monkeypatch):
+    """A short GPU loan's time limit can stop the run mid-table: the JSON is written after every setting."""
+    import pytest
+    import torch
+
+    from bench.benchmarks import gpu_resnet50
+
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    torch.set_num_threads(2)
+    real, calls = gpu_resnet50.bare_loop, []
+
+    def cut_short(**kw):
+        calls.append(kw)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # what the time limit's signal does to the second setting
+        return real(**kw)
+    monkeypatch.setattr(gpu_resnet50, "bare_loop", cut_short)
+    out = tmp_path / "partial.json"
+    with pytest.raises(KeyboardInterrupt):
+        gpu_resnet50.main(["--smoke", "--settings", "eager/fp32/4", "eager/fp32/2", "--json", str(out)])
+    assert [r["setting"] for r in json.loads(out.read_text())["results"]] == ["eager/fp32/4"]
