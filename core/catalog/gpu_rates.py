@@ -7,8 +7,9 @@ PyTorch loops: eager 4,932 img/s, ``torch.compile`` (default mode) 5,912 img/s. 
 400 px JPEGs, through the trainer): Pillow in 8 workers 1,852 img/s, in 14 workers 4,101; nvJPEG
 (``input_path: nvjpeg``) 1,530 img/s. DALI (``input_path: dali``, the GPU default) is not measured yet.
 
-The H100 is the fastest GPU the catalog has figures for, so a run's steady time estimated at its rate is a
-lower bound on every other GPU (where compiling pays back sooner, if its gain is similar).
+A run's steady time estimated at the H100's rate is a lower bound on slower GPUs (A100, V100, L4: compiling pays
+back sooner there, if its gain is similar) and an overestimate on an H200 (p5e), where the rule may compile a run
+slightly too short to repay it.
 
 Owed (no GPU measured it yet): ResNet-50's compile time (``COMPILE_S_ESTIMATE``: the first step's extra
 time, which the trainer now reports as the ``compile`` start-up phase) and every figure for the other

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -300,6 +301,24 @@ def test_cifar_batches_are_the_same_bits_and_pinned_only_for_a_gpu(tmp_path, mon
     old_x = old_cifar_normalize(augment(src.x[idx], torch.Generator().manual_seed(7)))
     assert torch.equal(x, old_x.contiguous(memory_format=torch.channels_last)) and torch.equal(y, src.y[idx])
     assert x.is_contiguous(memory_format=torch.channels_last) and y.dtype == torch.int64
+
+
+def test_dali_reads_a_data_root_given_under_the_home_folder(tmp_path, monkeypatch):
+    """ImageFolder expands ``~`` when it lists the files; the readers join the same root back to each name."""
+    import torch
+
+    from workloads.train.common.dali_input import DaliImages
+    from workloads.train.common.data import Position
+
+    write_image_folder(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    src = DaliImages(Path("~/tiny/train"), image_size=16, device=torch.device("cpu"), channels_last=False, workers=0)
+    src.start(Position(), global_batch=4, rank=0, batch=4, seed=0)
+    try:
+        x, y = src.batch(Position())
+    finally:
+        src.close()
+    assert tuple(x.shape) == (4, 3, 16, 16) and len(y) == 4
 
 
 def test_the_trainer_closes_its_data_source_on_the_way_out():

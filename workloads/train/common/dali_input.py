@@ -59,8 +59,11 @@ class FolderBatches:
                  batch: int, seed: int):
         import numpy as np
 
-        self.root = Path(root)
-        self.paths = np.array([os.fsencode(os.path.relpath(path, root)) for path, _ in samples])
+        self.root = Path(root).expanduser()  # as ImageFolder lists it
+        prefix = os.path.join(str(self.root), "")
+        if not all(path.startswith(prefix) for path, _ in samples):
+            raise ValueError(f"a sample outside {prefix}")
+        self.paths = np.array([os.fsencode(path[len(prefix):]) for path, _ in samples])
         self.labels = np.array([label for _, label in samples], dtype=np.int32)
         self.start, self.gb, self.rank, self.batch, self.seed = start, global_batch, rank, batch, seed
         self._order: tuple[int, Any] = (-1, None)

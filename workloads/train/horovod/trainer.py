@@ -88,11 +88,13 @@ class HorovodRun(Run):
         return bool(hvd.broadcast(torch.tensor([1 if flag else 0]), root_rank=0, name="agreed").item())
 
     def close(self) -> None:
-        self.close_source()
-        self.writer.close()
         import horovod.torch as hvd
 
-        hvd.shutdown()
+        try:
+            self.close_source()
+        finally:
+            self.writer.close()
+            hvd.shutdown()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -501,12 +501,14 @@ class Run:
             close()
 
     def close(self) -> None:
-        self.close_source()
-        self.writer.close()
-        if self.distributed:
-            import torch.distributed as dist
+        try:
+            self.close_source()
+        finally:
+            self.writer.close()
+            if self.distributed:
+                import torch.distributed as dist
 
-            dist.destroy_process_group()
+                dist.destroy_process_group()
 
 
 
