@@ -5,8 +5,8 @@ Compile. ``compile: true`` or ``false`` in the stack file wins. Unset, the run c
 pays back within it: on a GPU, for a PyTorch workload with a measured compile gain
 (``core.catalog.gpu_rates``), on synthetic data (on real images the input path, not the model, sets the step
 rate: every real-image path measured on an H100 ran below the eager rate), when the time compiling saves over the
-run's steady steps (estimated at the H100's eager rate: a lower bound on slower GPUs, high on an H200) is at least the compile
-time; that is, when the steady time is at least ``payback_factor`` (about 6 for ResNet-50) times the compile
+run's steady steps (estimated at the H100's eager rate: a lower bound on slower GPUs, high on an H200) is at least
+the compile time; that is, when the steady time is at least ``payback_factor`` (about 6 for ResNet-50) times the compile
 time. A CPU run (``bench run --local``) never compiles unless asked: Inductor takes minutes there.
 
 Input path. ``input_path`` in the stack file wins. Unset (``auto``), a PyTorch workload reading an ImageFolder

@@ -37,7 +37,8 @@ def test_pod_package_pins_match_the_tested_requirements():
     for spec in [*pins.PIP_PINS.values(), pins.dali_pin("13.0")]:  # DALI: the tests' wheel is the DLC's CUDA's
         name, version = spec.split("==")
         assert tested.get(name.lower()) == version, (spec, tested.get(name.lower()))
-    assert (pins.dali_pin("12.6"), pins.dali_pin("13.0")) == ("nvidia-dali-cuda120==2.4.0", "nvidia-dali-cuda130==2.4.0")
+    assert pins.dali_pin("12.6") == "nvidia-dali-cuda120==2.4.0"
+    assert pins.dali_pin("13.0") == "nvidia-dali-cuda130==2.4.0"
 
 
 def test_the_dockerfile_builds_on_the_pinned_image_with_the_same_packages():

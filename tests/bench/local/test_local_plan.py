@@ -220,5 +220,6 @@ def test_a_local_cpu_run_decodes_with_pillow_unless_the_stack_file_says_otherwis
     assert lr.scale_experiment(images, LocalRun(), results_dir="/r/r", data_dir="/r/_data").train.input_path == "pillow"
     on_gpu = lr.scale_experiment(images, LocalRun(), results_dir="/r/r", data_dir="/r/_data", gpu=True)
     assert on_gpu.train.input_path == "dali"
-    asked = lr.scale_experiment(replace(images, input_path="nvjpeg"), LocalRun(), results_dir="/r/r", data_dir="/r/_data")
+    asked = lr.scale_experiment(replace(images, input_path="nvjpeg"), LocalRun(), results_dir="/r/r",
+                                data_dir="/r/_data")
     assert asked.train.input_path == "nvjpeg"

@@ -131,7 +131,8 @@ class DaliImages:
         if why:
             raise RuntimeError(why)
         folder = torchvision.datasets.ImageFolder(str(root))  # lists the files and classes; opens none
-        self.root, self.samples, self.size, self.num_classes = Path(root), folder.samples, len(folder), len(folder.classes)
+        self.root, self.samples = Path(root), folder.samples
+        self.size, self.num_classes = len(folder), len(folder.classes)
         self.image_size, self.device, self.channels_last, self.workers = image_size, device, channels_last, workers
         self._seed = 0
         self._pipe: Any = None
