@@ -56,16 +56,10 @@ def measure(root: Path, *, workers: int, path: str, batch: int, batches: int, de
     """images/s out of the trainer's data source for input path ``path`` (its ``batch()``)."""
     import torch
 
-    from workloads.train.common.data import ImageFolderImages, Position
+    from workloads.train.common.data import Position, image_folder_source
 
     device = device or torch.device("cpu")
-    if path == "dali":
-        from workloads.train.common.dali_input import DaliImages
-
-        src: Any = DaliImages(root, image_size=image_size, device=device, channels_last=True, workers=workers)
-    else:
-        src = ImageFolderImages(root, image_size=image_size, device=device, channels_last=True, workers=workers,
-                                gpu_decode=path == "nvjpeg")
+    src = image_folder_source(root, path, image_size=image_size, device=device, channels_last=True, workers=workers)
     src.start(Position(), global_batch=batch, rank=0, batch=batch, seed=0)
     src.batch(Position())  # worker start-up and the first batch: not timed
     _sync(device)
@@ -156,9 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     if "dali" in args.paths:
         from workloads.train.common.dali_input import available
 
-        if available():
-            skipped["dali"] = available()
-            print(f"# dali skipped: {skipped['dali']}")
+        why = available()
+        if why:
+            skipped["dali"] = why
+            print(f"# dali skipped: {why}")
     paths = [p for p in args.paths if p not in skipped]
     print(f"# {platform.processor() or platform.machine()}, python {platform.python_version()}, "
           f"torch {torch.__version__}, device {device}, {args.threads} torch thread(s) in the training process")

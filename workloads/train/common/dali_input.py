@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from core.catalog.pins import dali_pin
 from workloads.train.common.data import IMAGENET_MEAN, IMAGENET_STD, Position, epoch_order, nth_slice, rank_indices
@@ -45,26 +45,36 @@ def available() -> str | None:
     return None
 
 
+class FileList(NamedTuple):
+    """An ImageFolder's samples as DALI's readers get them: ``root`` as bytes, each path relative to it as bytes,
+    each label as int32 (ImageNet's 1.28 M samples as Python tuples would be ~200 MB in every reader process)."""
+    root: bytes
+    paths: Any
+    labels: Any
+
+    @classmethod
+    def of(cls, root: Path, samples: list[tuple[str, int]]) -> FileList:
+        """``samples`` as ImageFolder lists them under ``root`` (with ``~`` expanded, as ImageFolder does)."""
+        import numpy as np
+
+        prefix = os.path.join(str(Path(root).expanduser()), "")
+        if not all(path.startswith(prefix) for path, _ in samples):
+            raise ValueError(f"a sample outside {prefix}")
+        return cls(os.fsencode(prefix), np.array([os.fsencode(path[len(prefix):]) for path, _ in samples]),
+                   np.array([label for _, label in samples], dtype=np.int32))
+
+
 class FolderBatches:
     """DALI's external source for one rank: step ``info.iteration`` -> (the JPEG files' bytes, their labels).
 
     Picklable and stateless but for a cached epoch order, so DALI's worker processes can each serve any step.
-    The file list travels to each worker as two arrays (paths relative to ``root`` as bytes, labels as int32):
-    ImageNet's 1.28 M samples as Python tuples would be ~200 MB in every reader process.
+    The file list (``FileList``) travels to each worker as two arrays.
     Unpickled in a worker process, it ties that process to the training process: DALI's workers do not exit
     when their parent is killed (``kill -9``, the OOM killer), so the kernel's parent-death signal does it.
     """
 
-    def __init__(self, root: Path, samples: list[tuple[str, int]], *, start: Position, global_batch: int, rank: int,
-                 batch: int, seed: int):
-        import numpy as np
-
-        self.root = Path(root).expanduser()  # as ImageFolder lists it
-        prefix = os.path.join(str(self.root), "")
-        if not all(path.startswith(prefix) for path, _ in samples):
-            raise ValueError(f"a sample outside {prefix}")
-        self.paths = np.array([os.fsencode(path[len(prefix):]) for path, _ in samples])
-        self.labels = np.array([label for _, label in samples], dtype=np.int32)
+    def __init__(self, files: FileList, *, start: Position, global_batch: int, rank: int, batch: int, seed: int):
+        self.root, self.paths, self.labels = files
         self.start, self.gb, self.rank, self.batch, self.seed = start, global_batch, rank, batch, seed
         self._order: tuple[int, Any] = (-1, None)
         self._parent = os.getpid()
@@ -84,8 +94,7 @@ class FolderBatches:
         import numpy as np
 
         picked = self.indices(info.iteration)
-        root = os.fsencode(self.root)
-        return ([np.fromfile(os.path.join(root, self.paths[i]), dtype=np.uint8) for i in picked],
+        return ([np.fromfile(os.path.join(self.root, self.paths[i]), dtype=np.uint8) for i in picked],
                 self.labels[picked].astype(np.int64))
 
 
@@ -131,7 +140,7 @@ class DaliImages:
         if why:
             raise RuntimeError(why)
         folder = torchvision.datasets.ImageFolder(str(root))  # lists the files and classes; opens none
-        self.root, self.samples = Path(root), folder.samples
+        self.files = FileList.of(root, folder.samples)
         self.size, self.num_classes = len(folder), len(folder.classes)
         self.image_size, self.device, self.channels_last, self.workers = image_size, device, channels_last, workers
         self._seed = 0
@@ -148,8 +157,7 @@ class DaliImages:
         self.close()
         gpu = self.device.type == "cuda"
         readers = reader_processes(self.workers)
-        source = FolderBatches(self.root, self.samples, start=pos, global_batch=global_batch, rank=rank, batch=batch,
-                               seed=seed)
+        source = FolderBatches(self.files, start=pos, global_batch=global_batch, rank=rank, batch=batch, seed=seed)
         # spawn, not fork: the training process already holds a CUDA context, which a forked child cannot use
         extra = {"py_num_workers": readers, "py_start_method": "spawn"} if readers else {}
         graph = pipeline_def(_graph, enable_conditionals=False)

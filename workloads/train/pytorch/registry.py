@@ -50,17 +50,10 @@ def _resnet50_source(a: TrainArgs, device: Any, rank: int, channels_last: bool) 
 
         return SyntheticImages(batch=a.batch_size, image_size=a.image_size, num_classes=1000, device=device,
                                channels_last=channels_last, seed=a.seed + rank), 1000
-    from workloads.train.common.data import ImageFolderImages, image_folder_root
+    from workloads.train.common.data import image_folder_root, image_folder_source
 
-    root = image_folder_root(a.data_dir, a.dataset)
-    if a.input_path == "dali":
-        from workloads.train.common.dali_input import DaliImages
-
-        src: Any = DaliImages(root, image_size=a.image_size, device=device, channels_last=channels_last,
-                              workers=a.workers)
-    else:
-        src = ImageFolderImages(root, image_size=a.image_size, device=device, channels_last=channels_last,
-                                workers=a.workers, gpu_decode=a.input_path == "nvjpeg")
+    src = image_folder_source(image_folder_root(a.data_dir, a.dataset), a.input_path, image_size=a.image_size,
+                              device=device, channels_last=channels_last, workers=a.workers)
     return src, src.num_classes
 
 
