@@ -31,7 +31,7 @@ from core.catalog import aws as catalog
 from core.catalog import compat, pins
 from core.catalog.aws import DEFAULT_REGION
 from core.catalog.workload_facts import WORKLOADS
-from core.config.gpu_defaults import compile_choice, trainer_input_path
+from core.config.gpu_defaults import TORCH_FRAMEWORKS, compile_choice, reads_image_folder, trainer_input_path
 from core.config.model import Experiment
 from core.contract.k8s_names import dns1035_label
 from core.contract.launch_command import (
@@ -128,10 +128,9 @@ def check_experiment(e: Experiment) -> list[str]:
     if e.evaluate and not e.checkpoint_every and not e.checkpoint_minutes:
         out.append("evaluate=true: the evaluation reads the checkpoint training leaves, and checkpoint_every=0 with "
                    "checkpoint_minutes=0 keeps none; set one, e.g. checkpoint_minutes: 10")
-    if e.compile and e.framework not in ("pytorch", "horovod"):
+    if e.compile and e.framework not in TORCH_FRAMEWORKS:
         out.append(f'compile=true: torch.compile applies to PyTorch code, not {e.framework}; e.g. compile: false')
-    reads_jpegs = e.workload in WORKLOADS and WORKLOADS[e.workload].image_folder and e.dataset != "synthetic"
-    if e.input_path != "auto" and not (reads_jpegs and e.framework in ("pytorch", "horovod")):
+    if e.input_path != "auto" and not reads_image_folder(e):
         out.append(f'input_path="{e.input_path}": chooses how a PyTorch trainer decodes an ImageFolder\'s JPEGs, and '
                    f'{e.workload}/{e.framework} on dataset "{e.dataset}" reads none; e.g. input_path: "auto"')
     if e.fabric == "strict" and e.framework != "pytorch":

@@ -60,6 +60,13 @@ class Choice:
     reason: str
 
 
+def reads_image_folder(e: Experiment) -> bool:
+    """Whether ``e``'s trainer decodes an ImageFolder's JPEGs (where ``input_path`` applies): a PyTorch trainer, a
+    workload that reads ImageFolders, real data."""
+    facts = WORKLOADS.get(e.workload)
+    return e.framework in TORCH_FRAMEWORKS and facts is not None and facts.image_folder and e.dataset != "synthetic"
+
+
 def steady_samples_per_gpu(e: Experiment) -> float:
     """Samples one GPU trains in the run: steps x batch, or for an epoch run its epochs of the workload's
     dataset size (ImageNet's for ResNet-50) shared by the largest world."""
@@ -116,7 +123,7 @@ def input_path(e: Experiment, *, gpu: bool, workers: int) -> Choice:
     if facts is not None and facts.in_memory_data:
         copy = "page-locked, copied without a host sync" if gpu else "used in place"
         return Choice("cifar_memory", f"cropped and flipped on the training thread, {copy}")
-    if facts is None or not facts.image_folder:
+    if not reads_image_folder(e):
         return Choice("pillow", f"{e.dataset}: {by} decode and augment the JPEGs on host cores (the workload's own "
                                 "loader)")
     if e.input_path != "auto":
