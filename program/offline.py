@@ -132,13 +132,14 @@ def lr_schedules(cfg: Any) -> list[dict[str, Any]]:
     """Per experiment the trainer trains (PyTorch, Horovod): its learning rate at full size and the warm-up it
     gets (workloads.train.common.schedule: the workload's own, or the large-batch one above a global batch of 1024)."""
     from core.catalog.workload_facts import WORKLOADS
+    from core.config.gpu_defaults import TORCH_FRAMEWORKS
     from core.contract.train_args import apply_train_args
     from workloads.contracts import train_args_for
     from workloads.train.common.schedule import default_lr, warmup_note
 
     out = []
     for e in cfg.experiments:
-        if WORKLOADS[e.workload].collective or e.framework not in ("pytorch", "horovod"):
+        if WORKLOADS[e.workload].collective or e.framework not in TORCH_FRAMEWORKS:
             continue
         args = apply_train_args(train_args_for(e, _NoPaths()), e.args)
         if args is None:
