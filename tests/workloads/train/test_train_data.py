@@ -338,3 +338,11 @@ def test_the_trainer_closes_its_data_source_on_the_way_out():
     bare = Run.__new__(Run)  # a run that stopped before its source was built
     bare.writer, bare.distributed = types.SimpleNamespace(close=lambda: None), False
     bare.close()
+
+    def broken():
+        raise RuntimeError("the reader pool would not stop")
+    run.source = types.SimpleNamespace(close=broken)
+    closed.clear()
+    with pytest.raises(RuntimeError, match="would not stop"):
+        run.close()
+    assert closed == ["writer"]  # the checkpoint writer still finishes
