@@ -56,7 +56,8 @@ def measure(root: Path, *, workers: int, path: str, batch: int, batches: int, de
     """images/s out of the trainer's data source for input path ``path`` (its ``batch()``)."""
     import torch
 
-    from workloads.train.common.data import Position, image_folder_source
+    from workloads.train.common.data import Position
+    from workloads.train.pytorch.registry import image_folder_source
 
     device = device or torch.device("cpu")
     src = image_folder_source(root, path, image_size=image_size, device=device, channels_last=True, workers=workers)

@@ -283,17 +283,5 @@ class ImageFolderImages:
         self._pre = None
 
 
-def image_folder_source(root: Path, input_path: str, *, image_size: int, device: Any, channels_last: bool,
-                        workers: int) -> Any:
-    """The trainer's data source for an ImageFolder at ``root``, decoded as ``input_path`` says (TrainArgs'
-    ``pillow``, ``nvjpeg`` or ``dali``)."""
-    if input_path == "dali":
-        from workloads.train.common.dali_input import DaliImages
-
-        return DaliImages(root, image_size=image_size, device=device, channels_last=channels_last, workers=workers)
-    return ImageFolderImages(root, image_size=image_size, device=device, channels_last=channels_last,
-                             workers=workers, gpu_decode=input_path == "nvjpeg")
-
-
 def image_folder_root(data_dir: str | Path, dataset: str) -> Path:
     return Path(data_dir) / dataset / "train"

@@ -43,6 +43,20 @@ class WorkloadCode:
     model: Model | None = None
 
 
+def image_folder_source(root: Any, input_path: str, *, image_size: int, device: Any, channels_last: bool,
+                        workers: int) -> Any:
+    """The trainer's data source for an ImageFolder at ``root``, decoded as ``input_path`` says (TrainArgs'
+    ``pillow``, ``nvjpeg`` or ``dali``)."""
+    if input_path == "dali":
+        from workloads.train.common.dali_input import DaliImages
+
+        return DaliImages(root, image_size=image_size, device=device, channels_last=channels_last, workers=workers)
+    from workloads.train.common.data import ImageFolderImages
+
+    return ImageFolderImages(root, image_size=image_size, device=device, channels_last=channels_last,
+                             workers=workers, gpu_decode=input_path == "nvjpeg")
+
+
 def _resnet50_source(a: TrainArgs, device: Any, rank: int, channels_last: bool) -> tuple[Any, int]:
     """Synthetic tensors, or an ImageFolder under --data-dir (decoded as --input-path says)."""
     if a.dataset == "synthetic":
@@ -50,7 +64,7 @@ def _resnet50_source(a: TrainArgs, device: Any, rank: int, channels_last: bool) 
 
         return SyntheticImages(batch=a.batch_size, image_size=a.image_size, num_classes=1000, device=device,
                                channels_last=channels_last, seed=a.seed + rank), 1000
-    from workloads.train.common.data import image_folder_root, image_folder_source
+    from workloads.train.common.data import image_folder_root
 
     src = image_folder_source(image_folder_root(a.data_dir, a.dataset), a.input_path, image_size=a.image_size,
                               device=device, channels_last=channels_last, workers=a.workers)
