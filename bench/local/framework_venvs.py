@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Mapping
 
 from core.contract.names import ENV_VENVS
-from program.stack_files import ROOT
+
+# The checkout. Not program.stack_files.ROOT: that module imports PyYAML, and .ci/setup-framework asks this module
+# for a path with whatever python3 it finds, before any venv exists; this module needs the standard library only.
+ROOT = Path(__file__).resolve().parents[2]
 
 SETUP_SCRIPT = ".ci/setup-framework"
 COMPLETE = "COMPLETE"
