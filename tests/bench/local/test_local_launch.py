@@ -88,7 +88,7 @@ def test_the_venv_path_is_the_setup_scripts(tmp_path):
     """The shell script asks bench.local.framework_venvs for the folder; without a build hook its hash is the
     requirements file's own sha256, with one it covers the hook and its patches too."""
     script = (ROOT / ".ci" / "setup-framework").read_text()
-    assert 'python3 -m bench.local.framework_venvs "$name"' in script and "EKSBENCH_VENVS" in script
+    assert '-m bench.local.framework_venvs "$name"' in script and "EKSBENCH_VENVS" in script
     digest = subprocess.run(["sha256sum", str(ROOT / "requirements-tensorflow.txt")], capture_output=True,
                             text=True, check=True).stdout[:16]
     assert venv_dir("tensorflow", environ={"EKSBENCH_VENVS": "/v"}).name == f"tensorflow-{digest}"
