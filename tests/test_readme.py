@@ -15,33 +15,11 @@ from pathlib import Path
 import pytest
 
 from bench.cli import build_parser
+from tests.support.readme_steps import blocks, commands, offline
 from tests.test_import_graph import ROOT
 
 README = ROOT / "README.md"
 MAX_LINES = 250
-# Commands that need neither AWS nor the Pulumi CLI: the test runs them.
-OFFLINE = {"plan", "status", "logs", "report", "compare"}
-
-
-def blocks(text: str, lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
-
-
-def commands(text: str) -> list[str]:
-    """Each ``eksbench ...`` line of the README's bash blocks (a leading ``bash .ci/setup &&`` dropped), without
-    its comment."""
-    found = []
-    for block in blocks(text, "bash"):
-        for line in block.splitlines():
-            line = line.split("  #")[0].strip()
-            line = re.sub(r"^bash \.ci/setup && ", "", line)
-            if line.startswith("eksbench "):
-                found.append(line)
-    return found
-
-
-def offline(argv: list[str]) -> bool:
-    return argv[0] in OFFLINE or (argv[0] == "run" and "--local" in argv)
 
 
 def test_the_readme_is_short():
