@@ -185,12 +185,17 @@ def run_local(args) -> int:
     etcd_bin = shutil.which("etcd")
     gpu = bool(shutil.which("nvidia-smi"))
     cpu = read_cpu_facts()
+    cpus = os.cpu_count() or 1
+    measured: dict = {}
 
     def plan_for(run_dir: Path) -> list:
         return [lr.with_rendezvous(e, etcd_available=bool(etcd_bin))
                 for e in lr.plan_local(cfg.experiments, cfg.local, run_dir=run_dir, only=args.experiment,
-                                       gpu=gpu, cpu=cpu)]
+                                       gpu=gpu, cpu=cpu, measured=measured)]
     plan = plan_for(run_dir)
+    if not gpu and (timings := cpu_timings(cfg, args.experiment, plan, cpus, cpu)):
+        measured.update(timings)
+        plan = plan_for(run_dir)
     from bench.local.launch import local_processes, missing_venvs
 
     missing = missing_venvs(plan)
@@ -209,7 +214,6 @@ def run_local(args) -> int:
             return fail(f"--results-root={args.results_root!r}: cannot create {run_dir}: {e.strerror or e}")
         if reserved != run_id:  # a default id another run took: this run's folder is <id>-<k>
             run_id, plan = reserved, plan_for(run_dir)
-    cpus = os.cpu_count() or 1
     mode, why = lr.execution_mode(cfg.execution, cpus, plan)
     runs = f" ({len(plan)} runs with repeats)" if any(e.repeat for e in plan) else ""
     print(f"stack {args.stack}, run {run_id}: {len({e.name for e in plan})} experiment(s){runs}, {why}")
@@ -234,6 +238,20 @@ def run_local(args) -> int:
                            etcd_bin=etcd_bin, cpus=cpus, results_root=Path(args.results_root), project=cfg.project)
     ctl = Control(deadline_s=args.deadline * 60 if args.deadline else None)
     return run_lifecycle(backend, ctl).code
+
+
+def cpu_timings(cfg, only: str | None, plan: list, cpus: int, cpu) -> dict:
+    """bf16 and fp32 step times on this CPU of each model the run trains with PyTorch in mixed precision, by shape,
+    with the threads each of its processes will have (bench.local.precision_probe: kept ones, the rest timed now)."""
+    from bench.local import plan as lr
+    from bench.local.precision_probe import measured
+
+    shapes = [s for e in cfg.experiments if only in (None, e.name) if (s := lr.probe_shape(e, cfg.local))]
+    if not shapes:
+        return {}
+    mode, _ = lr.execution_mode(cfg.execution, cpus, plan)
+    threads = lr.threads_per_process(cpus, lr.processes_sharing_cores(plan, mode))
+    return measured(shapes, facts=cpu, threads=threads)
 
 
 def _show(path: Path) -> str:

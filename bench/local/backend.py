@@ -289,9 +289,7 @@ class LocalBackend:
                           f"{time.monotonic() - t:.1f}s")
         elif not self.etcd_bin:
             progress.line("no etcd binary on PATH: using torchrun's c10d rendezvous instead of etcd-v2")
-        procs = (max((e.processes for e in self.runnable), default=1) if self.mode == "sequential"
-                 else sum(e.processes for e in self.runnable))
-        env = child_env(self.cpus, procs, tmpdir=self.run_dir / "_tmp")
+        env = child_env(self.cpus, lr.processes_sharing_cores(self.runnable, self.mode), tmpdir=self.run_dir / "_tmp")
         self.runs = [ExperimentRun(e, stack=self.stack, run_id=self.run_id,
                                    etcd=self.etcd.endpoint if self.etcd else None, env=env,
                                    timeout_s=self.timeout_s) for e in self.runnable]

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 # What runs and how each framework starts (the pytorch node command included) live in bench.local.launch.
 from bench.local.launch import (  # noqa: F401
@@ -29,9 +29,11 @@ from core.config.gpu_defaults import compile_choice, trainer_input_path
 from core.config.model import Experiment, LocalRun
 from core.contract.names import EVAL_DIR
 from workloads.contracts import evaluation_argv, train_args_for
-from workloads.train.common.cpu_choice import CpuFacts
+from workloads.train.common.cpu_choice import MIXED, CpuFacts, Measured
 from workloads.train.common.cpu_choice import choose as choose_for_cpu
 from workloads.train.pytorch.allreduce import message_sizes
+from workloads.train.pytorch.precision_probe import shape_text
+from workloads.train.pytorch.registry import WORKLOADS as TRAINER_CODE
 
 STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with a generated stand-in
 CIFAR_STANDIN = {"train": 256, "test": 200}
@@ -161,13 +163,25 @@ def without_flag(args: Sequence[str], flag: str) -> tuple[tuple[str, ...], list[
 
 
 def plan_local(experiments: Sequence[Experiment], local: LocalRun, *, run_dir: Path,
-               only: str | None = None, gpu: bool = False, cpu: CpuFacts = CpuFacts()) -> list[LocalExperiment]:
+               only: str | None = None, gpu: bool = False, cpu: CpuFacts = CpuFacts(),
+               measured: Mapping[str, Measured] | None = None) -> list[LocalExperiment]:
     """Each run of each experiment (``Experiment.runs``: itself, or its repeats in order), scaled down;
-    a repeat's results go to ``<experiment>/repeat_<k>/`` as on the cluster (``Experiment.results_path``)."""
+    a repeat's results go to ``<experiment>/repeat_<k>/`` as on the cluster (``Experiment.results_path``).
+    ``measured``: step times on this CPU by ``probe_shape`` (bench.local.precision_probe), where timed."""
     data_dir = str(run_dir / "_data")
     return [scale_experiment(run, local, results_dir=str(run_dir / run.results_path), data_dir=data_dir, gpu=gpu,
-                             cpu=cpu)
+                             cpu=replace(cpu, measured=(measured or {}).get(probe_shape(run, local) or "")))
             for e in experiments if only is None or e.name == only for run in e.runs()]
+
+
+def probe_shape(exp: Experiment, local: LocalRun) -> str | None:
+    """The model shape whose fp32 and bf16 step times decide a mixed-precision experiment's precision here
+    (``workloads.train.pytorch.precision_probe``): a PyTorch classifier at the local scale; None for the rest."""
+    if exp.framework != "pytorch" or exp.precision not in MIXED or WORKLOADS[exp.workload].collective:
+        return None
+    if TRAINER_CODE[exp.workload].model is None:
+        return None
+    return shape_text(exp.workload, local.image_size, local.width_per_group, min(exp.batch_size, local.batch_size))
 
 
 def with_rendezvous(exp: LocalExperiment, *, etcd_available: bool) -> LocalExperiment:
@@ -189,6 +203,13 @@ def evaluate_command(exp: LocalExperiment, *, python: str) -> list[str]:
 
 def threads_per_process(cpus: int, processes: int) -> int:
     return max(1, cpus // max(1, processes))
+
+
+def processes_sharing_cores(plan: Sequence[LocalExperiment], mode: str) -> int:
+    """How many processes share the cores at most: the largest experiment's when they run in turn, else all."""
+    runnable = [e for e in plan if not e.skip]
+    return (max((e.processes for e in runnable), default=1) if mode == "sequential"
+            else sum(e.processes for e in runnable))
 
 
 def execution_mode(requested: str, cpus: int, experiments: Sequence[LocalExperiment]) -> tuple[str, str]:

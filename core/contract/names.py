@@ -65,6 +65,7 @@ ENV_LAUNCHED_AT = "EKSBENCH_LAUNCHED_AT"  # when the launcher started, for the t
 ENV_STOP_REASON_FILE = "EKSBENCH_STOP_REASON_FILE"  # where whoever stops a launcher writes why
 ENV_CPU_BF16 = "EKSBENCH_CPU_BF16"  # 1|0: answer as a CPU with or without bf16 instructions
 ENV_VENVS = "EKSBENCH_VENVS"  # where the framework venvs live on this machine
+ENV_CACHE = "EKSBENCH_CACHE"  # where a local run keeps what it measured of this machine (~/.cache/eksbench)
 ENV_PROJECT_DIR = "EKSBENCH_PROJECT_DIR"  # the project the CLI reads stacks from, when not --project-dir
 ENV_TF_WORKERS = "EKSBENCH_TF_WORKERS"
 ENV_HVD_HOSTS = "EKSBENCH_HVD_HOSTS"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from workloads.train.common.cpu_choice import (
     FORCE_BF16_ENV,
     CpuChoice,
     CpuFacts,
+    Measured,
     channels_last_for,
     choose,
     forced,
@@ -84,3 +87,31 @@ def test_a_bad_override_names_the_variable_the_value_and_the_choices():
 def test_an_accelerator_trains_in_the_precision_asked_for(device, monkeypatch):
     monkeypatch.setenv(FORCE_BF16_ENV, "0")
     assert precision_on(device, "amp-fp16") == "amp-fp16" and precision_on("cpu", "amp-fp16") == "fp32"
+
+
+# --- a measurement of the model on this CPU decides between bf16 and fp32 (Intel AMX ran the local ResNet-50 slower
+# in bf16 than in fp32; an AMD EPYC with AVX-512 BF16 faster) ----------------------------------------------------
+
+
+def test_a_measured_bf16_slower_than_fp32_keeps_fp32_and_says_what_was_measured():
+    slow = replace(SPR, measured=Measured(fp32_s=0.19, bf16_s=0.23))
+    c = choose("amp-fp16", False, slow)
+    assert c.precision == "fp32"
+    assert any("amp-fp16 -> fp32" in w and "230 ms/step in bf16, 190 in fp32" in w for w in c.why), c.why
+    assert choose("bf16", False, slow).precision == "fp32"
+
+
+def test_bf16_must_be_clearly_faster_to_be_chosen():
+    assert choose("amp-fp16", False, replace(SPR, measured=Measured(fp32_s=0.20, bf16_s=0.12))).precision == "bf16"
+    assert choose("amp-fp16", False, replace(SPR, measured=Measured(fp32_s=0.20, bf16_s=0.195))).precision == "fp32"
+
+
+def test_without_a_measurement_bf16_instructions_mean_bf16():
+    assert choose("amp-fp16", False, SPR).precision == "bf16"
+
+
+def test_a_forced_cpu_kind_ignores_a_measurement():
+    """EKSBENCH_CPU_BF16 makes the tests' two CPU kinds: a measurement of the real CPU must not undo it."""
+    forced_on = replace(forced(SPR, "1"), measured=Measured(fp32_s=0.1, bf16_s=0.5))
+    assert choose("amp-fp16", False, forced_on).precision == "bf16"
+    assert choose("amp-fp16", False, replace(EPYC, measured=Measured(fp32_s=0.5, bf16_s=0.1))).precision == "fp32"

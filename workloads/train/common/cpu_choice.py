@@ -6,7 +6,12 @@ tensor-core layout). On a CPU both can cost an order of magnitude or worse:
 - bf16 autocast is fast only where the CPU has bf16 instructions (AVX-512 BF16, AMX). On a
   2-core AMD EPYC with AVX2 and no AVX-512, one ResNet-50 training step (width 16, 64 px,
   batch 8, one thread) took 3.10 s in bf16 and 0.225 s in fp32 (14x); fp16 autocast is slower
-  still. So mixed precision becomes bf16 where the CPU has bf16 instructions, else fp32.
+  still. So mixed precision is fp32 on a CPU without bf16 instructions.
+- With them, bf16 is not always the faster: on a 2-core AMD EPYC with AVX-512 BF16 the local
+  ResNet-50 trained 1.3-1.8x faster in bf16, on an Intel Xeon with AMX more slowly (30 steps:
+  6.9 s in bf16, 5.7 s in fp32). Where a measurement of the model on this CPU is at hand
+  (``CpuFacts.measured``: ``bench run --local`` times a few steps of each and keeps the answer,
+  ``bench/local/precision_probe.py``), mixed precision is the faster of the two; without one, bf16.
 - channels_last buys little on a CPU, and with torch 2.14.1 on that AVX2 machine a narrow
   ResNet's backward in channels_last segfaulted with one thread and hung with two, where the
   contiguous step took 0.02 s. So CPU runs train in the contiguous format.
@@ -40,11 +45,28 @@ FORCED_FLAG = "avx512_bf16"  # the flag a forced "1" adds
 
 
 @dataclass(frozen=True)
+class Measured:
+    """Seconds per training step of one model on this CPU, in fp32 and in bf16 autocast (median of a few)."""
+    fp32_s: float
+    bf16_s: float
+    # bf16 must beat fp32 by this share to be chosen: a tie keeps fp32, the precise one
+    MARGIN = 0.05
+
+    @property
+    def bf16_faster(self) -> bool:
+        return self.bf16_s < self.fp32_s * (1 - self.MARGIN)
+
+    def describe(self) -> str:
+        return f"measured {self.bf16_s * 1e3:.0f} ms/step in bf16, {self.fp32_s * 1e3:.0f} in fp32"
+
+
+@dataclass(frozen=True)
 class CpuFacts:
     """What the CPU offers, as Linux names its flags (``/proc/cpuinfo``); empty where unknown."""
     flags: frozenset[str] = frozenset()
     model: str = ""
     forced: str = ""  # how FORCE_BF16_ENV changed the flags read, for describe(); "" when it did not
+    measured: Measured | None = None  # the model at hand timed on this CPU in both precisions, where it was
 
     @property
     def native_bf16(self) -> bool:
@@ -92,10 +114,15 @@ def choose(precision: str, channels_last: bool, facts: CpuFacts) -> CpuChoice:
     why = []
     chosen = precision
     if precision in MIXED:
-        chosen = "bf16" if facts.native_bf16 else "fp32"
+        measured = facts.measured if facts.native_bf16 and not facts.forced else None
+        chosen = "bf16" if facts.native_bf16 and (measured is None or measured.bf16_faster) else "fp32"
         if chosen != precision:
-            reason = ("bf16 instructions make bf16 the fast mixed precision" if facts.native_bf16 else
-                      "no bf16 instructions: bf16/fp16 autocast is many times slower than fp32")
+            if not facts.native_bf16:
+                reason = "no bf16 instructions: bf16/fp16 autocast is many times slower than fp32"
+            elif measured is None:
+                reason = "bf16 instructions make bf16 the fast mixed precision"
+            else:
+                reason = f"the faster here ({measured.describe()})"
             why.append(f"{precision} -> {chosen} on {facts.describe()}: {reason}")
     fmt = channels_last_for("cpu", channels_last)
     if channels_last and not fmt:
