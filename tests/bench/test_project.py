@@ -89,10 +89,13 @@ def test_local_results_default_to_the_projects_results_folder_from_a_sub_folder(
 
 
 def test_pip_install_e_gives_the_eksbench_command_anywhere(tmp_path):
-    """A fresh venv that sees this machine's packages; ``pip install -e`` of the checkout (the build back end from
-    the package index, as on a fresh machine), then ``eksbench`` from an unrelated folder."""
+    """A fresh venv that sees the packages of the environment running the tests (a .pth file: the tests run in a
+    venv themselves, whose packages ``system_site_packages`` would not show); ``pip install -e`` of the checkout
+    (the build back end from the package index, as on a fresh machine), then ``eksbench`` from an unrelated folder."""
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env_dir)
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    (site,) = env_dir.glob("lib/python*/site-packages")
+    (site / "outer.pth").write_text("\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n")
     pip = subprocess.run([env_dir / "bin" / "pip", "install", "-q", "--no-deps", "-e", str(ROOT)],
                          capture_output=True, text=True, timeout=600)
     if pip.returncode != 0 and "Could not find a version that satisfies the requirement setuptools" in pip.stderr:
