@@ -52,7 +52,7 @@ from core.contract.launch_command import (
     torchrun_argv,
     trainer_argv,
 )
-from core.contract.names import ENV_FRAMEWORK, node_name
+from core.contract.names import ENV_CPU_DEVICES, ENV_FRAMEWORK, node_name
 from workloads.contracts import rdzv_conf, tf_config
 
 
@@ -95,9 +95,11 @@ def tensorflow_processes(exp: LocalExperiment, ctx: LocalContext) -> list[LocalP
     cluster's pods get (``contracts.tf_config``); worker 0 (TF's chief) writes the summary."""
     workers = [f"127.0.0.1:{ctx.ports()}" for _ in range(exp.max_nodes)]
     launched = launched_trainer(nodes=exp.max_nodes, procs_per_node=1, args=exp.train, extra=exp.extra_args)
+    devices = {ENV_CPU_DEVICES: str(exp.devices_per_process)} if exp.devices_per_process > 1 else {}
     return [LocalProcess(wrapped(exp, ctx, node_id=node_name(i), summary=i == 0, command=framework_command(exp, ctx),
                                  launched=launched),
-                         env={"TF_CONFIG": tf_config(workers, i), ENV_FRAMEWORK: "tensorflow"}, role="worker")
+                         env={"TF_CONFIG": tf_config(workers, i), ENV_FRAMEWORK: "tensorflow", **devices},
+                         role="worker")
             for i in range(exp.max_nodes)]
 
 

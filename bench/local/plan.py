@@ -116,12 +116,30 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         log_every=max(1, min(cluster.log_every, steps // 10)))
     launch = LOCAL_LAUNCHES.get(exp.framework)
     procs = (launch and launch.procs_per_node) or min(exp.gpus_per_node, local.procs_per_node)
+    devices, why_devices = devices_per_worker(exp, local, nodes=hi)
+    notes.extend(why_devices)
     return LocalExperiment(
         name=exp.name, workload=exp.workload, min_nodes=lo, max_nodes=hi,
         procs_per_node=procs, train=train, extra_args=extra, pservers=min(exp.pservers, local.nodes) if launch and launch.pservers else 0,
         rdzv_backend=(launch and launch.rendezvous) or exp.rdzv_backend, max_restarts=exp.max_restarts,
         evaluate=exp.evaluate, results_dir=results_dir, notes=tuple(notes), skip=not_local(exp.framework),
-        repeat=exp.repeat, repeats=exp.repeats, framework=exp.framework)
+        repeat=exp.repeat, repeats=exp.repeats, framework=exp.framework, devices_per_process=devices)
+
+
+def devices_per_worker(exp: Experiment, local: LocalRun, *, nodes: int) -> tuple[int, list[str]]:
+    """TensorFlow's devices per worker here, and why where it matters: its one worker per node drives every GPU of
+    the node on the cluster, so locally it mirrors over ``local.procs_per_node`` logical CPU devices (at most the
+    node's GPUs), as the other frameworks run that many processes a node. TensorFlow mirrors over a device list in
+    one worker only (``workloads.train.tensorflow.trainer.make_strategy``): a run of several nodes gets one each."""
+    if exp.framework != "tensorflow":
+        return 1, []
+    wanted = min(exp.gpus_per_node, local.procs_per_node)
+    if wanted > 1 and nodes > 1:
+        return 1, [f"one device per worker here: TensorFlow mirrors over logical CPU devices in one worker only "
+                   f"(the cluster's workers drive {exp.gpus_per_node} GPUs each)"]
+    if wanted > 1:
+        return wanted, [f"{wanted} logical CPU devices in its worker, as a pod's worker drives its node's GPUs"]
+    return 1, []
 
 
 def size_text(n: int) -> str:
@@ -143,7 +161,8 @@ def setup_line(exp: LocalExperiment, *, gpu: bool) -> str:
                 f"iterations per size, {'nccl' if gpu else 'gloo over loopback'}")
     else:
         what = f"{t.steps} steps, batch {t.batch_size}, {t.precision}"
-    return (f"{exp.label}: {exp.workload}, nodes {shape} x {exp.procs_per_node} proc, {what}, "
+    devices = f" x {exp.devices_per_process} devices" if exp.devices_per_process > 1 else ""
+    return (f"{exp.label}: {exp.workload}, nodes {shape} x {exp.procs_per_node} proc{devices}, {what}, "
             f"rendezvous {exp.rdzv_backend}" + (f" -- SKIPPED: {exp.skip}" if exp.skip else ""))
 
 

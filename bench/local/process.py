@@ -42,6 +42,9 @@ class LocalExperiment:
     repeats: int = 1
     framework: str = "pytorch"  # its entry in bench.local.launch.LOCAL_LAUNCHES starts its processes
     pservers: int = 0  # parameter servers besides the max_nodes trainers (paddle)
+    # devices one process drives: TensorFlow's one worker per node mirrors over this many logical CPU devices, as a
+    # pod's worker drives every GPU of its node (EKSBENCH_CPU_DEVICES); 1 for the frameworks of one device a process
+    devices_per_process: int = 1
 
     @property
     def label(self) -> str:

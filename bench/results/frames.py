@@ -144,7 +144,9 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         "instance_type": instance_type, "gpu": gpu, "nodes": nodes, "gpus_per_node": gpus_per_node,
         "world_size": world_size, "batch_size": cfg.get("batch_size"),
         "precision": s.get("precision") or cfg.get("precision"),  # what the ranks trained in (a CPU's choice)
-        "samples_per_s": rate, "samples_per_s_per_gpu": tp.get(F.SAMPLES_PER_S_PER_PROCESS),
+        # per device: a GPU (a TensorFlow worker drives several), or a CPU run's process; older summaries: per process
+        "samples_per_s": rate, "samples_per_s_per_gpu": tp.get(F.SAMPLES_PER_S_PER_DEVICE,
+                                                               tp.get(F.SAMPLES_PER_S_PER_PROCESS)),
         "step_time_p50_s": tp.get(F.STEP_TIME_P50_S) or quantile(times, 0.5),
         "step_time_p95_s": tp.get(F.STEP_TIME_P95_S) or quantile(times, 0.95),
         "mfu": s.get(F.MFU) if gpu not in (None, "cpu") else None,

@@ -98,6 +98,7 @@ def flat_object(v: Any) -> bool:
 Schema = Mapping[str, Any]
 
 THROUGHPUT: Schema = {F.SAMPLES_PER_S_TOTAL: positive, F.SAMPLES_PER_S_PER_PROCESS: positive,
+                      F.SAMPLES_PER_S_PER_DEVICE: positive, F.DEVICES_PER_PROCESS: integer,
                       F.STEP_TIME_P50_S: seconds, F.STEP_TIME_P95_S: seconds}
 ACCURACY: Schema = {F.BEST_ACCURACY: number, F.TIME_TO_ACCURACY_S: number, "target_accuracy": number,
                     "time_to_accuracy_epoch": integer}

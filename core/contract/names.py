@@ -66,6 +66,8 @@ ENV_STOP_REASON_FILE = "EKSBENCH_STOP_REASON_FILE"  # where whoever stops a laun
 ENV_CPU_BF16 = "EKSBENCH_CPU_BF16"  # 1|0: answer as a CPU with or without bf16 instructions
 ENV_VENVS = "EKSBENCH_VENVS"  # where the framework venvs live on this machine
 ENV_CACHE = "EKSBENCH_CACHE"  # where a local run keeps what it measured of this machine (~/.cache/eksbench)
+# logical CPU devices a TensorFlow worker mirrors over: a local run's stand-in for the GPUs one pod's worker drives
+ENV_CPU_DEVICES = "EKSBENCH_CPU_DEVICES"
 ENV_PROJECT_DIR = "EKSBENCH_PROJECT_DIR"  # the project the CLI reads stacks from, when not --project-dir
 ENV_TF_WORKERS = "EKSBENCH_TF_WORKERS"
 ENV_HVD_HOSTS = "EKSBENCH_HVD_HOSTS"

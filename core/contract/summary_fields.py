@@ -50,6 +50,10 @@ RESTARTS = "restarts"
 THROUGHPUT = "throughput"
 SAMPLES_PER_S_TOTAL = "samples_per_s_total"  # in THROUGHPUT
 SAMPLES_PER_S_PER_PROCESS = "samples_per_s_per_process"  # in THROUGHPUT
+# in THROUGHPUT: per device a process drives (a GPU; a TensorFlow worker drives all of its node's), per process on a
+# CPU run; what the report calls "per GPU"
+SAMPLES_PER_S_PER_DEVICE = "samples_per_s_per_device"
+DEVICES_PER_PROCESS = "devices_per_process"  # in THROUGHPUT, from the trainer's run_info (1 where it says nothing)
 STEP_TIME_P50_S = "step_time_p50_s"  # in THROUGHPUT
 STEP_TIME_P95_S = "step_time_p95_s"  # in THROUGHPUT
 ACCURACY = "accuracy"

@@ -118,3 +118,19 @@ def test_the_nth_slice_is_where_n_plus_one_steps_read_from(size, data):
         start, at = next_slice(size, at, gb)
         walked.append(start)
     assert [nth_slice(size, pos, gb, n) for n in range(len(walked))] == walked
+
+
+def test_a_worker_driving_several_gpus_is_counted_per_gpu():
+    """A TensorFlow worker drives every GPU of its node: its metrics lines count all its replicas' samples, and the
+    run's per-GPU rate and MFU divide them by the devices it drives (its run_info's devices_per_process)."""
+    by_rank = {r: [line(1, r, warmup=True), line(2, r, time_s=1.0, samples=8192)] for r in (0, 1)}
+    info = {"event": "run_info", "devices_per_process": 8, "flops_per_sample": 24.3e9, "precision": "amp-fp16",
+            "device": {"name": "NVIDIA H100 80GB HBM3"}}
+    s = metrics_summary(by_rank, [], [info], None)
+    tp = s["throughput"]
+    assert tp["samples_per_s_per_process"] == 8192 and tp["samples_per_s_per_device"] == 1024
+    assert s["tflops_per_s_per_gpu"] == pytest.approx(24.3e9 * 1024 / 1e12, rel=1e-6)
+    assert s["mfu"] == pytest.approx(24.3e9 * 1024 / 1e12 / 989, rel=1e-3)
+    # one device per process (PyTorch, Horovod, Paddle, CPU runs): per device is per process
+    plain = metrics_summary(by_rank, [], [{**info, "devices_per_process": None}], None)["throughput"]
+    assert plain["samples_per_s_per_device"] == 8192 and plain["devices_per_process"] == 1

@@ -113,6 +113,16 @@ def throughput(by_rank: Mapping[int, list[dict[str, Any]]]) -> dict[str, Any]:
             "step_time_mean_s": round(sum(step_times) / len(step_times), 6) if step_times else None}
 
 
+def per_device(tp: dict[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
+    """``tp`` with the rate per device: a process's rate over the devices it drives (the trainer's run_info
+    ``devices_per_process``: a TensorFlow worker's replicas, every GPU of its node; 1 for the others)."""
+    devices = info.get(F.DEVICES_PER_PROCESS)
+    devices = devices if isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1 else 1
+    per_process = tp.get(F.SAMPLES_PER_S_PER_PROCESS)
+    return {**tp, F.DEVICES_PER_PROCESS: devices,
+            F.SAMPLES_PER_S_PER_DEVICE: round(per_process / devices, 3) if per_process else None}
+
+
 def data_wait(by_rank: Mapping[int, list[dict[str, Any]]]) -> float | None:
     """Seconds of steady steps spent waiting on the data loader, the most-waiting rank's."""
     waits = [sum(r.get("data_wait_s") or 0.0 for r in lines if not r.get("warmup"))
@@ -130,7 +140,7 @@ def efficiency(tp: Mapping[str, Any], info: Mapping[str, Any], precision: str | 
     """flops_per_sample, achieved tflops_per_s (all processes, and per GPU), mfu or why there is none."""
     flops = info.get("flops_per_sample")
     device = (info.get("device") or {}).get("name")
-    per_proc = tp.get("samples_per_s_per_process")
+    per_proc = tp.get(F.SAMPLES_PER_S_PER_DEVICE, tp.get(F.SAMPLES_PER_S_PER_PROCESS))
     total = tp.get("samples_per_s_total")
     out: dict[str, Any] = {"flops_per_sample": flops, "tflops_per_s": None, "tflops_per_s_per_gpu": None,
                            "peak_tflops_per_gpu": None, "mfu": None, "mfu_note": None}
@@ -139,7 +149,7 @@ def efficiency(tp: Mapping[str, Any], info: Mapping[str, Any], precision: str | 
         return out
     if total:
         out["tflops_per_s"] = round(flops * total / 1e12, 6)
-    per_gpu = flops * per_proc / 1e12 if per_proc else None
+    per_gpu = flops * per_proc / 1e12 if per_proc else None  # per device: a GPU, or a CPU run's process
     peak, why = peak_tflops(device, precision or "fp32")
     if device and device != "cpu":
         out["tflops_per_s_per_gpu"] = round(per_gpu, 6) if per_gpu else None
@@ -188,7 +198,7 @@ def metrics_summary(by_rank: Mapping[int, list[dict[str, Any]]], evals: list[dic
     info = next((e for e in reversed(events) if e.get("event") == "run_info"), {})
     end = next((e for e in reversed(events) if e.get("event") == "end"), {})
     startup = next((e for e in events if e.get("event") == "startup"), None)
-    tp = throughput(by_rank)
+    tp = per_device(throughput(by_rank), info)
     device = dict(info.get("device") or {})
     if device:
         device["peak_memory_gib"] = peak_memory(by_rank)

@@ -2,12 +2,15 @@
 
 Keras models (``tf_models``) trained with ``tf.distribute.MultiWorkerMirroredStrategy`` from the
 ``TF_CONFIG`` the cluster's prelude exports (``workloads.contracts.tf_config``; the local run builds
-the same on loopback): one process per node, one replica per GPU (one on a CPU), gradients
-all-reduced with NCCL on GPUs and TensorFlow's ring collectives over gRPC on CPUs
-(``CommunicationOptions``). Precision: the Keras mixed-precision policy (``mixed_float16`` with a
-loss-scale optimizer for ``amp-fp16``, ``mixed_bfloat16`` for ``bf16``) on GPUs; on a CPU the
-choice of ``cpu_choice.choose`` (fp32 without bf16 instructions). SGD with momentum 0.9, weight
-decay 1e-4 and the linear-scaling learning rate (``schedule.default_lr``), as PyTorch's.
+the same on loopback): one process per node, one replica per GPU (one on a CPU, or the logical CPU
+devices of ``EKSBENCH_CPU_DEVICES``: ``make_strategy``), gradients all-reduced with NCCL on GPUs and
+TensorFlow's ring collectives over gRPC on CPUs (``CommunicationOptions``). Precision: the Keras
+mixed-precision policy (``mixed_float16`` with the step's own loss scale for ``amp-fp16``,
+``mixed_bfloat16`` for ``bf16``) on GPUs; on a CPU the choice of ``cpu_choice.choose``. The recipe is
+PyTorch's: SGD with momentum 0.9 and coupled L2 1e-4 (``step``: why not Keras' decay and loss-scale
+optimizer), the linear-scaling learning rate with its large-batch warm-up (``schedule.lr_at``) for
+the replicas in the run. A non-finite loss (the global one, the same on every worker) stops every
+worker at that step, as the PyTorch trainer's does.
 
 It writes what PyTorch's trainer writes, so the launcher's summary is the same: per worker
 ``metrics/rank-<task index>.jsonl`` (lines of ``log_every`` steps with each step's time, the
@@ -22,22 +25,26 @@ so its collectives keep TensorFlow's default of no timeout; the experiment's tim
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import sys
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 from core.catalog.workload_facts import input_size
-from core.contract.names import ENV_LAUNCHED_AT
-from core.contract.train_args import parse_train_args
+from core.contract.names import ENV_CPU_DEVICES, ENV_LAUNCHED_AT
+from core.contract.strict_json import nonfinite_name
+from core.contract.train_args import TrainArgs, parse_train_args
 from workloads.train.common.cpu_choice import precision_on, read_cpu_facts
 from workloads.train.common.device import nvidia_driver
 from workloads.train.common.metrics import JsonLines, metrics_dir
-from workloads.train.common.schedule import default_lr
+from workloads.train.common.schedule import default_lr, lr_at
 from workloads.train.common.startup import startup_event
 from workloads.train.tensorflow.data import SOURCES
 from workloads.train.tensorflow.models import MODELS
+from workloads.train.tensorflow.step import LossScale, build_optimizer, build_train_step
 
 POLICIES = {"fp32": "float32", "amp-fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
 MODEL = "Keras, the layers of the PyTorch model (workloads/train/tensorflow/models.py)"
@@ -83,6 +90,112 @@ def device_info(tf: Any, keras: Any, gpus: list[Any], replicas: int) -> dict[str
     return info
 
 
+def make_strategy(tf: Any, gpus: list[Any], environ: Mapping[str, str]) -> Any:
+    """MultiWorkerMirroredStrategy over this worker's GPUs (NCCL), else over the CPU (ring collectives over gRPC).
+
+    ``EKSBENCH_CPU_DEVICES=N`` (a local run of a one-node experiment) splits the CPU into N logical devices and
+    mirrors over them: the shape of a pod whose worker drives N GPUs. MultiWorkerMirroredStrategy itself mirrors
+    over the GPUs or ``/cpu:0`` alone; ``_from_local_devices`` (TensorFlow's own tests' constructor) takes a device
+    list, for one worker only (it initialises the strategy locally, whatever TF_CONFIG says)."""
+    impl = tf.distribute.experimental.CommunicationImplementation
+    options = tf.distribute.experimental.CommunicationOptions(implementation=impl.NCCL if gpus else impl.RING)
+    devices = int(environ.get(ENV_CPU_DEVICES) or 1)
+    if gpus or devices <= 1:
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    if task(environ)[1] > 1:
+        raise SystemExit(f"{ENV_CPU_DEVICES}={devices}: logical CPU devices mirror within one worker only; "
+                         "this run has several (TF_CONFIG)")
+    # One worker: its TF_CONFIG (the local run gives one-worker runs one too) would configure the collectives for
+    # that cluster in the constructor, and _initialize_local again ("Collective ops are already configured").
+    os.environ.pop("TF_CONFIG", None)
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
+    return tf.distribute.MultiWorkerMirroredStrategy._from_local_devices(
+        [f"/cpu:{i}" for i in range(devices)], communication_options=options)
+
+
+@dataclass
+class Run:
+    """What the loop needs, built once by ``main``."""
+    a: TrainArgs
+    tf: Any
+    rank: int
+    workers: int
+    replicas: int
+    size: int | None
+    steps: int
+    train_step: Callable[[Any, Any], Any]
+    optimizer: Any
+    scale: LossScale
+    batches: Any
+    lines: JsonLines | None
+    events: JsonLines | None
+    gpus: bool
+    marks: dict[str, float]
+
+    @property
+    def per_worker(self) -> int:
+        """Samples one worker trains per step: its replicas' batches."""
+        return self.a.batch_size * self.replicas // self.workers
+
+    def lr(self, step: int) -> float:
+        """The rate of 0-based step ``step``: PyTorch's schedule (``schedule.lr_at``) for this many replicas."""
+        return lr_at(self.a, self.replicas, step, size=self.size)
+
+
+def metrics_line(run: Run, step: int, loss: float, interval: int, seconds: float, times: list[float],
+                 data_wait: float, lr: float) -> dict[str, Any]:
+    """One metrics line, shaped as the PyTorch trainer's (the launcher's summary reads both)."""
+    a, tf = run.a, run.tf
+    peak = round(tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30, 3) if run.gpus else None
+    line = {"step": step, "epoch": ((step - 1) * a.batch_size * run.replicas) // run.size if run.size else 0,
+            "loss": round(loss, 5) if math.isfinite(loss) else None, "steps": interval,
+            "samples": run.per_worker * interval, "step_time_s": round(seconds, 6),
+            "samples_per_s": round(run.per_worker * interval / seconds, 3),
+            "step_times_s": [round(d, 6) for d in times], "data_wait_s": round(data_wait, 6),
+            "peak_memory_gib": peak, "lr": lr, "wall_time": round(time.time(), 3), "world_size": run.workers,
+            "rank": run.rank, "restart": 0, "warmup": step <= a.warmup_steps}
+    if not math.isfinite(loss):
+        line["nonfinite_loss"] = nonfinite_name(loss)
+    if run.scale.enabled:
+        line["loss_scale"] = float(run.scale.scale.numpy())
+        line["skipped_steps"] = int(run.scale.skipped.numpy())
+    return line
+
+
+def train(run: Run) -> tuple[int, float, dict[str, Any] | None]:
+    """The loop: (steps done, its seconds, the divergence that stopped it or None). The loss each step returns is
+    the global one, the same on every worker, so a non-finite loss stops every worker at the same step."""
+    a = run.a
+    times: list[float] = []
+    t_prev = t_step = loop_start = time.perf_counter()
+    data_wait, interval, step, diverged = 0.0, 0, 0, None
+    while step < run.steps:
+        lr = run.lr(step)
+        run.optimizer.learning_rate = lr
+        t0 = time.perf_counter()
+        x, y = next(run.batches)
+        data_wait += time.perf_counter() - t0
+        loss = float(run.train_step(x, y))  # waits for this step's all-reduce: the slowest replica's time
+        step, t = step + 1, time.perf_counter()
+        times.append(t - t_step)
+        t_step, interval = t, interval + 1
+        if step == 1 and run.events:
+            run.events.write(startup_event(run.marks, time.time(), step=step, restart=0))
+        if not math.isfinite(loss):
+            diverged = {"step": step, "reason": f"non-finite loss ({nonfinite_name(loss)}) at step {step}"}
+        if run.lines and (step % a.log_every == 0 or step == run.steps or step == a.warmup_steps or diverged):
+            run.lines.write(metrics_line(run, step, loss, interval, t - t_prev, times, data_wait, lr))
+            t_prev, times, data_wait, interval = t, [], 0.0, 0
+        if diverged:
+            print(f"[workloads.train.tensorflow] worker {run.rank}: diverged: {diverged['reason']}; stopping, as "
+                  "every worker does at this step", flush=True)
+            if run.events:
+                run.events.write({"event": "diverged", **diverged, "wall_time": round(time.time(), 3)})
+            break
+    return step, time.perf_counter() - loop_start, diverged
+
+
 def main(argv: list[str] | None = None) -> int:
     process_started = time.time()
     a = parse_train_args(sys.argv[1:] if argv is None else argv)
@@ -97,91 +210,58 @@ def main(argv: list[str] | None = None) -> int:
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus and os.environ.get("OMP_NUM_THREADS"):  # the local run's share of the cores
         tf.config.threading.set_intra_op_parallelism_threads(int(os.environ["OMP_NUM_THREADS"]))
-    precision = precision_for(a.precision, bool(gpus))
-    keras.mixed_precision.set_global_policy(POLICIES[precision])
-    impl = tf.distribute.experimental.CommunicationImplementation
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=tf.distribute.experimental.
-                                                         CommunicationOptions(implementation=impl.NCCL if gpus
-                                                                              else impl.RING))
+    strategy = make_strategy(tf, gpus, os.environ)
     marks["process_group"] = time.time()
     replicas = strategy.num_replicas_in_sync
-    per_worker = a.batch_size * replicas // workers  # samples one worker trains per step
+    precision = precision_for(a.precision, bool(gpus))
+    keras.mixed_precision.set_global_policy(POLICIES[precision])
     dataset_fn, size, num_classes = SOURCES[a.workload](tf, a)
     steps = a.epochs * (size // (a.batch_size * replicas)) if a.by_epochs and size else a.steps
-    lr = default_lr(a, replicas)
     keras.utils.set_random_seed(a.seed)
     with strategy.scope():
         model = MODELS[a.workload](keras, image_size=input_size(a.workload, a.image_size), num_classes=num_classes,
                                    width_per_group=a.width_per_group)
-        optimizer = keras.optimizers.SGD(learning_rate=lr, momentum=0.9, weight_decay=1e-4)
-        if precision == "amp-fp16":
-            optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
+    optimizer = build_optimizer(keras, strategy, model, default_lr(a, replicas))
+    scale = LossScale(tf, strategy, enabled=precision == "amp-fp16")
+    train_step = build_train_step(tf, keras, strategy, model, optimizer, scale, global_batch=a.batch_size * replicas)
     batches = iter(strategy.distribute_datasets_from_function(dataset_fn))
-
-    @tf.function
-    def train_step(x: Any, y: Any) -> Any:
-        def replica(x: Any, y: Any) -> Any:
-            with tf.GradientTape() as tape:
-                per_sample = keras.losses.sparse_categorical_crossentropy(y, model(x, training=True), from_logits=True)
-                loss = tf.nn.compute_average_loss(per_sample, global_batch_size=a.batch_size * replicas)
-                scaled = optimizer.scale_loss(loss)
-            grads = tape.gradient(scaled, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return loss
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica, args=(x, y)), axis=None)
-
     marks["built"] = time.time()
     mdir = metrics_dir(a.results_dir)
-    lines = JsonLines(mdir / f"rank-{rank}.jsonl") if a.harness else None
-    events = JsonLines(mdir / "events.jsonl") if a.harness and rank == 0 else None
+    run = Run(a=a, tf=tf, rank=rank, workers=workers, replicas=replicas, size=size, steps=steps,
+              train_step=train_step, optimizer=optimizer, scale=scale, batches=batches,
+              lines=JsonLines(mdir / f"rank-{rank}.jsonl") if a.harness else None,
+              events=JsonLines(mdir / "events.jsonl") if a.harness and rank == 0 else None,
+              gpus=bool(gpus), marks=marks)
     info = {"event": "run_info", "step": 0, "restart": 0, "world_size": workers, "nodes": workers,
             "gpus_per_node": replicas // workers if gpus else 0, "processes_per_node": 1, "replicas": replicas,
+            "devices_per_process": replicas // workers,
             "device": device_info(tf, keras, gpus, replicas), "model": MODEL, "flops_per_sample": None,
-            "flops_note": "counted after the loop", "precision": precision, "lr": lr, "memory_format": "NHWC"}
-    if events:
-        events.write({"event": "start", "step": 0, "restart": 0, "world_size": workers, "lr": lr,
-                      "wall_time": round(time.time(), 3)})
-        events.write({**info, "wall_time": round(time.time(), 3)})
+            "flops_note": "counted after the loop", "precision": precision, "lr": run.lr(0),
+            "memory_format": "NHWC"}
+    if run.events:
+        run.events.write({"event": "start", "step": 0, "restart": 0, "world_size": workers, "lr": run.lr(0),
+                          "wall_time": round(time.time(), 3)})
+        run.events.write({**info, "wall_time": round(time.time(), 3)})
     marks["resumed"] = time.time()
     print(f"[workloads.train.tensorflow] worker {rank}/{workers}, {replicas} replica(s) on "
-          f"{'GPU' if gpus else 'CPU'}: {a.workload} {a.dataset}, {precision}, lr {lr:g}", flush=True)
-    times: list[float] = []
-    t_prev = t_step = loop_start = time.perf_counter()
-    data_wait, interval = 0.0, 0
-    for step in range(1, steps + 1):
-        t0 = time.perf_counter()
-        x, y = next(batches)
-        data_wait += time.perf_counter() - t0
-        loss = float(train_step(x, y))  # waits for this step's all-reduce: the slowest replica's time
-        t = time.perf_counter()
-        times.append(t - t_step)
-        t_step, interval = t, interval + 1
-        if step == 1 and events:
-            events.write(startup_event(marks, time.time(), step=step, restart=0))
-        if lines and (step % a.log_every == 0 or step == steps or step == a.warmup_steps):
-            peak = (round(tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30, 3) if gpus else None)
-            lines.write({"step": step, "epoch": ((step - 1) * a.batch_size * replicas) // size if size else 0,
-                         "loss": round(loss, 5), "steps": interval, "samples": per_worker * interval,
-                         "step_time_s": round(t - t_prev, 6),
-                         "samples_per_s": round(per_worker * interval / (t - t_prev), 3),
-                         "step_times_s": [round(d, 6) for d in times], "data_wait_s": round(data_wait, 6),
-                         "peak_memory_gib": peak, "lr": lr, "wall_time": round(time.time(), 3),
-                         "world_size": workers, "rank": rank, "restart": 0, "warmup": step <= a.warmup_steps})
-            t_prev, times, data_wait, interval = t, [], 0.0, 0
-    loop = time.perf_counter() - loop_start
-    if events:  # FLOPs counted after the loop cost it nothing; a second run_info (the summary reads the last)
+          f"{'GPU' if gpus else 'CPU'}: {a.workload} {a.dataset}, {precision}, lr {run.lr(0):g}", flush=True)
+    done, loop, diverged = train(run)
+    if run.events:  # FLOPs counted after the loop cost it nothing; a second run_info (the summary reads the last)
         flops, note = flops_per_sample(tf, model, input_size(a.workload, a.image_size))
-        events.write({**info, "flops_per_sample": flops, "flops_note": note, "wall_time": round(time.time(), 3)})
-        events.write({"event": "end", "step": steps, "steps": steps, "samples": steps * a.batch_size * replicas,
-                      "loop_seconds": round(loop, 4), "final_save_s": 0.0, "restart": 0, "world_size": workers,
-                      "wall_time": round(time.time(), 3)})
-    for f in (lines, events):
+        run.events.write({**info, "flops_per_sample": flops, "flops_note": note, "wall_time": round(time.time(), 3)})
+        run.events.write({"event": "end", "step": done, "steps": done, "samples": done * a.batch_size * replicas,
+                          "loop_seconds": round(loop, 4), "final_save_s": 0.0, "restart": 0,
+                          "world_size": workers, "diverged": diverged is not None,
+                          "wall_time": round(time.time(), 3)})
+    for f in (run.lines, run.events):
         if f:
             f.close()
     # Every worker's last line is on disk before worker 0 (and its launcher's summary) finishes.
     strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
-    print(f"[workloads.train.tensorflow] {a.workload}: finished at step {steps} ({workers} workers), loop {loop:.3f}s",
-          flush=True)
+    ended = f"diverged at step {done}" if diverged else f"finished at step {done}"
+    print(f"[workloads.train.tensorflow] {a.workload}: {ended} ({workers} workers), loop {loop:.3f}s", flush=True)
+    # 0 even when diverged, as the PyTorch trainer: the "diverged" event is the record, and the results launcher
+    # turns it into the run's status and exit code.
     return 0
 
 
