@@ -164,3 +164,43 @@ def test_coco_batches_are_page_locked_and_scaled_on_the_device(tmp_path):
     on_device, _ = gpu.batch(Position())
     for g, c in zip(on_device, cpu.batch(Position())[0]):
         torch.testing.assert_close(g.cpu(), c, rtol=0, atol=0)
+
+
+def test_gpu_decode_never_writes_memory_that_queued_kernels_still_read(tmp_path):
+    """pytorch/vision#9606's pattern against the nvJPEG path's own decode (``data.decode_crop``), on the
+    prefetcher's kind of side stream: fill tensors with known values, queue a long kernel then one reduction per
+    tensor, free the tensors while the reductions are still queued, decode (its outputs may be given those
+    blocks), and check every reduction. torchvision decodes on a pool stream that does not wait for the caller's:
+    without the stream's synchronize before the decode, nvJPEG overwrites the blocks before the reductions read
+    them. The decoded images are solid colours and must come out so."""
+    import io
+
+    from PIL import Image
+
+    from workloads.train.common.data import decode_crop
+
+    colours = [(200, 30, 60), (10, 220, 90), (40, 80, 250)]
+    jpegs = []
+    for c in colours:
+        buf = io.BytesIO()
+        Image.new("RGB", (256, 256), c).save(buf, format="JPEG", quality=95)
+        jpegs.append(buf.getvalue())
+    device = torch.device("cuda", 0)
+    side = torch.cuda.Stream(device)
+    generator = torch.Generator().manual_seed(0)
+    corrupted = 0
+    with torch.cuda.stream(side):
+        for it in range(200):
+            values = [it * 10 + k + 1 for k in range(8)]
+            tensors = [torch.full((3, 256, 256), v, dtype=torch.int32, device=device) for v in values]
+            torch.cuda.synchronize()
+            torch.cuda._sleep(2_000_000)  # the consumer is slow: the reductions below wait behind this
+            sums = [t.sum() for t in tensors]  # int64: exact
+            del tensors
+            images = decode_crop(jpegs * 3, image_size=64, device=device, generator=generator)
+            side.synchronize()
+            corrupted += sum(s.item() != v * 3 * 256 * 256 for s, v in zip(sums, values))
+            means = images.float().mean(dim=(2, 3)).cpu()
+            for img, c in zip(means, colours * 3):
+                assert torch.allclose(img, torch.tensor(c, dtype=torch.float32), atol=6), (it, img, c)
+    assert corrupted == 0, f"{corrupted} reductions read memory the decoder had overwritten"

@@ -215,6 +215,14 @@ def decode_crop(data: list[Any], *, image_size: int, device: Any, generator: Any
 
     data = [torch.frombuffer(bytearray(b), dtype=torch.uint8) if isinstance(b, (bytes, bytearray)) else b
             for b in data]
+    if torch.device(device).type == "cuda":
+        # torchvision's batched GPU decode (csrc/io/image/cuda/decode_jpegs_cuda.cpp, batched since
+        # pytorch/vision#8496) allocates its outputs on the caller's stream, then decodes on a stream of torch's pool
+        # that does not wait for the caller's. The caching allocator hands out a block freed on the caller's stream
+        # at once, trusting that stream's order: kernels still queued there (the previous batch's crop and
+        # normalisation, on the prefetcher's side stream) may read the block nvJPEG is already writing
+        # (pytorch/vision#9606). Those kernels finish first; the decode blocks the host itself anyway.
+        torch.cuda.current_stream(device).synchronize()
     images = torchvision.io.decode_jpeg(data, mode=torchvision.io.ImageReadMode.RGB, device=device)
     out = []
     for im in images:
