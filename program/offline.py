@@ -153,17 +153,20 @@ def lr_schedules(cfg: Any) -> list[dict[str, Any]]:
 def gpu_defaults(cfg: Any) -> list[dict[str, Any]]:
     """Per experiment, on its GPU nodes: whether it compiles and which input path feeds it, each with the
     reason (core.config.gpu_defaults; an explicit ``compile`` in the stack file wins). ``input_path`` is one of
-    ``core.config.gpu_defaults.INPUT_PATHS``; ``workers`` its DataLoader workers per process."""
-    from core.config.gpu_defaults import INPUT_PATHS, compile_choice, input_path
+    ``core.config.gpu_defaults.INPUT_PATHS``; ``workers`` its DataLoader workers per process; ``notes`` what its
+    pods do differently in that shape, which only the hardware can show."""
+    from core.config.gpu_defaults import EFA_FORK_NOTE, INPUT_PATHS, compile_choice, forks_loader_workers, input_path
     from workloads.contracts import loader_workers
 
     out = []
     for e in cfg.experiments:
-        workers = loader_workers(cfg.node_group_for(e).instance_type, e.gpus_per_node)
+        group = cfg.node_group_for(e)
+        workers = loader_workers(group.instance_type, e.gpus_per_node)
         compiled, fed = compile_choice(e, gpu=True), input_path(e, gpu=True, workers=workers)
+        notes = [EFA_FORK_NOTE] if group.efa and forks_loader_workers(e) else []
         out.append({"experiment": e.label, "compile": compiled.value, "compile_reason": compiled.reason,
                     "input_path": fed.value, "input_path_label": INPUT_PATHS[fed.value], "input_reason": fed.reason,
-                    "workers": workers})
+                    "workers": workers, "notes": notes})
     return out
 
 

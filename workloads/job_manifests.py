@@ -18,6 +18,7 @@ from core.catalog import aws as catalog
 from core.catalog.fabric import FABRIC_EXIT_CODE, NCCL_ENV_BY_FAMILY, efa_hugepages_mib
 from core.catalog.pins import GATE_IMAGE
 from core.config.autostop import EVAL_TIMEOUT_MINUTES, experiment_budget_minutes
+from core.config.gpu_defaults import forks_loader_workers
 from core.config.model import Experiment, GpuNodeGroup
 from core.contract import summary_fields as F
 from core.contract.names import (
@@ -148,8 +149,9 @@ def _requests(group: GpuNodeGroup, gpus: int) -> dict[str, str]:
             "memory": f"{max(1, int(spec.memory_gib * share * 0.75))}Gi"}
 
 
-def _efa(group: GpuNodeGroup, gpus: int) -> tuple[dict[str, str], list[dict]]:
-    """EFA device requests and the libfabric/NCCL env for them; nothing when the group has no EFA."""
+def _efa(group: GpuNodeGroup, gpus: int, *, forks: bool = False) -> tuple[dict[str, str], list[dict]]:
+    """EFA device requests and the libfabric/NCCL env for them; nothing when the group has no EFA. ``forks``: the
+    trainer forks loader workers after NCCL starts, so libfabric keeps off huge pages (gpu_defaults.EFA_FORK_NOTE)."""
     if not group.efa:
         return {}, []
     spec = catalog.INSTANCE_TYPES[group.instance_type]
@@ -162,6 +164,8 @@ def _efa(group: GpuNodeGroup, gpus: int) -> tuple[dict[str, str], list[dict]]:
         env.append({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"})
     # AWS's EFA recipe (core.catalog.fabric.EFA_RECIPE): huge pages for libfabric, NCCL's buffer sizes on p5.
     env += [{"name": k, "value": v} for k, v in sorted(NCCL_ENV_BY_FAMILY.get(family, {}).items())]
+    if forks:
+        env.append({"name": "FI_EFA_USE_HUGE_PAGE", "value": "0"})
     return {"vpc.amazonaws.com/efa": str(count),
             "hugepages-2Mi": f"{efa_hugepages_mib(gpus, spec.gpus)}Mi"}, env
 
@@ -184,7 +188,7 @@ def pod_ip_env(name: str) -> dict:
 def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_config_map: dict, script: str, run_id: str,
               extra_env: list[dict], gpus: int, subdomain: str | None, region: str | None, efa: bool,
               git_commit: str | None = None) -> dict:
-    efa_resources, efa_env = _efa(group, gpus) if efa else ({}, [])
+    efa_resources, efa_env = _efa(group, gpus, forks=forks_loader_workers(e)) if efa else ({}, [])
     device = {"nvidia.com/gpu": str(gpus)} if gpus else {}
     requests = {**_requests(group, gpus), **device, **efa_resources}
     base_env = [{"name": ENV_IMAGE, "value": e.image}, {"name": ENV_RUN_ID, "value": run_id},

@@ -74,6 +74,7 @@ def render_gpu_defaults(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         lines.append(f"  {r['experiment']}: {'compiled' if r['compile'] else 'eager'}: {r['compile_reason']}")
         lines.append(f"  {' ' * len(r['experiment'])}  input: {r['input_path_label']}: {r['input_reason']}")
+        lines += [f"  {' ' * len(r['experiment'])}  note: {note}" for note in r.get("notes") or []]
     return lines
 
 

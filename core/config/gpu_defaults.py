@@ -138,6 +138,24 @@ def input_path(e: Experiment, *, gpu: bool, workers: int) -> Choice:
     return Choice(chosen, f"{why}: {what}{measured}")
 
 
+# EFA pods whose trainer forks DataLoader workers: libfabric's EFA provider maps its buffers with huge pages
+# (core.catalog.fabric), and a fork after NCCL started fails with "OSError: Cannot allocate memory" when the node's
+# huge pages run out; FI_EFA_FORK_SAFE does nothing on kernels 5.15 and later. AWS's remedy:
+# FI_EFA_USE_HUGE_PAGE=0, "a minor performance hit" (aws-ofi-nccl doc/efa-env-var.md, PR #292; aws-ofi-nccl#179 on
+# p4d; awsome-distributed-training 1.architectures/efa-cheatsheet.md). Spawned workers would avoid the fork, but
+# each would unpickle the dataset's file list (ImageNet's 1.28 M paths) at every start.
+EFA_FORK_NOTE = ("EFA without huge pages (FI_EFA_USE_HUGE_PAGE=0): its loader forks worker processes after NCCL "
+                 "mapped libfabric's huge-page buffers, and such a fork can fail with ENOMEM (aws-ofi-nccl "
+                 "doc/efa-env-var.md, #179); checked only on EFA hardware, which the offline tests do not have")
+
+
+def forks_loader_workers(e: Experiment) -> bool:
+    """Whether ``e``'s trainer forks DataLoader worker processes on its GPU nodes: the Pillow and nvJPEG paths and
+    Mask R-CNN's COCO loader do; DALI starts its reader processes by spawn; synthetic and in-memory data, and the
+    other frameworks' own pipelines (threads), start none."""
+    return e.framework in TORCH_FRAMEWORKS and input_path(e, gpu=True, workers=1).value in ("pillow", "nvjpeg")
+
+
 def trainer_input_path(e: Experiment, *, gpu: bool) -> str:
     """``input_path``'s choice as the trainer's ``--input-path`` (pillow, nvjpeg or dali; pillow where it reads no
     ImageFolder, which ignores it)."""

@@ -130,6 +130,23 @@ def test_efa_groups_get_devices_and_libfabric_env():
     assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
 
 
+IMAGENET = replace(RESNET, name="resnet50-imagenet", dataset="imagenet")
+
+
+@pytest.mark.parametrize("e,off", [(replace(IMAGENET, input_path="pillow"), True),
+                                   (replace(IMAGENET, input_path="nvjpeg"), True),
+                                   (replace(IMAGENET, workload="maskrcnn", dataset="coco2017", batch_size=2), True),
+                                   (IMAGENET, False),  # DALI: its readers start by spawn
+                                   (RESNET, False), (CIFAR, False)],
+                         ids=["pillow", "nvjpeg", "maskrcnn-coco", "dali", "synthetic", "cifar-in-memory"])
+def test_efa_pods_whose_loader_forks_workers_keep_libfabric_off_huge_pages(e, off):
+    """A fork after NCCL mapped libfabric's huge-page buffers can fail with ENOMEM (aws-ofi-nccl#179): pods whose
+    trainer forks DataLoader workers set FI_EFA_USE_HUGE_PAGE=0; the others keep huge pages."""
+    env = env_of(build(e, group=P4D)["job"])
+    assert (env.get("FI_EFA_USE_HUGE_PAGE") == "0") is off
+    assert "FI_EFA_USE_HUGE_PAGE" not in env_of(build(e, group=P3)["job"])  # no EFA, nothing to say
+
+
 def test_elastic_run_succeeds_once_pod_zero_succeeded():
     """Pod 0 writes and uploads the summary: the Job must not end (removing its lingering pods)
     because the other pods succeeded first."""

@@ -52,3 +52,18 @@ def test_the_json_plan_carries_the_same_rows():
     assert [(r["experiment"], r["compile"], r["input_path"]) for r in rows] == [
         ("resnet50-synthetic", False, "synthetic"), ("cifar10-elastic", False, "cifar_memory")]
     assert all(r["compile_reason"] and r["input_reason"] for r in rows)
+
+
+def test_an_efa_experiment_whose_loader_forks_says_libfabric_keeps_off_huge_pages():
+    """The pods set FI_EFA_USE_HUGE_PAGE=0 (workloads.job_manifests); the plan says why and that only EFA hardware
+    shows the fault, for the Pillow path on a p4d group, not for DALI or synthetic data."""
+    from tests.program.test_program import P5_FILLED
+
+    first = P5_FILLED["eksbench:experiments"][0]
+    pillow = {**first, "name": "resnet50-pillow", "dataset": "imagenet", "input_path": "pillow"}
+    dali = {**first, "name": "resnet50-dali", "dataset": "imagenet", "input_path": "dali"}
+    plan = evaluate_config("p5-fsx", {**P5_FILLED, "eksbench:experiments": [pillow, dali]})
+    notes = {r["experiment"]: r["notes"] for r in plan.estimate["gpu_defaults"]}
+    assert notes["resnet50-dali"] == [] and len(notes["resnet50-pillow"]) == 1
+    assert "FI_EFA_USE_HUGE_PAGE=0" in notes["resnet50-pillow"][0] and "EFA hardware" in notes["resnet50-pillow"][0]
+    assert "note: EFA without huge pages" in render(plan)
