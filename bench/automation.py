@@ -115,7 +115,7 @@ def backends(stack: str, root: Path, results_root: Path) -> tuple[Any, CloudBack
     """The stack's config and its two backends, observing only (no run of their own)."""
     from program.stack_files import load_stack_config
 
-    cfg = load_stack_config(stack, root)
+    cfg = load_stack_config(stack, root, cluster=False)  # reads results only
     return (cfg, CloudBackend(stack=stack, cfg=cfg, root=root, results_root=results_root),
             LocalBackend(stack=stack, project=cfg.project, results_root=results_root,
                          repeats={e.name: e.repeats for e in cfg.experiments}))

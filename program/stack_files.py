@@ -94,10 +94,13 @@ def stack_raw_config(stack: str, root: Path = ROOT) -> tuple[dict[str, Any], str
     return decode_config(to_pulumi_config(read_stack_yaml(stack, root)))
 
 
-def load_stack_config(stack: str, root: Path = ROOT) -> StackConfig:
-    """The stack's validated config (shape, then meaning; offerings are checked by ``bench plan``). Raises ConfigError."""
+def load_stack_config(stack: str, root: Path = ROOT, *, cluster: bool = True) -> StackConfig:
+    """The stack's validated config (shape, then meaning; offerings are checked by ``bench plan``). Raises ConfigError.
+    ``cluster`` False: for a local run or a command that only reads results, which need not refuse what the cluster
+    alone cannot run (``program.validation.meaning_problems``)."""
     from program.validation import validated_config
     from workloads.code_files import read_code_files
 
     raw, region = stack_raw_config(stack, root)
-    return validated_config(raw, project=PROJECT, stack=stack, region=region, code_files=read_code_files())
+    return validated_config(raw, project=PROJECT, stack=stack, region=region, code_files=read_code_files(),
+                            cluster=cluster)

@@ -36,12 +36,15 @@ from workloads import contracts
 
 def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None = None,
                      code_files: Mapping[str, str] | None = None, today: str | None = None,
-                     zones: Mapping[str, str] | None = None) -> list[str]:
+                     zones: Mapping[str, str] | None = None, cluster: bool = True) -> list[str]:
     """Every meaning problem of a shape-clean config. ``offered`` (instance type -> zones),
     ``code_files`` (the shipped sources), ``today`` (ISO date: the caller's clock, for the EKS
-    version calendar) and ``zones`` (the region's usable zone names -> zone ids) are checked when given."""
+    version calendar) and ``zones`` (the region's usable zone names -> zone ids) are checked when given.
+    ``cluster``: the config is for the cluster (the program, ``bench run``, preflight); False for a local run and
+    for commands that only read results, which need not refuse what only the cluster cannot run."""
     problems = (_region(cfg) + _cluster(cfg, today) + _node_groups(cfg) + _network(cfg, zones) + _storage(cfg)
-                + _datasets(cfg) + _experiments(cfg) + name_collisions(cfg) + image_problems(cfg))
+                + _datasets(cfg) + _experiments(cfg) + name_collisions(cfg) + image_problems(cfg)
+                + (gpu_training_problems(cfg) if cluster else []))
     problems += _fsx_deployment(cfg) + _parallel_gpus(cfg) + deadline_problems(cfg)
     if offered is not None:
         problems += offering_problems(cfg, offered)
@@ -52,10 +55,11 @@ def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None
 
 def validated_config(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None,
                      offered: Mapping[str, set[str]] | None = None,
-                     code_files: Mapping[str, str] | None = None, today: str | None = None) -> StackConfig:
+                     code_files: Mapping[str, str] | None = None, today: str | None = None,
+                     cluster: bool = True) -> StackConfig:
     """Shape, then (only if the shape is clean) meaning. Raises ConfigError with every problem of the stage."""
     cfg = parse_stack_config(raw, project=project, stack=stack, region=region)
-    problems = meaning_problems(cfg, offered=offered, code_files=code_files, today=today)
+    problems = meaning_problems(cfg, offered=offered, code_files=code_files, today=today, cluster=cluster)
     if problems:
         raise ConfigError(problems)
     return cfg
@@ -342,6 +346,20 @@ def image_problems(cfg: StackConfig) -> list[str]:
                                f"cannot train on node group {group.name!r} ({group.instance_type}, {group.ami_type}): "
                                f"{'; '.join(reasons)}; leave image unset for the group's default (core/catalog/compat.py), "
                                f"or use one built for its GPUs", show(fit)))
+    return out
+
+
+def gpu_training_problems(cfg: StackConfig) -> list[str]:
+    """Experiments whose framework cannot train on GPUs in its pinned release (``compat.NO_GPU_TRAINING``): every
+    node group is a GPU group, so the cluster cannot run them."""
+    out = []
+    for i, e, group, _ in _image_pairs(cfg):
+        why = compat.NO_GPU_TRAINING.get(e.framework)
+        if why:
+            out.append(problem(f"{cfg.experiment_key(i)}.framework", e.framework,
+                               f"cannot train on node group {group.name!r} ({group.instance_type}): {why}; run it on "
+                               f"this machine's CPUs with `eksbench run {cfg.stack} --local`, or benchmark the GPUs "
+                               "with pytorch, horovod or tensorflow", '"pytorch"'))
     return out
 
 

@@ -66,7 +66,7 @@ def bare_loops(stack: str) -> dict[str, dict]:
     from program.stack_files import load_stack_config
     from workloads.train.common.cpu_choice import read_cpu_facts
 
-    cfg = load_stack_config(stack, ROOT)
+    cfg = load_stack_config(stack, ROOT, cluster=False)
     plan = [e for e in lr.plan_local(cfg.experiments, cfg.local, run_dir=Path(tempfile.gettempdir()),
                                      cpu=read_cpu_facts()) if not e.skip]
     cpus = os.cpu_count() or 1

@@ -161,7 +161,7 @@ def run_local(args) -> int:
     from workloads.train.common.cpu_choice import read_cpu_facts
 
     try:
-        cfg = load_stack_config(args.stack, Path(args.project_dir))
+        cfg = load_stack_config(args.stack, Path(args.project_dir), cluster=False)
     except ConfigError as e:
         for problem in e.problems:
             print(f"error: {problem}", file=sys.stderr)

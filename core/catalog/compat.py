@@ -192,9 +192,20 @@ def past_patch_support(row: TrainingImage, today: str) -> bool:
 
 
 # Frameworks whose GPU path has not run anywhere yet, and why it is in doubt: the plan warns on a GPU group.
-NOT_VERIFIED_ON_GPUS = {
-    "paddle": ("Paddle's parameter-server GEO mode with a CUDA place (workloads/train/paddle/ps.py) has run on "
-               "CPUs only, and no upstream example or test shows GEO trainers on a GPU place (PaddlePaddle 3.0.0)"),
+NOT_VERIFIED_ON_GPUS: dict[str, str] = {}
+
+# Frameworks whose trainer cannot train on GPUs in the pinned release, and why: the cluster refuses them (every node
+# group is a GPU group); `eksbench run --local` still runs them on CPUs.
+# Paddle 3.0.0's parameter servers: GEO mode (a_sync with k_steps, workloads/train/paddle/ps.py) is the only PS mode
+# that trains with that wheel (sync mode crashes in SendBarrierOp, plain async never refreshes a trainer's dense
+# parameters), and GEO has no GPU path for dense parameters: GeoCommunicator::SendDense/RecvDense
+# (paddle/fluid/distributed/ps/service/communicator/communicator.cc) run CPU BLAS (VSUB/VADD) on the parameter
+# tensors with no is_gpu_place branch, where RpcRecvDense/RpcSendDenseParam in the same file have one; "PS-GPU
+# support GEO" (PaddlePaddle/Paddle#31689) was closed unmerged.
+NO_GPU_TRAINING = {
+    "paddle": ("Paddle 3.0.0's parameter servers train only in GEO mode, which has no GPU path for dense parameters "
+               "(GeoCommunicator::SendDense/RecvDense run CPU BLAS on them; PaddlePaddle/Paddle#31689 closed "
+               "unmerged), and sync and plain async PS modes do not train with that release"),
 }
 
 AMI_DRIVERS: dict[str, AmiDriver] = {

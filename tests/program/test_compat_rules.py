@@ -79,13 +79,16 @@ def test_a_custom_image_is_a_warning_naming_the_key_and_the_group():
     assert "'gpu'" in note and "sm_70" in note
 
 
-def test_a_framework_not_verified_on_gpus_is_a_warning_on_a_gpu_group_only():
-    """Paddle's GEO parameter-server mode on a CUDA place has never run: the plan says so, by key."""
+def test_paddle_is_refused_on_the_cluster_and_runs_locally():
+    """Paddle 3.0.0's GEO parameter servers have no GPU path for dense parameters (compat.NO_GPU_TRAINING): every
+    node group is a GPU group, so the cluster's check refuses the experiment by key, with the reason and what to
+    do; a local run (cluster=False) trains it on CPUs."""
     cfg = stack("p3.16xlarge", "AL2023_x86_64_NVIDIA", framework="paddle", image=pins.PADDLE_IMAGE)
-    notes = [n for n in image_advisories(cfg) if "not verified on GPUs" in n]
-    assert len(notes) == 1 and notes[0].startswith('experiments[0].framework="paddle": not verified on GPUs: ')
-    assert "GEO" in notes[0] and "'gpu'" in notes[0]
-    assert not [n for n in image_advisories(stack("p3.16xlarge", "AL2023_x86_64_NVIDIA")) if "not verified" in n]
+    (refusal,) = [p for p in meaning_problems(cfg) if ".framework" in p]
+    assert refusal.startswith('experiments[0].framework="paddle": cannot train on node group ')
+    assert "GeoCommunicator::SendDense/RecvDense" in refusal and "--local" in refusal and 'e.g. "pytorch"' in refusal
+    assert not [p for p in meaning_problems(cfg, cluster=False) if ".framework" in p]
+    assert not [p for p in meaning_problems(stack("p3.16xlarge", "AL2023_x86_64_NVIDIA")) if ".framework" in p]
 
 
 def test_an_image_past_awss_patch_support_is_named_with_what_to_use_instead():

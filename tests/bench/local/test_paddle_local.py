@@ -91,3 +91,27 @@ def test_a_missing_paddle_venv_is_one_line_naming_the_command_that_builds_it(tmp
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "bash .ci/setup-framework paddle" in lines[0], done.stderr
     assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.mark.local_run
+def test_a_non_finite_loss_stops_every_trainer_at_the_same_step(tmp_path):
+    """As the PyTorch and TensorFlow trainers do; GEO trainers step apart between exchanges, so they agree on it at
+    each metrics step (a gloo all-reduce). The run then reads diverged, and the pservers stop with the trainers."""
+    if venv_python("paddle") is None:
+        pytest.skip(missing_venv("paddle"))
+    text = STACK.read_text().replace("      epochs: 5\n", "      epochs: 5\n      args: [\"--lr=inf\"]\n")
+    d = project(tmp_path)
+    (d / STACK.name).write_text(text)
+    done = subprocess.run([sys.executable, "-m", "bench", "run", "paddle-ps", "--local", "--run-id", "t",
+                           "--experiment", "paddle-cifar10", "--project-dir", str(d), "--results-root",
+                           str(tmp_path / "results"), "--progress-every", "5"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    (results,) = (tmp_path / "results").glob("**/paddle-ps/t/paddle-cifar10")
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["status"] == "diverged" and done.returncode == 1, done.stdout[-2000:]
+    last = {rank: read_jsonl(metrics_dir(results) / f"rank-{rank}.jsonl")[-1] for rank in (0, 1)}
+    assert last[0]["step"] == last[1]["step"] < 20, last
+    assert any(line.get("nonfinite_loss") for line in last.values())
+    events = read_jsonl(metrics_dir(results) / "events.jsonl")
+    assert [e["step"] for e in events if e["event"] == "diverged"] == [last[0]["step"]]
+    assert json.loads((results / "pserver" / "summary.json").read_text())["status"] == "succeeded"

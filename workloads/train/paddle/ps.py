@@ -25,6 +25,10 @@ Paddle 3's parameter-server route is the static graph through ``paddle.distribut
 - A pserver's ``run_server`` returns once a trainer calls the client's ``stop_server``: trainer 0
   does, after every trainer passed the final barrier, so the pserver Job's pods finish too.
 
+Trainers train on the CPU (``paddle.CPUPlace``): GEO has no GPU path for dense parameters in this release, so the
+cluster refuses Paddle experiments (``core.catalog.compat.NO_GPU_TRAINING``) and only local runs train here. A
+non-finite loss on any trainer stops every trainer at the same metrics step, as the PyTorch trainer does.
+
 Results: the same files as the PyTorch trainer (``workloads.train.common.metrics``): one line per interval
 of steps in ``metrics/rank-<trainer id>.jsonl`` with each step's time, and ``events.jsonl``
 (start, run_info, startup, end) from trainer 0, so the launcher's summary has the same fields.
@@ -40,11 +44,13 @@ import time
 STARTED = time.time()  # before paddle is imported: the start-up record counts the imports
 os.environ.setdefault("FLAGS_enable_pir_api", "0")  # must be set before `import paddle` (see above)
 
+import math  # noqa: E402
 import socket  # noqa: E402
 from typing import Any, Callable, Mapping  # noqa: E402
 
 from core.catalog.workload_facts import WORKLOADS, input_size  # noqa: E402
 from core.contract.names import ENV_LAUNCHED_AT  # noqa: E402
+from core.contract.strict_json import nonfinite_name  # noqa: E402
 from core.contract.train_args import TrainArgs, parse_train_args  # noqa: E402
 from workloads.train.common.data import Position, epoch_ends, next_step, rank_indices  # noqa: E402
 from workloads.train.common.metrics import JsonLines, metrics_dir  # noqa: E402
@@ -164,12 +170,11 @@ class Batches:
 
 
 def device_info(paddle: Any, place: Any, world: int) -> dict[str, Any]:
-    """The summary's device record, with Paddle's versions in the place of torch's."""
+    """The summary's device record (a CPU: the trainers train on ``paddle.CPUPlace``), with Paddle's versions in the
+    place of torch's."""
     import platform
 
-    gpu = "gpu" in str(place).lower()
-    return {"name": paddle.device.cuda.get_device_name(0) if gpu else "cpu", "count": world if gpu else 0,
-            "driver": None, "paddle": paddle.__version__, "cuda": paddle.version.cuda(),
+    return {"name": "cpu", "count": 0, "driver": None, "paddle": paddle.__version__, "cuda": paddle.version.cuda(),
             "cudnn": paddle.version.cudnn(), "nccl": None, "processor": platform.processor() or platform.machine()}
 
 
@@ -205,8 +210,9 @@ def train(a: TrainArgs, environ: Mapping[str, str], marks: dict[str, float]) -> 
         print(f"[paddle_ps] pserver {fleet.server_index()} stopped", flush=True)
         return 0
     rank = fleet.worker_index()
-    gpu = paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
-    place = paddle.CUDAPlace(0) if gpu else paddle.CPUPlace()
+    # CPU always: GEO mode has no GPU path for dense parameters (core.catalog.compat.NO_GPU_TRAINING), so the
+    # cluster refuses Paddle experiments and only local runs, on CPUs, get here.
+    place = paddle.CPUPlace()
     exe = paddle.static.Executor(place)
     exe.run(startup)
     source = Batches(a, classes, rank, world)
@@ -216,6 +222,13 @@ def train(a: TrainArgs, environ: Mapping[str, str], marks: dict[str, float]) -> 
     marks["resumed"] = time.time()
     return trainer_loop(a, exe, main, loss, source, fleet, rank=rank, world=world, lr=lr, marks=marks,
                         device=device_info(paddle, place, world))
+
+
+def health(loss: float) -> dict[str, Any]:
+    """A metrics line's loss: rounded, or null with the name of what it was (strict JSON has no NaN)."""
+    if math.isfinite(loss):
+        return {"loss": round(loss, 5)}
+    return {"loss": None, "nonfinite_loss": nonfinite_name(loss)}
 
 
 def trainer_loop(a: TrainArgs, exe: Any, main: Any, loss: Any, source: Batches, fleet: Any, *, rank: int,
@@ -237,7 +250,7 @@ def trainer_loop(a: TrainArgs, exe: Any, main: Any, loss: Any, source: Batches, 
           f"GEO k_steps {GEO_K_STEPS}, lr {lr:g}" + (f" (precision {a.precision} runs as fp32)"
                                                       if a.precision != "fp32" else ""), flush=True)
     gb = a.batch_size * world
-    step, pos, done_here, interval, data_wait, times = 0, Position(), 0, 0, 0.0, []
+    step, pos, done_here, interval, data_wait, times, diverged = 0, Position(), 0, 0, 0.0, [], False
     t_prev = loop_start = mark = time.perf_counter()
     while (where := next_step(source.size, pos, gb, step, a)) is not None:
         start, after = where
@@ -255,8 +268,12 @@ def trainer_loop(a: TrainArgs, exe: Any, main: Any, loss: Any, source: Batches, 
         last = (not a.by_epochs and step >= a.steps) or (ended and a.by_epochs and pos.epoch + 1 >= a.epochs)
         warmup = done_here <= a.warmup_steps
         if step % a.log_every == 0 or last or done_here == a.warmup_steps:
+            # A non-finite loss on any trainer stops every trainer here, as the PyTorch trainer does: GEO trainers
+            # step apart between exchanges, so each says whether its own loss is finite (a gloo all-reduce).
+            loss_value = float(value)
+            diverged = bool(fleet.util.all_reduce([0 if math.isfinite(loss_value) else 1], "max", "worker")[0])
             if lines:
-                lines.write({"step": step, "epoch": start.epoch, "loss": round(float(value), 5), "steps": interval,
+                lines.write({"step": step, "epoch": start.epoch, **health(loss_value), "steps": interval,
                              "samples": a.batch_size * interval, "step_time_s": round(now - t_prev, 6),
                              "samples_per_s": round(a.batch_size * interval / (now - t_prev), 3),
                              "step_times_s": times, "data_wait_s": round(data_wait, 6), "peak_memory_gib": None,
@@ -265,11 +282,19 @@ def trainer_loop(a: TrainArgs, exe: Any, main: Any, loss: Any, source: Batches, 
             t_prev, interval, data_wait, times = now, 0, 0.0, []
             mark = time.perf_counter()
             t_prev = mark
+            if diverged:
+                what = nonfinite_name(loss_value) or "on another trainer"
+                reason = f"non-finite loss ({what}) at step {step}"
+                print(f"[paddle_ps] trainer {rank}: diverged: {reason}; stopping, as every trainer does", flush=True)
+                if events:
+                    events.write({"event": "diverged", "step": step, "reason": reason,
+                                  "wall_time": round(time.time(), 3)})
+                break
     loop_seconds = time.perf_counter() - loop_start
     if events:
         events.write({"event": "end", "step": step, "steps": step, "samples": step * gb,
                       "loop_seconds": round(loop_seconds, 4), "final_save_s": 0.0, "restart": 0,
-                      "world_size": world, "wall_time": round(time.time(), 3)})
+                      "world_size": world, "diverged": diverged, "wall_time": round(time.time(), 3)})
     for f in (lines, events):
         if f:
             f.close()
@@ -277,8 +302,8 @@ def trainer_loop(a: TrainArgs, exe: Any, main: Any, loss: Any, source: Batches, 
     fleet.stop_worker()
     if rank == 0:
         fleet.fleet._runtime_handle._worker.stop_server()  # the client's StopServer: run_server returns
-        print(f"[paddle_ps] {a.workload}: finished at step {step} (trainers {world}), loop {loop_seconds:.3f}s",
-              flush=True)
+        ended = f"diverged at step {step}" if diverged else f"finished at step {step}"
+        print(f"[paddle_ps] {a.workload}: {ended} (trainers {world}), loop {loop_seconds:.3f}s", flush=True)
     return 0
 
 
