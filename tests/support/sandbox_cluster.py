@@ -60,8 +60,15 @@ def scaled_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def image_prefix() -> str:
-    """This machine's Python installation, the stand-in for the image's."""
+    """This machine's Python installation, the stand-in for the image's: the environment the tests run in (the
+    project's venv), whose ``bin/`` comes first on the pods' PATH."""
     return os.path.realpath(sys.prefix)
+
+
+def image_paths() -> list[str]:
+    """What the stand-in image is made of, bound read-only at the same place: the tests' environment and, when it
+    is a venv, the interpreter it was made from (its python is a link there, its standard library is there)."""
+    return list(dict.fromkeys([image_prefix(), os.path.realpath(sys.base_prefix)]))
 
 
 class SandboxCluster:
@@ -179,7 +186,7 @@ class SandboxCluster:
         config_maps = {m["metadata"]["name"]: m.get("data", {}) for _, m in self.of_kind("ConfigMap")}
         return World(root=self.root, namespace=self.namespace, claim=pvc["metadata"]["name"], shared=shared,
                      claim_owner=owner, config_maps=config_maps, netns=self._net.path, names=self._names(),
-                     env=self._env(), image_paths=[image_prefix()])
+                     env=self._env(), image_paths=image_paths())
 
     def _fsx_import(self, uri: str, dest: Path) -> None:
         """What the association's import makes visible: every object as a root-owned 0644 file
