@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.sandbox_cluster import SandboxCluster
 
-pytestmark = pytest.mark.cpu_capability  # the shipped stacks' plans scaled down; their pods train on this CPU
+pytestmark = [pytest.mark.cpu_capability, pytest.mark.local_run]  # the shipped stacks' plans scaled down; their pods train here
 
 CAP_CHOWN = 0  # linux/capability.h
 

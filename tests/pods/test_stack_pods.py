@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.sandbox_cluster import GATE_SKIPPED
 
-pytestmark = pytest.mark.cpu_capability  # the pods' trainers run the cloud's amp-fp16 in this CPU's choice
+pytestmark = [pytest.mark.cpu_capability, pytest.mark.local_run]  # the pods train amp-fp16 in this CPU's choice
 
 
 def job_named(cluster, suffix):
