@@ -249,8 +249,6 @@ class Kubelet:
         targets = {m["mountPath"] for m in mounts} | {"/etc/hosts"} | set(self.world.image_paths)
         args = ["nsenter", f"--net={self.world.netns}", "bwrap", *_mount_tree(targets),
                 "--dev", "/dev", "--proc", "/proc", "--dir", "/tmp"]
-        for p in self.world.image_paths:
-            args += ["--ro-bind", p, p]
         args += ["--ro-bind", str(pod.dir / "hosts"), "/etc/hosts"]
         for m in mounts:
             vol = volumes.get(m["name"])
@@ -266,6 +264,13 @@ class Kubelet:
             src = self._claim_subpath(m["subPath"]) if vol.get("claim") and m.get("subPath") else \
                 Path(vol["path"]) / m.get("subPath", "")
             args += ["--ro-bind" if m.get("readOnly") else "--bind", str(src), m["mountPath"]]
+        # The stand-in image last: a real image's files are never under a volume, but this one may live under
+        # /tmp (a checkout there, its venv with it), where the pod's own /tmp volume would hide it. Folders bwrap
+        # makes for it there get 0755, as an image's are (bwrap's own 0700 would shut a non-root UID out).
+        for p in self.world.image_paths:
+            for folder in _ancestors(p):
+                args += ["--perms", "0755", "--dir", folder]
+            args += ["--ro-bind", p, p]
         args += ["--remount-ro", "/", "--unshare-pid", "--as-pid-1", "--unshare-uts", "--hostname", pod.hostname,
                  "--unshare-ipc", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         caps = {a.upper().removeprefix("CAP_") for a in (ctx.get("capabilities") or {}).get("add", [])}
