@@ -85,5 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
+    except ModuleNotFoundError as e:  # an environment set up by hand, without an install file's packages
+        from bench.errors import missing_module
+        from program.stack_files import ROOT
+
+        return fail(missing_module(e.name, ROOT))
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -11,7 +11,8 @@ import pytest
 
 from tests.support.sandbox_cluster import SandboxCluster
 
-pytestmark = [pytest.mark.cpu_capability, pytest.mark.local_run]  # the shipped stacks' plans scaled down; their pods train here
+# the shipped stacks' plans scaled down; their pods train here
+pytestmark = [pytest.mark.cpu_capability, pytest.mark.local_run]
 
 CAP_CHOWN = 0  # linux/capability.h
 

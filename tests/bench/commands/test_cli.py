@@ -87,3 +87,31 @@ def test_new_meaning_rules_exit_2_naming_the_key(extra, expected):
 def test_unknown_stack_names_the_stacks_there():
     r = bench("plan", "nope")
     assert r.returncode == 2 and "no file Pulumi.nope.yaml; stacks here: dev" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("module,install", [("pandas", "bash .ci/setup"), ("yaml", "bash .ci/setup"),
+                                            ("botocore.session", "bash .ci/setup"),
+                                            ("jupyter", "pip install -e '.[notebook]'"),
+                                            ("moto", "bash .ci/setup-tests")])
+def test_a_missing_package_is_one_line_naming_the_install_that_brings_it(monkeypatch, capsys, module, install):
+    """An environment set up by hand (a venv without the install files' packages) gets one line, no traceback."""
+    from bench import cli
+
+    def needs(args):
+        raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+    parser = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda: _with_func(parser(), needs))
+    assert cli.main(["status", "dev"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: the Python package ") and f"`{install}" in err[0], err
+
+
+def _with_func(parser, func):
+    """The parser, every subcommand's function replaced by ``func``."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.set_defaults(func=func)
+    return parser

@@ -12,8 +12,8 @@ Two faults of Keras 3.15 appear only with several replicas, so this step does th
   and takes the first local replica's answer. When one replica overflows and another does not, workers take
   different branches and hang in the all-reduce only one of them calls; replicas of one worker apply ``-inf``
   and the scale does not halve. tf-keras all-reduced the gradients first for this reason. Here each replica's
-  finite flag is all-reduced (one scalar: how many overflowed) before the verdict, so every replica of every worker takes the
-  same branch; the branch runs in cross-replica context (``merge_call``), because a ``cond`` whose branch calls
+  finite flag is all-reduced (one scalar: how many overflowed) before the verdict, so every replica of every
+  worker takes the same branch; it runs in cross-replica context (``merge_call``), because a ``cond`` whose branch calls
   ``merge_call`` (``apply_gradients`` does) may not run in a replica context. Scale as Keras and torch's
   GradScaler: start at 2**15, halve on overflow (the step skipped), double after 2000 good steps.
 - **Keras' ``weight_decay`` is decoupled** (``w -= lr * wd * w``, ``base_optimizer.py``): at momentum 0.9 about
