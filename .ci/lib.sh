@@ -30,9 +30,14 @@ apt_install() {
 apt_packages() {
   local sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
   command -v apt-get >/dev/null || die "this machine has no apt-get: install $* with its package manager, then run this again"
+  local log; log=$(mktemp)
   say "apt-get install $*"
-  $sudo apt-get update -qq || die "apt-get update failed"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null || die "apt-get install $* failed"
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@"; } >"$log" 2>&1
+  then
+    tail -20 "$log" >&2
+    die "apt-get install $* failed"
+  fi
+  rm -f "$log"
 }
 
 # base_python: the interpreter the project's venv is made from: $EKSBENCH_PYTHON, else python3 on PATH; it must be
