@@ -8,7 +8,8 @@ UID, ``setpriv`` switching to that UID, GID and groups inside the sandbox (which
 capability at the switch; capabilities(7)). bwrap sets no_new_privs on every sandbox, which is
 what ``allowPrivilegeEscalation: false`` asks; a container asking for escalation, or for a
 writable root, is refused as not modelled. What the pods' commands, env, volumes and security
-context say is taken from the plan as it is; nothing in them is rewritten.
+context say is taken from the plan as it is, and the command, args and env values are then expanded as
+the kubelet expands them (tests/support/kubelet_expansion.py: ``$(VAR)``, ``$$``).
 
 What stands in, and for what:
 - **The image**: this machine's Python and its packages. Its installation is bound read-only at
@@ -54,6 +55,7 @@ from pathlib import Path
 from typing import Mapping
 
 from infra.access.file_access import container_process
+from tests.support.kubelet_expansion import command_and_args, container_env
 from tests.support.pod_failures import diagnose
 
 GRACE_DEFAULT = 30  # terminationGracePeriodSeconds' default (Kubernetes API, PodSpec)
@@ -237,7 +239,8 @@ class Kubelet:
                 os.chown(path, *self.world.claim_owner)
         return path
 
-    def argv(self, pod: Pod, c: dict, volumes: dict[str, dict], env: dict[str, str]) -> list[str]:
+    def argv(self, pod: Pod, c: dict, volumes: dict[str, dict], env: dict[str, str], command: list[str]) -> list[str]:
+        """bwrap's argv for container ``c``; ``command``: its command and args as the kubelet expanded them."""
         where = f"Job {pod.job} pod {pod.name} container {c['name']}"
         ctx = merged_context(pod.spec, c)
         if not ctx.get("readOnlyRootFilesystem"):
@@ -281,7 +284,6 @@ class Kubelet:
         args += ["--chdir", c.get("workingDir", "/"), "--clearenv"]
         for k, v in env.items():
             args += ["--setenv", k, v]
-        command = [*c.get("command", []), *c.get("args", [])]
         if not command:
             raise SandboxError(f"{where}: no command (the image's entrypoint is not modelled)")
         if process.uid != 0:
@@ -294,32 +296,30 @@ class Kubelet:
         return args
 
     def env(self, pod: Pod, c: dict) -> dict[str, str]:
-        """The image's env, what the runtime adds, then the container's ``env`` in order."""
-        env = {**self.world.env, "HOSTNAME": pod.hostname}
-        if pod.index is not None:  # the Job controller adds it to every container of an Indexed Job's pod
-            env["JOB_COMPLETION_INDEX"] = str(pod.index)
+        """The container's own env as the kubelet resolves it (``kubelet_expansion.container_env``: each ``value``
+        expanded against the variables declared before it, JOB_COMPLETION_INDEX added as the Job controller adds
+        it to an Indexed Job's pods), in order."""
         fields = {"status.podIP": self.pod_ip(pod), "metadata.name": pod.name,
                   "metadata.namespace": self.world.namespace, "spec.nodeName": "sandbox", "status.hostIP": "127.0.0.1",
                   "metadata.annotations['batch.kubernetes.io/job-completion-index']": str(pod.index)}
-        for e in c.get("env", []):
-            if "value" in e:
-                env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]), str(e["value"]))
-            elif "fieldRef" in (e.get("valueFrom") or {}):
-                path = e["valueFrom"]["fieldRef"]["fieldPath"]
-                if path not in fields:
-                    raise SandboxError(f"Job {pod.job} pod {pod.name} container {c['name']}: fieldRef {path} "
-                                       "not modelled")
-                env[e["name"]] = fields[path]
-            else:
+
+        def value_from(e: Mapping) -> str:
+            path = (e["valueFrom"].get("fieldRef") or {}).get("fieldPath")
+            if path not in fields:
                 raise SandboxError(f"Job {pod.job} pod {pod.name} container {c['name']}: env {e['name']} "
-                                   f"{e.get('valueFrom')} not modelled")
-        return env
+                                   f"{e['valueFrom']} not modelled")
+            return fields[path]
+        return container_env(c, value_from, pod.index)
 
     def start(self, pod: Pod, c: dict, volumes: dict[str, dict]) -> Container:
         log = pod.dir / "logs" / f"{c['name']}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         run = Container(pod.job, pod.name, c["name"], log)
-        argv = self.argv(pod, c, volumes, self.env(pod, c))
+        declared = self.env(pod, c)
+        # The image's env, what the runtime adds, then the container's (which wins); the command and args expanded
+        # against the container's own env only, as the kubelet expands them.
+        env = {**self.world.env, "HOSTNAME": pod.hostname, **declared}
+        argv = self.argv(pod, c, volumes, env, command_and_args(c, declared))
         r, w = os.pipe()
         at = argv.index("--die-with-parent")
         argv[at:at] = ["--info-fd", str(w)]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.contract.s3_uri import parse_s3_uri
+from tests.support.kubelet_expansion import command_and_args, container_env
 from tests.support.plan_manifests import kubernetes_objects
 from tests.support.pod_network import PodNetwork
 from tests.support.pod_sandbox import Kubelet, World
@@ -27,6 +28,11 @@ from tests.support.sandbox_jobs import JobResult, run_job
 GATE_SKIPPED = "skipped: the gate resumes Jobs through the Kubernetes API server, which the sandbox has none of"
 S3_PORT = 4566  # where AWS_ENDPOINT_URL points inside the pods' network
 STANDIN_IMAGEFOLDER = dict(images=16, classes=4, resolution=64, val_images=8)
+
+
+def kubelet_command(container: dict) -> list[str]:
+    """The container's command and args as the kubelet hands them over (its ``$(VAR)`` and ``$$`` expanded)."""
+    return command_and_args(container, container_env(container, value_from=lambda e: ""))
 
 
 def scaled_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +129,7 @@ class SandboxCluster:
         for _, job in self.of_kind("Job"):
             spec = job["spec"]["template"]["spec"]
             for c in spec.get("initContainers", []) + spec["containers"]:
-                text = " ".join([*c.get("command", []), *c.get("args", [])])
+                text = " ".join(kubelet_command(c))
                 words |= {w.strip("'\"") for w in text.split() if w.strip("'\"").startswith("s3://")}
         for r in self.plan.resources:
             if r["type"].endswith("DataRepositoryAssociation"):
@@ -144,7 +150,7 @@ class SandboxCluster:
         from workloads.train.common.cifar import write_standin
 
         for _, job in self.of_kind("Job"):
-            args = job["spec"]["template"]["spec"]["containers"][0].get("args", [])
+            args = kubelet_command(job["spec"]["template"]["spec"]["containers"][0])
             if "--source" not in args:
                 continue
             source = args[args.index("--source") + 1]
