@@ -1,8 +1,10 @@
 """Registers a Kubernetes manifest dict, or an Output of one, as the typed pulumi-kubernetes resource.
 
 The pure builders stay the single source of truth: this maps the kind to its resource
-class and passes each top-level field through unchanged (camelCase inside, as the
-provider expects). Infra, workloads and datasets all register their objects here.
+class and passes each top-level field through (camelCase inside, as the provider expects),
+with one rewrite for the API: a pod's container command, args and env values get every ``$``
+doubled, so the kubelet's ``$(VAR)`` expansion leaves them as the builders wrote them
+(``infra.container_text``). Infra, workloads and datasets all register their objects here.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from typing import Any, Mapping
 
 import pulumi
 import pulumi_kubernetes as k8s
+
+from infra.container_text import kubelet_literal
 
 # kind -> (resource class, top-level fields besides apiVersion, kind and metadata)
 KINDS: dict[str, tuple[type, tuple[str, ...]]] = {
@@ -43,16 +47,18 @@ def register(name: str, manifest: Mapping[str, Any] | pulumi.Output, opts: pulum
 
     Where the manifest depends on other resources' outputs, pass it as an Output and name
     its ``kind``; give ``metadata`` too when it is known without them, so the object's name
-    shows in a preview.
+    shows in a preview. Every manifest passes through ``kubelet_literal`` here, and only here.
     """
     if isinstance(manifest, pulumi.Output):
         if kind is None:
             raise TypeError(f"{name}: an Output manifest needs kind=")
         cls, fields = KINDS[kind]
+        manifest = manifest.apply(lambda m: kubelet_literal(m, kind))
         meta = metadata if metadata is not None else manifest.apply(lambda m: m["metadata"])
         args = {_argument(f): manifest.apply(lambda m, f=f: m.get(f)) for f in fields}
         return cls(name, metadata=meta, **args, opts=opts)
     cls, fields = KINDS[manifest["kind"]]
+    manifest = kubelet_literal(manifest)
     unknown = set(manifest) - {"apiVersion", "kind", "metadata", *fields}
     if unknown:
         raise ValueError(f"{name}: {manifest['kind']} fields {sorted(unknown)} are not in k8s_objects.KINDS")

@@ -56,7 +56,8 @@ ROOMS: dict[str, dict[str, set[str]]] = {
 }
 # The room of a module directly in a package with rooms ("*": every other module there).
 TOP = {
-    "infra": {"component_options": "base", "k8s_objects": "base", "labels": "base", "environment": "base"},
+    "infra": {"component_options": "base", "k8s_objects": "base", "labels": "base", "environment": "base",
+              "container_text": "base"},
     "workloads": {"*": "top"},
     "bench": {"proc": "base", "progress": "base", "project": "base", "errors": "base", "terminal": "base", "lifecycle": "lifecycle",
               "automation": "automation", "cli": "cli", "__main__": "cli"},

@@ -126,3 +126,28 @@ def test_a_pod_killed_at_its_deadline_leaves_a_summary_that_says_so(bare, dev_pl
     assert summary["status"] == "interrupted" and summary["signal"] == "SIGTERM", {
         k: summary.get(k) for k in ("status", "signal", "error")}
     assert summary["stop_reason"].startswith("SIGTERM: from outside (a Job's deadline")
+
+
+def test_a_stack_files_args_reach_the_pods_trainer_as_written(bare):
+    """The dev plan's training pod with hostile ``args``, run in the sandbox as the kubelet starts it: the command
+    the launcher ran (its summary's ``command``) has the args exactly as the stack file has them."""
+    import json
+
+    import yaml
+
+    from program.stack_files import ROOT
+    from tests.pods.conftest import scaled_plan
+    from tests.pods.test_container_args import HOSTILE
+    from tests.support.plan_manifests import kubernetes_objects
+
+    config = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
+    first = config["eksbench:experiments"][0]
+    config["eksbench:experiments"] = [{**first, "nodes": 1, "max_restarts": 0, "args": HOSTILE}]
+    plan = scaled_plan("dev", config)
+    job = dict(kubernetes_objects(plan.resources))[f"experiments-{first['name']}-job"]
+    r = bare.run(job, name="hostile-args")
+    assert not r.succeeded  # the trainer refuses --tag, after the launcher has recorded what it ran
+    summary = json.loads(bare.read(plan.outputs["experiment_results"][first["name"]] + "summary.json"))
+    command = summary["command"]
+    at = command.index(HOSTILE[0])
+    assert command[at:at + len(HOSTILE)] == HOSTILE, command
