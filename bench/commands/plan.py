@@ -29,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "hour, the provisioning time along the critical path and when each experiment's first pod runs.",
         epilog="examples:\n  eksbench plan dev\n  eksbench plan p5-fsx --json | jq .estimate.hourly_cost_usd")
     p.add_argument("stack", help="stack name (reads Pulumi.<stack>.yaml)")
-    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document; its Kubernetes objects are as the API gets them, so a $ that a "
+                        "container receives shows as $$ in its command, args and env values")
     add_project_options(p, results=False)
     p.set_defaults(func=main)
 
