@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -89,12 +88,12 @@ def autostop_lines(run_id: str, record: dict[str, Any]) -> list[str]:
             + (", ".join(groups) or "nothing") + f": {record.get('reason') or '(no reason given)'}"]
 
 
-def started(iso: str | None) -> str | None:
-    """``2026-11-27 09:12:39``: a summary's start in UTC, to the second."""
-    from bench.results.timeline import parse_iso
+def started(row: dict[str, Any]) -> str | None:
+    """``2026-11-27 09:12:39``: a row's start in UTC, to the second; ``invalid time`` where its summary gives
+    one that is no time (``0001-01-01T00:00:00+14:00`` is in year 0 in UTC); None where it gives none."""
+    from bench.results.timeline import INVALID_TIME, parse_iso, utc_text
 
-    t = parse_iso(iso)
-    return None if t is None else datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return INVALID_TIME if row.get("started_invalid") else utc_text(parse_iso(row.get("started_at")))
 
 
 def status_cell(row: dict[str, Any]) -> str:
@@ -118,7 +117,7 @@ def status_table(rows: list[dict[str, Any]]) -> str:
 
     head = ("RUN", "EXPERIMENT", "STATUS", "STARTED (UTC)", "DURATION", "THROUGHPUT", "RESULTS")
     return table(head, [(r["run"], label(r), status_cell(r),
-                         started(r.get("started_at")), duration(r.get("wall_s")), throughput(r), where(r))
+                         started(r), duration(r.get("wall_s")), throughput(r), where(r))
                         for r in rows])
 
 

@@ -24,8 +24,9 @@ def run_figures(summary: Any) -> dict[str, Any]:
     """The figures of one summary (any value: not a dict reads as an empty summary):
 
     ``status``, ``stop_reason`` (why a run that did not succeed stopped), ``error`` (its root cause),
-    ``started_at`` (ISO 8601, None when it is not one), ``wall_s``, ``steps``, ``samples_per_s`` and
-    ``samples_per_s_per_process`` (None for the all-reduce workload), ``busbw_peak_gbps`` with
+    ``started_at`` (ISO 8601, None when it is not one), ``started_invalid`` (the summary gives a start that
+    is no time: not ISO 8601, or outside ``timeline.parse_iso``'s years), ``wall_s``, ``steps``,
+    ``samples_per_s`` and ``samples_per_s_per_process`` (None for the all-reduce workload), ``busbw_peak_gbps`` with
     ``busbw_peak_at_bytes`` and ``message_sizes`` (the all-reduce workload's, else None)."""
     s = summary if isinstance(summary, Mapping) else {}
     tp = s.get(F.THROUGHPUT) if isinstance(s.get(F.THROUGHPUT), Mapping) else {}
@@ -44,6 +45,7 @@ def run_figures(summary: Any) -> dict[str, Any]:
         "stop_reason": pick(s.get(F.STOP_REASON), text),
         "error": pick(s.get(F.ERROR), text),
         "started_at": started if parse_iso(started) is not None else None,
+        "started_invalid": isinstance(started, str) and parse_iso(started) is None,
         "wall_s": pick(s.get(F.WALL_TIME_S), number),
         # the all-reduce workload takes no training steps: its summary's 0 is no figure
         "steps": None if peak is not None else pick(coverage.get("steps"), integer),

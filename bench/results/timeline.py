@@ -53,15 +53,30 @@ def iso(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+# The times a run can have: from 1970 (a node whose clock was never set) through 9999 in UTC, the last year a
+# datetime holds. ``0001-01-01T00:00:00+14:00`` parses, but its UTC is in year 0, which no datetime can show.
+EARLIEST = 0.0
+LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp()
+INVALID_TIME = "invalid time"  # how a time that a file gives but that is no time in that range is shown
+
+
 def parse_iso(text: Any) -> float | None:
-    """Epoch seconds of an ISO 8601 time (``Z`` or an offset; naive reads as UTC), None when it is not one."""
-    if not isinstance(text, str) or not text:
+    """Epoch seconds of an ISO 8601 time (``Z`` or an offset; naive reads as UTC), None when it is not one
+    or falls outside EARLIEST..LATEST: every time read from a run goes through here, so any time it gives
+    can be shown (``datetime.fromtimestamp``), subtracted and drawn."""
+    if not isinstance(text, str) or not text or len(text) > 64:
         return None
     try:
         t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        t = (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
+    except (ValueError, OverflowError):
         return None
-    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
+    return t if EARLIEST <= t <= LATEST else None
+
+
+def utc_text(t: float | None) -> str | None:
+    """``2026-11-27 09:12:39``: ``t`` (epoch seconds, as ``parse_iso`` gives it) in UTC; None for None."""
+    return None if t is None else datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def steps_from_summary(summary: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -1,0 +1,102 @@
+"""Text from a run that cannot be shown as it is: times no calendar can show, log lines of megabytes,
+characters that reorder or hide what a terminal shows, and names longer than a file system holds.
+
+A summary whose ``started_at`` is in year 0 or 10000 in UTC, a node log whose middle is one 64 MB
+progress line redrawn with carriage returns, a status, a folder name or a log line holding U+202E
+(right-to-left override), U+200B (zero-width space) or an escape sequence, and a 300-character run id:
+``status``, ``logs``, ``report``, ``compare``, ``results.load`` and ``automation.logs`` each show them
+escaped, cut or refused in one line, never raw and never with a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from program.stack_files import ROOT
+from tests.bench.commands.test_observe import no_pulumi  # noqa: F401 - autouse: no Pulumi CLI answers
+from tests.bench.conftest import summary, write_experiment
+
+pytestmark = pytest.mark.hostile
+
+EXPERIMENT = "resnet50-synthetic"  # an experiment of Pulumi.dev.yaml
+EARLY, LATE = "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"  # year 0 and year 10000 in UTC
+# Every character a terminal must not receive raw: bidirectional embeddings, overrides and isolates, marks,
+# zero-width characters, the byte-order mark, line and paragraph separators, C0 (but newline and tab), DEL, C1.
+HOSTILE = ("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200d\u200e\u200f\u061c\u2060"
+           "\ufeff\u2028\u2029" + "".join(map(chr, [*range(0, 9), *range(11, 32), *range(127, 160)])))
+ESC = "\x1b]52;c;aGVsbG8=\x07\x1b[2J"  # OSC 52 writes the clipboard; CSI 2J clears the screen
+LONG_ID = "x" * 300
+IN_A_NAME = HOSTILE.replace("\x00", "")  # a folder name holds any byte but NUL and "/"
+IN_A_LINE = HOSTILE.replace("\r", "")  # a carriage return starts a log line over: its own test below
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    from bench.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def observe(capsys, command: str, results: Path, *argv: str) -> tuple[int, str, str]:
+    """``bench status dev`` / ``bench logs dev ...`` on the dev stack with ``results`` as the results root."""
+    return cli(capsys, command, "dev", *argv, "--project-dir", str(ROOT), "--results-root", str(results))
+
+
+def raw(text: str) -> list[str]:
+    """The characters of ``text`` that a terminal does not draw as a glyph: Unicode's controls, formats (bidi,
+    zero-width), surrogates and line/paragraph separators, but newline and tab."""
+    import unicodedata
+
+    hidden = ("Cc", "Cf", "Cs", "Zl", "Zp")
+    return sorted({f"U+{ord(c):04X}" for c in text if c not in "\n\t" and unicodedata.category(c) in hidden})
+
+
+def log(results: Path, run: str, text: bytes | str, exp: str = EXPERIMENT) -> Path:
+    path = results / "dev" / run / exp / "logs" / "node-0.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape"))
+    return path
+
+
+# -- times out of range -----------------------------------------------------------------------------------
+
+def test_a_time_no_datetime_can_hold_is_no_time():
+    from bench.results.timeline import EARLIEST, LATEST, parse_iso, steps_from_summary, utc_text
+
+    assert parse_iso(EARLY) is None and parse_iso(LATE) is None and parse_iso("0001-01-01T00:00:00") is None
+    assert parse_iso("2026-11-27T09:12:39Z") == 1795770759.0 and parse_iso("x" * 10_000) is None
+    assert utc_text(EARLIEST) == "1970-01-01 00:00:00" and utc_text(LATEST) == "9999-12-31 23:59:59"
+    assert steps_from_summary({"started_at": EARLY, "ended_at": LATE}) is None
+
+
+def test_status_shows_a_start_out_of_range_as_invalid_time(tmp_path, capsys):
+    """Before: ``ValueError: year 0 is out of range`` from the table, exit 1."""
+    for run, start in (("r1", EARLY), ("r2", LATE), ("r3", "2026-01-01T00:00:00Z")):
+        write_experiment(tmp_path, f"dev/{run}/{EXPERIMENT}", summary(EXPERIMENT, started_at=start), ranks=0)
+    code, out, err = observe(capsys, "status", tmp_path)
+    assert code == 0 and "Traceback" not in err
+    rows = {r.split()[0]: " ".join(r.split()) for r in out.split("\n\n", 1)[1].splitlines()[2:]}
+    assert "succeeded invalid time 1h 00m" in rows["r1"] and "succeeded invalid time 1h 00m" in rows["r2"]
+    assert "succeeded 2026-01-01 00:00:00 1h 00m" in rows["r3"]
+    code, out, _ = observe(capsys, "status", tmp_path, "--json")
+    assert code == 0 and [r["started_at"] for r in json.loads(out)["runs"]] == ["2026-01-01T00:00:00Z", None, None]
+
+
+def test_results_load_and_the_report_read_a_start_out_of_range_as_unknown_with_a_warning(tmp_path):
+    """Before: ``started_at`` of year 0 and year 10000 in the frame and on the page."""
+    from bench.report import page as report
+    from bench.results import frames
+
+    write_experiment(tmp_path, "dev/r1/a", summary("a", started_at=EARLY))
+    write_experiment(tmp_path, "dev/r1/b", summary("b", started_at=LATE))
+    with pytest.warns(UserWarning, match=r"started_at: 2 value\(s\) not a time"):
+        df = frames.load(str(tmp_path / "dev"))
+    assert df["started_at"].isna().all()
+    text = report.write_report([str(tmp_path / "dev")], tmp_path / "r.html").read_text()
+    assert "0000-12-31" not in text and "10000-01-01" not in text and "not a time" in text
