@@ -184,13 +184,23 @@ class KubeClient:
         if timestamps:
             query["timestamps"] = "true"
         with self._open(f"/api/v1/namespaces/{namespace}/pods/{pod}/log", query) as r:
-            return r.read().decode("utf-8", "replace").splitlines()
+            return list(log_lines(r, timestamps))
 
     def follow(self, namespace: str, pod: str, tail: int = 50, timestamps: bool = False) -> Iterator[str]:
         query = {"follow": "true", "tailLines": str(tail), **({"timestamps": "true"} if timestamps else {})}
         with self._open(f"/api/v1/namespaces/{namespace}/pods/{pod}/log", query, timeout=3600) as r:
-            for raw in r:
-                yield raw.decode("utf-8", "replace").rstrip("\n")
+            yield from log_lines(r, timestamps)
+
+
+def log_lines(response: Any, timestamps: bool) -> Iterator[str]:
+    """A pod log's lines as they arrive (``read1``: what the server sent so far), each as a node log's line
+    shows (``bench.results.node_logs``: its last carriage-return segment, cut at 16 KiB with a note), in
+    bounded memory however long a line the pod wrote; ``timestamps``: the kubelet's time stays in front."""
+    from bench.results.node_logs import offset_lines
+    from bench.results.safe_paths import LINE_CHUNK
+
+    chunks = iter(lambda: response.read1(LINE_CHUNK), b"")
+    return (line for _, _, line in offset_lines(chunks, stamp=timestamps))
 
 
 # When things happened, for the run's timeline. Fields: Kubernetes API core/v1 ContainerStateRunning and

@@ -48,7 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Print an experiment's node logs, each line prefixed with its node (node-0: ...). They come\n"
                     "from the cluster while its pods run, from S3 once they are uploaded, or from a local run's\n"
-                    "folder; by default from the latest run.",
+                    "folder; by default from the latest run. A line shows what a terminal would: a carriage\n"
+                    "return starts it over (a progress bar shows its last state), and past 16 KiB it is cut once,\n"
+                    "saying how many bytes were dropped; characters that would drive or reorder the terminal\n"
+                    "(escape sequences, bidirectional and zero-width characters) show as escapes (\\x1b, \\u202e).",
         epilog="examples:\n  eksbench logs dev resnet50-synthetic --tail 20\n"
                "  eksbench logs dev cifar10-elastic --node 1 --timestamps --follow")
     g.add_argument("stack", help="the stack, as in Pulumi.<stack>.yaml (e.g. dev)")

@@ -1,5 +1,9 @@
 """Reading an experiment's node logs, wherever they are (a local run's files, S3, the cluster): which
-node a log is, where the last lines of a log begin, and when each line was written.
+node a log is, where the last lines of a log begin, what a line shows, and when each line was written.
+
+A line ends at a newline. What it shows is what a terminal would: a carriage return starts it over, so a
+progress bar that redrew itself a million times on one line shows its last state; and of that, at most
+MAX_LINE bytes (16 KiB), then ``… (N bytes cut)``. A line of any length is read in bounded memory.
 
 A node log is ``logs/<node id>.log`` (``node-0``, ``node-1``: the launcher's ``--node-id``, from the
 Indexed Job's completion index on the cluster), or ``repeat_<k>/logs/<node id>.log`` for one repeat.
@@ -57,26 +61,110 @@ def tail_start(f: Any, size: int, lines: int) -> int:
     return 0
 
 
-def offset_lines(chunks: Iterator[bytes], start: int = 0, *, partial: bool = True) -> Iterator[tuple[int, int, str]]:
+STAMP_BYTES = 40  # the kubelet's time in front of a line: RFC 3339 to the nanosecond, 30 bytes in UTC, and a space
+
+
+def whole_chars(raw: bytes) -> bytes:
+    """``raw`` without the UTF-8 character its end cuts in two (a lead byte short of its continuation bytes)."""
+    for back in range(1, min(4, len(raw)) + 1):
+        c = raw[-back]
+        if c & 0xC0 != 0x80:  # ASCII or a lead byte: how many bytes its character has
+            need = 1 if c < 0x80 else 2 if c < 0xE0 else 3 if c < 0xF0 else 4
+            return raw if need <= back else raw[:-back]
+    return raw
+
+
+class _Line:
+    """One log line as its bytes stream past, in bounded memory: what a terminal would show of it.
+
+    A carriage return starts the line over (a progress bar redraws itself so, thousands of times on one
+    line), so a line shows its last segment with text in it, as the terminal it was written for would. Of
+    that segment the first MAX_LINE bytes are kept and the rest counted: ``text`` cuts it once, saying how
+    many bytes it dropped. ``stamp``: the line starts with a time and a space (the kubelet's
+    ``timestamps=true``), kept in front of the segment shown."""
+
+    def __init__(self, stamp: bool = False):
+        self.pending: bytes | None = b"" if stamp else None  # the stamp read so far; None: no stamp to read
+        self.prefix = b""
+        self.head, self.size = bytearray(), 0  # the segment being read: its first MAX_LINE bytes, its size
+        self.last, self.last_size = b"", 0  # the last segment a carriage return ended that had text
+
+    def add(self, data: bytes) -> None:
+        """More of the line (no newline in ``data``)."""
+        if self.pending is not None:
+            data = self._stamp(data)
+        first = data.find(b"\r")
+        if first < 0:
+            return self._extend(data)
+        self._extend(data[:first])
+        self._end_segment()
+        final = data.rfind(b"\r")
+        middle = data[first + 1:final].rstrip(b"\r")  # whole segments: only the last with text counts
+        if middle:
+            segment = middle[middle.rfind(b"\r") + 1:]
+            self.last, self.last_size = segment[:MAX_LINE], len(segment)
+        self._extend(data[final + 1:])
+
+    def _stamp(self, data: bytes) -> bytes:
+        """What of ``data`` follows the stamp; the stamp goes to ``prefix`` (none past STAMP_BYTES: text)."""
+        data = self.pending + data
+        space = data.find(b" ", 0, STAMP_BYTES)
+        if space < 0 and len(data) < STAMP_BYTES:
+            self.pending = data
+            return b""
+        self.pending = None
+        self.prefix = data[:space + 1]  # empty when no space ends a stamp
+        return data[space + 1:]
+
+    def _extend(self, data: bytes) -> None:
+        room = MAX_LINE - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+        self.size += len(data)
+
+    def _end_segment(self) -> None:
+        if self.size:
+            self.last, self.last_size = bytes(self.head), self.size
+        self.head, self.size = bytearray(), 0
+
+    def text(self) -> str:
+        """The segment shown, decoded, with ``… (N bytes cut)`` where it was longer than MAX_LINE bytes."""
+        if self.pending:  # the line ended inside what could have been a stamp: it is text
+            data, self.pending = self.pending, None
+            self.add(data)
+        shown, size = (self.head, self.size) if self.size or not self.last_size else (self.last, self.last_size)
+        shown = bytes(shown) if size <= len(shown) else whole_chars(bytes(shown))
+        line = (self.prefix + shown).decode("utf-8", "replace")
+        return line if size <= len(shown) else f"{line}… ({size - len(shown):,} bytes cut)"
+
+
+def offset_lines(chunks: Iterator[bytes], start: int = 0, *, partial: bool = True,
+                 stamp: bool = False) -> Iterator[tuple[int, int, str]]:
     """``(offset, next offset, line)`` for each line of a stream that begins at byte ``start`` of its file,
-    decoded and cut at MAX_LINE characters as ``safe_paths.chunk_lines`` cuts them; ``partial``: the last
-    line too when no newline ends it yet (a times file's last line may be half written: left for later)."""
-    rest, pos = b"", start
+    as ``_Line`` shows it: the last carriage-return segment, cut once at MAX_LINE bytes with a note; memory
+    stays bounded by one chunk and MAX_LINE however long a line is. ``partial``: the last line too when no
+    newline ends it yet (a times file's last line may be half written: left for later); ``stamp``: each line
+    starts with the kubelet's time, kept in front."""
+    pending: _Line | None = None  # a line that began in an earlier chunk
+    pos, size = start, 0  # where the line being read begins, and its bytes so far
     for chunk in chunks:
-        *lines, rest = (rest + chunk).split(b"\n")
-        for line in lines:
-            yield pos, pos + len(line) + 1, _cut(line)
-            pos += len(line) + 1
-        if len(rest) > 4 * MAX_LINE:  # a line with no end in sight: its start, then what follows it
-            yield pos, pos + len(rest), _cut(rest[:MAX_LINE])
-            pos, rest = pos + len(rest), b""
-    if rest and partial:
-        yield pos, pos + len(rest), _cut(rest)
-
-
-def _cut(raw: bytes) -> str:
-    line = raw.decode("utf-8", "replace")
-    return line if len(line) <= MAX_LINE else f"{line[:MAX_LINE]}… ({len(line) - MAX_LINE} more characters cut)"
+        *ended, rest = chunk.split(b"\n")
+        for piece in ended:
+            size += len(piece) + 1
+            if pending is None and size <= MAX_LINE and b"\r" not in piece:  # most lines: read at once
+                text = piece.decode("utf-8", "replace")
+            else:
+                pending = pending or _Line(stamp)
+                pending.add(piece)
+                text, pending = pending.text(), None
+            yield pos, pos + size, text
+            pos, size = pos + size, 0
+        if rest:
+            pending = pending or _Line(stamp)
+            pending.add(rest)
+            size += len(rest)
+    if pending is not None and partial:
+        yield pos, pos + size, pending.text()
 
 
 def time_text(t: float | None) -> str:

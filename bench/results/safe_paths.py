@@ -83,30 +83,10 @@ def open_under(root: str | Path, rel: str, flags: int, *, make_dirs: bool = Fals
 
 
 LINE_CHUNK = 64 * 1024  # bytes read at a time when streaming lines
-MAX_LINE = 16 * 1024  # characters kept of one log line; the rest is cut with a note
+MAX_LINE = 16 * 1024  # bytes shown of one log line; the rest is cut with a note (bench.results.node_logs)
 
 
 def read_under(root: str | Path, rel: str, limit: int, *, names_from_disk: bool = True) -> bytes:
     """At most ``limit`` bytes of ``rel`` under ``root`` (``open_under``'s rules: no link, no pipe, no device)."""
     with open_under(root, rel, os.O_RDONLY, names_from_disk=names_from_disk) as f:
         return f.read(limit)
-
-
-def chunk_lines(chunks: Iterator[bytes]) -> Iterator[str]:
-    """The lines of a stream of byte chunks, decoded, each cut at MAX_LINE characters: memory stays bounded by
-    one chunk and one line however large the stream is."""
-    rest = b""
-    for chunk in chunks:
-        data = rest + chunk
-        *lines, rest = data.split(b"\n")
-        if len(rest) > 4 * MAX_LINE:  # a line with no end in sight: emit its start, drop the rest until newline
-            lines.append(rest[:MAX_LINE])
-            rest = b""
-        for line in lines:
-            yield _cut(line.decode("utf-8", "replace"))
-    if rest:
-        yield _cut(rest.decode("utf-8", "replace"))
-
-
-def _cut(line: str) -> str:
-    return line if len(line) <= MAX_LINE else f"{line[:MAX_LINE]}… ({len(line) - MAX_LINE} more characters cut)"

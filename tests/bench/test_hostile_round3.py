@@ -147,10 +147,11 @@ def test_control_characters_are_shown_escaped():
 
 
 def test_log_lines_stream_with_a_bound():
-    from bench.results.safe_paths import MAX_LINE, chunk_lines
+    from bench.results.node_logs import offset_lines
+    from bench.results.safe_paths import MAX_LINE
 
     chunks = iter([b"one\ntw", b"o\n" + b"x" * (5 * MAX_LINE), b"y" * 10, b"\nlast"])
-    lines = list(chunk_lines(chunks))
+    lines = [text for _, _, text in offset_lines(chunks)]
     assert lines[:2] == ["one", "two"] and lines[-1] == "last"
     assert all(len(x) <= MAX_LINE + 60 for x in lines)
 

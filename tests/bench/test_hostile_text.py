@@ -100,3 +100,68 @@ def test_results_load_and_the_report_read_a_start_out_of_range_as_unknown_with_a
     assert df["started_at"].isna().all()
     text = report.write_report([str(tmp_path / "dev")], tmp_path / "r.html").read_text()
     assert "0000-12-31" not in text and "10000-01-01" not in text and "not a time" in text
+
+
+# -- over-long log lines ----------------------------------------------------------------------------------
+
+def lines_of(*chunks: bytes, **kw) -> list[str]:
+    from bench.results.node_logs import offset_lines
+
+    return [text for _, _, text in offset_lines(iter(chunks), **kw)]
+
+
+def test_a_line_shows_its_last_carriage_return_segment_as_a_terminal_would():
+    """A progress bar redraws itself with "\\r": its last state is the line; "\\r\\n" ends a line as "\\n" does."""
+    assert lines_of(b" 10%|#\r 50%|###", b"##\r100%|#####\n", b"done\r\n\r\n", b"a\rb\r\r") == [
+        "100%|#####", "done", "", "b"]
+
+
+def test_a_line_past_16_kib_is_cut_once_with_the_bytes_it_dropped():
+    """Before: a new 16,384-character piece of the line about every 128 KB of it."""
+    from bench.results.safe_paths import MAX_LINE
+
+    got = lines_of(b"start\n", b"a" * (1 << 20), b"b" * (1 << 20), b"\nend")
+    assert got == ["start", "a" * MAX_LINE + f"… ({(2 << 20) - MAX_LINE:,} bytes cut)", "end"]
+    eacute = "é".encode() * 20_000  # 40,000 bytes: the cut falls between a character's two bytes, never inside
+    assert lines_of(b"x" + eacute + b"\n") == ["x" + "é" * 8191 + f"… ({40_001 - 16_383:,} bytes cut)"]
+
+
+def test_the_kubelets_time_stays_in_front_of_a_lines_last_segment():
+    from bench.cloud.kube import log_lines
+
+    class Response:  # http.client.HTTPResponse's read1: what the server sent so far, at most n bytes
+        def __init__(self, data: bytes):
+            self.parts = [data[i:i + 7] for i in range(0, len(data), 7)]
+
+        def read1(self, n: int) -> bytes:
+            return self.parts.pop(0) if self.parts else b""
+
+    body = b"2026-11-27T09:12:39.123456789Z  10%\r 99%\r100%\n2026-11-27T09:12:40Z plain\nnostamp\n"
+    assert list(log_lines(Response(body), timestamps=True)) == [
+        "2026-11-27T09:12:39.123456789Z 100%", "2026-11-27T09:12:40Z plain", "nostamp"]
+    assert list(log_lines(Response(b"a\rb\n" + b"c" * 20_000 + b"\n"), timestamps=False))[0] == "b"
+
+
+def test_logs_tail_5_of_a_log_with_a_64_mb_progress_line_prints_5_short_lines(tmp_path, capsys):
+    """Before: 515 lines and 8.6 MB printed for ``--tail 5``."""
+    bar = b"".join(b"\r %3d%%|" % (i % 100) + b"#" * 90 for i in range((64 << 20) // 96))
+    log(tmp_path, "r1", b"one\ntwo\n" + bar + b"\nthree\nfour\nfive\n")
+    code, out, err = observe(capsys, "logs", tmp_path, EXPERIMENT, "--tail", "5")
+    assert code == 0 and not err
+    last = ((64 << 20) // 96 - 1) % 100  # the bar's last state
+    assert out.splitlines() == ["node-0: two", f"node-0:  {last:3d}%|" + "#" * 90, "node-0: three", "node-0: four",
+                                "node-0: five"]
+
+
+def test_a_64_mb_line_is_read_in_bounded_memory(tmp_path):
+    from bench.local.backend import local_logs
+
+    exp = log(tmp_path, "r1", b"head\n" + b"y" * (64 << 20) + b"\ntail\n").parent.parent
+    tracemalloc.start()
+    try:
+        got = list(local_logs(exp, False, tail=3))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(got) == 3 and got[1].endswith(f"… ({(64 << 20) - 16384:,} bytes cut)")
+    assert peak < 2 << 20, f"peak {peak / 2 ** 20:.1f} MiB"
