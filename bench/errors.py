@@ -5,13 +5,16 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
+from bench.terminal import safe
 from core.config.fields import shorten
 
 USAGE_ERROR = 2
 
 
 def fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    """``error: <message>`` on stderr, with what it quotes of a run or a file made safe for the terminal
+    (``bench.terminal.safe``); exit code 2."""
+    print(f"error: {safe(message)}", file=sys.stderr)
     return USAGE_ERROR
 
 

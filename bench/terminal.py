@@ -1,28 +1,54 @@
 """Text from a run, made safe before a terminal sees it.
 
 A summary's status, a folder name, a log line or an error from a pod can hold escape sequences
-(``\\x1b]52;...`` writes the user's clipboard, others move the cursor or retitle the window). ``safe``
-shows every control character (C0 but newline and tab, DEL, C1) as a Python escape (``\\x1b``), so the
-text reads the same and does nothing. Every place the CLI prints text that came from a run goes
-through it; rich's progress display, which writes its own control sequences, gets its text already safe.
+(``\\x1b]52;...`` writes the user's clipboard, others move the cursor or retitle the window), and
+characters that show nothing yet change what is shown: a right-to-left override (U+202E) makes
+``succ\\u202eeded`` read as something else, a zero-width space (U+200B) makes two names look alike. ``safe``
+shows each such character as a Python escape (``\\x1b``, ``\\u202e``), so the text reads the same and
+does nothing: controls (C0 but newline and tab, DEL, C1), Unicode's format characters (category Cf: the
+bidirectional embeddings, overrides, isolates and marks, zero-width spaces and joiners, the byte-order
+mark U+FEFF), the line and paragraph separators, and surrogates (a file name's undecodable byte, which
+no terminal encoding can print). Every place the CLI prints text that came from a run goes through it,
+and the report escapes the same characters (``bench.report.blocks.esc``); rich's progress display,
+which writes its own control sequences, gets its text already safe.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 from typing import Sequence
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Anything but printable ASCII, newline and tab is looked at (most run text never gets past this), and
+# escaped when its Unicode category is one that a terminal does not draw as a glyph of its own.
+_SUSPECT = re.compile(r"[^\t\n\x20-\x7e]")
+HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})  # controls, formats, surrogates, line/paragraph separators
+
+
+def escaped(ch: str) -> str:
+    """One character as Python writes it in a string literal: ``\\x1b``, ``\\u202e``, ``\\U000e0001``."""
+    n = ord(ch)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
+
+def _visible(m: re.Match) -> str:
+    ch = m.group()
+    return escaped(ch) if unicodedata.category(ch) in HIDDEN else ch
 
 
 def safe(text: object) -> str:
-    """``text`` (any value, as ``str``) with its control characters, but newline and tab, escaped."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    """``text`` (any value, as ``str``) with every character that is not drawn (controls but newline and tab,
+    bidirectional and zero-width characters, surrogates) escaped as it would be written in Python."""
+    return _SUSPECT.sub(_visible, str(text))
 
 
-def safe_line(text: object) -> str:
-    """``safe``, and newlines too: for one value that must stay on one line (a name, a status)."""
+def safe_line(text: object, limit: int | None = None) -> str:
+    """``safe``, and newlines too: for one value that must stay on one line (a name, a status); ``limit``:
+    cut to that many characters first, with "…" where it was cut."""
+    text = str(text)
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + "…"
     return safe(text).replace("\n", "\\n")
 
 

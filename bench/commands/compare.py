@@ -36,7 +36,7 @@ from typing import Any, Mapping
 
 from bench.errors import fail
 from bench.results.compare import ERROR_EXIT, SLOWER_EXIT, STEP_NOTE, comparison, load_side
-from bench.terminal import safe
+from bench.terminal import safe, safe_line
 from core.contract import strict_json
 from core.contract.names import LOCAL_RESULTS_ROOT
 
@@ -62,11 +62,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=main)
 
 
-def clean(text: Any, limit: int = 200) -> str:
-    """Run text for a terminal: no control characters (an escape sequence from a hostile summary
-    would drive the terminal), cut to ``limit`` characters."""
-    out = "".join(ch if ch.isprintable() else "?" for ch in str(text))
-    return out if len(out) <= limit else out[:limit] + "…"
+SHOWN = 200  # characters of a name or value from a run shown in the table (run text, escaped: bench.terminal)
 
 
 def _num(v: Any, spec: str = ".4g") -> str:
@@ -74,7 +70,7 @@ def _num(v: Any, spec: str = ".4g") -> str:
 
 
 def _value(v: Any) -> str:
-    return "unknown" if v is None else clean(v)
+    return "unknown" if v is None else safe_line(v, SHOWN)
 
 
 def render(doc: Mapping[str, Any]) -> str:
@@ -82,14 +78,14 @@ def render(doc: Mapping[str, Any]) -> str:
     rows = [head]
     for e in doc["experiments"]:
         method = "repeats" if (e["method"] or "").startswith("repeats") else "step times" if e["method"] else "—"
-        rows.append((clean(e["experiment"]), f"{_num(e['a_samples_per_s'])} ({e['a_runs']})",
+        rows.append((safe_line(e["experiment"], SHOWN), f"{_num(e['a_samples_per_s'])} ({e['a_runs']})",
                      f"{_num(e['b_samples_per_s'])} ({e['b_runs']})", _num(e["ratio"], ".3f"),
                      f"[{_num(e['low'], '.3f')}, {_num(e['high'], '.3f')}]" if e["ratio"] is not None else "—",
                      e["verdict"] or (f"indicative: {e['indicative']}" if e.get("indicative") else None)
                      or e["note"] or "—",  # ours: never run text
                      f"{method}, n={e['n_a']}+{e['n_b']}" if e["n_a"] else method))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
-    lines = [f"A: {clean(doc['a'], 1000)}", f"B: {clean(doc['b'], 1000)}", ""]
+    lines = [f"A: {safe_line(doc['a'], 1000)}", f"B: {safe_line(doc['b'], 1000)}", ""]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.append("(runs) per side; n: samples a side (runs, or batch means of steady step times).")
     if any(e["note"] == STEP_NOTE for e in doc["experiments"]):
@@ -98,14 +94,14 @@ def render(doc: Mapping[str, Any]) -> str:
     if changed:
         lines += ["", "What differs (A -> B):"]
         for e in changed:
-            parts = [f"{clean(d['field'], 60)} {', '.join(map(_value, d['a']))} -> {', '.join(map(_value, d['b']))}"
-                     for d in e["differences"]]
-            lines.append(f"  {clean(e['experiment'])}: " + "; ".join(parts))
+            parts = [f"{safe_line(d['field'], 60)} {', '.join(map(_value, d['a']))} -> "
+                     f"{', '.join(map(_value, d['b']))}" for d in e["differences"]]
+            lines.append(f"  {safe_line(e['experiment'], SHOWN)}: " + "; ".join(parts))
     else:
         lines += ["", "What ran is the same on both sides (as far as the summaries know)."]
     for side in ("a", "b"):
         if doc[f"only_in_{side}"]:
-            lines.append(f"only in {side.upper()}: {clean(', '.join(doc[f'only_in_{side}']), 2000)}")
+            lines.append(f"only in {side.upper()}: {safe_line(', '.join(doc[f'only_in_{side}']), 2000)}")
     return "\n".join(lines)
 
 

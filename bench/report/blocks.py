@@ -2,14 +2,25 @@
 
 A section with nothing to show is one line, its title and why, not a heading over an empty paragraph: a local
 run's page would otherwise open with a column of empty sections before its first figure.
+
+Every text on the page goes through ``esc``: the characters a terminal is kept from (``bench.terminal.safe``:
+controls, bidirectional overrides and isolates, zero-width characters) show as their escapes (``\\u202e``)
+in the page too, where they would reorder or hide a status or a folder name, and then HTML's own.
 """
 
 from __future__ import annotations
 
 import html
 
+from bench.terminal import safe
+
 EMPTY_CLASS = "empty"
 
 
+def esc(value: object) -> str:
+    """``value`` as page text: ``bench.terminal.safe``'s escapes, then ``<&>`` and quotes (HTML spec 13.1.2.3)."""
+    return html.escape(safe(value), quote=True)
+
+
 def empty_section(title: str, why: str) -> str:
-    return f"<p class='{EMPTY_CLASS}'><b>{html.escape(title)}:</b> {html.escape(why)}</p>"
+    return f"<p class='{EMPTY_CLASS}'><b>{esc(title)}:</b> {esc(why)}</p>"

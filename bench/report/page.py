@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from bench.report.blocks import empty_section
+from bench.report.blocks import empty_section, esc
 from bench.report.fabric import fabric_section
 from bench.report.scaling import repeats_section, scaling_section
 from bench.results.frames import INPUT_BOUND_SHARE, input_bound
@@ -63,7 +62,7 @@ def fmt(value: Any) -> str:
 
 def attr(value: str) -> str:
     """A value for inside a double-quoted attribute: quotes and ``<&>`` escaped (HTML spec 13.1.2.3)."""
-    return html.escape(value, quote=True)
+    return esc(value)
 
 
 def status_class(status: str) -> str:
@@ -75,7 +74,7 @@ def table(rows, columns: Iterable[tuple[str, str]]) -> str:
     """An HTML table of ``rows`` (dicts, or a DataFrame: missing cells blank) in ``columns`` (key, title)."""
     rows = records(rows) if hasattr(rows, "to_dict") else rows
     columns = list(columns)
-    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in columns)
+    head = "".join(f"<th>{esc(title)}</th>" for _, title in columns)
     body = []
     for r in rows:
         status = str(r.get("status") or "")
@@ -84,7 +83,7 @@ def table(rows, columns: Iterable[tuple[str, str]]) -> str:
             v = r.get(key)
             cls = "num" if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
             cls += f" {status_class(status)}" if key == "status" else " error" if key == "error" else ""
-            cells.append(f'<td class="{attr(cls.strip())}">{html.escape(fmt(v))}</td>')
+            cells.append(f'<td class="{attr(cls.strip())}">{esc(fmt(v))}</td>')
         body.append(f'<tr class="{"failed" if status == "failed" else ""}">{"".join(cells)}</tr>')
     return f'<div class="scroll"><table><tr>{head}</tr>{"".join(body)}</table></div>'
 
@@ -109,7 +108,7 @@ def figure(fig, alt: str, empty: str) -> str:
     from bench.report.plots import png_data_uri
 
     if fig is None:
-        return f'<p class="note">{html.escape(empty)}</p>'
+        return f'<p class="note">{esc(empty)}</p>'
     src = png_data_uri(fig)
     if not src.startswith("data:image/png;base64,"):  # the one kind of URL the page has (and its CSP allows)
         raise ValueError("a figure must be a PNG data: URI")
@@ -148,7 +147,7 @@ def summary_section(df, baseline: str | None) -> str:
         f"{INPUT_BOUND_SHARE:.0%} of the time or more, so their samples/s measure the input path, not the model."
         if bound else "") + (
         f" The × column is throughput relative to the latest succeeded run of {baseline}." if baseline else "")
-    return f"<h2>Summary</h2><p>{html.escape(note)}</p>{table(rows, cols)}"
+    return f"<h2>Summary</h2><p>{esc(note)}</p>{table(rows, cols)}"
 
 
 def _data_wait(share: Any) -> str | None:
@@ -171,7 +170,7 @@ def throughput_section(df) -> str:
 
     word = "process (CPU run: one process stands in for a GPU)" if plots._per_gpu_word(df) == "process" else "GPU"
     return ("<h2>Throughput</h2>"
-            f"<p>Steady-state samples/s (warm-up steps excluded), in total and per {html.escape(word)}.</p>"
+            f"<p>Steady-state samples/s (warm-up steps excluded), in total and per {esc(word)}.</p>"
             + figure(plots.throughput_figure(df), "throughput per experiment", "No run reported a throughput."))
 
 
@@ -194,7 +193,7 @@ def steps_section(steps, df) -> str:
                      f"{plots.STRAGGLER:g}× the typical median step time).</p>")
     restarted = df[df["restarts"].fillna(0).astype(int) > 0]
     if not restarted.empty:
-        parts.append("<p>Restarts: " + html.escape(", ".join(
+        parts.append("<p>Restarts: " + esc(", ".join(
             f"{r.experiment} ({int(r.restarts)})" for r in restarted.itertuples())) + ".</p>")
     return "".join(parts)
 
@@ -208,7 +207,7 @@ def accuracy_section(df) -> str:
     if fig is None and acc.empty:
         return empty_section("Time to accuracy", "no run measured an accuracy or set a target (evaluate and "
                              "target_accuracy in the experiment).")
-    text = ("" if acc.empty else "<p>Accuracy: " + html.escape(", ".join(
+    text = ("" if acc.empty else "<p>Accuracy: " + esc(", ".join(
         f"{name} {a:.3f}" for name, a in zip(plots.labels(acc), acc["accuracy"]))) + ".</p>")
     return head + text + figure(fig, "time to accuracy", "No run set a target accuracy, so there is no time to "
                                 "accuracy (set target_accuracy in the experiment).")
@@ -243,11 +242,11 @@ def cost_section(df, timelines: list | None = None) -> str:
     by_run = {(doc.get("stack"), doc.get("run_id")): doc for _, doc in timelines or []}
     per_result = report_cost.cost_rows(records(df), plots.labels(df), by_run)
     return ("<h2>Cost <span class='estimate'>(estimate)</span></h2>"
-            f"<p class='estimate'>Estimate: instance price × nodes × wall time, {html.escape(_price_source())}; "
+            f"<p class='estimate'>Estimate: instance price × nodes × wall time, {esc(_price_source())}; "
             "per 1,000 samples at steady throughput. Not a bill.</p>"
             + table(rows, cols) + (figure(fig, "cost per run", "") if fig is not None else "")
             + "<h2>Cost per result <span class='estimate'>(estimate)</span></h2>"
-            f"<p class='estimate'>{html.escape(report_cost.intro(per_result))}</p>"
+            f"<p class='estimate'>{esc(report_cost.intro(per_result))}</p>"
             + table(per_result, report_cost.COLUMNS))
 
 
@@ -257,7 +256,7 @@ def change_section(runs) -> str:
     rows = report_compare.change_rows(runs)
     if not rows:
         return empty_section("Change between runs", report_compare.NOTHING)
-    return ("<h2>Change between runs</h2>" + f"<p>{html.escape(report_compare.INTRO)}</p>"
+    return ("<h2>Change between runs</h2>" + f"<p>{esc(report_compare.INTRO)}</p>"
             + table(rows, report_compare.COLUMNS))
 
 
@@ -277,10 +276,10 @@ def what_ran_section(df) -> str:
         rows = [{"key": k, "value": v} for k, v in facts]
         cfg = json.dumps(r["config"] or {}, indent=1, sort_keys=True)
         cmd = " ".join(r["command"] or [])
-        out.append(f"<details><summary>{html.escape(name)} — {html.escape(str(r['status']))}</summary>"
+        out.append(f"<details><summary>{esc(name)} — {esc(str(r['status']))}</summary>"
                    + table(rows, [("key", "what"), ("value", "value")])
-                   + f"<p>config</p><pre>{html.escape(cfg)}</pre>"
-                   + (f"<p>command</p><pre>{html.escape(cmd)}</pre>" if cmd else "") + "</details>")
+                   + f"<p>config</p><pre>{esc(cfg)}</pre>"
+                   + (f"<p>command</p><pre>{esc(cmd)}</pre>" if cmd else "") + "</details>")
     return "".join(out)
 
 
@@ -318,7 +317,7 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
     if baseline:
         df = with_baseline(df, baseline)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    body = [f"<h1>eksbench report</h1><p class='meta'>{html.escape(', '.join(sources))} — generated {when}</p>",
+    body = [f"<h1>eksbench report</h1><p class='meta'>{esc(', '.join(sources))} — generated {when}</p>",
             timeline_section(timelines or [], table=table, figure=figure), summary_section(df, baseline),
             throughput_section(df), scaling_section(df, figure=figure, table=table),
             repeats_section(df, figure=figure, table=table),
@@ -327,7 +326,7 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
             what_ran_section(df)]
     notes = list(notes) + cut_notes(df)
     if notes:
-        body.append("<h2>Loader warnings</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+        body.append("<h2>Loader warnings</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta http-equiv='Content-Security-Policy' content='{attr(content_security_policy())}'>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"

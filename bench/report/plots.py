@@ -69,14 +69,18 @@ def png_data_uri(fig, dpi: int = 96) -> str:
 
 def labels(df) -> list[str]:
     """Short names for rows: the experiment, prefixed by stack/run where several are shown, and ``#k`` for
-    repeat k of an experiment that has several rows (repeats)."""
+    repeat k of an experiment that has several rows (repeats); on one line, with the characters no glyph
+    shows escaped (``bench.terminal.safe_line``), in the figures as in the page's tables."""
+    from bench.terminal import safe_line
+
     many_runs = df[["stack", "run_id"]].drop_duplicates().shape[0] > 1
     counts = df.groupby(["stack", "run_id", "experiment"], dropna=False).size().to_dict() if len(df) else {}
     out = []
     for r in df.itertuples():
         name = f"{r.run_id}/{r.experiment}" if many_runs else str(r.experiment)
         several = counts.get((r.stack, r.run_id, r.experiment), 1) > 1
-        out.append(f"{name} #{int(r.repeat)}" if several and getattr(r, "repeat", None) is not None else name)
+        out.append(safe_line(f"{name} #{int(r.repeat)}" if several and getattr(r, "repeat", None) is not None
+                             else name))
     return out
 
 

@@ -7,10 +7,9 @@ Beside ``bench.report.page``, which calls them with its own ``figure`` and ``tab
 
 from __future__ import annotations
 
-import html
 from typing import Callable
 
-from bench.report.blocks import empty_section
+from bench.report.blocks import empty_section, esc
 
 
 def scaling_section(df, *, figure: Callable[..., str], table: Callable[..., str]) -> str:
@@ -32,7 +31,7 @@ def scaling_section(df, *, figure: Callable[..., str], table: Callable[..., str]
             ("anchor_efficiency", "anchor efficiency"), ("vs_anchor", "× anchor")]
     anchors = sorted({a for a in t["anchor"].dropna()})
     cited = ("<p class='note'>Anchor" + ("s" if len(anchors) > 1 else "") + ": "
-             + html.escape("; ".join(anchors)) + f". Source: {html.escape(SOURCE)}.</p>" if anchors else
+             + esc("; ".join(anchors)) + f". Source: {esc(SOURCE)}.</p>" if anchors else
              "<p class='note'>No published anchor for this workload and precision (core/catalog/scaling_anchors.py).</p>")
     return head + figure(plots.scaling_figure(t), "scaling vs nodes", "") + table(t, cols) + cited
 

@@ -8,10 +8,9 @@ never taken from the file, which lies in the bucket beside what the pods wrote.
 
 from __future__ import annotations
 
-import html
 from typing import Any, Callable
 
-from bench.report.blocks import empty_section
+from bench.report.blocks import empty_section, esc
 from bench.results import timeline as T
 
 
@@ -66,6 +65,6 @@ def timeline_section(timelines: list[tuple[str, dict[str, Any]]], *, table: Call
     more = (f"<p class='note'>The figure shows the first {plots.MAX_TIMELINES} of {len(timelines)} runs.</p>"
             if len(timelines) > plots.MAX_TIMELINES else "")
     return head + intro + table(rows, cols) + figure(fig, "timeline of each run", "") + more + "".join(
-        f"<details><summary>{html.escape(label)}: audit</summary><pre>"
-        f"{html.escape(chr(10).join((doc.get('audit') or {}).get('lines') or ['(no audit lines)']))}</pre></details>"
+        f"<details><summary>{esc(label)}: audit</summary><pre>"
+        f"{esc(chr(10).join((doc.get('audit') or {}).get('lines') or ['(no audit lines)']))}</pre></details>"
         for label, doc in timelines)

@@ -165,3 +165,78 @@ def test_a_64_mb_line_is_read_in_bounded_memory(tmp_path):
         tracemalloc.stop()
     assert len(got) == 3 and got[1].endswith(f"… ({(64 << 20) - 16384:,} bytes cut)")
     assert peak < 2 << 20, f"peak {peak / 2 ** 20:.1f} MiB"
+
+
+# -- characters that reorder, hide or drive ---------------------------------------------------------------
+
+def test_every_hidden_character_is_shown_as_its_escape_and_text_stays_as_it_is():
+    from bench.terminal import safe, safe_line
+
+    shown = safe(HOSTILE + ESC + "\udcff\U000e0041")
+    assert not raw(shown) and "\\u202e" in shown and "\\u200b" in shown and "\\ufeff" in shown
+    assert "\\x1b]52;c;aGVsbG8=\\x07\\x1b[2J" in shown and "\\x9b" in shown and "\\udcff\\U000e0041" in shown
+    plain = "é 中文 █▌ \u00a0 ✓ 🙂 tab\there\nnext"
+    assert safe(plain) == plain and safe_line(plain) == plain.replace("\n", "\\n")
+    assert safe_line("a" * 300, 200) == "a" * 200 + "…"
+
+
+@pytest.fixture
+def hostile_tree(tmp_path):
+    """A run whose status, folder names and log line hold every hidden character."""
+    write_experiment(tmp_path, f"dev/r1/{EXPERIMENT}", summary(EXPERIMENT, status=f"succ\u202eeded\u202c{ESC}"),
+                     ranks=1)
+    write_experiment(tmp_path, "dev/r1/z\u200bw", summary("z\u200bw", status=HOSTILE), ranks=1)
+    write_experiment(tmp_path, f"dev/r1/bad{IN_A_NAME}", "[1", ranks=1)  # unreadable: a warning naming it
+    log(tmp_path, "r1", f"hello \u202e{IN_A_LINE}{ESC} world\n")
+    return tmp_path
+
+
+def test_status_escapes_them(hostile_tree, capsys):
+    code, out, err = observe(capsys, "status", hostile_tree)
+    assert code == 0 and not raw(out) and not raw(err), (raw(out), raw(err))
+    assert "succ\\u202eeded\\u202c\\x1b]52;" in out and "z\\u200bw" in out and "bad\\u202a\\u202b" in out
+
+
+def test_logs_escape_them(hostile_tree, capsys):
+    code, out, err = observe(capsys, "logs", hostile_tree, EXPERIMENT)
+    assert code == 0 and not raw(out) and not raw(err)
+    assert out.startswith("node-0: hello \\u202e\\u202a") and out.endswith("\\x1b[2J world\n")
+
+
+def test_the_report_escapes_them_as_visible_code_points(hostile_tree, capsys):
+    from bench.report import page as report
+
+    text = report.write_report([str(hostile_tree / "dev")], hostile_tree / "r.html").read_text()
+    assert not raw(text), raw(text)
+    assert "succ\\u202eeded\\u202c" in text and "z\\u200bw" in text
+    warnings = re.search(r"<h2>Loader warnings</h2>(.*?)</ul>", text).group(1)
+    assert "bad\\u202a\\u202b\\u202c\\u202d\\u202e" in warnings
+    assert not raw(capsys.readouterr().out)
+
+
+def test_compare_escapes_them_as_the_rest_of_the_cli_does(hostile_tree, capsys):
+    """Before: compare showed each as "?", and the other commands showed U+202E and U+200B raw."""
+    code, out, err = cli(capsys, "compare", str(hostile_tree / "dev" / "r1"), str(hostile_tree / "dev" / "r1"))
+    assert code in (0, 2) and not raw(out) and not raw(err)
+    assert "z\\u200bw" in out
+
+
+def test_an_error_quoting_them_escapes_them(capsys):
+    from bench.errors import fail
+
+    assert fail(f"no such thing {HOSTILE}") == 2
+    assert not raw(capsys.readouterr().err)
+
+
+def test_plan_refuses_an_experiment_name_holding_them_in_one_escaped_line(tmp_path, capsys):
+    import shutil
+
+    import yaml
+
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    config = {"aws:region": "us-east-1", "eksbench:cluster": {"public_access_cidrs": []},
+              "eksbench:gpu_node_groups": [{"name": "g5", "instance_type": "g5.2xlarge", "max_size": 2}],
+              "eksbench:experiments": [{"name": f"a\u202eb{ESC}", "workload": "resnet50", "dataset": "synthetic"}]}
+    (tmp_path / "Pulumi.x.yaml").write_text(yaml.safe_dump({"config": config}, allow_unicode=True))
+    code, out, err = cli(capsys, "plan", "x", "--project-dir", str(tmp_path))
+    assert code == 2 and not raw(out + err) and "experiments[0].name" in err
