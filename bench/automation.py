@@ -146,12 +146,16 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
     """Lines of the experiment's logs from the first backend that has them: the cluster or S3, else local files.
     ``tail``: each node's last ``tail`` lines (with ``follow``, then what comes); ``node``: one node's log
     (``node-1`` or ``1``); ``timestamps``: each line after its node with the UTC time it was written.
-    ValueError for an experiment the stack does not have (naming those it has), or a node with no log
-    (naming the nodes there)."""
+    ValueError for a run id that cannot be one (``check_run_id``), an experiment the stack does not have
+    (naming those it has), or a node with no log (naming the nodes there)."""
+    from core.contract.results_location import check_run_id, quoted
+
+    if run_id is not None:
+        check_run_id(run_id)
     cfg, cloud, local = backends(stack, root, results_root)
     names = [e.name for e in cfg.experiments]
     if experiment not in names:
-        raise ValueError(f"no experiment {experiment!r} in stack {stack}; experiments: {', '.join(names)}")
+        raise ValueError(f"no experiment {quoted(experiment)} in stack {stack}; experiments: {', '.join(names)}")
     looked = []
     for backend in (cloud, local):
         try:

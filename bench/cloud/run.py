@@ -113,6 +113,7 @@ def run_cloud(args) -> int:
     (``bench.commands.run.flag_problems``)."""
     if args.run_id:
         from core.config.fields import ConfigError
+        from core.contract.results_location import quoted
         from program.stack_files import load_stack_config
 
         try:
@@ -120,7 +121,7 @@ def run_cloud(args) -> int:
         except ConfigError as e:
             return fail(f"invalid config for stack {args.stack!r}: " + "; ".join(e.problems))
         if args.run_id != cfg.run_id:
-            return fail(f"--run-id={args.run_id!r}: on AWS the run id is the stack's eksbench:run_id "
+            return fail(f"--run-id={quoted(args.run_id)}: on AWS the run id is the stack's eksbench:run_id "
                         f"({cfg.run_id}); set it in Pulumi.{args.stack}.yaml")
     poll = args.poll or CloudRunOptions.poll
     outcome = run_stack(args.stack, CloudRunOptions(

@@ -36,9 +36,11 @@ from typing import Any, Mapping
 
 from bench.errors import fail
 from bench.results.compare import ERROR_EXIT, SLOWER_EXIT, STEP_NOTE, comparison, load_side
+from bench.results.files import exists
 from bench.terminal import safe, safe_line
 from core.contract import strict_json
 from core.contract.names import LOCAL_RESULTS_ROOT
+from core.contract.results_location import quoted
 
 
 def register(subparsers) -> None:
@@ -107,10 +109,10 @@ def render(doc: Mapping[str, Any]) -> str:
 
 def resolve(source: str, results_root: str) -> str | None:
     """The source as given (s3:// or an existing folder), else under the results root, else None."""
-    if source.startswith("s3://") or Path(source).exists():
+    if source.startswith("s3://") or exists(source):
         return source
     under = Path(results_root) / source
-    return str(under) if under.exists() else None
+    return str(under) if exists(under) else None
 
 
 def main(args) -> int:
@@ -126,7 +128,7 @@ def _main(args) -> int:
     for given in (args.a, args.b):
         found = resolve(given, args.results_root)
         if found is None:
-            return fail(f"no results at {given!r} (nor under {args.results_root}/): give a results folder, "
+            return fail(f"no results at {quoted(given)} (nor under {args.results_root}/): give a results folder, "
                         "e.g. results/dev/run-001, or an s3:// prefix")
         sources.append(found)
     loaded = []

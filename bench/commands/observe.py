@@ -57,8 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("stack", help="the stack, as in Pulumi.<stack>.yaml (e.g. dev)")
     g.add_argument("experiment", help="an experiment of the stack (its name in Pulumi.<stack>.yaml)")
     g.add_argument("--run-id", metavar="ID",
-                   help="which run (a folder under the results root, e.g. 20261127-091239); default: the latest "
-                        "local run, or the stack's run_id on AWS")
+                   help="which run (a folder under the results root, e.g. 20261127-091239: 1-64 letters, digits, "
+                        "'.', '_' or '-'); default: the latest local run, or the stack's run_id on AWS")
     g.add_argument("--tail", metavar="N", type=lines,
                    help="only the last N lines of each node's log (with --follow: start there); default: all "
                         "(the last 200 from the cluster)")

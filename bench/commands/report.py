@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from bench.errors import fail
 from bench.report.page import write_report
+from bench.results.files import exists
+from core.contract.results_location import quoted
 
 
 def register(subparsers) -> None:
@@ -43,9 +44,10 @@ def register(subparsers) -> None:
 
 
 def main(args) -> int:
-    missing = [s for s in args.sources if not s.startswith("s3://") and not Path(s).exists()]
+    missing = [s for s in args.sources if not s.startswith("s3://") and not exists(s)]
     if missing:
-        return fail(f"no results at {', '.join(missing)}: give a results folder (e.g. results/dev) or an s3:// prefix")
+        return fail(f"no results at {', '.join(map(quoted, missing))}: give a results folder (e.g. results/dev) "
+                    "or an s3:// prefix")
     started = time.perf_counter()
     try:
         path = write_report(args.sources, args.out, args.baseline)

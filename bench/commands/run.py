@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import shutil
 import sys
 from datetime import datetime, timezone
@@ -24,10 +23,9 @@ from pathlib import Path
 from bench.errors import USAGE_ERROR, fail
 from bench.project import add_project_options, nearest_existing, results_root_problem
 from core.contract.names import repeat_suffix
-from core.contract.results_location import ResultsLocation
+from core.contract.results_location import ResultsLocation, check_run_id
 from bench.results.files import existing_summaries
 
-RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 # A local run writes logs, metrics and checkpoints (the dev stack's: 69 MB, 2026-11-27). On a file system with
 # less free than this it would fail mid-run, torchrun restarting into the same full disk, the cause in a node log.
 MIN_FREE_MB = 128
@@ -167,8 +165,10 @@ def run_local(args) -> int:
             print(f"error: {problem}", file=sys.stderr)
         return USAGE_ERROR
     run_id = args.run_id or lr.default_run_id(datetime.now(timezone.utc))
-    if not re.fullmatch(RUN_ID, run_id):
-        return fail(f'--run-id={run_id!r}: use letters, digits, ".", "_" or "-", e.g. "try-2"')
+    try:
+        check_run_id(run_id)
+    except ValueError as e:
+        return fail(f"--run-id: {e}")
     root = Path(args.results_root).resolve()
     names = [e.name for e in cfg.experiments]
     if args.experiment and args.experiment not in names:

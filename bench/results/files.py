@@ -109,6 +109,15 @@ class ExperimentFiles:
         return got[0].decode("utf-8", "replace")
 
 
+def exists(path: str | os.PathLike, *, folder: bool = False) -> bool:
+    """Whether ``path`` is there (a folder, with ``folder``): False, not an OSError, for a path the file system
+    cannot look up at all (a name past 255 bytes: ENAMETOOLONG), so a command says "no results at" it."""
+    try:
+        return Path(path).is_dir() if folder else Path(path).exists()
+    except OSError:
+        return False
+
+
 def find_experiments(source: str) -> list[ExperimentFiles] | None:
     """The experiment folders under a local path or an s3:// prefix; None (with a warning) if unreadable."""
     if source.startswith("s3://"):
@@ -153,7 +162,7 @@ def _range(start: int, length: int) -> str:
 
 
 def _local(root: Path) -> list[ExperimentFiles]:
-    if not root.is_dir():
+    if not exists(root, folder=True):
         warnings.warn(f"{root}: no such directory", stacklevel=3)
         return None
     root = root.resolve()

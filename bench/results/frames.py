@@ -34,11 +34,10 @@ from __future__ import annotations
 
 import re
 import warnings
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import bench.results.readers as R
-from bench.results.files import ExperimentFiles, find_experiments
+from bench.results.files import ExperimentFiles, exists, find_experiments
 from bench.results.timeline import parse_iso
 from core.catalog import aws as catalog
 from core.contract import summary_fields as F
@@ -223,10 +222,9 @@ class UnreadableResults(PermissionError, LookupError):
 
 def _local_absent(source: str) -> str | None:
     """Why a local source cannot hold results (it is not there, or is a file), None when it is a folder."""
-    path = Path(source)
-    if path.is_dir():
+    if exists(source, folder=True):
         return None
-    what = "not a folder" if path.exists() else "no such folder"
+    what = "not a folder" if exists(source) else "no such folder"
     return f"{source}: {what}; looked for {LOOKED_FOR} under it"
 
 

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 
 from bench.results.safe_paths import LINE_CHUNK, MAX_LINE
 from core.contract.names import node_name
+from core.contract.results_location import quoted
 
 NO_TIME = "-".ljust(len("2026-01-01T00:00:00.000Z"))  # a line the times file does not date
 
@@ -30,11 +31,11 @@ def node_filter(names: list[str], node: str | None, where: str) -> Callable[[str
     (``repeat_2/node-1``); a node none of ``names`` has is a ValueError naming the nodes there."""
     if node is None:
         return lambda _name: True
-    want = node_name(int(node)) if node.isdigit() else node
+    want = node_name(int(node)) if node.isascii() and node.isdigit() and len(node) <= 9 else node
     keep = lambda name: name.rsplit("/", 1)[-1] == want  # noqa: E731
     if not any(keep(n) for n in names):
         nodes = sorted({n.rsplit("/", 1)[-1] for n in names})
-        raise ValueError(f"no node {want!r} in the logs of {where}; nodes: {', '.join(nodes) or '(none yet)'}")
+        raise ValueError(f"no node {quoted(want)} in the logs of {where}; nodes: {', '.join(nodes) or '(none yet)'}")
     return keep
 
 

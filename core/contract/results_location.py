@@ -31,9 +31,20 @@ REPEAT_FOLDER = "repeat_{}"
 _REPEAT = re.compile(r"repeat_([1-9][0-9]{0,5})")
 
 
+# A folder name's limit in bytes (NAME_MAX on Linux, and on ext4, XFS, APFS and NTFS alike): a longer name
+# cannot be made or opened (ENAMETOOLONG), whatever the folder above it.
+MAX_SEGMENT_BYTES = 255
+# A run id names a results folder, a Pulumi config value (eksbench:run_id) and part of a rendezvous id: letters,
+# digits, ".", "_" and "-", starting with a letter or digit, at most 64 characters.
+MAX_RUN_ID = 64
+RUN_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_RUN_ID - 1}}}")
+RUN_ID_RULE = f'use 1-{MAX_RUN_ID} letters, digits, ".", "_" or "-", starting with a letter or digit, e.g. "try-2"'
+
+
 def segment_problem(name: Any) -> str | None:
     """Why ``name`` cannot be one folder of the layout, None when it can: a results path built from it must
-    never leave its root (a stack named "..", an S3 key's "../" part, a run id with a slash)."""
+    never leave its root (a stack named "..", an S3 key's "../" part, a run id with a slash), and must be
+    a name the file system can hold."""
     if not isinstance(name, str) or not name:
         return "is empty or not text"
     if name in (".", ".."):
@@ -42,7 +53,27 @@ def segment_problem(name: Any) -> str | None:
         return "holds a path separator"
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
         return "holds a control character"
+    size = len(name.encode("utf-8", "surrogateescape"))
+    if size > MAX_SEGMENT_BYTES:
+        return f"is {size:,} bytes long, past a folder name's {MAX_SEGMENT_BYTES}"
     return None
+
+
+def quoted(value: Any, limit: int = 80) -> str:
+    """``value``'s repr for a message, cut to about ``limit`` characters with the number left out said."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
+def check_run_id(run_id: Any) -> str:
+    """``run_id`` when it can name a run (``RUN_ID``); ValueError, one line naming the value (cut) and the rule,
+    when not. Every command and API function that takes a run id asks this before a path is built from it."""
+    if isinstance(run_id, str) and len(run_id) > MAX_RUN_ID:
+        raise ValueError(f"run id {quoted(run_id)} is {len(run_id):,} characters long, past the limit of "
+                         f"{MAX_RUN_ID}: {RUN_ID_RULE}")
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        raise ValueError(f"run id {quoted(run_id)}: {RUN_ID_RULE}")
+    return run_id
 
 
 def repeat_folder(k: int) -> str:
@@ -92,7 +123,7 @@ class ResultsLocation:
             value = getattr(self, level)
             why = None if value is None and level != "project" else segment_problem(value)
             if why:
-                raise ValueError(f"{level}={value!r}: {why}; a level of the results layout is one folder name")
+                raise ValueError(f"{level}={quoted(value)}: {why}; a level of the results layout is one folder name")
         parts = (self.stack, self.run, self.experiment, self.repeat)
         if any(later is not None for i, p in enumerate(parts) if p is None for later in parts[i + 1:]):
             raise ValueError(f"{self!r}: a level of the results layout is missing above one that is given")

@@ -240,3 +240,73 @@ def test_plan_refuses_an_experiment_name_holding_them_in_one_escaped_line(tmp_pa
     (tmp_path / "Pulumi.x.yaml").write_text(yaml.safe_dump({"config": config}, allow_unicode=True))
     code, out, err = cli(capsys, "plan", "x", "--project-dir", str(tmp_path))
     assert code == 2 and not raw(out + err) and "experiments[0].name" in err
+
+
+# -- names too long ---------------------------------------------------------------------------------------
+
+def test_a_run_id_has_a_length_limit_with_the_other_rules():
+    from core.contract.results_location import MAX_RUN_ID, check_run_id, segment_problem
+
+    assert check_run_id("r" * MAX_RUN_ID) == "r" * MAX_RUN_ID
+    with pytest.raises(ValueError, match=r"^run id 'x{79}\.\.\. \(222 more characters\) is 300 characters long, "
+                                         r"past the limit of 64: use 1-64 letters"):
+        check_run_id(LONG_ID)
+    for bad in ("a b", "../x", "", ".x", None):
+        with pytest.raises(ValueError, match="use 1-64 letters, digits"):
+            check_run_id(bad)
+    assert segment_problem("é" * 128) == "is 256 bytes long, past a folder name's 255" and not segment_problem("x" * 255)
+
+
+def one_line(err: str) -> str:
+    assert err.count("\n") == 1 and "Traceback" not in err and len(err) < 400, err
+    return err
+
+
+def test_logs_refuses_a_300_character_run_id_in_one_line(tmp_path, capsys):
+    """Before: ``OSError: [Errno 36] File name too long`` and its traceback."""
+    code, _, err = observe(capsys, "logs", tmp_path, EXPERIMENT, "--run-id", LONG_ID)
+    assert code == 2 and "past the limit of 64" in one_line(err)
+    code, _, err = observe(capsys, "logs", tmp_path, "e" * 300)
+    assert code == 2 and "(222 more characters) in stack dev" in one_line(err)
+    log(tmp_path, "r1", "x\n")
+    code, _, err = observe(capsys, "logs", tmp_path, EXPERIMENT, "--node", "n" * 300)
+    assert code == 2 and "more characters) in the logs of" in one_line(err)
+
+
+def test_automation_logs_refuses_a_300_character_run_id(tmp_path):
+    from bench import automation
+
+    with pytest.raises(ValueError, match="past the limit of 64"):
+        automation.logs("dev", EXPERIMENT, root=ROOT, results_root=tmp_path, run_id=LONG_ID)
+
+
+def test_run_refuses_a_run_id_past_the_limit_naming_it(capsys, tmp_path):
+    code, _, err = cli(capsys, "run", "dev", "--local", "--dry-run", "--run-id", "r" * 65, "--results-root",
+                       str(tmp_path))
+    assert code == 2 and "is 65 characters long, past the limit of 64" in one_line(err)
+
+
+def test_compare_report_and_load_say_no_results_at_a_path_too_long_to_look_up(tmp_path, capsys):
+    """Before: compare failed with exit 3 on the OSError, report and ``results.load`` raised it."""
+    from bench.results import frames
+
+    too_long = str(tmp_path / LONG_ID)
+    code, _, err = cli(capsys, "compare", too_long, str(tmp_path))
+    assert code == 2 and "no results at" in one_line(err)
+    code, _, err = cli(capsys, "report", too_long, "--out", str(tmp_path / "r.html"))
+    assert code == 2 and "no results at" in one_line(err)
+    with pytest.raises(frames.NoResults, match="no such folder"):
+        frames.load(too_long)
+
+
+def test_folders_named_to_the_file_systems_limit_are_read_everywhere(tmp_path, capsys):
+    run, exp = "r" * 255, "e" * 255
+    write_experiment(tmp_path, f"dev/{run}/{exp}", summary(exp))
+    write_experiment(tmp_path, f"dev/{run}/{EXPERIMENT}", summary(EXPERIMENT))
+    code, out, err = observe(capsys, "status", tmp_path)
+    assert code == 0 and exp in out and "Traceback" not in err
+    code, out, err = cli(capsys, "compare", str(tmp_path / "dev" / run), str(tmp_path / "dev" / run))
+    assert code == 0 and "e" * 200 + "…" in out  # compare cuts a name at 200 characters
+    from bench.results import frames
+
+    assert sorted(frames.load(str(tmp_path / "dev"))["experiment"]) == [exp, EXPERIMENT]
