@@ -85,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
+    except BrokenPipeError:  # the reader of the output went away (`eksbench status | head -1`): done, quietly
+        from bench.progress import reader_gone
+
+        reader_gone()
+        return 0
     except ModuleNotFoundError as e:  # an environment set up by hand, without an install file's packages
         from bench.errors import missing_module
         from program.stack_files import ROOT

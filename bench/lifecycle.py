@@ -13,6 +13,10 @@ the first one in ``Control`` and calls ``Backend.interrupt`` (which may only nud
 forward SIGINT to the Pulumi CLI); every phase polls ``Control.stopping``. Later signals
 are reported and otherwise ignored, so a second Ctrl-C cannot cut a teardown short.
 
+A reader of the output that goes away (``bench run dev --local | head -3``) stops the output only: the
+run goes on to its end, collects, and ``Outcome.output_note`` says when its output stopped
+(``bench.progress.reader_gone``).
+
 Exit codes: 0 every experiment succeeded; 1 an experiment, the environment or the
 teardown failed; 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP (after teardown). Preflight
 refusals (exit 2) happen before a backend exists.
@@ -155,6 +159,9 @@ class Outcome:
     reason: str | None = None  # why it stopped early, if it did
     torn_down: bool = True
     timings: dict[str, float] = field(default_factory=dict)
+    # why the run's output stopped before its end, if it did (its reader went away: ``progress.closed_note``); the
+    # run went on to the end all the same, and the caller keeps this line in the run's record
+    output_note: str | None = None
 
 
 # SIGHUP: a closed terminal (or an ssh session that dropped) must tear down too; on AWS that is
@@ -246,9 +253,12 @@ def run_lifecycle(backend: Backend, ctl: Control) -> Outcome:
             rows, failed = [], True
             progress.line("error: collecting results failed:\n" + traceback.format_exc().rstrip(), err=True)
     if rows:
-        print()
-        print(results_table(rows))
-    print(f"total wall time {ctl.elapsed():.1f}s", flush=True)
+        progress.line("")
+        progress.line(results_table(rows))
+    progress.line(f"total wall time {ctl.elapsed():.1f}s")
+    if note := progress.closed_note():
+        progress.line(f"note: {note}", err=True)  # seen where stderr still has a reader (`run ... | head`)
     failed = failed or not torn_down or ctl.reason in ("deadline", "budget") or not rows \
         or any(r.get("status") not in SUCCESS_STATES for r in rows)
-    return Outcome(code=ctl.exit_code(failed), rows=rows, reason=ctl.reason, torn_down=torn_down, timings=timings)
+    return Outcome(code=ctl.exit_code(failed), rows=rows, reason=ctl.reason, torn_down=torn_down, timings=timings,
+                   output_note=note)

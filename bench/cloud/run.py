@@ -76,19 +76,22 @@ def run_stack(stack: str, opts: CloudRunOptions) -> CloudOutcome:
                            keep=opts.keep, poll=opts.poll, progress_every=opts.progress_every, resume=opts.resume,
                            timeline=timeline)
     outcome = run_lifecycle(backend, ctl)
-    _write_timeline(timeline, backend, ready)
+    _write_timeline(timeline, backend, ready, output_note=outcome.output_note)
     overhead = None
     if backend.last_summary_at is not None and backend.teardown_started_at is not None:
         overhead = backend.teardown_started_at - backend.last_summary_at
     return CloudOutcome(code=outcome.code, rows=outcome.rows, timings=outcome.timings, overhead_s=overhead)
 
 
-def _write_timeline(timeline: Any, backend: Any, ready: Any) -> None:
-    """``timeline.json`` beside the run's results (./results and the bucket), and its figures printed."""
+def _write_timeline(timeline: Any, backend: Any, ready: Any, *, output_note: str | None = None) -> None:
+    """``timeline.json`` beside the run's results (./results and the bucket), and its figures printed;
+    ``output_note``: why the run's output stopped before its end (the run's record keeps it as ``output``)."""
     from core.contract.results_location import results_bucket
     from core.contract.s3_uri import parse_s3_uri
 
     doc = timeline.document()
+    if output_note:
+        doc["output"] = output_note
     bucket = backend.outputs.get("results_bucket")
     if not bucket and backend.outputs.get("results_prefix"):
         bucket = parse_s3_uri(backend.outputs["results_prefix"])[0]

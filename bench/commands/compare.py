@@ -118,6 +118,8 @@ def resolve(source: str, results_root: str) -> str | None:
 def main(args) -> int:
     try:
         return _main(args)
+    except BrokenPipeError:  # the reader went away (`compare ... | head`): not a failure, ended at the top quietly
+        raise
     except Exception as e:  # noqa: BLE001 - compare itself broke: its own exit code, never 1 (slower)
         print(safe(f"error: compare failed: {type(e).__name__}: {e}"), file=sys.stderr)
         return ERROR_EXIT

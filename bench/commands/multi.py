@@ -33,10 +33,15 @@ def child_argv(args: Any, stack: str) -> list[str]:
 
 
 def _pump(stream: Any, prefix: str, out: Any, lock: threading.Lock) -> None:
+    from bench.progress import reader_gone
+
     for line in iter(stream.readline, ""):
         with lock:
-            out.write(f"[{prefix}] {line}")
-            out.flush()
+            try:
+                out.write(f"[{prefix}] {line}")
+                out.flush()
+            except BrokenPipeError:  # our reader went away: keep draining, so the child never blocks on a full pipe
+                reader_gone()
     stream.close()
 
 

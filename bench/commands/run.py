@@ -151,6 +151,7 @@ def cmd_run(args) -> int:
 
 
 def run_local(args) -> int:
+    from bench import progress
     from bench.lifecycle import Control, run_lifecycle
     from bench.local import plan as lr
     from bench.local.backend import LocalBackend
@@ -215,34 +216,46 @@ def run_local(args) -> int:
         if reserved != run_id:  # a default id another run took: this run's folder is <id>-<k>
             run_id, plan = reserved, plan_for(run_dir)
     mode, why = lr.execution_mode(cfg.execution, cpus, plan)
-    runs = f" ({len(plan)} runs with repeats)" if any(e.repeat for e in plan) else ""
-    print(f"stack {args.stack}, run {run_id}: {len({e.name for e in plan})} experiment(s){runs}, {why}")
-    print(f"results: {_show(run_dir)}")
-    if not gpu:
-        print(f"device: {cpu.describe()}")
-    for e in plan:
-        print(f"  {lr.setup_line(e, gpu=gpu)}")
-        for note in e.notes:
-            print(f"      {note}")
+    say = progress.line  # a reader that goes away stops the output, never the run (bench.progress.reader_gone)
+    for text in plan_lines(args.stack, run_id, plan, why, run_dir, gpu=gpu, cpu=cpu):
+        say(text)
     if args.dry_run:
         for e in plan:
             if e.skip:
                 continue
             for p in local_processes(e, etcd=None, endpoint="127.0.0.1:PORT",
                                      rdzv_id=f"{args.stack}-{run_id}-{e.name}" + (repeat_suffix(e.repeat) if e.repeat else "")):
-                print(" ".join([*(f"{k}={v}" for k, v in p.env.items()), *p.argv]))
+                say(" ".join([*(f"{k}={v}" for k, v in p.env.items()), *p.argv]))
         return 0
-    sys.stdout.flush()
     backend = LocalBackend(stack=args.stack, run_id=run_id, run_dir=run_dir, plan=plan, mode=mode,
                            timeout_s=cfg.local.timeout_minutes * 60, progress_every=args.progress_every,
                            etcd_bin=etcd_bin, cpus=cpus, results_root=Path(args.results_root), project=cfg.project)
     ctl = Control(deadline_s=args.deadline * 60 if args.deadline else None)
-    return run_lifecycle(backend, ctl).code
+    outcome = run_lifecycle(backend, ctl)
+    if outcome.output_note:
+        from bench.local.run_reservation import record
+
+        record(run_dir, output=outcome.output_note)
+    return outcome.code
+
+
+def plan_lines(stack: str, run_id: str, plan: list, why: str, run_dir: Path, *, gpu: bool, cpu) -> list[str]:
+    """What a local run says before it starts: the stack, run and mode, where its results go, the CPU, and each
+    experiment's set-up with its notes."""
+    from bench.local import plan as lr
+
+    runs = f" ({len(plan)} runs with repeats)" if any(e.repeat for e in plan) else ""
+    lines = [f"stack {stack}, run {run_id}: {len({e.name for e in plan})} experiment(s){runs}, {why}",
+             f"results: {_show(run_dir)}", *([] if gpu else [f"device: {cpu.describe()}"])]
+    for e in plan:
+        lines += [f"  {lr.setup_line(e, gpu=gpu)}", *(f"      {note}" for note in e.notes)]
+    return lines
 
 
 def cpu_timings(cfg, only: str | None, plan: list, cpus: int, cpu) -> dict:
     """bf16 and fp32 step times on this CPU of each model the run trains with PyTorch in mixed precision, by shape,
     with the threads each of its processes will have (bench.local.precision_probe: kept ones, the rest timed now)."""
+    from bench import progress
     from bench.local import plan as lr
     from bench.local.precision_probe import measured
 
@@ -251,7 +264,7 @@ def cpu_timings(cfg, only: str | None, plan: list, cpus: int, cpu) -> dict:
         return {}
     mode, _ = lr.execution_mode(cfg.execution, cpus, plan)
     threads = lr.threads_per_process(cpus, lr.processes_sharing_cores(plan, mode))
-    return measured(shapes, facts=cpu, threads=threads)
+    return measured(shapes, facts=cpu, threads=threads, say=progress.line)
 
 
 def _show(path: Path) -> str:

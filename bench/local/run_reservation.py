@@ -10,6 +10,9 @@ local file system: exactly one creator wins) holding its pid, host and start tim
   gone (killed before it could finish) is taken over, by renaming the old marker away first (a rename
   has one winner too), as ``--resume`` takes over a finished one.
 
+The marker is the run's record too: ``record`` adds what the run learnt of itself (``output``: when the reader
+of its output went away, ``bench run dev --local | head -3``, while the run went on).
+
 On AWS the same protection is Pulumi's: a stack has one update at a time (the backend's stack lock),
 and a run id whose S3 results hold a summary is refused by the preflight unless ``--resume``.
 """
@@ -23,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from workloads.train.common.files import atomic_write
 
 MARKER = "_run.json"
 MAX_SUFFIX = 99
@@ -81,6 +86,18 @@ def _take_over(run_dir: Path) -> bool:
     except FileNotFoundError:
         pass  # another taker renamed it: race it for the create
     return _create(run_dir)
+
+
+def record(run_dir: Path, **fields: str) -> None:
+    """Add ``fields`` to the run's marker, its record beside the experiments (``output``: why its output stopped
+    before its end), replaced atomically; a marker that cannot be read or written is left as it is."""
+    try:
+        doc = json.loads((run_dir / MARKER).read_text())
+        if isinstance(doc, dict):
+            text = json.dumps({**doc, **fields}).encode()
+            atomic_write(run_dir / MARKER, lambda f: f.write(text))
+    except (OSError, ValueError):
+        pass
 
 
 class RunTaken(Exception):

@@ -8,7 +8,8 @@ document holds seconds from the run's start, so it reads the same on any machine
      "phases": [{"name", "start_s", "end_s", "source"}, ...],          (ordered by start, then end)
      "experiments": [{"name", "pods_started_s", "first_step_s", "last_step_s", "source"}, ...],
      "audit": {"clean": true|false|null, "lines": [...]},
-     "figures": {"minutes_to_first_step", "idle_gpu_node_minutes", "idle_gpu_usd", "gpu_billed_minutes"}}
+     "figures": {"minutes_to_first_step", "idle_gpu_node_minutes", "idle_gpu_usd", "gpu_billed_minutes"},
+     "output": why the run's output stopped before its end (its reader went away), only when it did}
 
 The figures (pure functions below, tested on fixture timelines):
 - ``minutes_to_first_step``: from ``bench run``'s start to the first experiment's first finished step.

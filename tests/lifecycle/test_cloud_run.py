@@ -10,7 +10,7 @@ import time
 import boto3
 import pytest
 
-from tests.lifecycle.conftest import BUCKET, QUOTA_VCPUS, REGION
+from tests.lifecycle.conftest import BUCKET, QUOTA_VCPUS, REGION, ROOT
 
 pytestmark = pytest.mark.local_run
 
@@ -46,6 +46,22 @@ def test_success_collects_results_destroys_and_exits_0(project):
     assert "up: Network started" in done.stdout and "up: Network done" in done.stdout, done.stdout + done.stderr
     assert "tearing down" in done.stdout and "after the last result arrived" in done.stdout
     assert (project.dir / f"Pulumi.{stack}.yaml").is_file()
+
+
+def test_a_run_whose_output_reader_went_away_collects_destroys_and_exits_0(project):
+    """``eksbench run <stack> | head``. Before: the first progress line raised SystemExit(1) from rich, so the
+    run was torn down mid-way and its results never copied home."""
+    from tests.support.closed_output import run_into_closed_pipe
+
+    stack = project.write_stack()
+    project.scenario = ok_scenario(project)
+    done = run_into_closed_pipe(project.argv(stack), cwd=ROOT, env=project.env(), timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    for name in ("alpha", "beta"):  # copied home
+        assert json.loads((project.results / stack / "r1" / name / "summary.json").read_text())["status"] == "succeeded"
+    assert [c[0] for c in project.commands() if c[:1] in (["up"], ["destroy"])] == ["up", "destroy"]
+    timeline = json.loads((project.results / stack / "r1" / "timeline.json").read_text())
+    assert timeline["output"].startswith("output reader closed at ") and "note: output reader closed" in done.stderr
 
 
 def test_up_failure_destroys_and_exits_1(project):

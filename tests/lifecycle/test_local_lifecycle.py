@@ -134,6 +134,35 @@ def test_a_signal_stops_the_nodes_and_etcd_and_exits_128_plus_signal(tmp_path, s
     assert not (run / "_tmp").exists()
 
 
+def test_a_run_whose_reader_closes_after_the_first_line_runs_to_its_end(tmp_path):
+    """``eksbench run ... --local | head -1``. Before: the run stopped a second later, exit 1 and nothing on
+    stderr, no results table, and its summary said ``interrupted`` by a SIGTERM nobody sent."""
+    project = write_project(tmp_path, [exp("one", steps=20)], steps=20)
+    results = tmp_path / "results"
+    run = results / "loc" / "t"
+    with open(tmp_path / "stderr", "w+") as err:
+        proc = subprocess.Popen(argv(project, results), cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=err,
+                                text=True, start_new_session=True)
+        try:
+            first = proc.stdout.readline()
+            proc.stdout.close()  # the reader goes away, as head does after its line
+            code = proc.wait(timeout=240)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        err.seek(0)
+        stderr = err.read()
+    assert first.startswith("stack loc, run t:"), first
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "note: output reader closed at" in stderr, stderr
+    summary = json.loads((run / "one" / "summary.json").read_text())
+    assert summary["status"] == "succeeded" and summary["coverage"]["steps"] == 20, summary
+    record = json.loads((run / "_run.json").read_text())  # the run's record says why its output stopped
+    assert record["output"].startswith("output reader closed at ") and "the run went on" in record["output"]
+    assert record["pid"] == proc.pid
+    assert wait_gone(str(run), 10) == []
+
+
 def test_the_run_deadline_stops_it_exit_1(tmp_path):
     project = write_project(tmp_path, [exp("long")], steps=5000)
     results = tmp_path / "results"

@@ -82,6 +82,41 @@ def test_a_signal_during_watch_is_recorded_not_raised(sig, code):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
 
+# A run whose output reader went away, in a child whose stdout is a pipe nobody reads (`bench run ... | head -3`);
+# the watch prints progress as every backend does. Its outcome comes back in a file.
+CLOSED_READER_RUN = """
+import json, sys
+from bench import progress
+from bench.lifecycle import Control, run_lifecycle
+from tests.lifecycle.test_orchestrator import Scripted
+
+b = Scripted(on_watch=lambda ctl: [progress.line(f"step {i}") for i in range(3)])
+out = run_lifecycle(b, Control())
+with open(sys.argv[1], "w") as f:
+    json.dump({"calls": b.calls, "code": out.code, "note": out.output_note}, f)
+"""
+
+
+def test_a_run_whose_output_reader_went_away_runs_to_its_end_and_says_so(tmp_path):
+    """Before: rich turned the broken pipe into SystemExit(1) in the watch: teardown ran, collect did not, exit 1
+    (on AWS: a run torn down mid-way, its results never copied home)."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.lifecycle.conftest import ROOT
+    from tests.support.closed_output import run_into_closed_pipe
+
+    done = run_into_closed_pipe([sys.executable, "-c", CLOSED_READER_RUN, str(tmp_path / "outcome.json")],
+                                cwd=ROOT, timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    outcome = json.loads((tmp_path / "outcome.json").read_text())
+    assert outcome["calls"] == ["provision", "start", "watch", "teardown", "collect"]
+    assert outcome["code"] == 0
+    assert outcome["note"].startswith("output reader closed at ") and "the run went on" in outcome["note"]
+    assert f"note: {outcome['note']}" in done.stderr  # stderr still has its reader: the user is told
+
+
 def test_deadline_and_budget():
     now = [0.0]
     ctl = Control(deadline_s=60, clock=lambda: now[0])

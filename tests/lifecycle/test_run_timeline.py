@@ -100,3 +100,22 @@ def test_keep_records_its_scale_down_as_the_teardown_and_says_what_still_bills(p
     doc = json.loads((project.results / stack / "r1" / T.FILE).read_text())
     names = [p["name"] for p in doc["phases"]]
     assert names[-1] == T.TEARDOWN and T.AUDIT not in names and doc["audit"]["clean"] is None
+
+
+def test_a_run_whose_output_reader_went_away_says_so_in_its_timeline(tmp_path):
+    """The record a cloud run writes here and beside its results keeps why its output stopped (``output``)."""
+    from types import SimpleNamespace
+
+    from bench.cloud.run import _write_timeline
+    from core.contract.results_location import ResultsLocation
+
+    run = ResultsLocation(BUCKET, "eksbench", "lc", "r1")
+    recorder = T.Recorder(stack="lc", run_id="r1", gpu_nodes=2, gpu_hourly_usd=1.0)
+    put = []
+    backend = SimpleNamespace(outputs={"results_bucket": BUCKET}, run_results=run, results_root=tmp_path,
+                              s3=SimpleNamespace(put_object=lambda **kw: put.append(kw)))
+    note = "output reader closed at 2026-11-28T04:24:56Z; the run went on, its output went nowhere from then on"
+    _write_timeline(recorder, backend, None, output_note=note)
+    doc = json.loads((run.local_dir(tmp_path) / T.FILE).read_text())
+    assert doc["output"] == note and json.loads(put[0]["Body"]) == doc
+

@@ -52,6 +52,19 @@ def _reserve_in_child(root: str, queue) -> None:
     queue.put(reserve(folder(Path(root)), "same-second", explicit=False, resume=False)[0])
 
 
+def test_the_marker_keeps_what_the_run_records_of_itself_and_its_holder(tmp_path):
+    from bench.local.run_reservation import record
+
+    _, run_dir = reserve(folder(tmp_path), "r", explicit=True, resume=False)
+    record(run_dir, output="output reader closed at 2026-11-28T04:24:56Z; the run went on")
+    doc = json.loads((run_dir / MARKER).read_text())
+    assert doc["output"] == "output reader closed at 2026-11-28T04:24:56Z; the run went on"
+    assert read_holder(run_dir).pid == os.getpid() and sorted(p.name for p in run_dir.iterdir()) == [MARKER]
+    (run_dir / MARKER).write_text("{")  # damaged: left as it is, and no exception stops the run's end
+    record(run_dir, output="x")
+    assert (run_dir / MARKER).read_text() == "{"
+
+
 def test_runs_reserving_the_same_id_at_once_each_get_their_own(tmp_path):
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
