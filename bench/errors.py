@@ -18,6 +18,15 @@ def fail(message: str) -> int:
     return USAGE_ERROR
 
 
+class NotWritten(OSError):
+    """A file for the user could not be written: one line naming it and the system's reason. The write went to
+    a temporary file beside it (``workloads.train.common.files.atomic_write``), so the previous file is whole."""
+
+    def __init__(self, path: object, error: OSError):
+        super().__init__(f"could not write {path}: {error.strerror or error}; the file that was there, if any, "
+                         "is unchanged")
+
+
 def config_error(stack: str, problems: Sequence[str]) -> int:
     """``error: invalid config for stack 'dev':`` then one indented line per problem; exit code 2."""
     return fail(f"invalid config for stack {shorten(repr(stack), 120)}:\n  " + "\n  ".join(problems))

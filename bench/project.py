@@ -95,10 +95,40 @@ def results_root_problem(root: str | os.PathLike) -> str | None:
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".eksbench-probe-", dir=where))
     except OSError as e:
-        why = {errno.EROFS: "is on a read-only file system", errno.EACCES: "is not writable for this user",
-               errno.EPERM: "does not allow new folders", errno.ENOSPC: "has no space left"}.get(
-            e.errno, f"does not allow new folders ({e.strerror or e})")
-        return f"{shown}: {where} {why}, choose another folder"
+        return f"{shown}: {where} {_refusal(e, 'folders')}, choose another folder"
+    return None
+
+
+def _refusal(e: OSError, what: str) -> str:
+    """Why a folder refused a new entry (``what``: folders, files), as the end of a sentence naming it."""
+    return {errno.EROFS: "is on a read-only file system", errno.EACCES: "is not writable for this user",
+            errno.EPERM: f"does not allow new {what}", errno.ENOSPC: "has no space left"}.get(
+        e.errno, f"does not allow new {what} ({e.strerror or e})")
+
+
+def out_file_problem(out: str | os.PathLike, *, flag: str = "--out", example: str = "report.html") -> str | None:
+    """Why a file cannot be written at ``out`` (a folder or not a regular file is there, its folder is missing,
+    is not a folder or refuses a new file), as one line naming ``flag``; None when it can. Checked before the
+    work that fills the file, with a file made and removed at once in its folder (the write itself goes to a
+    temporary file there, then renames it over ``out``: ``workloads.train.common.files.atomic_write``)."""
+    shown = f"{flag}={str(out)!r}"
+    try:
+        path = Path(out).resolve()  # a link to a file: the file it names is the one replaced
+        if path.is_dir():
+            return f"{shown}: is a folder; name a file, e.g. {flag} {Path(out) / example}"
+        if path.exists() and not path.is_file():
+            return f"{shown}: is not a regular file (a pipe or a device); name a file, e.g. {flag} {example}"
+        if not path.parent.is_dir():
+            what = "is not a folder" if path.parent.exists() else "does not exist"
+            return f"{shown}: {path.parent} {what}; create the folder or choose another place"
+    except (OSError, ValueError, RuntimeError) as e:  # a folder above it not readable, a NUL, a symlink loop
+        return f"{shown}: not a usable path ({e}), choose another file"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".eksbench-probe-", dir=path.parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return f"{shown}: {path.parent} {_refusal(e, 'files')}, choose another place"
     return None
 
 

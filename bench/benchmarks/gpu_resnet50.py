@@ -275,12 +275,18 @@ def write_results(rows: list[dict[str, Any]], args: argparse.Namespace, started:
            "device": device_info, "python": platform.python_version(),
            "config": {k: v for k, v in vars(args).items() if k not in ("json", "save")}, "results": rows}
     text = json.dumps(doc, indent=2)
-    if args.json:
-        Path(args.json).write_text(text)
-    if args.save:
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        (RESULTS_DIR / result_name((device_info or {}).get("name"), started)).write_text(text)
+    save_json(text, args.json, result_name((device_info or {}).get("name"), started) if args.save else None)
     return text
+
+
+def save_json(text: str, path: str | None, saved_name: str | None) -> None:
+    """``text`` to ``path`` (``--json``) and as ``saved_name`` in the results folder (``--save``), each to a
+    temporary file then renamed: a benchmark killed while it rewrites its JSON leaves the previous one whole."""
+    from workloads.train.common.files import atomic_write
+
+    data = text.encode()
+    for target in filter(None, (path and Path(path), saved_name and RESULTS_DIR / saved_name)):
+        atomic_write(target, lambda f: f.write(data))
 
 
 if __name__ == "__main__":

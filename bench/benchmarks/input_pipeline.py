@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench.benchmarks.gpu_resnet50 import RESULTS_DIR, result_name
+from bench.benchmarks.gpu_resnet50 import RESULTS_DIR, result_name, save_json
 from datasets.synthetic import SyntheticSpec, generate
 
 
@@ -167,11 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                            "device_name": device_name, "skipped": skipped,
                            "config": {k: v for k, v in vars(args).items() if k not in ("json", "save")},
                            "results": rows}, indent=2)
-        if args.json:
-            Path(args.json).write_text(text)
-        if args.save:
-            RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-            (RESULTS_DIR / result_name(device_name, started, "input_pipeline")).write_text(text)
+        save_json(text, args.json, result_name(device_name, started, "input_pipeline") if args.save else None)
     with tempfile.TemporaryDirectory(prefix="eksbench-pipeline-") as tmp:
         for resolution in args.resolution:
             root = Path(tmp) / f"r{resolution}"

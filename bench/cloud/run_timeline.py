@@ -17,6 +17,7 @@ from bench import progress
 from bench.results import timeline as T
 from core.contract import strict_json
 from core.contract.results_location import ResultsLocation
+from workloads.train.common.files import atomic_write
 
 
 def recorder(stack: str, ready: Any, *, started: float) -> T.Recorder:
@@ -92,8 +93,7 @@ def write(doc: dict[str, Any], *, run: ResultsLocation, results_root: Path, buck
     written = []
     local = run.local_dir(results_root) / T.FILE
     try:
-        local.parent.mkdir(parents=True, exist_ok=True)
-        local.write_bytes(body)
+        atomic_write(local, lambda f: f.write(body))  # a failed write leaves the previous record whole
         written.append(str(local))
     except OSError as e:
         progress.line(f"warning: could not write {local}: {e}", err=True)

@@ -8,7 +8,6 @@ and ``checkpoints/`` (never copied home: gigabytes, and useless without the clus
 
 from __future__ import annotations
 
-import os
 import warnings
 from datetime import datetime
 from pathlib import Path
@@ -71,11 +70,12 @@ def download(s3, uri: str, dest: Path) -> int:
 
     Every key is untrusted (any pod of the run can write any key under the prefix): its path
     relative to ``uri`` must pass ``datasets.file_checks.relative_path_problem``, and it is
-    written through ``bench.results.safe_paths.open_under``, which follows no symlink. A key that
-    fails is skipped with one warning naming it; so is one whose folder is already a file.
+    written through ``bench.results.safe_paths.replace_under``, which follows no symlink and renames a
+    finished copy over the file (a copy that fails half-way, a full disk, leaves what was there whole). A key
+    that fails is skipped with one warning naming it; so is one whose folder is already a file.
     Folder-marker keys ("a/") are skipped quietly, as before.
     """
-    from bench.results.safe_paths import UnsafePath, open_under
+    from bench.results.safe_paths import UnsafePath, replace_under
 
     bucket, _ = parse_s3_uri(uri)
     dest.mkdir(parents=True, exist_ok=True)
@@ -84,7 +84,7 @@ def download(s3, uri: str, dest: Path) -> int:
         if not rel or rel.endswith("/") or rel.startswith(SKIP_PREFIXES):
             continue
         try:
-            with open_under(dest, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_dirs=True) as f:
+            with replace_under(dest, rel) as f:
                 s3.download_fileobj(bucket, key, f)
         except (UnsafePath, FileExistsError, NotADirectoryError, IsADirectoryError) as e:
             warnings.warn(f"s3://{bucket}/{key!r}: not copied to {dest}: {e}", stacklevel=2)

@@ -16,9 +16,11 @@ pandas and matplotlib are imported inside the command, so ``--help`` stays insta
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
-from bench.errors import fail
+from bench.errors import NotWritten, fail
+from bench.project import out_file_problem
 from bench.report.page import write_report
 from bench.results.files import exists
 from core.contract.results_location import quoted
@@ -38,7 +40,8 @@ def register(subparsers) -> None:
                "  eksbench report s3://my-results/dev/run-7")
     p.add_argument("sources", nargs="+", metavar="SOURCE",
                    help="results folder or s3:// prefix: a stack (results/dev), a run or one experiment")
-    p.add_argument("--out", default="report.html", metavar="FILE", help="the HTML file (default: report.html)")
+    p.add_argument("--out", default="report.html", metavar="FILE",
+                   help="the HTML file (default: report.html); replaced whole, or left as it was if writing fails")
     p.add_argument("--baseline", metavar="EXPERIMENT", help="add each run's throughput as a ratio to this experiment's")
     p.set_defaults(func=main)
 
@@ -48,10 +51,15 @@ def main(args) -> int:
     if missing:
         return fail(f"no results at {', '.join(map(quoted, missing))}: give a results folder (e.g. results/dev) "
                     "or an s3:// prefix")
+    if unusable := out_file_problem(args.out):  # before the page is built: a folder, no folder, no permission
+        return fail(unusable)
     started = time.perf_counter()
     try:
         path = write_report(args.sources, args.out, args.baseline)
     except LookupError as e:
         return fail(str(e).strip("'\""))
+    except NotWritten as e:  # the disk filled, a quota: the previous page is whole
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB) in {time.perf_counter() - started:.1f}s")
     return 0

@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Mapping
 
 from core.contract.names import ENV_CACHE
 from workloads.train.common.cpu_choice import CpuFacts, Measured
+from workloads.train.common.files import atomic_write
 
 CACHE_FILE = "cpu-precision.json"
 MAX_CACHE_BYTES = 1 << 20  # a file larger than this is not ours: it is ignored and rewritten
@@ -58,10 +59,8 @@ def as_measured(entry: object) -> Measured | None:
 
 def write_cache(path: Path, data: Mapping[str, dict]) -> None:
     """Atomically: a run stopped half-way leaves the previous file whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    text = json.dumps(data, indent=1, sort_keys=True).encode()
+    atomic_write(path, lambda f: f.write(text))
 
 
 def run_probe(shapes: list[str], threads: int) -> dict[str, dict]:

@@ -11,12 +11,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+from bench.errors import NotWritten
 from bench.report.blocks import empty_section, esc
 from bench.report.fabric import fabric_section
 from bench.report.scaling import repeats_section, scaling_section
 from bench.results.frames import INPUT_BOUND_SHARE, input_bound
 from bench.results.overview import run_figures
 from bench.terminal import safe
+from workloads.train.common.files import atomic_write
 
 SUMMARY = (("experiment", "experiment"), ("workload", "workload"), ("framework", "framework"), ("status", "status"),
            ("gpu", "GPU"),
@@ -335,7 +337,8 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
 
 
 def write_report(sources: list[str], out: str | Path, baseline: str | None = None) -> Path:
-    """Load, render and write; returns the path. Raises LookupError with a one-line reason."""
+    """Load, render and write; returns the path. Raises LookupError with a one-line reason, and
+    ``bench.errors.NotWritten`` (an OSError) when the page cannot be written, the previous one left whole."""
     from bench.report.timeline import load_timelines
     from bench.results import frames as results
 
@@ -357,8 +360,11 @@ def write_report(sources: list[str], out: str | Path, baseline: str | None = Non
     except KeyError:
         raise LookupError(f"--baseline={baseline!r}: no succeeded run with a throughput") from None
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
+    data = page.encode("utf-8")
+    try:  # to a temporary file, then renamed over the page: a failed write leaves the previous page whole
+        atomic_write(path.resolve(), lambda f: f.write(data))
+    except OSError as e:
+        raise NotWritten(path, e) from e
     for n in notes:
         print(safe(f"warning: {n}"))
     return path

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import stat
 from pathlib import Path
 from typing import IO, Iterator
@@ -47,6 +48,28 @@ def open_under(root: str | Path, rel: str, flags: int, *, make_dirs: bool = Fals
     tree), so a backslash or a control character is a real name there, not a way out; only the
     structure is checked (relative, no empty, "." or ".." component).
     """
+    fd, leaf = _folder_of(root, rel, make_dirs=make_dirs, names_from_disk=names_from_disk)
+    try:
+        try:
+            # O_NONBLOCK: a FIFO planted under the name must not hang the reader (no effect on regular files)
+            leaf_fd = os.open(leaf, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode,
+                              dir_fd=fd)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+                raise UnsafePath(f"path {rel!r}: {leaf!r} is a symlink, a folder or a pipe") from None
+            raise
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(os.fstat(leaf_fd).st_mode):
+        os.close(leaf_fd)
+        raise UnsafePath(f"path {rel!r}: {leaf!r} is not a regular file")
+    with os.fdopen(leaf_fd, "rb" if (flags & os.O_ACCMODE) == os.O_RDONLY else "wb") as f:
+        yield f
+
+
+def _folder_of(root: str | Path, rel: str, *, make_dirs: bool, names_from_disk: bool = False) -> tuple[int, str]:
+    """(a descriptor of the folder ``rel``'s file is in, the file's name): ``rel`` checked, then its folders
+    opened one at a time from ``root`` with O_NOFOLLOW (``make_dirs``: made where missing). The caller closes it."""
     problem = _structure_problem(rel) if names_from_disk else relative_path_problem(rel)
     if problem:
         raise UnsafePath(problem)
@@ -65,21 +88,40 @@ def open_under(root: str | Path, rel: str, flags: int, *, make_dirs: bool = Fals
                 raise
             os.close(fd)
             fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, leaf
+
+
+@contextlib.contextmanager
+def replace_under(root: str | Path, rel: str, *, mode: int = 0o644) -> Iterator[IO[bytes]]:
+    """A new file for ``rel`` under ``root`` (``open_under``'s rules; missing folders made), written under a
+    temporary name beside it and renamed over ``rel`` when the block ends, removed when it raises: a copy that
+    fails half-way leaves the file that was there whole. What ``workloads.train.common.files.atomic_write``
+    does for a path of our own, done here from the folder's descriptor, so no link on the way is followed."""
+    fd, leaf = _folder_of(root, rel, make_dirs=True)
+    tmp = f".{secrets.token_hex(6)}.tmp"
+    try:
         try:
-            # O_NONBLOCK: a FIFO planted under the name must not hang the reader (no effect on regular files)
-            leaf_fd = os.open(leaf, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode,
-                              dir_fd=fd)
-        except OSError as e:
-            if e.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
-                raise UnsafePath(f"path {rel!r}: {leaf!r} is a symlink, a folder or a pipe") from None
-            raise
+            there = os.stat(leaf, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            there = None
+        if there is not None and not stat.S_ISREG(there.st_mode):
+            raise UnsafePath(f"path {rel!r}: {leaf!r} is a symlink, a folder or a pipe")
+        tmp_fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                         mode, dir_fd=fd)
+        try:
+            with os.fdopen(tmp_fd, "wb") as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, leaf, src_dir_fd=fd, dst_dir_fd=fd)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=fd)
     finally:
         os.close(fd)
-    if not stat.S_ISREG(os.fstat(leaf_fd).st_mode):
-        os.close(leaf_fd)
-        raise UnsafePath(f"path {rel!r}: {leaf!r} is not a regular file")
-    with os.fdopen(leaf_fd, "rb" if (flags & os.O_ACCMODE) == os.O_RDONLY else "wb") as f:
-        yield f
 
 
 LINE_CHUNK = 64 * 1024  # bytes read at a time when streaming lines

@@ -95,3 +95,27 @@ def test_gpu_resnet50_keeps_the_settings_that_finished_when_a_later_one_is_cut_s
     with pytest.raises(KeyboardInterrupt):
         gpu_resnet50.main(["--smoke", "--settings", "eager/fp32/4", "eager/fp32/2", "--json", str(out)])
     assert [r["setting"] for r in json.loads(out.read_text())["results"]] == ["eager/fp32/4"]
+
+
+def test_a_benchmark_that_cannot_rewrite_its_json_keeps_the_previous_one_whole(tmp_path, monkeypatch):
+    """The JSON is rewritten after every figure; a full disk (or a kill) during a rewrite leaves the figures
+    written before. Before: the file was truncated first, then half written."""
+    import argparse
+
+    import pytest
+
+    from bench.benchmarks import gpu_resnet50
+    from tests.support.closed_output import file_size_limit
+
+    monkeypatch.setattr(gpu_resnet50, "RESULTS_DIR", tmp_path / "results")
+    out = tmp_path / "gpu.json"
+    out.write_text('{"results": ["the figures so far"]}')
+    args = argparse.Namespace(smoke=True, json=str(out), save=True)
+    rows = [{"trainer": {"device": {"name": "cpu"}}, "setting": "x" * 4096}]
+    with file_size_limit(1024), pytest.raises(OSError, match="File too large"):
+        gpu_resnet50.write_results(rows, args, datetime.now(timezone.utc))
+    assert out.read_text() == '{"results": ["the figures so far"]}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu.json"]
+    gpu_resnet50.write_results(rows, args, datetime.now(timezone.utc))
+    assert json.loads(out.read_text())["results"] == rows
+    assert [json.loads(p.read_text())["results"] for p in (tmp_path / "results").iterdir()] == [rows]

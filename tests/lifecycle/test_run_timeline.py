@@ -119,3 +119,21 @@ def test_a_run_whose_output_reader_went_away_says_so_in_its_timeline(tmp_path):
     doc = json.loads((run.local_dir(tmp_path) / T.FILE).read_text())
     assert doc["output"] == note and json.loads(put[0]["Body"]) == doc
 
+
+def test_a_timeline_that_cannot_be_written_leaves_the_previous_one_whole(tmp_path, capsys):
+    """A run's record on a disk that fills: the previous timeline.json stays whole, with a warning. Before: it was
+    truncated first, then written as far as the disk allowed."""
+    from bench.cloud import run_timeline
+    from core.contract.results_location import ResultsLocation
+    from tests.support.closed_output import file_size_limit
+
+    run = ResultsLocation(BUCKET, "eksbench", "lc", "r1")
+    local = run.local_dir(tmp_path) / T.FILE
+    local.parent.mkdir(parents=True)
+    local.write_text('{"version": 1}')
+    recorder = T.Recorder(stack="lc", run_id="r1", gpu_nodes=2, gpu_hourly_usd=1.0)
+    with file_size_limit(64):
+        assert run_timeline.write(recorder.document(), run=run, results_root=tmp_path, bucket=None, s3=None) == []
+    assert local.read_text() == '{"version": 1}'
+    assert sorted(p.name for p in local.parent.iterdir()) == [T.FILE]
+    assert f"warning: could not write {local}: [Errno 27] File too large" in capsys.readouterr().err

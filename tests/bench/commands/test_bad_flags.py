@@ -155,6 +155,28 @@ def test_a_usable_results_root_leaves_nothing_behind(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_out_file_is_checked_before_the_work_and_a_usable_one_leaves_nothing_behind(tmp_path, monkeypatch):
+    import errno
+    import tempfile
+
+    from bench.project import out_file_problem
+
+    (tmp_path / "page.html").write_text("old")
+    (tmp_path / "link.html").symlink_to(tmp_path / "page.html")
+    for usable in (tmp_path / "new.html", tmp_path / "page.html", tmp_path / "link.html"):
+        assert out_file_problem(usable) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.html", "page.html"]
+    assert out_file_problem(tmp_path) == (f"--out={str(tmp_path)!r}: is a folder; name a file, e.g. "
+                                          f"--out {tmp_path / 'report.html'}")
+
+    def refuse(**kwargs):  # what a folder this user cannot write answers (root passes every permission check)
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    assert out_file_problem(tmp_path / "r.html") == (f"--out={str(tmp_path / 'r.html')!r}: {tmp_path} is not "
+                                                     "writable for this user, choose another place")
+
+
 # --- no AWS credentials: one line saying how to provide them, in every command that reaches AWS ---
 
 def test_no_credentials_is_told_by_botocores_own_exceptions():

@@ -132,6 +132,33 @@ def test_each_unsafe_key_is_named_in_one_warning(s3, tmp_path, key, why):
     assert len(notes) == 1 and why in notes[0] and repr(key)[1:-1] in notes[0]
 
 
+def test_a_copy_that_fails_half_way_leaves_the_file_that_was_there_whole(s3, tmp_path):
+    """A full disk while a run comes home again (``--resume``): the copy goes to a temporary file, renamed over the
+    summary only when whole. Before: the summary was truncated, then half written."""
+    prefix = PREFIX.replace("run-1", f"run-{next(RUNS)}")
+    s3.put_object(Bucket=BUCKET, Key=prefix + "summary.json", Body=b'{"status": "succeeded", "new": true}')
+    dest = tmp_path / "exp"
+    dest.mkdir()
+    (dest / "summary.json").write_text('{"status": "succeeded"}')
+
+    class DiskFills:
+        """moto's client, whose download writes part of the object and then meets a full disk."""
+
+        def get_paginator(self, name):
+            return s3.get_paginator(name)
+
+        def download_fileobj(self, bucket, key, f):
+            f.write(b'{"status": "succ')
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        s3_results.download(DiskFills(), f"s3://{BUCKET}/{prefix}", dest)
+    assert (dest / "summary.json").read_text() == '{"status": "succeeded"}'
+    assert sorted(p.name for p in dest.iterdir()) == ["summary.json"]  # no temporary file left
+    assert s3_results.download(s3, f"s3://{BUCKET}/{prefix}", dest) == 1  # a copy that works replaces it
+    assert (dest / "summary.json").read_text() == '{"status": "succeeded", "new": true}'
+
+
 # ---- what the watch in bench run and bench status read while a run goes ---------------------------------------
 
 def test_the_watch_reads_summary_and_progress_through_their_readers(s3):
