@@ -6,10 +6,12 @@ reads them (untrusted input, bounded, ``bench.results.frames``). Experiments are
 succeeded runs with a throughput count.
 
 For each experiment, the throughput ratio B / A with a 95% interval, and a verdict (faster,
-slower, or no change at this noise) where the data can support one, ``bench.results.compare_stats``:
+slower, or no change at this noise) where the data can support one, ``bench.results.compare_stats``; an interval the
+samples cannot bound (unbounded, or reaching 0, where a ratio of rates never goes) is "undetermined":
 
 - **repeats** (two or more runs a side: ``repeats:``, or the runs of a stack): Welch's t and
-  Fieller's interval on the runs' samples/s;
+  Fieller's interval on the runs' samples/s; a verdict with three or more a side (``VERDICT_RUNS``: with two, the
+  calibration finds a real 10% change less than half the time), indicative with two;
 - otherwise **steady step times** (each steady step's time, the slowest rank's, from the
   metrics lines' ``step_times_s``): the ratio of the mean step times, its variance from batch
   means, so that neighbouring steps, which are correlated (clocks, caches, data loader), do
@@ -31,11 +33,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Mapping
 
 from bench.errors import fail
-from bench.results.compare import ERROR_EXIT, SLOWER_EXIT, STEP_NOTE, comparison, load_side
+from bench.results.compare import ERROR_EXIT, SLOWER_EXIT, comparison, interval_text, legend, load_side
+from bench.results.compare_stats import VERDICT_RUNS
 from bench.results.files import exists
 from bench.terminal import safe, safe_line
 from core.contract import strict_json
@@ -48,8 +52,8 @@ def register(subparsers) -> None:
         "compare", help="is B faster than A? throughput ratio, 95%% interval, what changed",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="For each experiment both sides ran, the throughput ratio B / A with a 95% interval, and a\n"
-                    "verdict (faster, slower, no change at this noise) where repeats support one; with one run a\n"
-                    "side the ratio is only indicative. Then what differs: image, commit, versions, instance, shape.\n"
+                    f"verdict (faster, slower, no change at this noise) where {VERDICT_RUNS} or more runs a side support one; with\n"
+                    "fewer the ratio is only indicative. Then what differs: image, commit, versions, instance, shape.\n"
                     "A and B are results folders, names under --results-root (dev/<run-id>) or s3:// prefixes.\n\n"
                     "exit codes: 0 no verdict of slower; 1 slower by a verdict from repeats (a CI gate);\n"
                     "2 a source missing or empty, or nothing in common; 3 the comparison itself failed.",
@@ -82,16 +86,14 @@ def render(doc: Mapping[str, Any]) -> str:
         method = "repeats" if (e["method"] or "").startswith("repeats") else "step times" if e["method"] else "—"
         rows.append((safe_line(e["experiment"], SHOWN), f"{_num(e['a_samples_per_s'])} ({e['a_runs']})",
                      f"{_num(e['b_samples_per_s'])} ({e['b_runs']})", _num(e["ratio"], ".3f"),
-                     f"[{_num(e['low'], '.3f')}, {_num(e['high'], '.3f')}]" if e["ratio"] is not None else "—",
+                     interval_text(e["low"], e["high"]) if e["ratio"] is not None else "—",
                      e["verdict"] or (f"indicative: {e['indicative']}" if e.get("indicative") else None)
                      or e["note"] or "—",  # ours: never run text
                      f"{method}, n={e['n_a']}+{e['n_b']}" if e["n_a"] else method))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = [f"A: {safe_line(doc['a'], 1000)}", f"B: {safe_line(doc['b'], 1000)}", ""]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines.append("(runs) per side; n: samples a side (runs, or batch means of steady step times).")
-    if any(e["note"] == STEP_NOTE for e in doc["experiments"]):
-        lines.append(f"indicative: {STEP_NOTE}.")
+    lines += [textwrap.fill(paragraph, 110) for paragraph in legend(doc)]
     changed = [e for e in doc["experiments"] if e["differences"]]
     if changed:
         lines += ["", "What differs (A -> B):"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from bench.results import compare
-from bench.results.compare_stats import CONFIDENCE
+from bench.results.compare_stats import CONFIDENCE, VERDICT_RUNS
 
 
 def run_pairs(runs: Sequence[compare.Run]) -> list[tuple[str, str, str, list, list]]:
@@ -34,8 +34,7 @@ def change_rows(runs: Sequence[compare.Run]) -> list[dict[str, Any]]:
     rows = []
     for label, a_id, b_id, a, b in run_pairs(runs):
         e = compare.compare_experiment(label, a, b)
-        interval = (f"[{e['low']:.3f}, {e['high']:.3f}]" if e["low"] is not None and e["high"] is not None
-                    else "unbounded" if e["ratio"] is not None else None)
+        interval = compare.interval_text(e["low"], e["high"]) if e["ratio"] is not None else None
         rows.append({"experiment": label, "a": f"{a_id} ({e['a_runs']})", "b": f"{b_id} ({e['b_runs']})",
                      "a_rate": e["a_samples_per_s"], "b_rate": e["b_samples_per_s"],
                      "ratio": round(e["ratio"], 4) if e["ratio"] is not None else None, "interval": interval,
@@ -58,9 +57,11 @@ COLUMNS = [("experiment", "experiment"), ("a", "A: first run (rows)"), ("b", "B:
 INTRO = ("Throughput of the last run over the first, with a "
          f"{CONFIDENCE:.0%} interval (Fieller's, with Welch's degrees of freedom) from the repeats when each "
          "side has two or more, else from batch means of the steady step times; the verdict says faster or "
-         "slower only when the interval excludes 1 and comes from repeats. An interval from one run a side holds "
+         f"slower only when the interval excludes 1 and comes from {VERDICT_RUNS} or more repeats a side (with 2, "
+         "a real 10% change is missed more often than found). An interval from one run a side holds "
          "the noise within that run only, not between runs (another node, the machine's load), so what it "
-         "suggests is marked indicative, not a verdict: repeats measure that. What "
+         "suggests is marked indicative, not a verdict: repeats measure that. An interval the samples cannot "
+         "bound (unbounded, or reaching 0, where a ratio of rates never goes) is undetermined. What "
          "differs lists what ran (image, versions, driver, instance, zone, shape) where the two sides "
          "disagree. eksbench compare A B prints the same for any two results, with --json.")
 NOTHING = ("Each experiment ran once here, so there is nothing to compare: give the report two runs of a stack "

@@ -14,8 +14,11 @@ from core.contract import summary_fields as F
 
 MAX_BATCHES = 20
 STEP_NOTE = ("indicative, not a verdict: from one run a side the interval holds the noise within a run, not "
-             "between runs (another node, the machine's load, clocks); only repeats measure that (repeats: 3 or more "
-             "a side)")
+             f"between runs (another node, the machine's load, clocks); only repeats measure that (repeats: "
+             f"{S.VERDICT_RUNS} or more a side)")
+FEW_RUNS_NOTE = (f"indicative, not a verdict: a verdict needs {S.VERDICT_RUNS} or more runs a side; with 2, a real "
+                 "10% change is missed more often than found where runs vary by 2% or more")
+UNDETERMINED = "undetermined"  # an interval the samples cannot bound (unbounded, or reaching 0: compare_stats)
 SLOWER_EXIT = 1  # a verdict of "slower" (runs on both sides): for CI gates
 ERROR_EXIT = 3  # compare itself failed: never read as "slower"
 # Row fields compared besides what_ran (older summaries have no what_ran: their device record stands in).
@@ -125,6 +128,7 @@ def compare_experiment(name: str, a_runs: Sequence[Run], b_runs: Sequence[Run],
     if len(a) >= 2 and len(b) >= 2:
         result = S.compare_throughputs([r["samples_per_s"] for r, _ in a], [r["samples_per_s"] for r, _ in b],
                                        confidence)
+        doc["note"] = FEW_RUNS_NOTE if min(len(a), len(b)) < S.VERDICT_RUNS else None
     else:
         sides = []
         for runs in (a, b):  # one run a side, or one against several: the runs' steps pooled, in order
@@ -139,8 +143,9 @@ def compare_experiment(name: str, a_runs: Sequence[Run], b_runs: Sequence[Run],
                                       max_batches=MAX_BATCHES, confidence=confidence)
         doc["note"] = STEP_NOTE
     doc.update({k: v for k, v in result.to_dict().items() if k != "confidence"})
-    if doc["note"] == STEP_NOTE:
-        # Within-run noise only: what it suggests is shown, never given as a verdict (nor failing a CI gate).
+    if doc["note"] is not None:
+        # Within-run noise only, or too few runs: what it suggests is shown, never given as a verdict (nor failing
+        # a CI gate).
         doc["indicative"], doc["verdict"] = doc["verdict"], None
     return doc
 
@@ -159,6 +164,24 @@ def comparison(a_runs: Sequence[Run], b_runs: Sequence[Run], *, a: str, b: str) 
 
 
 # ---- text ------------------------------------------------------------------------------------
+
+def interval_text(low: float | None, high: float | None) -> str:
+    """The interval as both ``compare`` and the report print it: ``[0.912, 1.034]``, or "undetermined" where the
+    samples cannot bound the ratio (``compare_stats.rate_ratio_interval``), never a negative bound."""
+    if low is None or high is None or low <= 0:
+        return UNDETERMINED
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def legend(doc: Mapping[str, Any]) -> list[str]:
+    """The sentences under ``compare``'s table: what its numbers are, when it gives a verdict, and each note of an
+    indicative row."""
+    lines = [f"The figure in brackets after a throughput is that side's number of runs, and n the number of samples "
+             f"a side behind the interval (runs, or batch means of one run's steady step times). A verdict needs "
+             f"{S.VERDICT_RUNS} or more runs a side and an interval that excludes 1; an interval is {UNDETERMINED} "
+             f"where the samples cannot bound the ratio."]
+    notes = dict.fromkeys(e["note"] for e in doc["experiments"] if e.get("indicative"))
+    return lines + [f"{note[0].upper()}{note[1:]}." for note in notes]
 
 
 # ---- I/O edges -------------------------------------------------------------------------------

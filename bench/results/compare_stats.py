@@ -28,6 +28,11 @@ from bench.results.confidence import t_cdf, t_quantile
 
 FASTER, SLOWER, NO_CHANGE = "faster", "slower", "no change at this noise"
 CONFIDENCE = 0.95
+# The fewest runs a side whose interval is given as a verdict. Simulated runs with 2-5% run-to-run noise
+# (bench.benchmarks.compare_calibration, BENCHMARKS.md): A/A pairs are called slower 1-2% of the time with 2, 3 or 5
+# runs a side alike, but a real 10% slowdown is found 13-45% of the time with 2 a side, 39-98% with 3, 81-100% with 5:
+# with 2 a side a verdict of "no change" hides a real 10% change more often than not, so 2 a side are indicative.
+VERDICT_RUNS = 3
 
 
 # ---- two samples ---------------------------------------------------------------------------
@@ -102,7 +107,8 @@ def fieller(w: Welch, confidence: float = CONFIDENCE) -> tuple[float | None, flo
 
     Solves (mean_b - R mean_a)^2 = t^2 (var_mean_b + R^2 var_mean_a) for R:
     R = (ab -/+ t sqrt(a^2 vb + b^2 va - t^2 va vb)) / (a^2 - t^2 va).
-    (None, None) where the interval is unbounded: mean_a not significantly different from 0.
+    (None, None) where the interval is unbounded: mean_a not significantly different from 0, so the set of R
+    is the whole line or the complement of an interval ("exclusive"), no interval at all.
     """
     a, b, va, vb = w.mean_a, w.mean_b, w.var_mean_a, w.var_mean_b
     if w.df is None:  # no spread at all: the ratio is exact
@@ -114,6 +120,19 @@ def fieller(w: Welch, confidence: float = CONFIDENCE) -> tuple[float | None, flo
         return None, None
     half = t * math.sqrt(disc)
     return (a * b - half) / denom, (a * b + half) / denom
+
+
+def rate_ratio_interval(w: Welch, confidence: float = CONFIDENCE) -> tuple[float | None, float | None]:
+    """Fieller's interval for a ratio of two positive means (rates, step times), or (None, None): undetermined.
+
+    Undetermined where Fieller's set is unbounded (``fieller``), and where it reaches 0 or below: mean_b is then
+    not significantly above 0, so the samples bound the ratio from neither side that matters (its lower bound
+    would be negative, which a ratio of rates never is; 2 runs a side of identical code gave [-0.724, 2.175]).
+    """
+    low, high = fieller(w, confidence)
+    if low is None or high is None or low <= 0:
+        return None, None
+    return low, high
 
 
 @dataclass(frozen=True)
@@ -151,7 +170,7 @@ def verdict(low: float | None, high: float | None) -> str:
 def compare_throughputs(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE) -> Comparison:
     """Repeats: each value is one run's samples/s. Ratio mean(b) / mean(a)."""
     w = welch(a, b)
-    low, high = fieller(w, confidence)
+    low, high = rate_ratio_interval(w, confidence)
     return Comparison(w.mean_b / w.mean_a, low, high, verdict(low, high),
                       "repeats: Welch's t, Fieller's interval on mean samples/s", len(a), len(b),
                       w.p_two_sided, w.df, confidence)
@@ -172,7 +191,7 @@ def compare_step_times(a: Sequence[float], b: Sequence[float], *, samples_per_st
     sa, sb = (batched(x, max_batches) if max_batches else (*_mean_var_of_mean(x), len(x)) for x in (a, b))
     w = welch_from(*sb, *sa)  # "mean_b / mean_a" of this test is mean(a) / mean(b)
     scale = samples_per_step_b / samples_per_step_a
-    low, high = fieller(w, confidence)
+    low, high = rate_ratio_interval(w, confidence)
     low, high = (low * scale if low is not None else None), (high * scale if high is not None else None)
     return Comparison(scale * w.mean_b / w.mean_a, low, high, verdict(low, high),
                       "steady step times: Welch's t, Fieller's interval on mean step time", sa[2], sb[2],

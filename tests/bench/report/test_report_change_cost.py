@@ -79,3 +79,19 @@ def test_the_change_between_runs_goes_from_the_first_started_run_to_the_last(tmp
     runs = frames.runs(str(root))
     [(label, a, b, _, _)] = run_pairs(runs)
     assert (a, b) == ("nb-20261125", "20261127-080000"), (a, b)
+
+
+def test_two_runs_a_side_show_an_undetermined_interval_and_no_verdict(tmp_path):
+    """Two runs of identical code a side whose Fieller set reaches below 0 ([-1.70, 3.31]): the report prints it
+    undetermined, and two runs a side are indicative, as eksbench compare says."""
+    from bench import results as frames
+    from bench.report.compare import change_rows
+
+    root = tmp_path / "results" / "dev"
+    for run, started, rates in (("r1", "2026-11-25T09:00:00Z", (100.0, 102.0)),
+                                ("r2", "2026-11-26T09:00:00Z", (60.0, 100.0))):
+        for k, rate in enumerate(rates, 1):
+            write_experiment(root, f"{run}/resnet50/repeat_{k}", summary("resnet50", rate=rate, started_at=started))
+    (row,) = change_rows(frames.runs(str(root)))
+    assert row["interval"] == "undetermined" and row["verdict"] == "indicative: no change at this noise"
+    assert row["a"] == "r1 (2)" and row["b"] == "r2 (2)"
