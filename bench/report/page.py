@@ -181,9 +181,10 @@ def steps_section(steps, df) -> str:
 
     parts = ["<h2>Loss curves</h2>",
              figure(plots.loss_figure(steps, df), "loss curves", "No metrics lines with a loss were found."),
-             ("<h2>Step time distribution</h2><p>Left: steady steps per rank (box: quartiles, whiskers 1.5 IQR, "
-              "circles: outliers). Right: every logged step in order; shaded steps are warm-up, dashed red lines "
-              "are elastic restarts.</p>"),
+             ("<h2>Step time distribution</h2><p>Time per step: each logged interval's time over its steps, as the "
+              "summary's step percentiles count it. Left: steady intervals per rank (box: quartiles, whiskers 1.5 "
+              "IQR, circles: outliers). Right: every logged interval in order; shaded ones are warm-up, dashed red "
+              "lines are elastic restarts.</p>"),
              figure(plots.step_time_figure(steps, df), "step time per rank", "No step times were found.")]
     slow = plots.stragglers(steps)
     if slow:

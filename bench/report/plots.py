@@ -244,6 +244,17 @@ def loss_figure(steps, df):
     return fig
 
 
+def per_step(steps):
+    """The step lines with ``step_time_s`` as the time of one step: each line's interval time over its ``steps``
+    (the trainers log one line per interval of several steps: workloads/train/common/metrics.py), so the figure
+    reads in the unit of the summary's step-time percentiles. A line without a usable count is one step."""
+    import pandas as pd
+
+    count = pd.to_numeric(steps["steps"], errors="coerce") if "steps" in steps else pd.Series(1.0, index=steps.index)
+    count = count.where(count >= 1, 1.0).fillna(1.0)
+    return steps.assign(step_time_s=pd.to_numeric(steps["step_time_s"], errors="coerce") / count)
+
+
 def restart_steps(g) -> list[int]:
     """The first step logged after each restart of the group (restart counter going up)."""
     firsts = g.groupby("restart")["step"].min().sort_index()
@@ -253,7 +264,7 @@ def restart_steps(g) -> list[int]:
 def stragglers(steps) -> list[dict[str, Any]]:
     """Ranks whose median steady step time is STRAGGLER x above their experiment's median rank."""
     out = []
-    steady = steps[steps["warmup"] == False].dropna(subset=["step_time_s"])
+    steady = per_step(steps[steps["warmup"] == False]).dropna(subset=["step_time_s"])
     several = steady.groupby(["stack", "run_id", "experiment"])["repeat"].nunique().to_dict()
     for (stack, run_id, exp, repeat), g in steady.groupby(["stack", "run_id", "experiment", "repeat"]):
         med = g.groupby("rank")["step_time_s"].median()
@@ -281,7 +292,7 @@ def drawn_ranks(g, steady, limit: int = MAX_RANKS_DRAWN) -> tuple[list, str]:
 
 @_plain_text
 def step_time_figure(steps, df, max_rows: int = MAX_STEP_ROWS):
-    s = _keyed(steps, df).dropna(subset=["step_time_s"])
+    s = per_step(_keyed(steps, df)).dropna(subset=["step_time_s"])
     if s.empty:
         return None
     names = list(dict.fromkeys(s["label"]))[:max_rows]
@@ -294,7 +305,7 @@ def step_time_figure(steps, df, max_rows: int = MAX_STEP_ROWS):
         g = g[g["rank"].isin(ranks)]
         box_ax.boxplot([steady[steady["rank"] == r]["step_time_s"] for r in ranks],
                        tick_labels=[str(r) for r in ranks], showfliers=True)
-        box_ax.set(xlabel="rank", ylabel="step time (s)", title=f"{name}: steady steps{shown}")
+        box_ax.set(xlabel="rank", ylabel="time per step (s)", title=f"{name}: steady steps{shown}")
         for r in ranks:
             line = g[g["rank"] == r].sort_values("wall_time")
             line_ax.plot(range(len(line)), line["step_time_s"], lw=1, label=f"rank {r}")
@@ -304,8 +315,8 @@ def step_time_figure(steps, df, max_rows: int = MAX_STEP_ROWS):
             line_ax.axvspan(i - 0.5, i + 0.5, color="#f2e6c9", lw=0)
         for n, i in enumerate(first.index[first["restart"].diff().fillna(0) > 0]):
             line_ax.axvline(i, color="#C44E52", ls="--", lw=1.2, label="restart" if n == 0 else None)
-        line_ax.set(xlabel="logged step, in order (shaded: warm-up)", ylabel="step time (s)",
-                    title=f"{name}: step time per rank")
+        line_ax.set(xlabel="logged interval, in order (shaded: warm-up)", ylabel="time per step (s)",
+                    title=f"{name}: time per step per rank (each interval's mean)")
         if len(ranks) <= 16:
             line_ax.legend(fontsize=7, ncol=4, loc="upper right")
         for ax in (box_ax, line_ax):

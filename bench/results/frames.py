@@ -56,7 +56,7 @@ EXTRA = ("hourly_usd", "usd_per_1k_samples", "tflops_per_s", "flops_per_sample",
          "what_ran", "what_ran_unknown",
          "startup", "samples_per_epoch")
 STEP_COLUMNS = ("stack", "run_id", "experiment", "repeat", "rank", "step", "loss", "step_time_s", "samples_per_s", "warmup",
-                "restart", "world_size", "wall_time")
+                "restart", "world_size", "wall_time", "steps")  # step_time_s: the line's interval of ``steps`` steps
 # The frame's dtypes (module docstring): measures float64; counts int64 when complete, else float64; times UTC.
 MEASURES = ("samples_per_s", "samples_per_s_per_gpu", "step_time_p50_s", "step_time_p95_s", "mfu", "wall_s",
             "cost_usd", "accuracy", "time_to_accuracy_s", "hourly_usd", "usd_per_1k_samples", "tflops_per_s",
