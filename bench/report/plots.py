@@ -50,9 +50,22 @@ def _plain_text(draw):
 
 def _plain_log_ticks(axis) -> None:
     """A log axis labelled in plain numbers (0.01, 0.1, 1, 10). Matplotlib's log formatters write mathtext
-    (``$\\mathdefault{10^{0}}$``), which SAFE_TEXT leaves unparsed: the page would show the markup."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    (``$\\mathdefault{10^{0}}$``), which SAFE_TEXT leaves unparsed: the page would show the markup.
 
+    Call it once the data are drawn: the ticks follow the view. Where it holds fewer than two powers of ten (a
+    loss from 2.3 to 1.5 holds none), the decades' ticks fall outside it and the axis would show no number at
+    all; it is then ticked at 1, 2 and 5 times the powers of ten, or where even those are fewer than two, at
+    round values as a linear axis has them (1.6, 1.8, 2, 2.2)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator
+
+    low, high = sorted(axis.get_view_interval())
+    powers = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    inside = lambda ticks: [t for t in ticks if low <= t <= high]  # noqa: E731
+    if len(inside(10.0 ** k for k in powers)) < 2:
+        ticks = inside(m * 10.0 ** k for k in powers for m in (1, 2, 5))
+        ticks = ticks if len(ticks) >= 2 else inside(MaxNLocator(nbins=5, steps=[1, 2, 5, 10]).tick_values(low, high))
+        axis.set_major_locator(FixedLocator(ticks))
+        axis.set_minor_locator(NullLocator())
     axis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
     axis.set_minor_formatter(NullFormatter())
 

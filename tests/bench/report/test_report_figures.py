@@ -3,13 +3,18 @@ empty sections, and the loss chart's tick labels as a browser shows them."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+import subprocess
 
 import pytest
 
+from bench.report import page as report
 from bench.report import plots
 from bench.results import frames as results
 from tests.bench.conftest import summary
+from tests.bench.report.test_report import CHROMIUM, FLAGS, IMG
 from workloads.train.harness.summary import throughput
 
 
@@ -59,3 +64,97 @@ def test_stragglers_are_judged_per_step_and_a_line_without_a_count_is_one_step()
     s = pd.DataFrame({"step_time_s": [1.5, 0.5, 2.0, 4.0], "steps": [3, None, 0, 2]})
     assert plots.per_step(s)["step_time_s"].tolist() == [0.5, 0.5, 2.0, 2.0]
     assert plots.per_step(s.drop(columns="steps"))["step_time_s"].tolist() == [1.5, 0.5, 2.0, 4.0]
+
+
+def test_a_loss_within_one_decade_has_plain_tick_labels_in_its_view():
+    """A loss from 2.25 to 1.8 holds no power of ten: the decades' labels (1, 10) fall outside the view, and
+    the axis showed no number at all."""
+    import matplotlib
+    import pandas as pd
+
+    for high, low, expected in ((2.25, 1.8, ["1.8", "1.9", "2", "2.1", "2.2"]), (0.05, 0.002, None),
+                                (5.0, 0.003, ["0.01", "0.1", "1"])):
+        steps = pd.DataFrame({"stack": "dev", "run_id": "r", "experiment": "e", "repeat": 1, "rank": 0,
+                              "step": range(1, 31), "loss": [high - (high - low) * i / 29 for i in range(30)]})
+        fig = plots.loss_figure(steps, pd.DataFrame({"stack": ["dev"], "run_id": ["r"], "experiment": ["e"],
+                                                     "repeat": [1]}))
+        with matplotlib.rc_context(plots.SAFE_TEXT):
+            plots.png_data_uri(fig)
+        ax = fig.axes[0]
+        bottom, top = ax.get_ylim()
+        shown = [t.get_text() for t in ax.get_yticklabels() + ax.get_yticklabels(minor=True)
+                 if t.get_text() and bottom <= t.get_position()[1] <= top]
+        assert ax.get_yscale() == "log" and len(shown) >= 2 and all(float(t) > 0 for t in shown), (high, shown)
+        assert expected is None or shown == expected, shown
+
+
+def _pixels(png: bytes):
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as im:
+        return np.asarray(im.convert("RGB"), dtype=np.int16)
+
+
+def _find(screen, image) -> tuple[int, int]:
+    """(x, y) of ``image`` drawn unscaled in ``screen``: its busiest row is searched for in each row of the screen."""
+    import numpy as np
+
+    row = int(np.argmax((image < 250).any(axis=2).sum(axis=1)))
+    needle, width = image[row].astype(np.uint8).tobytes(), screen.shape[1] * 3
+    for y in range(row, screen.shape[0] - image.shape[0] + row + 1):
+        hay = screen[y].astype(np.uint8).tobytes()
+        start = hay.find(needle)
+        while start >= 0 and start % 3:
+            start = hay.find(needle, start + 1)
+        if start >= 0 and start + len(needle) <= width:
+            return start // 3, y - row
+    raise AssertionError("the loss chart is not drawn pixel for pixel anywhere on the page (scaled, or missing)")
+
+
+def _label_bands(with_labels, without) -> list[tuple[int, int, int]]:
+    """(top row, bottom row, ink width) of each tick label: the rows where the two renders differ, in runs."""
+    import numpy as np
+
+    ink = (with_labels != without).any(axis=2)
+    rows = np.flatnonzero(ink.any(axis=1))
+    bands, start = [], None
+    for i, r in enumerate(rows):
+        start = r if start is None else start
+        if i + 1 == len(rows) or rows[i + 1] != r + 1:
+            cols = np.flatnonzero(ink[start:r + 1].any(axis=0))
+            bands.append((int(start), int(r), int(cols[-1] - cols[0] + 1)))
+            start = None
+    return bands
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/setup-tests installs it: apt-get install chromium)")
+def test_the_browser_shows_the_loss_charts_tick_labels(tmp_path):
+    """The report as Chromium draws it: the loss chart (a log axis whose loss, 2.25 to 1.8, holds no power of ten)
+    is on screen pixel for pixel, unscaled, and its y axis carries separate plain-number labels: the pixels where
+    the chart drawn with its tick labels differs from the same chart drawn with them transparent."""
+    import matplotlib
+
+    write_interval_run(tmp_path)
+    page = report.write_report([str(tmp_path / "dev")], tmp_path / "report.html")
+    (png,) = [base64.b64decode(data) for alt, data in IMG.findall(page.read_text()) if alt == "loss curves"]
+    shot = tmp_path / "shot.png"
+    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'p'}", f"--screenshot={shot}",
+                           "--window-size=1400,3000", "--force-device-scale-factor=1", "--hide-scrollbars",
+                           "--force-color-profile=srgb", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert shot.is_file(), done.stderr[-2000:]
+    chart = _pixels(png)
+    x, y = _find(_pixels(shot.read_bytes()), chart)
+    on_screen = _pixels(shot.read_bytes())[y:y + chart.shape[0], x:x + chart.shape[1]]
+    assert (on_screen == chart).all()
+
+    fig = plots.loss_figure(results.steps(str(tmp_path / "dev")), results.load(str(tmp_path / "dev")))
+    assert base64.b64decode(plots.png_data_uri(fig).split(",", 1)[1]) == png  # the page's chart, drawn again
+    with matplotlib.rc_context(plots.SAFE_TEXT):
+        fig.axes[0].tick_params(axis="y", which="both", labelcolor=(0, 0, 0, 0))
+    bare = _pixels(base64.b64decode(plots.png_data_uri(fig).split(",", 1)[1]))
+    labels = _label_bands(on_screen, bare)
+    assert len(labels) >= 2, f"the browser shows {len(labels)} y tick label(s) on the loss chart"
+    # plain numbers such as "1.8" are a few characters wide; markup such as $\mathdefault{10^{0}}$ is not
+    assert all(4 <= height <= 16 and width <= 40 for top, bottom, width in labels for height in [bottom - top + 1]), \
+        labels
