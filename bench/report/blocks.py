@@ -1,7 +1,8 @@
 """Pieces of the report page that its section modules share without importing the page itself.
 
-A section with nothing to show is one line, its title and why, not a heading over an empty paragraph: a local
-run's page would otherwise open with a column of empty sections before its first figure.
+A section with nothing to show is one line, its title and why, not a heading over an empty paragraph, and the
+page gathers such lines after the sections that show something: a local run's page would otherwise open with a
+column of empty sections before its first figure.
 
 Every text on the page goes through ``esc``: the characters a terminal is kept from (``bench.terminal.safe``:
 controls, bidirectional overrides and isolates, zero-width characters) show as their escapes (``\\u202e``)
@@ -22,5 +23,9 @@ def esc(value: object) -> str:
     return html.escape(safe(value), quote=True)
 
 
-def empty_section(title: str, why: str) -> str:
-    return f"<p class='{EMPTY_CLASS}'><b>{esc(title)}:</b> {esc(why)}</p>"
+class EmptySection(str):
+    """A section's one line saying why it has nothing to show (``bench.report.page`` gathers them at the end)."""
+
+
+def empty_section(title: str, why: str) -> EmptySection:
+    return EmptySection(f"<p class='{EMPTY_CLASS}'><b>{esc(title)}:</b> {esc(why)}</p>")

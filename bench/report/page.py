@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from bench.errors import NotWritten
-from bench.report.blocks import empty_section, esc
+from bench.report.blocks import EmptySection, empty_section, esc
 from bench.report.fabric import fabric_section
 from bench.report.scaling import repeats_section, scaling_section
 from bench.results.frames import INPUT_BOUND_SHARE, input_bound
@@ -139,8 +139,9 @@ def summary_section(df, baseline: str | None) -> str:
                  data_wait=_data_wait(r.get("data_wait_share")))
             for r, name in zip(records(df), labels(df))]
     for key, title in (("flags", "flags"), ("error", "error"), ("busbw_peak_gbps", "peak busbw GB/s"),
-                       ("data_wait", "waiting for data")):
-        if not any(r[key] for r in rows):  # shown when some run has one
+                       ("data_wait", "waiting for data"), ("instance_type", "instance"), ("mfu", "MFU"),
+                       ("accuracy", "accuracy")):
+        if not any(r[key] for r in rows):  # shown when some run has one (a local CPU run has no instance, no MFU)
             cols.remove((key, title))
     failed = sum(r["status"] != "succeeded" for r in rows)
     bound = [r["experiment"] for r in rows if input_bound(r.get("data_wait_share"))]
@@ -207,13 +208,12 @@ def accuracy_section(df) -> str:
     head = "<h2>Time to accuracy</h2>"
     fig = plots.bar_figure(df, "time_to_accuracy_s", "seconds to target accuracy", "Time to accuracy")
     acc = df[df["accuracy"].notna()]
-    if fig is None and acc.empty:
-        return empty_section("Time to accuracy", "no run measured an accuracy or set a target (evaluate and "
-                             "target_accuracy in the experiment).")
-    text = ("" if acc.empty else "<p>Accuracy: " + esc(", ".join(
-        f"{name} {a:.3f}" for name, a in zip(plots.labels(acc), acc["accuracy"]))) + ".</p>")
-    return head + text + figure(fig, "time to accuracy", "No run set a target accuracy, so there is no time to "
-                                "accuracy (set target_accuracy in the experiment).")
+    reached = ", ".join(f"{name} {a:.3f}" for name, a in zip(plots.labels(acc), acc["accuracy"]))
+    if fig is None:
+        return empty_section("Time to accuracy", "no run set a target accuracy (target_accuracy in the experiment)"
+                             + (f"; accuracy measured: {reached}." if reached else
+                                " or measured one (evaluate in the experiment)."))
+    return head + (f"<p>Accuracy: {esc(reached)}.</p>" if reached else "") + figure(fig, "time to accuracy", "")
 
 
 def _price_source() -> str:
@@ -320,13 +320,17 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
     if baseline:
         df = with_baseline(df, baseline)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    sections = [timeline_section(timelines or [], table=table, figure=figure), summary_section(df, baseline),
+                throughput_section(df), scaling_section(df, figure=figure, table=table),
+                repeats_section(df, figure=figure, table=table),
+                fabric_section(df, figure=figure, table=table),
+                steps_section(steps, df), accuracy_section(df), change_section(runs or []),
+                cost_section(df, timelines), what_ran_section(df)]
+    empty = [s for s in sections if isinstance(s, EmptySection)]
     body = [f"<h1>eksbench report</h1><p class='meta'>{esc(', '.join(sources))} — generated {when}</p>",
-            timeline_section(timelines or [], table=table, figure=figure), summary_section(df, baseline),
-            throughput_section(df), scaling_section(df, figure=figure, table=table),
-            repeats_section(df, figure=figure, table=table),
-            fabric_section(df, figure=figure, table=table),
-            steps_section(steps, df), accuracy_section(df), change_section(runs or []), cost_section(df, timelines),
-            what_ran_section(df)]
+            *(s for s in sections if not isinstance(s, EmptySection))]
+    if empty:  # after what the runs show: one line each, how to get it
+        body.append("<h2>Not in these results</h2>" + "".join(empty))
     notes = list(notes) + cut_notes(df)
     if notes:
         body.append("<h2>Loader warnings</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")

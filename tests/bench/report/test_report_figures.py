@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import subprocess
 
 import pytest
@@ -158,3 +159,30 @@ def test_the_browser_shows_the_loss_charts_tick_labels(tmp_path):
     # plain numbers such as "1.8" are a few characters wide; markup such as $\mathdefault{10^{0}}$ is not
     assert all(4 <= height <= 16 and width <= 40 for top, bottom, width in labels for height in [bottom - top + 1]), \
         labels
+
+
+def test_a_local_runs_page_opens_with_what_it_shows_and_ends_with_one_line_per_empty_section(tmp_path):
+    """A local CPU run (no timeline, one size, no repeats, no all-reduce, an accuracy but no target, one run, no
+    price): the page opens with its summary; each section with nothing to show is one line, together at the end;
+    columns no run fills (instance, MFU) are left out."""
+    from tests.bench.conftest import write_experiment
+
+    for name, extra in (("cifar", {"accuracy": {"best_accuracy": 0.61, "target_accuracy": None,
+                                                "time_to_accuracy_s": None}}), ("resnet", {})):
+        write_experiment(tmp_path, f"dev/r1/{name}", summary(name, image=results.LOCAL_IMAGE, device=None,
+                                                             instance_type=None, **extra))
+    text = report.write_report([str(tmp_path / "dev")], tmp_path / "r.html").read_text()
+    main = text[text.index("<main>"):]
+    headings = re.findall(r"<h2>([^<]+)", main)
+    assert headings[0] == "Summary" and headings[-1] == "Not in these results", headings
+    assert main.index("<h2>Summary") < main.index("class='empty'")  # nothing empty before what the run shows
+    assert not {"Time to accuracy", "Cost", "Repeats", "Where the time went"} & set(headings), headings
+    empty = main[main.index("<h2>Not in these results</h2>"):]
+    lines = re.findall(r"<p class='empty'><b>([^<]+):</b>", main)
+    assert lines == re.findall(r"<p class='empty'><b>([^<]+):</b>", empty)  # all of them at the end
+    assert set(lines) >= {"Where the time went", "Scaling efficiency", "Repeats", "Bus bandwidth (all-reduce)",
+                          "Time to accuracy", "Change between runs", "Cost"}, lines
+    assert "accuracy measured: cifar 0.610." in empty
+    summary_table = main[:main.index("<h2>Throughput")]
+    assert "<th>instance</th>" not in summary_table and "<th>MFU</th>" not in summary_table
+    assert "<th>accuracy</th>" in summary_table
