@@ -162,7 +162,8 @@ def gpu_defaults(cfg: Any) -> list[dict[str, Any]]:
     for e in cfg.experiments:
         group = cfg.node_group_for(e)
         workers = loader_workers(group.instance_type, e.gpus_per_node)
-        compiled, fed = compile_choice(e, gpu=True), input_path(e, gpu=True, workers=workers)
+        compiled = compile_choice(e, gpu=True, instance_type=group.instance_type)
+        fed = input_path(e, gpu=True, workers=workers)
         notes = [EFA_FORK_NOTE] if group.efa and forks_loader_workers(e) else []
         out.append({"experiment": e.label, "compile": compiled.value, "compile_reason": compiled.reason,
                     "input_path": fed.value, "input_path_label": INPUT_PATHS[fed.value], "input_reason": fed.reason,

@@ -255,10 +255,11 @@ def checkpoint_policy(e: Experiment) -> tuple[int, float]:
     return e.checkpoint_every, e.checkpoint_minutes
 
 
-def compiles(e: Experiment) -> bool:
-    """Whether the cluster's run of ``e`` (on GPUs) compiles its model: the stack file's ``compile``, else the
-    GPU default's rule (core.config.gpu_defaults.compile_choice, which ``bench plan`` prints with its reason)."""
-    return bool(compile_choice(e, gpu=True).value)
+def compiles(e: Experiment, instance_type: str | None = None) -> bool:
+    """Whether the cluster's run of ``e`` (on GPUs of ``instance_type``, its node group's) compiles its model: the
+    stack file's ``compile``, else the GPU default's rule (core.config.gpu_defaults.compile_choice, which ``bench
+    plan`` prints with its reason)."""
+    return bool(compile_choice(e, gpu=True, instance_type=instance_type).value)
 
 
 def jpeg_input(e: Experiment) -> str:
@@ -288,8 +289,9 @@ def train_args_for(e: Experiment, env: TrainPaths, *, instance_type: str | None 
                      epochs=e.epochs, dataset=e.dataset,
                      data_dir=env.datasets_dir,  # the dataset is a folder under it
                      results_dir=env.experiment_results_dir(e), checkpoint_every=every, checkpoint_minutes=minutes,
-                     image_size=WORKLOADS[e.workload].image_size, channels_last=e.channels_last, compile=compiles(e),
-                     compile_mode=e.compile_mode, target_accuracy=e.target_accuracy, input_path=jpeg_input(e),
+                     image_size=WORKLOADS[e.workload].image_size, channels_last=e.channels_last,
+                     compile=compiles(e, instance_type), compile_mode=e.compile_mode,
+                     target_accuracy=e.target_accuracy, input_path=jpeg_input(e),
                      workers=loader_workers(instance_type, e.gpus_per_node),
                      collective_timeout=CLUSTER_COLLECTIVE_TIMEOUT_S)
 

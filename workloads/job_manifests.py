@@ -223,7 +223,7 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{_shm_gib(group, max(gpus, 1))}Gi"}},
             code_volume(code_config_map)],
     }
-    if contracts.compiles(e):  # Inductor and Triton caches on a volume sized for them (COMPILE_CACHE_GIB)
+    if contracts.compiles(e, group.instance_type):  # Inductor and Triton caches, sized (COMPILE_CACHE_GIB)
         spec["volumes"].append({"name": "compile-cache", "emptyDir": {"sizeLimit": f"{COMPILE_CACHE_GIB}Gi"}})
         spec["containers"][0]["volumeMounts"].append({"name": "compile-cache", "mountPath": COMPILE_CACHE_DIR})
         spec["containers"][0]["env"].append({"name": "TORCHINDUCTOR_CACHE_DIR", "value": COMPILE_CACHE_DIR})

@@ -5,9 +5,10 @@ Compile. ``compile: true`` or ``false`` in the stack file wins. Unset, the run c
 pays back within it: on a GPU, for a PyTorch workload with a measured compile gain
 (``core.catalog.gpu_rates``), on synthetic data (on real images the input path, not the model, sets the step
 rate: every real-image path measured on an H100 ran below the eager rate), when the time compiling saves over the
-run's steady steps (estimated at the H100's eager rate: a lower bound on slower GPUs, high on an H200) is at least
-the compile time; that is, when the steady time is at least ``payback_factor`` (about 6 for ResNet-50) times the compile
-time. A CPU run (``bench run --local``) never compiles unless asked: Inductor takes minutes there.
+run's steady steps (estimated at the eager rate measured on the stack's GPU, else on the GPU that measured one,
+which the reason names: the H100's is a lower bound on slower GPUs, high on an H200) is at least the compile time;
+that is, when the steady time is at least ``payback_factor`` (about 6 for ResNet-50) times the compile time. A
+CPU run (``bench run --local``) never compiles unless asked: Inductor takes minutes there.
 
 Input path. ``input_path`` in the stack file wins. Unset (``auto``), a PyTorch workload reading an ImageFolder
 decodes with NVIDIA DALI on a GPU (the crop decoded on the GPU, host cores only read files: the Pillow path,
@@ -20,7 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.catalog.gpu_rates import COMPILE_GAINS, INPUT_RATES, INPUT_SOURCE
+from core.catalog.aws import INSTANCE_TYPES
+from core.catalog.gpu_rates import INPUT_RATES, INPUT_SOURCE, compile_gain
 from core.catalog.workload_facts import WORKLOADS
 from core.config.model import Experiment
 from core.contract.train_args import INPUT_PATHS as TRAINER_INPUT_PATHS
@@ -76,15 +78,17 @@ def steady_samples_per_gpu(e: Experiment) -> float:
     return float(e.steps * e.batch_size)
 
 
-def compile_choice(e: Experiment, *, gpu: bool) -> Choice:
-    """Whether ``e`` compiles on a GPU (``gpu``) or a CPU, and why."""
+def compile_choice(e: Experiment, *, gpu: bool, instance_type: str | None = None) -> Choice:
+    """Whether ``e`` compiles on a GPU (``gpu``) or a CPU, and why; ``instance_type``: its node group's, whose GPU's
+    measured figures the estimate uses where the catalog has them (None: a GPU the plan cannot name)."""
     if e.compile is not None:
         return Choice(e.compile, f"compile: {'true' if e.compile else 'false'} in the stack file")
     if e.framework not in TORCH_FRAMEWORKS:
         return Choice(False, f"torch.compile is PyTorch's; {e.framework} runs its own graph")
     if not gpu:
         return Choice(False, "a CPU run: compiling takes minutes there (compile: true to force it)")
-    gain = COMPILE_GAINS.get(e.workload)
+    model = (INSTANCE_TYPES[instance_type].gpu_model or None) if instance_type in INSTANCE_TYPES else None
+    gain = compile_gain(e.workload, model)
     if gain is None:
         why = NO_GAIN.get(e.workload, f"no measured compile gain for {e.workload} on a GPU yet")
         return Choice(False, f"{why}; eager unless compile: true")
@@ -100,8 +104,10 @@ def compile_choice(e: Experiment, *, gpu: bool) -> Choice:
     saved = steady * (1 - gain.eager_per_s / gain.compiled_per_s)
     pays = saved >= gain.compile_s
     estimate = "" if gain.compile_s_measured else " (an estimate; the measured figure is owed)"
-    return Choice(pays, f"~{steady / 60:.1f} min of steady steps eager at {gain.eager_per_s:,.0f} img/s (H100); "
-                        f"compiling ({gain.compiled_per_s:,.0f} img/s) would save ~{saved:.0f} s against "
+    measured = f"measured on {gain.gpu}" if model in (None, gain.gpu) else \
+        f"compile gain measured on {gain.gpu}; none measured on {model}"
+    return Choice(pays, f"~{steady / 60:.1f} min of steady steps eager at {gain.eager_per_s:,.0f} img/s "
+                        f"({measured}); compiling ({gain.compiled_per_s:,.0f} img/s) would save ~{saved:.0f} s against "
                         f"~{gain.compile_s:.0f} s to compile{estimate}: "
                         + ("pays back" if pays else "does not pay back")
                         + f" (needs >= {gain.payback_factor:.1f} x the compile time of steady steps)")

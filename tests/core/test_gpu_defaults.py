@@ -17,7 +17,7 @@ from core.config.shape import parse_stack_config
 
 DEV_RESNET = Experiment(name="resnet50-synthetic", max_nodes=2, min_nodes=2, gpus_per_node=8, batch_size=256,
                         steps=500)
-GAIN = COMPILE_GAINS["resnet50"]
+GAIN = COMPILE_GAINS["resnet50"]["H100"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -113,3 +113,27 @@ def test_the_rule_imports_no_torch():
     code = "import sys, core.config.gpu_defaults; assert 'torch' not in sys.modules, 'torch imported'"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_compile_estimate_uses_the_stacks_gpu_where_measured_and_names_the_gpu_it_came_from(monkeypatch):
+    """A V100 stack (dev's p3.16xlarge): no gain measured on a V100, so the H100's figures, and the reason says so;
+    a p5 stack: its own H100's; a V100 figure, once in the catalog, decides a V100 stack's run."""
+    from core.catalog import gpu_rates
+
+    long = replace(DEV_RESNET, steps=steps_for(1.5 * GAIN.payback_factor * GAIN.compile_s))
+    v100 = compile_choice(long, gpu=True, instance_type="p3.16xlarge")
+    assert "4,932 img/s (compile gain measured on H100; none measured on V100)" in v100.reason and v100.value
+    h100 = compile_choice(long, gpu=True, instance_type="p5.48xlarge")
+    assert "4,932 img/s (measured on H100)" in h100.reason and "none measured" not in h100.reason
+    slow = replace(GAIN, gpu="V100", eager_per_s=1200.0, compiled_per_s=1210.0)  # a gain too small to repay
+    monkeypatch.setitem(gpu_rates.COMPILE_GAINS, "resnet50", {"H100": GAIN, "V100": slow})
+    own = compile_choice(long, gpu=True, instance_type="p3.16xlarge")
+    assert "1,200 img/s (measured on V100)" in own.reason and own.value is False
+    assert compile_choice(long, gpu=True, instance_type="p5.48xlarge").value is True
+
+
+def test_the_plan_of_a_v100_stack_says_whose_figures_its_compile_estimate_uses():
+    done = subprocess.run([sys.executable, "-m", "bench", "plan", "dev"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "(compile gain measured on H100; none measured on V100)" in done.stdout
