@@ -12,6 +12,7 @@ from typing import Mapping
 
 SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
 SKIP_AWAIT = {SKIP_AWAIT_ANNOTATION: "true"}
+COMPONENT_LABEL = "app.kubernetes.io/component"
 BASE = {"app.kubernetes.io/part-of": "eksbench", "app.kubernetes.io/managed-by": "pulumi"}
 
 
@@ -22,7 +23,7 @@ def labels(name: str = "eksbench", *, component: str | None = None, instance: st
     if instance:
         out["app.kubernetes.io/instance"] = instance
     if component:
-        out["app.kubernetes.io/component"] = component
+        out[COMPONENT_LABEL] = component
     return {**out, **(extra or {})}
 
 

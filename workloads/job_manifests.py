@@ -44,7 +44,7 @@ from infra.environment import (
     SYSTEM_NODE_LABEL,
     Environment,
 )
-from infra.labels import SKIP_AWAIT, labels, metadata
+from infra.labels import COMPONENT_LABEL, SKIP_AWAIT, labels, metadata
 from workloads import contracts
 from workloads.results_folders import results_folder_owners
 from workloads.train.harness.what_ran import JOB_ENV
@@ -68,6 +68,25 @@ COMPILE_CACHE_GIB = 32
 # backoffLimit (Job podFailurePolicy; needs restartPolicy Never).
 IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
                                   "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+
+
+HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"  # a well-known node label: one value per node (Kubernetes docs)
+
+
+def one_pod_per_node(job: str, *, pserver: bool) -> dict:
+    """The required pod anti-affinity that keeps one experiment's pods on nodes of their own.
+
+    Without it the scheduler may bin-pack pods that ask for part of a node onto one node, and a
+    "2-node" run then talks over shared memory. Trainers repel every pod of the experiment
+    (``PEERS_LABEL``: trainers and pservers); pservers repel trainers only, so they may share
+    nodes with each other. The scheduler also honours an existing pod's required anti-affinity
+    against an incoming pod (kubernetes/kubernetes pkg/scheduler/framework/plugins/interpodaffinity/
+    filtering.go, satisfyExistingPodsAntiAffinity), so a pserver never lands beside a trainer
+    either way round. Kubernetes API: PodAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution.
+    """
+    match = {PEERS_LABEL: job, COMPONENT_LABEL: "training"} if pserver else {PEERS_LABEL: job}
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": match}, "topologyKey": HOSTNAME_TOPOLOGY}]}}
 
 
 def training_failure_policy() -> dict:
@@ -246,7 +265,7 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
 def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNodeGroup, bucket: str, run_id: str,
                           code_config_map: dict, region: str | None = None, suspend: bool = False,
                           role: str = "TRAINER", git_commit: str | None = None) -> dict:
-    """The Indexed Job that runs the experiment on max_nodes pods, one per node.
+    """The Indexed Job that runs the experiment on max_nodes pods, one per node (``one_pod_per_node``).
 
     completions = parallelism = max_nodes. For an elastic run (min < max) a successPolicy marks the
     Job succeeded once pod 0 (the summary node) succeeded: torchrun starts with >= min nodes, every
@@ -287,6 +306,7 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
                               run_id=run_id, extra_env=extra_env, gpus=0 if pserver else e.gpus_per_node, subdomain=svc,
                               region=region, efa=not pserver, git_commit=git_commit)},
     }
+    spec["template"]["spec"]["affinity"] = one_pod_per_node(job, pserver=pserver)
     if e.elastic and not pserver:
         # Done when pod 0 succeeded: it writes and uploads the summary, and it exits 0 only when
         # torchrun finished with >= min_nodes. A rule of succeededCount: min_nodes could be met by

@@ -46,6 +46,7 @@ def test_dev_staging_copies_the_dataset_onto_the_claim(dev_cluster):
 def test_dev_training_runs_two_pods_that_rendezvous(dev_cluster, dev_plan, cpu_mixed_precision):
     r = result(dev_cluster, "experiments-resnet50-synthetic-job")
     assert r.reason == "Complete" and sorted(p.index for p in r.pods) == [0, 1], [p.failure for p in r.pods]
+    assert len({p.node for p in r.pods}) == 2  # one node each: the Job's pod anti-affinity
     uri = dev_plan.outputs["experiment_results"]["resnet50-synthetic"]
     summary = assert_results(dev_cluster, uri, nodes=2)
     assert summary["throughput"]["processes"] == 2  # both pods in one process group

@@ -35,6 +35,8 @@ What stands in, and for what:
   whose identity override is not otherwise modelled), FSx root-owned 0755 with the data repository
   folders made by FSx and the datasets its import brings in. ``fsGroup`` group-owns emptyDir and
   configMap volumes, not the CSI claim (neither driver's claim has an fsType).
+- **The scheduler**: each pod is bound to a node by its required pod anti-affinity alone
+  (tests/support/pod_placement.py); ``Pod.node`` says which, so a test sees two pods share one.
 - **The Job controller**: pods of an Indexed Job start together with ``JOB_COMPLETION_INDEX`` and
   the hostname ``<job>-<index>``; a failed pod is replaced until ``backoffLimit`` failures;
   ``successPolicy`` and ``activeDeadlineSeconds`` end the Job and terminate the pods still running
@@ -57,6 +59,7 @@ from typing import Mapping
 from infra.access.file_access import container_process
 from tests.support.kubelet_expansion import command_and_args, container_env
 from tests.support.pod_failures import diagnose
+from tests.support.pod_placement import Nodes
 
 GRACE_DEFAULT = 30  # terminationGracePeriodSeconds' default (Kubernetes API, PodSpec)
 CONFIGMAP_MODE = 0o644  # configMap volume defaultMode's default (Kubernetes API, ConfigMapVolumeSource)
@@ -85,6 +88,7 @@ class World:
     names: dict[str, str]  # every name a pod may resolve: a Service's at 127.0.0.1, a pod's at its own IP
     env: dict[str, str]  # the image's PATH, the node's stand-ins
     image_paths: list[str]  # host paths of the stand-in image, bound read-only at the same place
+    nodes: Nodes = field(default_factory=Nodes)  # the scheduler's anti-affinity (tests/support/pod_placement.py)
 
 
 @dataclass
@@ -111,6 +115,7 @@ class Pod:
     failure: str = ""
     stopping: bool = False
     ip: str | None = None
+    node: str = ""  # the node the scheduler's anti-affinity gave it
     thread: threading.Thread | None = None
 
     @property

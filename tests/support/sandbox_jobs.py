@@ -61,6 +61,7 @@ def run_job(kubelet: Kubelet, job: dict, *, timeout: float = 600, poll: float = 
         hostname = f"{name}-{index}" if indexed else pod_name
         pod = Pod(job=name, name=pod_name, index=index if indexed else None, hostname=hostname, spec=pod_spec,
                   dir=kubelet.world.root / "pods" / pod_name)
+        pod.node = kubelet.world.nodes.bind(pod_name, job["spec"]["template"].get("metadata", {}).get("labels", {}), pod_spec)
         pod.dir.mkdir(parents=True)
         pod.thread = threading.Thread(target=kubelet.run_pod, args=(pod,), name=pod_name, daemon=True)
         pods.append(pod)
@@ -77,6 +78,7 @@ def run_job(kubelet: Kubelet, job: dict, *, timeout: float = 600, poll: float = 
             if pod.name in seen or not pod.done:
                 continue
             seen.add(pod.name)
+            kubelet.world.nodes.release(pod.name)
             index = pod.index or 0
             if pod.phase == "Succeeded":
                 succeeded.add(index)
@@ -104,4 +106,5 @@ def run_job(kubelet: Kubelet, job: dict, *, timeout: float = 600, poll: float = 
         t.join()
     for p in pods:
         p.thread.join(timeout=grace + 30)
+        kubelet.world.nodes.release(p.name)
     return JobResult(name=name, succeeded=reason in ("Complete", "SuccessPolicy"), reason=reason, pods=pods)

@@ -15,6 +15,7 @@ from infra.environment import (
     Environment,
 )
 from tests.support.k8s_schema import assert_valid
+from tests.support.pod_placement import place
 from workloads import contracts as c
 from workloads import job_manifests as m
 
@@ -252,6 +253,34 @@ def test_paddle_has_a_gpu_free_pserver_job_on_the_same_service():
     assert env_of(tr)["PADDLE_PSERVERS_IP_PORT_LIST"] == env_of(tr)["PSERVER_HOSTS"]
     assert env_of(tr)["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert 'PADDLE_TRAINER_ID="${JOB_COMPLETION_INDEX}"' in main_container(tr)["command"][2]
+
+
+def _running_pods(objs: dict) -> list[tuple[str, dict, dict]]:
+    """Every pod of the experiment's Jobs that run at once (training, and paddle's pservers)."""
+    jobs = [j for k, j in objs.items() if k in ("job", "pserver")]
+    return [(f"{j['metadata']['name']}-{i}", j["spec"]["template"]["metadata"]["labels"], pod(j))
+            for j in jobs for i in range(j["spec"]["completions"])]
+
+
+@pytest.mark.parametrize("e", FRAMEWORKS, ids=lambda e: f"{e.framework}-{e.rdzv_backend}-{e.name}")
+def test_one_experiment_never_puts_two_trainers_on_one_node(e):
+    """Pods asking for part of a node (cifar10-elastic: 1 GPU of 8) would otherwise share one, and a
+    "2-node" run would talk over shared memory. Paddle's pservers may share a node with each other only."""
+    nodes = place(_running_pods(build(e)))
+    trainers = {n: node for n, node in nodes.items() if "-ps-" not in n}
+    pservers = {n: node for n, node in nodes.items() if "-ps-" in n}
+    assert len(set(trainers.values())) == len(trainers) == e.max_nodes, nodes
+    assert not set(pservers.values()) & set(trainers.values()), nodes
+    if pservers:
+        assert len(set(pservers.values())) == 1, nodes  # nothing keeps pservers apart
+
+
+def test_the_anti_affinity_keys_on_the_experiments_peer_label_per_node():
+    term = pod(build(CIFAR)["job"])["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term == [{"labelSelector": {"matchLabels": {"eksbench.io/peers": "cifar10-elastic-run-001"}},
+                     "topologyKey": "kubernetes.io/hostname"}]
+    other = replace(CIFAR, name="other")
+    assert len(set(place(_running_pods(build(CIFAR)) + _running_pods(build(other)), count=2).values())) == 2
 
 
 def test_pods_carry_instance_type_nccl_debug_and_the_git_commit():
