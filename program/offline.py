@@ -78,6 +78,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
         critical_path,
         hourly_cost,
         minutes_for,
+        sweep_idle,
     )
     from program.mocks import run_program
     from program.stack import export_stack
@@ -116,6 +117,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
         estimate["first_step"] = first_steps(cfg, nodes)
         estimate["lr_schedules"] = lr_schedules(cfg)
         estimate["gpu_defaults"] = gpu_defaults(cfg)
+        estimate["sweep_idle"] = sweep_idle(cfg)
     return Plan(stack=stack, resources=[r.as_json() for r in regs], outputs=monitor.stack_outputs,
                 warnings=collect.messages, estimate=estimate, seconds=seconds, cost_items=items)
 

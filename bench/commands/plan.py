@@ -57,6 +57,7 @@ def render(plan: Plan) -> str:
     lines.append(f"\nEstimated cost: ${est['hourly_cost_usd']:.2f}/hour on demand "
                  f"({catalog.PRICES_REGION} list prices as of {catalog.PRICES_AS_OF}; approximate)")
     lines += [f"  ${usd:8.2f}  {item}" for item, usd in plan.cost_items.items()]
+    lines += render_sweep_idle(est.get("sweep_idle") or [])
     lines.append(f"\nEstimated provisioning: {est['provision_minutes']:.1f} min along the critical path")
     for step in est["critical_path"]:
         if step["minutes"] >= 0.1:
@@ -66,6 +67,18 @@ def render(plan: Plan) -> str:
     lines += render_lr_schedules(est.get("lr_schedules") or [])
     lines += render_gpu_defaults(est.get("gpu_defaults") or [])
     return "\n".join(lines)
+
+
+def render_sweep_idle(rows: list[dict[str, Any]]) -> list[str]:
+    """Per GPU group: node-hours its runs bill one after another, and the share left idle (estimate.sweep_idle)."""
+    if not rows:
+        return []
+    lines = ["\nGPU node-hours of the runs one after another, at one hour a run (each group stays at its size):"]
+    for r in rows:
+        lines.append(f"  {r['group']} ({r['nodes']}x {r['instance_type']}): {r['runs']} runs bill "
+                     f"{r['billed_node_hours']} node-hours and use {r['used_node_hours']}: {r['idle_share']:.0%} idle "
+                     f"(${r['idle_usd']:,.2f} of ${r['billed_usd']:,.2f})")
+    return lines
 
 
 def render_gpu_defaults(rows: list[dict[str, Any]]) -> list[str]:

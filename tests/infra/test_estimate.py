@@ -3,7 +3,10 @@
 import pytest
 
 from core.config.shape import parse_stack_config
-from infra.cluster.estimate import Node, critical_path, hourly_cost
+import copy
+
+from core.catalog import aws as catalog
+from infra.cluster.estimate import Node, critical_path, hourly_cost, sweep_idle
 from infra.cluster.offerings import choose_azs, usable_zones
 from infra.network.subnets import subnet_plan
 from tests.core.examples import GOOD
@@ -33,6 +36,19 @@ def test_dependency_on_a_component_waits_for_all_its_children():
 def test_skipped_await_jobs_cost_an_api_call_only():
     minutes, _ = critical_path([node("job", "kubernetes:batch/v1:Job", skip=True)])
     assert minutes == pytest.approx(0.05)
+
+
+def test_a_sequential_node_sweep_leaves_the_nodes_it_does_not_use_idle():
+    """nodes [1, 2, 4] x repeats 3 on a 4-node group: 9 runs bill 36 node-hours and use 21 (42% idle)."""
+    raw = copy.deepcopy(GOOD)
+    raw["gpu_node_groups"] = [{"name": "p5", "instance_type": "p5.48xlarge", "max_size": 4, "efa": True}]
+    raw["execution"] = "sequential"
+    raw["experiments"] = [{"name": "resnet50", "nodes": [1, 2, 4], "gpus_per_node": 8, "repeats": 3}]
+    [row] = sweep_idle(parse_stack_config(raw, project="eksbench", stack="t", region="us-west-2"))
+    price = catalog.hourly_price("p5.48xlarge")
+    assert (row["runs"], row["billed_node_hours"], row["used_node_hours"]) == (9, 36, 21)
+    assert row["idle_share"] == pytest.approx(15 / 36, abs=1e-4)
+    assert (row["billed_usd"], row["idle_usd"]) == (pytest.approx(36 * price), pytest.approx(15 * price))
 
 
 def test_hourly_cost_adds_nodes_control_plane_and_nat():

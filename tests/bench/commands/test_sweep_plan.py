@@ -52,3 +52,18 @@ def test_a_bad_sweep_value_exits_2_in_one_line():
     assert lines == ['  experiments[0].nodes[1]="2:4": a sweep lists fixed node counts (whole numbers >= 1); an elastic '
                      '"min:max" range cannot be swept, e.g. [1, 2, 4]'], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_plan_shows_the_share_of_gpu_node_hours_a_sequential_sweep_leaves_idle():
+    """The README's sweep, nodes [1, 2, 4] x 8 GPUs x repeats 3 on a 4-node group: 15 of 36 node-hours idle."""
+    target = ROOT / "Pulumi.sweep-plan-idle.yaml"
+    target.write_text(STACK.replace("p4d.24xlarge, max_size: 4", "p5.48xlarge, max_size: 4, efa: true")
+                      .replace("NODES, precision: amp-fp16, steps: 300", "[1, 2, 4], gpus_per_node: 8, repeats: 3"))
+    try:
+        done = subprocess.run([sys.executable, "-m", "bench", "plan", "sweep-plan-idle"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=180)
+    finally:
+        target.unlink()
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("  gpu (4x p5.48xlarge): "))
+    assert "9 runs bill 36 node-hours and use 21: 42% idle" in line, line
