@@ -73,6 +73,12 @@ IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
 HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"  # a well-known node label: one value per node (Kubernetes docs)
 
 
+# A node whose pods Cluster Autoscaler may not evict is never scaled down under them: a training or
+# evaluation pod restarted elsewhere would lose its run (kubernetes/autoscaler cluster-autoscaler/FAQ.md,
+# "What types of pods can prevent CA from removing a node?": cluster-autoscaler.kubernetes.io/safe-to-evict).
+NOT_EVICTABLE = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+
+
 def one_pod_per_node(job: str, *, pserver: bool) -> dict:
     """The required pod anti-affinity that keeps one experiment's pods on nodes of their own.
 
@@ -301,7 +307,7 @@ def training_job_manifest(e: Experiment, *, env: Environment, node_group: GpuNod
         "suspend": suspend,
         "podFailurePolicy": training_failure_policy(),
         "template": {
-            "metadata": {"labels": {**meta, PEERS_LABEL: job}},
+            "metadata": {"labels": {**meta, PEERS_LABEL: job}, "annotations": dict(NOT_EVICTABLE)},
             "spec": _pod_spec(e, env=env, group=node_group, code_config_map=code_config_map, script=script,
                               run_id=run_id, extra_env=extra_env, gpus=0 if pserver else e.gpus_per_node, subdomain=svc,
                               region=region, efa=not pserver, git_commit=git_commit)},
@@ -338,7 +344,7 @@ def evaluation_job_manifest(e: Experiment, *, env: Environment, node_group: GpuN
             "spec": {"completions": 1, "parallelism": 1, "backoffLimit": 1, "suspend": True,
                      "activeDeadlineSeconds": EVAL_TIMEOUT_MINUTES * 60,
                      "podFailurePolicy": copy.deepcopy(IGNORE_DISRUPTIONS),
-                     "template": {"metadata": {"labels": dict(meta)},
+                     "template": {"metadata": {"labels": dict(meta), "annotations": dict(NOT_EVICTABLE)},
                                   "spec": _pod_spec(e, env=env, group=node_group, code_config_map=code_config_map,
                                                     script=script, run_id=run_id, extra_env=[], gpus=1, subdomain=None,
                                                     region=region, efa=False, git_commit=git_commit)}}}
@@ -421,7 +427,7 @@ def experiment_manifests(e: Experiment, *, env: Environment, node_group: GpuNode
     if e.evaluate:
         out["eval"] = evaluation_job_manifest(e, **common)
         # A rerun training (replaced Job) must be evaluated again: tie the eval pod template to it.
-        out["eval"]["spec"]["template"]["metadata"]["annotations"] = {"eksbench.io/training": fingerprint(out["job"])}
+        out["eval"]["spec"]["template"]["metadata"]["annotations"]["eksbench.io/training"] = fingerprint(out["job"])
     if not (after or e.evaluate):
         return out
     gate_sa = f"{job}-gate"

@@ -283,6 +283,14 @@ def test_the_anti_affinity_keys_on_the_experiments_peer_label_per_node():
     assert len(set(place(_running_pods(build(CIFAR)) + _running_pods(build(other)), count=2).values())) == 2
 
 
+@pytest.mark.parametrize("e", FRAMEWORKS, ids=lambda e: f"{e.framework}-{e.rdzv_backend}-{e.name}")
+def test_cluster_autoscaler_never_evicts_a_training_or_evaluation_pod(e):
+    objs = build(e)
+    for key in [k for k in ("job", "pserver", "eval") if k in objs]:
+        annotations = objs[key]["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false", key
+
+
 def test_pods_carry_instance_type_nccl_debug_and_the_git_commit():
     e = FRAMEWORKS[0]
     job = m.training_job_manifest(e, env=ENV, node_group=P4D, bucket="b", run_id="run-001",
