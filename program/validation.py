@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from core.catalog import aws as catalog
 from core.catalog import compat
 from core.catalog.peaks import NO_BF16
-from core.catalog.pins import EKS_ADDON_REGISTRY_ACCOUNTS
+from core.catalog.pins import CLUSTER_AUTOSCALER_CHARTS, EKS_ADDON_REGISTRY_ACCOUNTS
 from core.config.autostop import deadline_problems
 from core.config.fields import (
     ConfigError,
@@ -30,6 +30,7 @@ from core.config.model import Experiment, GpuNodeGroup, StackConfig
 from core.config.shape import HOME_STACK_EXAMPLE, parse_stack_config
 from core.contract.s3_uri import parse_s3_uri
 from datasets.catalog import DATASET_NAMES, dataset
+from infra.cluster.autoscaling import missing_efa_tags, node_template_tags
 from infra.cluster.offerings import offering_problems
 from workloads import contracts
 
@@ -153,6 +154,9 @@ def _node_group_placement(cfg: StackConfig, i: int, g: GpuNodeGroup) -> list[str
         out.append(problem(f"{key}.capacity_reservation_id", g.capacity_reservation_id,
                            f'applies to capacity_type "CAPACITY_BLOCK" only (here {g.capacity_type})',
                            'capacity_type: "CAPACITY_BLOCK"'))
+    if g.autoscale and g.capacity_type == "CAPACITY_BLOCK":
+        out.append(problem(f"{key}.autoscale", True, f"node group {g.name!r} is a Capacity Block, which bills the whole "
+                           "block whatever runs: scaling it down saves nothing; set it to false", "false"))
     if g.efa or g.placement_group or g.capacity_type == "CAPACITY_BLOCK":
         why = "efa" if g.efa else "placement_group" if g.placement_group else "a Capacity Block"
         out += _single_zone(cfg, key, g, why)
@@ -177,8 +181,28 @@ def _node_groups(cfg: StackConfig) -> list[str]:
         seen.add(g.name)
         out += _sizes(key, g.min_size, g.max_size, g.desired_size, desired_example=g.max_size)
         out += _node_group_placement(cfg, i, g)
+    out += autoscaler_problems(cfg)
     s = cfg.system_nodes
     return out + _sizes("system_nodes", s.min_size, s.max_size, s.desired_size, desired_example=s.min_size)
+
+
+def autoscaler_problems(cfg: StackConfig) -> list[str]:
+    """Groups that opt in to Cluster Autoscaler: a chart pinned for the cluster's minor (core/catalog/pins.py),
+    and on EFA groups the node-template tags for both EFA resources (infra/cluster/autoscaling.py says why)."""
+    opted = [(i, g) for i, g in enumerate(cfg.gpu_node_groups) if g.autoscale]
+    out = []
+    minor = ".".join(cfg.cluster.kubernetes_version.split(".")[:2])
+    if opted and minor not in CLUSTER_AUTOSCALER_CHARTS:
+        out.append(problem("cluster.kubernetes_version", cfg.cluster.kubernetes_version,
+                           f"has no Cluster Autoscaler chart pinned, which gpu_node_groups[{opted[0][0]}].autoscale "
+                           f"needs (its minor must match the cluster's); pinned: {', '.join(CLUSTER_AUTOSCALER_CHARTS)}",
+                           show(list(CLUSTER_AUTOSCALER_CHARTS)[-1])))
+    for i, g in opted:
+        missing = missing_efa_tags(g, node_template_tags(g))
+        if missing:
+            out.append(problem(f"gpu_node_groups[{i}].autoscale", True, f"EFA group {g.name!r} lacks the node-template "
+                               f"tags for {', '.join(missing)}: scaled from 0, no EFA pod would fit it", "false"))
+    return out
 
 
 def _network(cfg: StackConfig, zones: Mapping[str, str] | None) -> list[str]:

@@ -142,3 +142,19 @@ def efa_plugin_image(region: str) -> str:
     registry account is not in ``EKS_ADDON_REGISTRY_ACCOUNTS`` (the plan rejects such regions first)."""
     account = EKS_ADDON_REGISTRY_ACCOUNTS[region]
     return f"{account}.dkr.ecr.{region}.amazonaws.com/eks/aws-efa-k8s-device-plugin:{EFA_PLUGIN_TAG}"
+
+# Cluster Autoscaler's Helm chart, one pin per Kubernetes minor: Cluster Autoscaler's minor matches the
+# cluster's ("Starting from Kubernetes 1.12, versioning scheme was changed to match Kubernetes minor releases
+# exactly", kubernetes/autoscaler cluster-autoscaler/README.md "Releases", whose table gives the first chart
+# of each minor: 1.32 9.45.0+, 1.33 9.47.0+, 1.34 9.51.0+). Each pin is the last chart release whose
+# appVersion is of that minor, from the history of cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml
+# (commit 55c37cd, 2026-08-22): 9.46.6 (1.32.0), 9.51.0 (1.33.0), 9.53.0 (1.34.2), 9.59.0 (1.35.0). The
+# image tag is given too, so an upgrade of the chart alone never changes Cluster Autoscaler's minor. A minor
+# missing here is refused at plan time for a stack whose GPU groups opt in to autoscaling.
+CLUSTER_AUTOSCALER_REPOSITORY = "https://kubernetes.github.io/autoscaler"  # the chart README's `helm repo add`
+CLUSTER_AUTOSCALER_CHARTS = {  # Kubernetes minor -> (chart version, Cluster Autoscaler version)
+    "1.32": ("9.46.6", "1.32.0"),
+    "1.33": ("9.51.0", "1.33.0"),
+    "1.34": ("9.53.0", "1.34.2"),
+    "1.35": ("9.59.0", "1.35.0"),
+}

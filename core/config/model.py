@@ -69,6 +69,8 @@ class GpuNodeGroup:
     availability_zone: str | None = None  # pins the group to one zone (EFA, placement group, capacity block)
     subnet_id: str | None = None  # existing VPC: the one private subnet for a single-zone group
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Cluster Autoscaler sizes the group (0 up to max_size) by the pods that wait for it (infra/addons/autoscaler.py)
+    autoscale: bool = False
 
     @property
     def gpus_per_node(self) -> int:

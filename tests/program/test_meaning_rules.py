@@ -6,6 +6,11 @@ import copy
 
 import pytest
 
+from core.catalog.pins import CLUSTER_AUTOSCALER_CHARTS
+from core.config.model import GpuNodeGroup
+from infra.cluster.autoscaling import node_template_tags
+from program.validation import autoscaler_problems
+
 from core.config.shape import parse_stack_config
 from program.stack_files import load_stack_config, stack_raw_config
 from program.validation import meaning_problems
@@ -101,3 +106,63 @@ def test_a_deadline_shorter_than_the_experiments_timeouts_is_a_meaning_problem()
     cfg = parse_stack_config({**two, "autostop": {"deadline_minutes": 180}}, project="eksbench", stack="t",
                              region="us-west-2")
     assert not [p for p in meaning_problems(cfg) if p.startswith("autostop.")]
+
+
+# --- Cluster Autoscaler opt-in (gpu_node_groups[].autoscale) ------------------------------------------
+
+
+def autoscaled_stack(**group):
+    raw = copy.deepcopy(GOOD)
+    raw["gpu_node_groups"][0].update(group)
+    return raw
+
+
+def test_autoscale_is_off_unless_a_group_opts_in():
+    assert parse(autoscaled_stack()).gpu_node_groups[0].autoscale is False
+    assert parse(autoscaled_stack(autoscale=True)).gpu_node_groups[0].autoscale is True
+
+
+def test_a_capacity_block_group_is_refused_by_name():
+    raw = autoscaled_stack(autoscale=True, instance_type="p5.48xlarge", capacity_type="CAPACITY_BLOCK",
+                capacity_reservation_id="cr-0123456789abcdef0", availability_zone="us-west-2a")
+    raw["experiments"] = []
+    found = [p for p in problems(raw) if ".autoscale" in p]
+    assert found == ["gpu_node_groups[0].autoscale=true: node group 'gpu' is a Capacity Block, which bills the whole "
+                     "block whatever runs: scaling it down saves nothing; set it to false, e.g. false"]
+
+
+def test_a_kubernetes_minor_without_a_pinned_chart_is_refused_at_plan_time(monkeypatch):
+    monkeypatch.delitem(CLUSTER_AUTOSCALER_CHARTS, "1.35")
+    raw = autoscaled_stack(autoscale=True)
+    raw["cluster"]["kubernetes_version"] = "1.35"
+    found = [p for p in problems(raw) if p.startswith("cluster.kubernetes_version")]
+    assert len(found) == 1 and "no Cluster Autoscaler chart pinned, which gpu_node_groups[0].autoscale needs" in found[0]
+    assert parse(autoscaled_stack()).cluster.kubernetes_version  # a stack that does not opt in needs no pin
+
+
+def test_every_efa_group_that_opts_in_carries_both_efa_resource_tags():
+    efa = GpuNodeGroup(name="p5", instance_type="p5.48xlarge", efa=True, max_size=2, autoscale=True)
+    tags = node_template_tags(efa)
+    template = "k8s.io/cluster-autoscaler/node-template"
+    assert tags[f"{template}/resources/vpc.amazonaws.com/efa"] == "32"
+    assert tags[f"{template}/resources/hugepages-2Mi"] == "5120Mi"
+    assert tags[f"{template}/label/eksbench.io/pool"] == "p5"
+    assert tags[f"{template}/taint/nvidia.com/gpu"] == "true:NoSchedule"
+    assert tags[f"{template}/label/k8s.amazonaws.com/accelerator"] == "nvidia-h100"
+    assert node_template_tags(GpuNodeGroup(name="p5", instance_type="p5.48xlarge", efa=True)) == {}
+
+
+def test_the_rule_names_an_efa_group_whose_tags_leave_a_resource_out(monkeypatch):
+    import program.validation as v
+
+    cfg = parse(autoscaled_stack(autoscale=True, instance_type="p5.48xlarge", efa=True))
+    monkeypatch.setattr(v, "node_template_tags", lambda g: {})
+    assert autoscaler_problems(cfg) == [
+        "gpu_node_groups[0].autoscale=true: EFA group 'gpu' lacks the node-template tags for vpc.amazonaws.com/efa, "
+        "hugepages-2Mi: scaled from 0, no EFA pod would fit it, e.g. false"]
+
+
+@pytest.mark.parametrize("minor", list(CLUSTER_AUTOSCALER_CHARTS))
+def test_each_pin_runs_cluster_autoscaler_of_the_clusters_minor(minor):
+    chart, app = CLUSTER_AUTOSCALER_CHARTS[minor]
+    assert app.startswith(minor + ".") and chart.startswith("9.")

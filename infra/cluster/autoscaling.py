@@ -1,0 +1,58 @@
+"""What a GPU group that Cluster Autoscaler sizes carries, as plain data: its node label and ASG tags.
+
+Pure (no Pulumi): ``infra.cluster.node_group`` puts these on the group, ``infra.addons.autoscaler``
+installs Cluster Autoscaler, and ``program.validation`` checks them before anything is built.
+
+- **Accelerator label.** The device plugin advertises ``nvidia.com/gpu`` some time after a node joins;
+  until then Cluster Autoscaler may scale out again for the same pods. A node labelled
+  ``k8s.amazonaws.com/accelerator`` is known as a GPU node from the start (kubernetes/autoscaler
+  cluster-autoscaler/cloudprovider/aws/README.md, "Special note on GPU instances").
+- **Node-template tags.** Scaling up from 0 nodes, Cluster Autoscaler knows a group only from its Auto
+  Scaling group's tags: ``k8s.io/cluster-autoscaler/node-template/label/<name>``,
+  ``.../taint/<name>`` (``<value>:<effect>``) and ``.../resources/<resource>`` (same README,
+  "Auto-Discovery Setup"). An EFA pod requests ``vpc.amazonaws.com/efa`` and ``hugepages-2Mi``, which no
+  instance type tells it: without both tags it decides the pod fits no group, and the group stays at 0.
+"""
+
+from __future__ import annotations
+
+from core.catalog import aws as catalog
+from core.catalog.fabric import EFA_HUGEPAGES_MIB_PER_NODE
+from core.config.model import GpuNodeGroup
+from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT
+
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
+TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+EFA_RESOURCES = ("vpc.amazonaws.com/efa", "hugepages-2Mi")  # what EFA pods request beyond GPUs (job_manifests._efa)
+
+
+def accelerator(instance_type: str) -> str:
+    """The label's value: the GPU model, as the README's ``nvidia-tesla-k80`` names P2's."""
+    return f"nvidia-{catalog.INSTANCE_TYPES[instance_type].gpu_model.lower()}"
+
+
+def autoscaled_labels(group: GpuNodeGroup) -> dict[str, str]:
+    """The node labels an opted-in group adds to its own."""
+    return {ACCELERATOR_LABEL: accelerator(group.instance_type)} if group.autoscale else {}
+
+
+def node_template_tags(group: GpuNodeGroup) -> dict[str, str]:
+    """The Auto Scaling group tags that let Cluster Autoscaler scale ``group`` up from 0; {} when it does not opt in.
+    The EFA counts are what the pods may ask of one node: one interface per network card
+    (``catalog.efa_interfaces``) and the recipe's huge pages (``fabric.EFA_HUGEPAGES_MIB_PER_NODE``)."""
+    if not group.autoscale:
+        return {}
+    tags = {f"{TEMPLATE}/label/{GPU_NODE_LABEL_KEY}": group.name,
+            f"{TEMPLATE}/label/{ACCELERATOR_LABEL}": accelerator(group.instance_type),
+            f"{TEMPLATE}/taint/{GPU_TAINT['key']}": f"{GPU_TAINT['value']}:{GPU_TAINT['effect']}"}
+    if group.efa:
+        tags[f"{TEMPLATE}/resources/vpc.amazonaws.com/efa"] = str(catalog.efa_interfaces(group.instance_type))
+        tags[f"{TEMPLATE}/resources/hugepages-2Mi"] = f"{EFA_HUGEPAGES_MIB_PER_NODE}Mi"
+    return tags
+
+
+def missing_efa_tags(group: GpuNodeGroup, tags: dict[str, str]) -> list[str]:
+    """The EFA resources an opted-in EFA group's ``tags`` leave out (the plan refuses such a group)."""
+    if not (group.autoscale and group.efa):
+        return []
+    return [r for r in EFA_RESOURCES if f"{TEMPLATE}/resources/{r}" not in tags]
