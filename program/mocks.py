@@ -219,7 +219,10 @@ class EksbenchMocks(pmocks.Mocks):
             state.update(arn=arn, latestVersion=1, defaultVersion=1, name=inputs.get("name") or f"{name}-lt")
         elif typ == "aws:eks/nodeGroup:NodeGroup":
             group = inputs.get("nodeGroupName") or f"{inputs.get('nodeGroupNamePrefix', '')}20261122"
-            state.update(arn=arn, nodeGroupName=group, status="ACTIVE")
+            # NodeGroupResource: the group's Auto Scaling groups (pulumi_aws/eks/outputs.py, NodeGroupResource)
+            state.update(arn=arn, nodeGroupName=group, status="ACTIVE",
+                         resources=[{"autoscalingGroups": [{"name": f"eks-{group}-asg"}],
+                                     "remoteAccessSecurityGroupId": ""}])
             rid = f"{inputs.get('clusterName')}:{group}"
         elif typ.startswith("aws:"):
             state.setdefault("arn", arn)

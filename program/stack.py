@@ -157,7 +157,9 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
             if single_zone and not g.availability_zone:
                 placed[g.name] = dataclasses.replace(g, availability_zone=zones[0])
         first_gpu_subnet = first_gpu_subnet or subnets[0]
-        gpu_groups.append(node_group(f"gpu-{g.name}", gpu_node_group_spec(g, lustre_client=lustre), subnets, owner))
+        # An autoscaled group's size is Cluster Autoscaler's, never given back by Pulumi: no generation to wait for.
+        gpu_groups.append(node_group(f"gpu-{g.name}", gpu_node_group_spec(g, lustre_client=lustre), subnets,
+                                     () if g.autoscale else owner))
 
     # Shared storage, the trainer's identity, etcd and the device plugins, all on the cluster's provider.
     k8s = pulumi.ResourceOptions(provider=cluster.provider)

@@ -30,6 +30,7 @@ import pulumi_aws as aws
 
 from core.catalog import aws as catalog
 from core.config.model import GpuNodeGroup, SystemNodeGroup
+from infra.cluster.autoscaling import autoscaled_labels, node_template_tags
 from infra.component_options import child_options
 from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT, SYSTEM_NODE_LABEL
 
@@ -62,14 +63,17 @@ class NodeGroupSpec:
     placement_group: bool = False
     capacity_reservation_id: str | None = None
     lustre_client: bool = False  # install the Lustre client at boot (AL2023 nodes mounting FSx)
+    autoscale: bool = False  # Cluster Autoscaler owns the size (infra/cluster/autoscaling.py)
+    template_tags: dict[str, str] = field(default_factory=dict)  # its Auto Scaling group's node-template tags
 
 
 def gpu_node_group_spec(group: GpuNodeGroup, *, lustre_client: bool = False) -> NodeGroupSpec:
     return NodeGroupSpec(
         role="gpu", name=group.name, instance_type=group.instance_type, ami_type=group.ami_type,
-        desired_size=group.desired_size, min_size=group.min_size, max_size=group.max_size,
+        desired_size=group.desired_size, min_size=0 if group.autoscale else group.min_size, max_size=group.max_size,
         disk_size_gib=group.disk_size_gib, capacity_type=group.capacity_type,
-        labels={**group.labels, GPU_NODE_LABEL_KEY: group.name},
+        labels={**group.labels, **autoscaled_labels(group), GPU_NODE_LABEL_KEY: group.name},
+        autoscale=group.autoscale, template_tags=node_template_tags(group),
         taints=[dict(GPU_TAINT)], efa=group.efa, placement_group=group.placement_group,
         efa_interfaces=catalog.efa_interfaces(group.instance_type) if group.efa else 0,
         capacity_reservation_id=group.capacity_reservation_id,
@@ -239,8 +243,21 @@ class NodeGroup(pulumi.ComponentResource):
             # says why: "Ensure that IAM Role permissions are created before and deleted after EKS Node
             # Group handling. Otherwise, EKS will not be able to properly delete EC2 Instances and
             # Elastic Network Interfaces."
-            opts=child_options(self, opts, depends_on=list(args.node_role_policies)))
+            opts=child_options(self, opts, depends_on=list(args.node_role_policies),
+                               # Cluster Autoscaler sets the desired size; the EKS API says not to set it by hand
+                               # then (NodegroupScalingConfig.desiredSize), so Pulumi leaves it as it finds it.
+                               ignore_changes=["scalingConfig.desiredSize"] if spec.autoscale else None))
+        self._template_tags(name, ng, spec, child)
         self.node_group_name = ng.node_group_name
         self.node_group = ng
         self.launch_template = template
         self.register_outputs({"node_group_name": self.node_group_name})
+
+    @staticmethod
+    def _template_tags(name: str, ng: Any, spec: NodeGroupSpec, opts: pulumi.ResourceOptions) -> None:
+        """The node-template tags on the group's Auto Scaling group: EKS does not copy a managed node group's tags
+        to it (aws/containers-roadmap#608), and Cluster Autoscaler reads them there. Not propagated at launch."""
+        asg = ng.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
+        for i, (key, value) in enumerate(sorted(spec.template_tags.items())):
+            aws.autoscaling.Tag(f"{name}-template-{i}", autoscaling_group_name=asg,
+                                tag={"key": key, "value": value, "propagate_at_launch": False}, opts=opts)

@@ -22,7 +22,7 @@ from program.mocks import (
     RecordingMonitor,
 )
 from program.offline import evaluate_config
-from tests.program.test_program import DEV, P5_FILLED
+from tests.program.test_program import DEV, NODE_GROUP, P5_FILLED
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -252,3 +252,50 @@ def test_new_rules_fail_before_anything_is_registered(key, value):
     with pytest.raises(ConfigError):
         evaluate_config("dev", config, mocks=monitor.mocks, monitor=monitor)
     assert monitor.registrations == []
+
+
+# --- A GPU group that opts in to Cluster Autoscaler: its size, labels and ASG tags ---------------------
+
+ASG_TAG = "aws:autoscaling/tag:Tag"
+TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+
+
+@pytest.fixture(scope="module")
+def autoscaled():
+    config = copy.deepcopy(P5_FILLED)
+    config["eksbench:gpu_node_groups"][0]["autoscale"] = True
+    return recorded(config, "p5-fsx")[1]
+
+
+def gpu_group(regs):
+    [ng] = [r for r in of_type(regs, NODE_GROUP) if not r.inputs["nodeGroupNamePrefix"].startswith("system")]
+    return ng
+
+
+def test_the_group_scales_from_zero_and_pulumi_leaves_its_desired_size_alone(autoscaled):
+    ng = gpu_group(autoscaled)
+    assert ng.inputs["scalingConfig"]["minSize"] == 0
+    assert ng.ignore_changes == ["scalingConfig.desiredSize"]
+    assert ng.inputs["labels"]["k8s.amazonaws.com/accelerator"] == "nvidia-h100"
+
+
+def test_its_auto_scaling_group_carries_the_efa_node_template_tags(autoscaled):
+    tags = {r.inputs["tag"]["key"]: r.inputs["tag"] for r in of_type(autoscaled, ASG_TAG)}
+    assert {f"{TEMPLATE}/resources/vpc.amazonaws.com/efa", f"{TEMPLATE}/resources/hugepages-2Mi"} <= set(tags)
+    assert all(t["propagateAtLaunch"] is False for t in tags.values())
+    asgs = {r.inputs["autoscalingGroupName"] for r in of_type(autoscaled, ASG_TAG)}
+    assert len(asgs) == 1 and asgs.pop().startswith("eks-")
+
+
+def test_the_group_does_not_wait_for_autostops_generation(autoscaled):
+    owner = [r.urn for r in autoscaled if r.name == "autostop-owner"]
+    ng = gpu_group(autoscaled)
+    component = next(r for r in autoscaled if r.urn == ng.parent)
+    assert owner and not set(owner) & set(component.dependencies)
+
+
+def test_a_group_that_does_not_opt_in_is_unchanged():
+    regs = recorded(P5_FILLED, "p5-fsx")[1]
+    ng = gpu_group(regs)
+    assert not of_type(regs, ASG_TAG) and not ng.ignore_changes
+    assert "k8s.amazonaws.com/accelerator" not in ng.inputs["labels"]

@@ -8,12 +8,10 @@ import pytest
 
 from core.catalog.pins import CLUSTER_AUTOSCALER_CHARTS
 from core.config.model import GpuNodeGroup
-from infra.cluster.autoscaling import node_template_tags
-from program.validation import autoscaler_problems
-
 from core.config.shape import parse_stack_config
+from infra.cluster.autoscaling import node_template_tags
 from program.stack_files import load_stack_config, stack_raw_config
-from program.validation import meaning_problems
+from program.validation import autoscaler_problems, meaning_problems
 from tests.core.examples import GOOD
 from tests.core.test_autostop import BASE
 from tests.program.test_config import parse, problems
