@@ -30,6 +30,7 @@ from datasets.dataset_staging import (
     DatasetStagingArgs,
     datasets_to_stage,
 )
+from infra.addons.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from infra.addons.device_plugins import DevicePlugins, DevicePluginsArgs
 from infra.addons.etcd import Etcd, EtcdArgs
 from infra.cluster import offerings
@@ -193,6 +194,12 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
                                                           region=cfg.region),
                       pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[cluster.namespace])))
 
+    if any(g.autoscale for g in cfg.gpu_node_groups):
+        ClusterAutoscaler("autoscaler", ClusterAutoscalerArgs(
+            cluster_name=name, cluster_arn=cluster.cluster_arn, region=cfg.region,
+            kubernetes_version=cfg.cluster.kubernetes_version, tags=tags),
+            pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[cluster.pod_identity_agent, system])))
+
     # Datasets staged onto the shared volume, then the experiments.
     workload_deps = [cluster.namespace, identity, storage, etcd]
     staging = DatasetStaging("staging", DatasetStagingArgs(datasets=datasets_to_stage(cfg.experiments),
@@ -209,11 +216,13 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
         # On the system nodes, after the Jobs exist; it scales the GPU groups to zero once they are done.
         AutostopController("autostop", AutostopControllerArgs(
             namespace=cfg.namespace, run_id=cfg.run_id, region=cfg.region, cluster_name=name,
-            cluster_arn=cluster.cluster_arn, node_groups=[g.node_group_name for g in gpu_groups],
+            # Autoscaled groups' sizes are Cluster Autoscaler's: autostop leaves them alone.
+            cluster_arn=cluster.cluster_arn,
+            node_groups=[ng.node_group_name for ng, g in zip(gpu_groups, cfg.gpu_node_groups) if not g.autoscale],
             bucket=results_bucket, results=env.results, deadline_minutes=cfg.autostop_deadline_minutes,
             idle_minutes=cfg.autostop.idle_minutes, code_files=code_files, generation=generation,
             node_group_sizes=[{"minSize": g.min_size, "maxSize": g.max_size, "desiredSize": g.desired_size}
-                              for g in cfg.gpu_node_groups], tags=tags),
+                              for g in cfg.gpu_node_groups if not g.autoscale], tags=tags),
             pulumi.ResourceOptions(provider=cluster.provider,
                                    depends_on=[cluster.namespace, cluster.pod_identity_agent, system, suite]))
 

@@ -66,6 +66,26 @@ def autostop_policy(*, cluster_arn: str, bucket: str, key: str) -> dict:
     ]}
 
 
+def cluster_autoscaler_policy(*, cluster_name: str, cluster_arn: str) -> dict:
+    """Cluster Autoscaler with ASG auto-discovery: kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/
+    README.md, "Full Cluster Autoscaler Features Policy (Recommended)", with its advice taken: the write actions
+    only on Auto Scaling groups tagged for this cluster (EKS tags a managed node group's ASG
+    ``k8s.io/cluster-autoscaler/<cluster>: owned``; AWS Auto Scaling user guide, "Control access using tags"),
+    and eks:DescribeNodegroup on this cluster's node groups. The describe actions take no resource."""
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "Discover", "Effect": "Allow", "Resource": "*",
+         "Action": ["autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeAutoScalingInstances",
+                    "autoscaling:DescribeLaunchConfigurations", "autoscaling:DescribeScalingActivities",
+                    "ec2:DescribeImages", "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplateVersions",
+                    "ec2:GetInstanceTypesFromInstanceRequirements"]},
+        {"Sid": "ReadNodeGroups", "Effect": "Allow", "Action": "eks:DescribeNodegroup",
+         "Resource": nodegroups_arn(cluster_arn)},
+        {"Sid": "ScaleThisClustersGroups", "Effect": "Allow", "Resource": "*",
+         "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
+         "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}}},
+    ]}
+
+
 def tls_only_bucket_policy(bucket_arn: str) -> dict:
     """Deny every request that does not use TLS (AWS S3 security best practices)."""
     return {"Version": "2012-10-17", "Statement": [{

@@ -299,3 +299,35 @@ def test_a_group_that_does_not_opt_in_is_unchanged():
     ng = gpu_group(regs)
     assert not of_type(regs, ASG_TAG) and not ng.ignore_changes
     assert "k8s.amazonaws.com/accelerator" not in ng.inputs["labels"]
+
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def test_cluster_autoscaler_is_installed_from_the_chart_pinned_for_the_clusters_minor(autoscaled):
+    from core.catalog.pins import CLUSTER_AUTOSCALER_CHARTS
+
+    [release] = of_type(autoscaled, RELEASE)
+    version = next(r for r in autoscaled if r.type == "eks:index:Cluster").inputs["version"]
+    chart, app = CLUSTER_AUTOSCALER_CHARTS[version]
+    assert (release.inputs["chart"], release.inputs["version"], release.inputs["namespace"]) == (
+        "cluster-autoscaler", chart, "kube-system")
+    assert release.inputs["repositoryOpts"]["repo"] == "https://kubernetes.github.io/autoscaler"
+    values = release.inputs["values"]
+    assert values["autoDiscovery"]["clusterName"] and values["cloudProvider"] == "aws"
+    assert values["image"]["tag"] == f"v{app}" and values["nodeSelector"] == {"eksbench.io/pool": "system"}
+    assert not of_type(recorded(P5_FILLED, "p5-fsx")[1], RELEASE)  # nobody opted in: no autoscaler
+
+
+def test_its_role_scales_only_the_auto_scaling_groups_tagged_for_this_cluster(autoscaled):
+    import json
+
+    [grant] = [r for r in of_type(autoscaled, "aws:iam/rolePolicy:RolePolicy") if r.name == "autoscaler-identity-scale"]
+    doc = json.loads(grant.inputs["policy"])
+    [write] = [s for s in doc["Statement"] if "autoscaling:SetDesiredCapacity" in s["Action"]]
+    assert write["Action"] == ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"]
+    [(key, value)] = write["Condition"]["StringEquals"].items()
+    assert key.startswith("aws:ResourceTag/k8s.io/cluster-autoscaler/") and value == "owned"
+    [assoc] = [r for r in of_type(autoscaled, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+               if r.name == "autoscaler-identity-association"]
+    assert (assoc.inputs["namespace"], assoc.inputs["serviceAccount"]) == ("kube-system", "cluster-autoscaler")
