@@ -35,6 +35,16 @@ def _why_not() -> str | None:
 
 
 def test_tiny_stack_up_run_destroy(tmp_path):
+    _run_tiny(tmp_path, {"min_size": 0, "desired_size": 1, "max_size": 1})
+
+
+def test_an_autoscaled_group_scales_from_zero_for_its_run(tmp_path):
+    """Cluster Autoscaler (gpu_node_groups[].autoscale) brings the group up from 0 nodes for the pending Job:
+    the node-template tags, the chart pin and its Pod Identity role all have to be right for the run to start."""
+    _run_tiny(tmp_path, {"autoscale": True, "desired_size": 0, "max_size": 1})
+
+
+def _run_tiny(tmp_path, group: dict) -> None:
     why = _why_not()
     if why:
         pytest.skip(why)
@@ -46,8 +56,7 @@ def test_tiny_stack_up_run_destroy(tmp_path):
               "eksbench:network": {"az_count": 2, "nat": "single"},
               # Who may reach the API endpoint: the machine running the test.
               "eksbench:cluster": {"public_access_cidrs": [os.environ.get("EKSBENCH_CLOUD_CIDR", "0.0.0.0/0")]},
-              "eksbench:gpu_node_groups": [{"name": "g4", "instance_type": "g4dn.xlarge", "min_size": 0,
-                                            "desired_size": 1, "max_size": 1}],
+              "eksbench:gpu_node_groups": [{"name": "g4", "instance_type": "g4dn.xlarge", **group}],
               "eksbench:system_nodes": {"instance_type": "m6i.large", "desired_size": 1, "min_size": 1},
               "eksbench:experiments": [{"name": "tiny", "workload": "resnet50", "nodes": 1, "steps": 20,
                                         "batch_size": 16, "dataset": "synthetic", "timeout_minutes": 20}]}
