@@ -141,9 +141,12 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
     gpu_groups, first_gpu_subnet = [], None
     placed: dict[str, Any] = {}  # single-zone groups with the zone chosen here: the Jobs tell their summaries
     for i, g in enumerate(cfg.gpu_node_groups):
-        single_zone = g.efa or g.placement_group or g.capacity_type == "CAPACITY_BLOCK"
+        one_zone = offerings.one_zone_reason(cfg, g)
         if cfg.network.existing_vpc_id:
             subnets = [g.subnet_id] if g.subnet_id else network.private_subnet_ids
+            # Without subnet_id, a multi-node group takes the first private subnet (its zone is then read
+            # from the pod's labels where the cluster copies them: workloads.train.harness.what_ran).
+            subnets = subnets[:1] if one_zone else subnets
         else:
             if g.availability_zone and g.availability_zone not in network.azs:
                 raise ConfigError([f"gpu_node_groups[{i}].availability_zone={json.dumps(g.availability_zone)}: is not "
@@ -151,12 +154,14 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
                                    f"include it"])
             zones = [g.availability_zone] if g.availability_zone else offerings.group_azs(
                 g.instance_type, network.azs, offered)
-            # EFA traffic stays in one zone, a cluster placement group lives in one, and a Capacity
-            # Block serves one: such a group gets one subnet.
-            zones = zones[:1] if single_zone else zones
+            zones = zones[:1] if one_zone else zones
             subnets = [subnet_by_az[z] for z in zones]
-            if single_zone and not g.availability_zone:
+            if one_zone and not g.availability_zone:
                 placed[g.name] = dataclasses.replace(g, availability_zone=zones[0])
+            where = "its availability_zone" if g.availability_zone else f"the first zone offering {g.instance_type}"
+            pulumi.log.warn(f"gpu_node_groups[{i}] ({g.name}): " + (
+                f"one zone, {zones[0]} ({where}): {one_zone}" if one_zone else
+                f"zones {', '.join(zones)}" + (f": {g.multi_zone_reason}" if g.multi_zone_reason else "")))
         first_gpu_subnet = first_gpu_subnet or subnets[0]
         # An autoscaled group's size is Cluster Autoscaler's, never given back by Pulumi: no generation to wait for.
         gpu_groups.append(node_group(f"gpu-{g.name}", gpu_node_group_spec(g, lustre_client=lustre), subnets,

@@ -36,6 +36,7 @@ from core.contract.names import (
     REPEAT_LABEL,
     RUN_ID_LABEL,
     SUMMARY_FILE,
+    ZONE_FIELD,
 )
 from infra.access.pod_security import harden_pod_spec, volume_owner_init_container
 from infra.environment import (
@@ -224,6 +225,8 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
                 {"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_DEBUG_SUBSYS", "value": "INIT,NET"},
                 {"name": ENV_FABRIC, "value": e.fabric}]
     base_env += [{"name": JOB_ENV[k], "value": v} for k, v in what_ran_env(group).items()]  # the summary's what_ran
+    if F.ZONE not in what_ran_env(group):  # a missing label reads as "" (what_ran then says why it is unknown)
+        base_env.append({"name": JOB_ENV[F.ZONE], "valueFrom": {"fieldRef": {"fieldPath": ZONE_FIELD}}})
     if git_commit:
         base_env.append({"name": ENV_GIT_COMMIT, "value": git_commit})
     if region:

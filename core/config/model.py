@@ -68,6 +68,9 @@ class GpuNodeGroup:
     placement_group: bool = False
     availability_zone: str | None = None  # pins the group to one zone (EFA, placement group, capacity block)
     subnet_id: str | None = None  # existing VPC: the one private subnet for a single-zone group
+    # Why a group that runs multi-node experiments may span zones (e.g. capacity); None: it sits in one
+    # (infra.cluster.offerings.one_zone_reason).
+    multi_zone_reason: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     # Cluster Autoscaler sizes the group (0 up to max_size) by the pods that wait for it (infra/addons/autoscaler.py)
     autoscale: bool = False

@@ -269,6 +269,8 @@ def _gpu_group(r: Reader) -> GpuNodeGroup | None:
         availability_zone=r.string("availability_zone", None, pattern=r"[a-z]{2}(-[a-z]+)+-\d[a-z]",
                                    example='"us-east-1a"'),
         subnet_id=r.string("subnet_id", None, pattern=r"subnet-[0-9a-f]{8,17}", example='"subnet-0123456789abcdef0"'),
+        multi_zone_reason=r.string("multi_zone_reason", None,
+                                   example='"p5 capacity is short in any one zone"'),
         efa=efa, placement_group=placement, labels=r.string_map("labels"),
         autoscale=r.boolean("autoscale", g("autoscale")))
     return None if len(r.problems) > n0 else GpuNodeGroup(**group)

@@ -82,6 +82,10 @@ ENV_AMI_TYPE = "EKSBENCH_AMI_TYPE"
 ENV_CAPACITY_TYPE = "EKSBENCH_CAPACITY_TYPE"
 ENV_PLACEMENT_GROUP = "EKSBENCH_PLACEMENT_GROUP"
 ENV_ZONE = "EKSBENCH_ZONE"
+# The node's zone label (Kubernetes well-known labels), copied onto a pod at binding where the
+# PodTopologyLabelsAdmission feature is on (KEP-4742: alpha 1.33, beta 1.35): the downward API then gives it.
+ZONE_LABEL = "topology.kubernetes.io/zone"
+ZONE_FIELD = f"metadata.labels['{ZONE_LABEL}']"
 
 # ---- labels on the cluster's objects ----
 EXPERIMENT_LABEL = "eksbench.io/experiment"  # on every pod of an experiment (workloads.job_manifests.experiment_labels)

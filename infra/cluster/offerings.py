@@ -12,7 +12,7 @@ from typing import Mapping
 
 from core.catalog import aws as catalog
 from core.config.fields import show
-from core.config.model import StackConfig
+from core.config.model import GpuNodeGroup, StackConfig
 
 
 def offering_problems(cfg: StackConfig, offered: Mapping[str, set[str]]) -> list[str]:
@@ -52,6 +52,29 @@ def choose_azs(region_azs: list[str], offered: Mapping[str, set[str]], gpu_types
 def group_azs(instance_type: str, azs: list[str], offered: Mapping[str, set[str]]) -> list[str]:
     """The chosen zones where this type is offered (all of them when offerings are unknown)."""
     return [az for az in azs if az in offered.get(instance_type, set(azs))] or list(azs)
+
+
+def one_zone_reason(cfg: StackConfig, group: GpuNodeGroup) -> str | None:
+    """Why ``group`` must sit in one zone, or None where it may span the stack's zones.
+
+    EFA traffic stays in one zone, a cluster placement group lives in one, and a Capacity Block
+    serves one. A group that runs an experiment on several nodes sits in one too: an Auto Scaling
+    group keeps its zones balanced ("Availability Zone distribution", EC2 Auto Scaling user guide),
+    so two nodes land in two zones and the benchmark measures cross-zone latency and pays for
+    cross-zone traffic; and a managed node group rebalances zones by draining nodes
+    (aws/containers-roadmap#1453), which can evict a pod mid-run. ``multi_zone_reason`` lifts
+    only this last rule."""
+    if group.efa:
+        return "EFA traffic stays in one zone"
+    if group.placement_group:
+        return "a cluster placement group lives in one zone"
+    if group.capacity_type == "CAPACITY_BLOCK":
+        return "a Capacity Block serves one zone"
+    several = [e.name for e in cfg.experiments if e.max_nodes > 1 and cfg.node_group_for(e).name == group.name]
+    if several and not group.multi_zone_reason:
+        return (f"{', '.join(dict.fromkeys(several))} run on several nodes, which must not cross zones "
+                f"(set multi_zone_reason on the group to allow several)")
+    return None
 
 
 def advisories(cfg: StackConfig, *, today: str) -> list[str]:

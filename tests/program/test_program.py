@@ -291,14 +291,44 @@ def test_unoffered_gpu_type_fails_before_anything_is_registered():
     assert monitor.registrations == []
 
 
+def group_zones(plan, group):
+    zones = {r["name"] + "-id": r["inputs"]["availabilityZone"] for r in of_type(plan, "aws:ec2/subnet:Subnet")}
+    return sorted(zones[s] for s in one(plan, NODE_GROUP, group)["inputs"]["subnetIds"])
+
+
 def test_gpu_group_uses_only_zones_that_offer_its_type():
     mocks = EksbenchMocks(offered={"p3.16xlarge": ("b", "c")})
     config = copy.deepcopy(DEV)
     del config["eksbench:network"]["azs"]
+    config["eksbench:gpu_node_groups"][0]["multi_zone_reason"] = "capacity is short in any one zone"
     plan = evaluate_config("dev", config, mocks=mocks)
-    gpu = one(plan, NODE_GROUP, "gpu-p3-ng")["inputs"]
-    zones = {r["name"] + "-id": r["inputs"]["availabilityZone"] for r in of_type(plan, "aws:ec2/subnet:Subnet")}
-    assert sorted(zones[s] for s in gpu["subnetIds"]) == ["us-west-2b", "us-west-2c"]
+    assert group_zones(plan, "gpu-p3-ng") == ["us-west-2b", "us-west-2c"]
+    assert "gpu_node_groups[0] (p3): zones us-west-2b, us-west-2c: capacity is short in any one zone" in plan.warnings
+    # Without the reason, the multi-node group sits in the first zone that offers its type.
+    del config["eksbench:gpu_node_groups"][0]["multi_zone_reason"]
+    assert group_zones(evaluate_config("dev", config, mocks=mocks), "gpu-p3-ng") == ["us-west-2b"]
+
+
+def test_a_gpu_group_running_multi_node_experiments_sits_in_one_zone(dev):
+    """An Auto Scaling group balances its zones, so two nodes in three subnets land in two zones."""
+    assert group_zones(dev, "gpu-p3-ng") == ["us-west-2a"]
+    note = [w for w in dev.warnings if w.startswith("gpu_node_groups[0] (p3): one zone, us-west-2a")]
+    assert note and "resnet50-synthetic, cifar10-elastic run on several nodes" in note[0]
+    # The Jobs tell their summaries the zone the program chose.
+    job = one(dev, "kubernetes:batch/v1:Job", "experiments-resnet50-synthetic-job")["inputs"]
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["EKSBENCH_ZONE"] == "us-west-2a"
+
+
+def test_a_single_node_group_may_span_zones_and_its_pods_read_their_zone_label():
+    config = copy.deepcopy(DEV)
+    config["eksbench:experiments"] = [{**e, "nodes": 1} for e in config["eksbench:experiments"]]
+    plan = evaluate_config("dev", config)
+    assert group_zones(plan, "gpu-p3-ng") == ["us-west-2a", "us-west-2b", "us-west-2c"]
+    job = one(plan, "kubernetes:batch/v1:Job", "experiments-resnet50-synthetic-job")["inputs"]
+    env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["EKSBENCH_ZONE"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['topology.kubernetes.io/zone']"}}
 
 
 def test_bad_config_registers_nothing():
@@ -318,8 +348,8 @@ def test_existing_vpc_creates_no_network_and_uses_its_private_subnets():
     plan = evaluate_config("dev", config)
     assert not [r for r in plan.resources if r["type"].startswith("aws:ec2/")
                 and r["type"] not in ("aws:ec2/securityGroup:SecurityGroup", "aws:ec2/launchTemplate:LaunchTemplate")]
-    for g in of_type(plan, NODE_GROUP):
-        assert g["inputs"]["subnetIds"] == private
+    assert one(plan, NODE_GROUP, "system-ng")["inputs"]["subnetIds"] == private
+    assert one(plan, NODE_GROUP, "gpu-p3-ng")["inputs"]["subnetIds"] == private[:1]  # its runs are multi-node
     assert {t["inputs"]["subnetId"] for t in of_type(plan, "aws:efs/mountTarget:MountTarget")} == set(private)
     assert one(plan, "eks:index:Cluster")["inputs"]["vpcId"] == "vpc-0123456789abcdef0"
 

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from core.contract.names import ZONE_FIELD
 from infra.access.file_access import container_process
 from tests.support.kubelet_expansion import command_and_args, container_env
 from tests.support.pod_failures import diagnose
@@ -306,7 +307,9 @@ class Kubelet:
         it to an Indexed Job's pods), in order."""
         fields = {"status.podIP": self.pod_ip(pod), "metadata.name": pod.name,
                   "metadata.namespace": self.world.namespace, "spec.nodeName": "sandbox", "status.hostIP": "127.0.0.1",
-                  "metadata.annotations['batch.kubernetes.io/job-completion-index']": str(pod.index)}
+                  "metadata.annotations['batch.kubernetes.io/job-completion-index']": str(pod.index),
+                  # a cluster that does not copy the node's zone label onto pods: the label reads as ""
+                  ZONE_FIELD: ""}
 
         def value_from(e: Mapping) -> str:
             path = (e["valueFrom"].get("fieldRef") or {}).get("fieldPath")

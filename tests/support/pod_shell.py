@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
+from core.contract.names import ZONE_FIELD
 from tests.support.kubelet_expansion import command_and_args, container_env
 
 POD_IP = "10.0.0.7"
@@ -36,7 +37,7 @@ def run_container(container: Mapping, tmp_path: Path, *, index: int | None = Non
     """(the container's env as the kubelet resolved it, the argv of every python call its command made, in order)."""
     def value_from(e: Mapping) -> str:
         path = e["valueFrom"]["fieldRef"]["fieldPath"]
-        return {"status.podIP": POD_IP, INDEX_FIELD: str(index)}[path]
+        return {"status.podIP": POD_IP, INDEX_FIELD: str(index), ZONE_FIELD: ""}[path]
 
     env = container_env(container, value_from, index)
     command = command_and_args(container, env)

@@ -59,6 +59,18 @@ def test_unknowns_are_null_with_their_reason_never_guessed():
     assert "CPU run" in lwhy["nccl"] and "CPU run" in lwhy["driver"]
 
 
+def test_a_zone_the_cluster_copies_onto_the_pod_is_recorded_else_unknown_with_the_reason():
+    group = GpuNodeGroup(name="v100", instance_type="p3.16xlarge")
+    environ = job_environ(group, "repo/pytorch:2.6.0-gpu")
+    ran, why = what_ran(environ={**environ, JOB_ENV[F.ZONE]: "us-west-2b"}, device=None, nodes=1, log_texts=[],
+                        efa_installed=None, kernel="6.1")
+    assert ran["zone"] == "us-west-2b" and "zone" not in why
+    # the downward API reads a label the cluster did not copy as ""
+    ran, why = what_ran(environ={**environ, JOB_ENV[F.ZONE]: ""}, device=None, nodes=1, log_texts=[],
+                        efa_installed=None, kernel="6.1")
+    assert ran["zone"] is None and "PodTopologyLabelsAdmission" in why["zone"]
+
+
 def test_digests_and_efa_versions_are_read_only_from_their_exact_forms():
     assert image_digest(f"a/b:1@{DIGEST}") == DIGEST and image_digest("a/b:1") is None
     assert image_digest("a/b@sha256:short") is None and image_digest(None) is None

@@ -7,9 +7,11 @@ field nobody can know from inside the pod is null with the reason in ``what_ran_
 - from the Job (env set by ``workloads.job_manifests`` from the stack's config, ``JOB_ENV``):
   image, instance type, node group, AMI type, capacity type, placement group, and the zone
   when the group sits in one (``availability_zone``, or the zone ``program.stack`` chose for
-  an EFA, placement-group or Capacity Block group). Pods cannot ask anyone else: the
-  downward API exposes pod fields, not node labels (kubernetes/kubernetes#40610; KEP-4742 copies
-  only topology labels, beta in 1.35), and the launch template's hop limit 1
+  an EFA, placement-group, Capacity Block or multi-node group). Elsewhere the zone comes from the
+  pod's own ``topology.kubernetes.io/zone`` label through the downward API, where the cluster copies
+  it from the node at binding (PodTopologyLabelsAdmission, KEP-4742: alpha 1.33, beta 1.35;
+  ``core.contract.names.ZONE_FIELD``); the downward API exposes no other node label
+  (kubernetes/kubernetes#40610), and the launch template's hop limit 1
   (``infra.cluster.node_group.METADATA_OPTIONS``) keeps IMDS out of reach of pods.
 - from the trainer (its ``run_info`` device record, ``workloads.train.common.device``): torch, CUDA,
   cuDNN, NCCL (``torch.cuda.nccl.version()``) and the NVIDIA driver (NVML, else nvidia-smi).
@@ -59,8 +61,9 @@ WHY = {
                     "has no status.containerStatuses)",
     F.AMI_RELEASE: "EKS picks the AMI release; a pod cannot read it (no node labels in the downward API, "
                    "IMDS hop limit 1)",
-    F.ZONE: "the node group spans zones (or sits in an existing VPC's subnet); a pod cannot read its node's "
-            "zone label",
+    F.ZONE: "the node group spans zones (or sits in an existing VPC's subnet) and the cluster did not copy the "
+            "node's topology.kubernetes.io/zone label onto the pod (PodTopologyLabelsAdmission, KEP-4742: beta and "
+            "on by default upstream from Kubernetes 1.35; EKS does not publish its control plane's feature gates)",
     F.AWS_OFI_NCCL: "no 'NET/OFI Using aws-ofi-nccl' line in the node logs (no EFA, gloo, or NCCL_DEBUG unset)",
     F.EFA_INSTALLER: f"no {EFA_INSTALLED} in the image",
     F.DRIVER: "no NVIDIA driver (CPU run) or NVML and nvidia-smi both failed",
