@@ -161,7 +161,7 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source
                 "spec": harden_pod_spec({
                     "restartPolicy": "Never",
                     "serviceAccountName": env.service_account,
-                    "nodeSelector": dict(SYSTEM_NODE_LABEL),
+                    "nodeSelector": {**SYSTEM_NODE_LABEL, **env.claim_node_selector},
                     "containers": [container],
                     "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": env.claim_name}},
                                 {"name": "code", "configMap": {"name": program["metadata"]["name"],

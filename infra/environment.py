@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.config.model import Experiment, StackConfig
+from core.contract.names import LUSTRE_CLIENT_LABEL, LUSTRE_CLIENT_READY
 from core.contract.results_location import ResultsLocation, datasets_uri
 
 ETCD_PORT = 2379
@@ -48,6 +49,12 @@ class Environment:
 
     def datasets_uri(self, bucket: str) -> str:
         return self.datasets_prefix_uri or datasets_uri(bucket)
+
+    @property
+    def claim_node_selector(self) -> dict[str, str]:
+        """What a pod mounting the shared claim adds to its nodeSelector: on FSx, a node whose Lustre
+        client installed and loaded (the label its user data adds: infra.cluster.node_group)."""
+        return {LUSTRE_CLIENT_LABEL: LUSTRE_CLIENT_READY} if self.storage_kind == "fsx" else {}
 
 
 def environment_for(cfg: StackConfig) -> Environment:

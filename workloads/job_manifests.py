@@ -236,7 +236,8 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
         "serviceAccountName": env.service_account,  # EKS Pod Identity: S3 access without keys
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": GRACE_SECONDS,
-        "nodeSelector": {GPU_NODE_LABEL_KEY: group.name, "node.kubernetes.io/instance-type": group.instance_type},
+        "nodeSelector": {GPU_NODE_LABEL_KEY: group.name, "node.kubernetes.io/instance-type": group.instance_type,
+                         **env.claim_node_selector},
         "tolerations": [dict(GPU_TOLERATION)],
         "containers": [{
             "name": "main", "image": e.image, "command": ["/bin/sh", "-c", script],

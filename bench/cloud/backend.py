@@ -211,7 +211,11 @@ class CloudBackend(CloudObservation):
             progress.line(f"warning: the Kubernetes API does not answer ({type(e).__name__}: "
                           f"{str(e).splitlines()[0] if str(e) else ''}); following S3 only", err=True)
             return
-        state, w.reasons = kube.summarize(pods)
+        try:  # a volume that does not mount shows only in the pods' Events
+            events = self.kube.events(self.cfg.namespace)
+        except Exception:  # noqa: BLE001 - without them, the pods' own states still count
+            events = []
+        state, w.reasons = kube.summarize(pods, events)
         self.timeline.experiment(w.name, pods_started=kube.containers_started_at(pods),
                                  source="Kubernetes API: the first container's startedAt")
         run_timeline.record_nodes_ready(self.timeline, self.kube)

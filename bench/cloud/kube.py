@@ -29,9 +29,19 @@ from typing import Any, Iterator
 
 from core.contract.names import EXPERIMENT_LABEL, REPEAT_LABEL, RUN_ID_LABEL
 
+# Volumes that do not mount: the kubelet's event reasons (kubernetes pkg/kubelet/events/event.go:
+# FailedMountVolume = "FailedMount", FailedAttachVolume = "FailedAttachVolume"); e.g. FSx on a node
+# without the Lustre client: "mount.lustre ... No such device. Are the lustre modules loaded?"
+# (aws-fsx-csi-driver#289, #356). The kubelet mounts a pod's volumes before it pulls any image
+# (pkg/kubelet/kubelet.go SyncPod: volumeManager.WaitForAttachAndMount, then containerRuntime.SyncPod), so
+# a scheduled pod with no "Pulling"/"Pulled" event (PullingImage, PulledImage) and no container started
+# is still mounting: VOLUMES_NOT_MOUNTED, fatal once it persists as long as any other fatal reason.
+MOUNT_FAILURES = ("FailedMount", "FailedAttachVolume")
+PAST_MOUNT_EVENTS = frozenset({"Pulling", "Pulled", "Created", "Started", "BackOff", "Failed"})
+VOLUMES_NOT_MOUNTED = "VolumesNotMounted"
 # Waiting reasons that do not fix themselves; the run fails the experiment when one persists.
 FATAL_WAITING = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError",
-                 "CreateContainerError")
+                 "CreateContainerError", *MOUNT_FAILURES, VOLUMES_NOT_MOUNTED)
 TOKEN_PREFIX = "k8s-aws-v1."
 
 
@@ -69,6 +79,41 @@ def pod_reasons(pod: dict[str, Any]) -> list[str]:
     return reasons
 
 
+def pod_events(pod: dict[str, Any], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The core/v1 Events about ``pod`` (``involvedObject`` kind Pod, its name and, where both say, its uid)."""
+    meta = pod.get("metadata") or {}
+    found = []
+    for e in events:
+        obj = e.get("involvedObject") or {}
+        if obj.get("kind") == "Pod" and obj.get("name") == meta.get("name") and \
+                (not obj.get("uid") or not meta.get("uid") or obj["uid"] == meta["uid"]):
+            found.append(e)
+    return found
+
+
+def mount_reasons(pod: dict[str, Any], events: list[dict[str, Any]]) -> list[str]:
+    """Why ``pod``'s volumes are not mounted: its last FailedMount/FailedAttachVolume Event, or, for a
+    scheduled pod that has neither started a container nor pulled an image, VOLUMES_NOT_MOUNTED; [] else."""
+    status = pod.get("status") or {}
+    mine = pod_events(pod, events)
+    if status.get("phase") != "Pending" or any(e.get("reason") in PAST_MOUNT_EVENTS for e in mine):
+        return []
+    started = any((c.get("state") or {}).get(k) or (c.get("lastState") or {}).get(k)
+                  for c in list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
+                  for k in ("running", "terminated"))
+    scheduled = any(c.get("type") == "PodScheduled" and c.get("status") == "True"
+                    for c in status.get("conditions") or [])
+    if started or not scheduled:
+        return []
+    failed = [e for e in mine if e.get("reason") in MOUNT_FAILURES]
+    if failed:
+        last = max(failed, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        message = (last.get("message") or "").strip().splitlines()
+        return [f"volume: {last['reason']}" + (f": {message[0]}" if message else "")]
+    node = (pod.get("spec") or {}).get("nodeName") or "its node"
+    return [f"volume: {VOLUMES_NOT_MOUNTED}: scheduled on {node}, no image pulled and no container started yet"]
+
+
 def is_fatal(reason: str) -> bool:
     return any(f": {w}" in reason for w in FATAL_WAITING)
 
@@ -87,11 +132,13 @@ def pod_failed(pod: dict[str, Any]) -> bool:
     return False
 
 
-def summarize(pods: list[dict[str, Any]]) -> tuple[str, list[str]]:
-    """(state word, reasons) for one experiment's pods: 'pending', 'running', 'failing', or '' (no pods)."""
+def summarize(pods: list[dict[str, Any]], events: list[dict[str, Any]] = ()) -> tuple[str, list[str]]:
+    """(state word, reasons) for one experiment's pods: 'pending', 'running', 'failing', or '' (no pods).
+    ``events``: the namespace's Pod Events (``KubeClient.pod_events``), for volumes that do not mount."""
     if not pods:
         return "", []
-    reasons = [f"{p.get('metadata', {}).get('name', '?')}: {r}" for p in pods for r in pod_reasons(p)]
+    reasons = [f"{p.get('metadata', {}).get('name', '?')}: {r}" for p in pods
+               for r in pod_reasons(p) + mount_reasons(p, list(events))]
     phases = {(p.get("status") or {}).get("phase") for p in pods}
     if reasons and any(pod_failed(p) for p in pods):
         return "failing", reasons
@@ -168,6 +215,12 @@ class KubeClient:
 
     def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         with self._open(f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": selector}) as r:
+            return json.load(r).get("items") or []
+
+    def events(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's core/v1 Events about Pods (field selector ``involvedObject.kind``, one the API
+        server supports for events: pkg/apis/core/v1 AddFieldLabelConversionsForEvent)."""
+        with self._open(f"/api/v1/namespaces/{namespace}/events", {"fieldSelector": "involvedObject.kind=Pod"}) as r:
             return json.load(r).get("items") or []
 
     def nodes(self) -> list[dict[str, Any]]:

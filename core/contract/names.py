@@ -92,6 +92,10 @@ EXPERIMENT_LABEL = "eksbench.io/experiment"  # on every pod of an experiment (wo
 RUN_ID_LABEL = "eksbench.io/run-id"  # on every Job of a run
 REPEAT_LABEL = "eksbench.io/repeat"  # on one repeat's pods (repeats: N)
 PEERS_LABEL = "eksbench.io/peers"  # the pods of one experiment, which its NetworkPolicy lets talk
+# On a node whose Lustre client installed and loaded (infra.cluster.node_group's user data); the pods
+# that mount FSx select it (infra.environment Environment.claim_node_selector), so a node without one takes none.
+LUSTRE_CLIENT_LABEL = "eksbench.io/lustre-client"
+LUSTRE_CLIENT_READY = "ready"
 
 # ---- objects two processes find by name ----
 # The ConfigMap naming the autostop generation the stack's last `pulumi up` made (workloads.autostop): a

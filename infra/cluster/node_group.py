@@ -32,6 +32,7 @@ from core.catalog import aws as catalog
 from core.config.model import GpuNodeGroup, SystemNodeGroup
 from infra.cluster.autoscaling import autoscaled_labels, node_template_tags
 from infra.component_options import child_options
+from core.contract.names import LUSTRE_CLIENT_LABEL, LUSTRE_CLIENT_READY
 from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT, SYSTEM_NODE_LABEL
 
 # Inputs of aws.eks.NodeGroup that force a replacement (pulumi-aws 7 schema / the Terraform
@@ -68,11 +69,15 @@ class NodeGroupSpec:
 
 
 def gpu_node_group_spec(group: GpuNodeGroup, *, lustre_client: bool = False) -> NodeGroupSpec:
+    # Bottlerocket's kernels carry the Lustre module (bottlerocket-os/bottlerocket#3459, re-added for 6.1;
+    # #4676: FSx for Lustre mounts on Bottlerocket EKS nodes), so its nodes get the label at creation.
+    bottlerocket_lustre = ({LUSTRE_CLIENT_LABEL: LUSTRE_CLIENT_READY}
+                           if lustre_client and group.ami_type.startswith("BOTTLEROCKET") else {})
     return NodeGroupSpec(
         role="gpu", name=group.name, instance_type=group.instance_type, ami_type=group.ami_type,
         desired_size=group.desired_size, min_size=0 if group.autoscale else group.min_size, max_size=group.max_size,
         disk_size_gib=group.disk_size_gib, capacity_type=group.capacity_type,
-        labels={**group.labels, **autoscaled_labels(group), GPU_NODE_LABEL_KEY: group.name},
+        labels={**group.labels, **autoscaled_labels(group), GPU_NODE_LABEL_KEY: group.name, **bottlerocket_lustre},
         autoscale=group.autoscale, template_tags=node_template_tags(group),
         taints=[dict(GPU_TAINT)], efa=group.efa, placement_group=group.placement_group,
         efa_interfaces=catalog.efa_interfaces(group.instance_type) if group.efa else 0,
@@ -94,7 +99,20 @@ def system_node_group_spec(group: SystemNodeGroup, *, lustre_client: bool = Fals
 # guide, "Installing the Lustre client", installs it on Amazon Linux 2023 the same way. Managed node
 # groups on AL2023 without an AMI id take MIME multipart user data and merge it with EKS's own
 # nodeadm NodeConfig (EKS user guide, "Customize managed nodes with launch templates", Amazon EC2
-# user data); the shell part runs before the node joins.
+# user data).
+# The script's exit status does not keep the node out: the AMI's nodeadm-run.service (which starts
+# the kubelet) is ordered `After=nodeadm-config.service cloud-final.service` and requires only
+# nodeadm-config (awslabs/amazon-eks-ami templates/al2023/runtime/rootfs/etc/systemd/system/
+# nodeadm-run.service, at 81fec2e), so the node joins whatever the script did. What keeps FSx pods
+# off a node without a client is a label only a successful install adds: the script then writes a
+# NodeConfig drop-in into /etc/eks/nodeadm.d/, which nodeadm-run reads as its second config source
+# (`--config-source file:///etc/eks/nodeadm.d/`; nodeadm/README.md, doc/examples.md "Overriding
+# configuration with drop-in files") and, the spec differing from the one cached by nodeadm-config,
+# re-runs its config phase with (nodeadm/cmd/nodeadm/init/init.go, needsRecache). Kubelet flags from
+# several sources are appended, and several --node-labels flags merge (nodeadm/internal/api/merge.go,
+# mergeKubeletFlags), so EKS's own labels stay. The pods that mount FSx select the label
+# (infra.environment Environment.claim_node_selector): with no such node they stay Pending, and
+# `bench run` names why (bench.cloud.kube).
 # dnf at boot can fail for a while: SSM's automatic updates hold the RPM lock or empty dnf's cache
 # under cloud-init (amazonlinux/amazon-linux-2023#397: "can't create transaction lock", "[Errno 2] No
 # such file or directory: /var/cache/dnf/..."). AWS's own AL2023 user data retries the install
@@ -105,6 +123,9 @@ def system_node_group_spec(group: SystemNodeGroup, *, lustre_client: bool = Fals
 # performance on nodes (non-EFA)": `modprobe lustre`, `check_success ... || exit 1`).
 LUSTRE_INSTALL_ATTEMPTS = 10
 LUSTRE_RETRY_SECONDS = 15
+NODEADM_DROP_IN_DIR = "/etc/eks/nodeadm.d"
+LUSTRE_DROP_IN = f"{NODEADM_DROP_IN_DIR}/50-eksbench-lustre-client.yaml"
+NO_LABEL = f"this node joins without the {LUSTRE_CLIENT_LABEL} label, so no FSx pod lands on it"
 LUSTRE_CLIENT_SCRIPT = f"""#!/bin/bash
 set -uo pipefail
 for attempt in $(seq 1 {LUSTRE_INSTALL_ATTEMPTS}); do
@@ -112,16 +133,26 @@ for attempt in $(seq 1 {LUSTRE_INSTALL_ATTEMPTS}); do
     break
   fi
   if [ "$attempt" -eq {LUSTRE_INSTALL_ATTEMPTS} ]; then
-    echo "eksbench: dnf install lustre-client failed {LUSTRE_INSTALL_ATTEMPTS} times (kernel $(uname -r))" >&2
+    echo "eksbench: dnf install lustre-client failed {LUSTRE_INSTALL_ATTEMPTS} times (kernel $(uname -r)); {NO_LABEL}" >&2
     exit 1
   fi
   echo "eksbench: dnf install lustre-client failed (attempt $attempt), retrying in {LUSTRE_RETRY_SECONDS} s" >&2
   sleep {LUSTRE_RETRY_SECONDS}
 done
 if ! modprobe lustre; then
-  echo "eksbench: lustre-client installed but the lustre module does not load on kernel $(uname -r)" >&2
+  echo "eksbench: lustre-client installed but the lustre module does not load on kernel $(uname -r); {NO_LABEL}" >&2
   exit 1
 fi
+mkdir -p {NODEADM_DROP_IN_DIR}
+cat > {LUSTRE_DROP_IN} <<'EOF'
+---
+apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  kubelet:
+    flags:
+      - --node-labels={LUSTRE_CLIENT_LABEL}={LUSTRE_CLIENT_READY}
+EOF
 """
 
 

@@ -104,3 +104,74 @@ def test_the_selector_matches_the_job_labels():
     for pair in kube.experiment_selector("e1", "r9").split(","):
         key, value = pair.split("=")
         assert labels[key] == value
+
+
+def scheduled(name="job-0", node="ip-10-0-1-2", uid="u1", containers=None):
+    p = pod(name=name, phase="Pending", conditions=[{"type": "PodScheduled", "status": "True"}],
+            containers=containers or [container(state={"waiting": {"reason": "ContainerCreating"}})])
+    p["metadata"]["uid"], p["spec"] = uid, {"nodeName": node}
+    return p
+
+
+def event(reason, message="", name="job-0", uid="u1", kind="Pod", at="2026-11-28T05:00:00Z"):
+    """A core/v1 Event as GET /api/v1/namespaces/NS/events lists it."""
+    return {"involvedObject": {"kind": kind, "name": name, "uid": uid}, "reason": reason, "message": message,
+            "type": "Warning" if reason.startswith("Failed") else "Normal", "lastTimestamp": at}
+
+
+# What the kubelet reports for FSx on a node without the Lustre client (aws-fsx-csi-driver#289).
+LUSTRE_MISSING = ('MountVolume.SetUp failed for volume "pvc-3152" : rpc error: code = Internal desc = Could not mount '
+                  '"fs-08a9.fsx.us-west-2.amazonaws.com@tcp:/aqhs7bev" at "/var/lib/kubelet/pods/1953/volumes": '
+                  "mount failed: exit status 19\nOutput: mount.lustre: ... failed: No such device\n"
+                  "Are the lustre modules loaded?")
+
+
+def test_a_failed_mount_event_is_a_fatal_named_reason():
+    events = [event("Scheduled"), event("FailedMount", "timed out", at="2026-11-28T05:01:00Z"),
+              event("FailedMount", LUSTRE_MISSING, at="2026-11-28T05:02:00Z"),
+              event("FailedMount", "another pod's", name="job-1", uid="u2")]
+    state, reasons = kube.summarize([scheduled()], events)
+    assert state == "pending"
+    assert reasons == ['job-0: volume: FailedMount: MountVolume.SetUp failed for volume "pvc-3152" : rpc error: '
+                       'code = Internal desc = Could not mount "fs-08a9.fsx.us-west-2.amazonaws.com@tcp:/aqhs7bev" '
+                       'at "/var/lib/kubelet/pods/1953/volumes": mount failed: exit status 19']
+    assert kube.is_fatal(reasons[0])
+    assert kube.summarize([scheduled()], [])[1] != reasons  # without Events, ContainerCreating says nothing of it
+
+
+def test_a_mount_not_finished_is_a_fatal_reason_until_the_kubelet_moves_past_it():
+    reasons = kube.summarize([scheduled()], [event("Scheduled")])[1]
+    assert reasons == ["job-0: volume: VolumesNotMounted: scheduled on ip-10-0-1-2, no image pulled and no "
+                       "container started yet"] and kube.is_fatal(reasons[0])
+    # volumes mount before the image is pulled: a Pulling event, or a started container, ends it
+    assert kube.summarize([scheduled()], [event("Pulling", 'Pulling image "a/b:1"')])[1] == []
+    started = scheduled(containers=[container(state={"running": {"startedAt": "2026-11-28T05:00:00Z"}})])
+    assert kube.summarize([started], [event("FailedMount", "old")])[1] == []
+    # a pod not yet scheduled is the scheduler's business (Unschedulable), not a mount
+    assert kube.mount_reasons(pod(phase="Pending"), [event("FailedMount", "x")]) == []
+    # an Event of an earlier pod of the same name (another uid) is not this pod's
+    assert kube.mount_reasons(scheduled(uid="u3"), [event("FailedMount", "x"), event("Pulled", uid="u3")]) == []
+
+
+def test_the_run_reads_the_events_and_marks_the_experiment_fatal(tmp_path):
+    """bench run's watch (bench.cloud.backend): a FailedMount Event starts the fatal clock, as ImagePullBackOff
+    does; the experiment then ends failed after fatal_after_s and the run tears down."""
+    from types import SimpleNamespace
+
+    from bench.cloud.backend import CloudBackend, Watched
+
+    class Cluster:
+        def pods(self, namespace, selector):
+            return [scheduled()]
+
+        def events(self, namespace):
+            return [event("FailedMount", LUSTRE_MISSING)]
+
+        def nodes(self):
+            return []
+
+    backend = CloudBackend(stack="s", cfg=SimpleNamespace(namespace="ns", run_id="r", region="us-west-2"),
+                           root=tmp_path, results_root=tmp_path)
+    backend.kube, watched = Cluster(), Watched(name="e", uri="s3://b/p/", timeout_s=60, deadline=1e12, experiment="e")
+    backend._kube_look(watched)
+    assert watched.fatal_since is not None and "FailedMount" in watched.reasons[0]
