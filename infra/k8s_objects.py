@@ -33,6 +33,8 @@ KINDS: dict[str, tuple[type, tuple[str, ...]]] = {
     "Role": (k8s.rbac.v1.Role, ("rules",)),
     "RoleBinding": (k8s.rbac.v1.RoleBinding, ("roleRef", "subjects")),
     "NetworkPolicy": (k8s.networking.v1.NetworkPolicy, ("spec",)),
+    "PodDisruptionBudget": (k8s.policy.v1.PodDisruptionBudget, ("spec",)),
+    "PriorityClass": (k8s.scheduling.v1.PriorityClass, ("value", "globalDefault", "description", "preemptionPolicy")),
 }
 
 

@@ -9,7 +9,7 @@ import pulumi
 
 from infra import k8s_objects
 from infra.access.network_policies import namespace_network_policies
-from infra.cluster.manifests import etcd_manifests
+from infra.cluster.manifests import etcd_manifests, etcd_protection_manifests
 from infra.component_options import child_options
 from infra.environment import Environment
 
@@ -32,8 +32,12 @@ class Etcd(pulumi.ComponentResource):
             k8s_objects.register(f"{name}-{p['metadata']['name']}", p, child_options(self, opts))
             for p in namespace_network_policies(args.env.namespace)]
         deployment, service = etcd_manifests(args.env)
-        self.deployment = k8s_objects.register(f"{name}-deployment", deployment,
-                                               child_options(self, opts, depends_on=self.network_policies))
+        priority, pdb = etcd_protection_manifests(args.env)
+        self.priority_class = k8s_objects.register(f"{name}-priority", priority, child_options(self, opts))
+        self.disruption_budget = k8s_objects.register(f"{name}-pdb", pdb, child_options(self, opts))
+        self.deployment = k8s_objects.register(
+            f"{name}-deployment", deployment,
+            child_options(self, opts, depends_on=[*self.network_policies, self.priority_class]))
         self.service = k8s_objects.register(f"{name}-service", service, child_options(self, opts))
         self.endpoint = args.env.etcd_endpoint
         self.register_outputs({"endpoint": self.endpoint})

@@ -76,6 +76,7 @@ def etcd_manifests(env: Environment) -> list[dict]:
         "spec": {"replicas": 1, "selector": {"matchLabels": selector}, "strategy": {"type": "Recreate"},
                  "template": {"metadata": {"labels": labels("etcd")},
                               "spec": {"nodeSelector": dict(SYSTEM_NODE_LABEL), "automountServiceAccountToken": False,
+                                       "priorityClassName": ETCD_PRIORITY_CLASS,
                                        "enableServiceLinks": False,
                                        "securityContext": pod_security_context(run_as_user=ETCD_UID, fs_group=None),
                                        "containers": [container],
@@ -84,6 +85,31 @@ def etcd_manifests(env: Environment) -> list[dict]:
                "spec": {"type": "ClusterIP", "selector": selector,
                         "ports": [{"name": "client", "port": ETCD_PORT, "targetPort": ETCD_PORT, "protocol": "TCP"}]}}
     return [deployment, service]
+
+
+# Above every training pod (they name no priority class: priority 0), so the scheduler preempts a
+# training pod rather than leave etcd Pending on a full system node (Kubernetes "Pod Priority and
+# Preemption"; user-defined values go up to 1,000,000,000).
+ETCD_PRIORITY_CLASS = "eksbench-rendezvous"
+ETCD_PRIORITY = 1_000_000
+
+
+def etcd_protection_manifests(env: Environment) -> list[dict]:
+    """etcd's PriorityClass and PodDisruptionBudget. torch's agent polls the rendezvous every 0.1 s and
+    the etcd backend turns any error into RendezvousConnectionError (torch/distributed/elastic/rendezvous
+    etcd_rendezvous_backend.get_state, dynamic_rendezvous), so an etcd moved by a node drain or a managed
+    node group update fails every PyTorch run on the cluster and loses the rendezvous state (an emptyDir).
+    ``maxUnavailable: 0`` refuses voluntary evictions of the one member (policy/v1; a drain waits, and an
+    EKS node group update forces it only after its 15-minute PDB timeout); ``unhealthyPodEvictionPolicy:
+    AlwaysAllow`` still lets a member that is not Ready go. Involuntary loss (a node failure) is not
+    covered: c10d, whose store lives in the agents, is the rendezvous to choose for long production runs."""
+    priority = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": _meta(ETCD_PRIORITY_CLASS),
+                "value": ETCD_PRIORITY, "globalDefault": False,
+                "description": "etcd for torch elastic rendezvous: above the training pods"}
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta("etcd", env.namespace, "etcd"),
+           "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app.kubernetes.io/name": "etcd"}},
+                    "unhealthyPodEvictionPolicy": "AlwaysAllow"}}
+    return [priority, pdb]
 
 
 def _on_groups(node_groups: list[str]) -> dict:

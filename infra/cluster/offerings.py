@@ -103,4 +103,12 @@ def advisories(cfg: StackConfig, *, today: str) -> list[str]:
                      f"extended support costs ${catalog.EKS_EXTENDED_SUPPORT_USD_PER_HOUR:.2f}/h instead of "
                      f"${catalog.EKS_CONTROL_PLANE_USD_PER_HOUR:.2f}/h and ends on {v.end_of_extended}; "
                      f"use {show(catalog.NEWEST_EKS_VERSION)}")
+    etcd = [cfg.experiment_key(i) for i, e in enumerate(cfg.experiments)
+            if e.framework == "pytorch" and e.rdzv_backend.startswith("etcd")]
+    if etcd:
+        # infra.cluster.manifests.etcd_protection_manifests: what protects the one etcd, and what does not.
+        notes.append(f"rdzv_backend of {', '.join(dict.fromkeys(etcd))}: etcd is one pod, kept from drains (a "
+                     "PodDisruptionBudget) and from preemption (a priority class above the training pods), but a "
+                     "lost node loses it and the rendezvous fails every run on it; for long production runs "
+                     'prefer "c10d", whose store lives in the agents')
     return notes

@@ -386,3 +386,18 @@ def test_the_cluster_runs_the_vpc_cni_network_policy_agent():
     """Without it EKS does not enforce any NetworkPolicy (EKS user guide, "Restrict Pod network traffic")."""
     cluster = next(r for r in evaluate("dev").resources if r["type"] == "eks:index:Cluster")
     assert cluster["inputs"]["vpcCniOptions"]["enableNetworkPolicy"] is True
+
+
+def test_etcd_has_a_disruption_budget_and_a_priority_above_the_training_pods(dev):
+    pdb = one(dev, "kubernetes:policy/v1:PodDisruptionBudget")["inputs"]
+    assert pdb["spec"]["maxUnavailable"] == 0 and pdb["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "etcd"}
+    priority = one(dev, "kubernetes:scheduling.k8s.io/v1:PriorityClass")["inputs"]
+    etcd = one(dev, "kubernetes:apps/v1:Deployment", "etcd-deployment")["inputs"]["spec"]["template"]["spec"]
+    assert etcd["priorityClassName"] == priority["metadata"]["name"] and priority["value"] > 0
+    assert priority["globalDefault"] is False
+    for r, spec in pod_specs(dev):  # training pods keep priority 0, below etcd
+        if r["type"] == "kubernetes:batch/v1:Job":
+            assert "priorityClassName" not in spec, r["name"]
+    note = [w for w in dev.warnings if w.startswith("rdzv_backend of experiments[0], experiments[1]: etcd is one pod")]
+    assert note and 'prefer "c10d"' in note[0]  # the plan says what etcd survives and what to use instead
