@@ -216,6 +216,8 @@ class CloudBackend(CloudObservation):
         except Exception:  # noqa: BLE001 - without them, the pods' own states still count
             events = []
         state, w.reasons = kube.summarize(pods, events)
+        if getattr(self.kube, "clock_offset", None) is not None:  # cluster marks onto our clock (timeline)
+            self.timeline.cluster_offset = self.kube.clock_offset
         self.timeline.experiment(w.name, pods_started=kube.containers_started_at(pods),
                                  source="Kubernetes API: the first container's startedAt")
         run_timeline.record_nodes_ready(self.timeline, self.kube)

@@ -114,6 +114,18 @@ def mount_reasons(pod: dict[str, Any], events: list[dict[str, Any]]) -> list[str
     return [f"volume: {VOLUMES_NOT_MOUNTED}: scheduled on {node}, no image pulled and no container started yet"]
 
 
+def clock_offset(date_header: str | None, sent: float, received: float) -> float | None:
+    """The API server's clock minus ours, in seconds, from its ``Date`` header (RFC 9110: whole seconds)
+    against the middle of the request; None without a readable header."""
+    from email.utils import parsedate_to_datetime
+
+    try:
+        server = parsedate_to_datetime(date_header).timestamp() if date_header else None
+    except (TypeError, ValueError):
+        return None
+    return None if server is None else server + 0.5 - (sent + received) / 2  # + 0.5: the header truncates
+
+
 def is_fatal(reason: str) -> bool:
     return any(f": {w}" in reason for w in FATAL_WAITING)
 
@@ -195,6 +207,7 @@ class KubeClient:
     def __init__(self, access: ClusterAccess, timeout: float = 10.0, token_ttl: float = 600.0):
         self.access, self.timeout, self.token_ttl = access, timeout, token_ttl
         self._token: tuple[str, float] | None = None
+        self.clock_offset: float | None = None  # the API server's clock minus ours (clock_offset)
         self._ctx = ssl.create_default_context()
         if access.ca_pem:
             with tempfile.NamedTemporaryFile("wb", suffix=".pem") as f:  # load_verify_locations wants a path
@@ -211,7 +224,12 @@ class KubeClient:
         url = f"{self.access.server}{path}?{urllib.parse.urlencode(query)}"
         req = urllib.request.Request(url, headers={"Authorization": f"Bearer {self._bearer()}",
                                                    "Accept": "application/json"})
-        return urllib.request.urlopen(req, timeout=timeout or self.timeout, context=self._ctx)
+        sent = time.time()
+        response = urllib.request.urlopen(req, timeout=timeout or self.timeout, context=self._ctx)
+        offset = clock_offset(response.headers.get("Date"), sent, time.time())
+        if offset is not None:
+            self.clock_offset = offset
+        return response
 
     def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         with self._open(f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": selector}) as r:

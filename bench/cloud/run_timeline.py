@@ -44,7 +44,8 @@ def record_up(rec: T.Recorder, up_progress: Any) -> None:
 
 
 def record_nodes_ready(rec: T.Recorder, kube_client: Any) -> None:
-    """When the last GPU node turned Ready (once; the API server's clock), from the node groups' creation."""
+    """When the last GPU node turned Ready (once; the kubelet's clock, moved onto ours), from the node groups'
+    creation."""
     from bench.cloud import kube
 
     if T.NODES_READY in rec.spans or kube_client is None:
@@ -54,7 +55,7 @@ def record_nodes_ready(rec: T.Recorder, kube_client: Any) -> None:
     except Exception:  # noqa: BLE001 - the timeline goes without it
         return
     start = rec.spans.get(T.UP_NODE_GROUPS, rec.spans.get(T.UP, (None,)))[0]
-    rec.span(T.NODES_READY, start, ready, "node groups' creation to the last GPU node's Ready condition "
+    rec.span(T.NODES_READY, start, rec.from_cluster(ready), "node groups' creation to the last GPU node's Ready condition "
                                           "(Kubernetes API)")
 
 

@@ -113,6 +113,23 @@ class Recorder:
         self.open: dict[str, tuple[float, str]] = {}
         self.experiments: dict[str, dict[str, Any]] = {}
         self.audit: dict[str, Any] = {"clean": None, "lines": []}
+        # The cluster's clock minus this machine's, in seconds (the API server's Date header:
+        # bench.cloud.kube.clock_offset); None until the API answers. Marks from the cluster (pods,
+        # kubelets, the launcher's summary) are moved onto this machine's clock by it.
+        self.cluster_offset: float | None = None
+
+    def from_cluster(self, t: float | None) -> float | None:
+        """A cluster-clock mark on this machine's clock (unchanged while the offset is unknown)."""
+        return None if t is None else t - (self.cluster_offset or 0.0)
+
+    @property
+    def clock_note(self) -> str:
+        """Which clock the document's marks are on, and how the cluster's were brought onto it."""
+        if self.cluster_offset is None:
+            return ("bench run's clock; the cluster's marks (pods, nodes, summaries) uncorrected: the Kubernetes "
+                    "API did not answer, so its Date header gave no offset")
+        return (f"bench run's clock; the cluster's marks (pods, nodes, summaries) corrected by the API server's "
+                f"Date header (cluster clock {self.cluster_offset:+.1f} s from this machine's, within 1 s)")
 
     def begin(self, name: str, source: str = "bench run's clock") -> None:
         self.open[name] = (self.clock(), source)
@@ -135,7 +152,7 @@ class Recorder:
                                                "source": source})
         for key, value in (("pods_started", pods_started), ("first_step", first_step), ("last_step", last_step)):
             if value is not None and e[key] is None:
-                e[key] = value
+                e[key] = self.from_cluster(value)
         if source and source not in e["source"]:
             e["source"] = "; ".join(filter(None, (e["source"], source)))
 
@@ -149,6 +166,7 @@ class Recorder:
         exps = [{"name": n, "pods_started_s": rel(e["pods_started"]), "first_step_s": rel(e["first_step"]),
                  "last_step_s": rel(e["last_step"]), "source": e["source"]} for n, e in sorted(self.experiments.items())]
         doc = {"version": VERSION, "stack": self.stack, "run_id": self.run_id, "started_at": iso(self.started),
+               "clock": self.clock_note,
                "gpu_nodes": self.gpu_nodes, "gpu_hourly_usd": round(self.gpu_hourly_usd, 4), "phases": phases,
                "experiments": exps, "audit": dict(self.audit)}
         doc["figures"] = figures(doc)

@@ -102,3 +102,34 @@ def test_the_recorder_orders_phases_and_derives_the_run_level_ones():
                                            ("2026-11-24T00:00:01+00:00", 1795478401.0), (None, None), ("", None)])
 def test_parse_iso(text, expected):
     assert T.parse_iso(text) == expected
+
+
+def recorded_run(skew: float):
+    """One run recorded by a client whose clock is ``skew`` seconds ahead of the cluster's; the cluster's
+    marks (a container start, the launcher's steps) are on the cluster's clock, its offset read from the
+    API server's Date header (bench.cloud.kube.clock_offset)."""
+    from email.utils import formatdate
+
+    from bench.cloud.kube import clock_offset
+
+    t0 = 1795825400.0  # 2026-11-28 00:23:20 UTC on the cluster's clock
+    true = iter([t0, t0, t0 + 20, t0 + 20, t0 + 300])  # started, preflight begin/end, up begin/end
+    rec = T.Recorder(stack="s", run_id="r", gpu_nodes=2, gpu_hourly_usd=48.96, clock=lambda: next(true) + skew)
+    rec.begin(T.PREFLIGHT)
+    rec.end(T.PREFLIGHT)
+    rec.begin(T.UP)
+    rec.end(T.UP)
+    # the API server answers at t0 + 400 on its clock: its Date header, sent and received on ours
+    rec.cluster_offset = clock_offset(formatdate(t0 + 400, usegmt=True), t0 + 400 + skew, t0 + 400.2 + skew)
+    rec.experiment("e", pods_started=t0 + 350, first_step=t0 + 420, last_step=t0 + 800)
+    return rec.document()
+
+
+def test_a_client_clock_skewed_by_two_minutes_gives_the_same_figures():
+    plain, skewed = recorded_run(0.0), recorded_run(120.0)
+    assert skewed["figures"] == plain["figures"]
+    assert [(p["name"], p["start_s"], p["end_s"]) for p in skewed["phases"]] == \
+        [(p["name"], p["start_s"], p["end_s"]) for p in plain["phases"]]
+    assert skewed["experiments"] == plain["experiments"]
+    assert plain["experiments"][0]["first_step_s"] == pytest.approx(420.0, abs=1.0)
+    assert "Date header" in skewed["clock"] and "-119.6 s" in skewed["clock"]
