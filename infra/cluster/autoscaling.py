@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from core.catalog import aws as catalog
 from core.catalog.fabric import EFA_HUGEPAGES_MIB_PER_NODE
+from core.contract.names import LUSTRE_CLIENT_LABEL, LUSTRE_CLIENT_READY
 from core.config.model import GpuNodeGroup
 from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT
 
@@ -36,8 +37,10 @@ def autoscaled_labels(group: GpuNodeGroup) -> dict[str, str]:
     return {ACCELERATOR_LABEL: accelerator(group.instance_type)} if group.autoscale else {}
 
 
-def node_template_tags(group: GpuNodeGroup) -> dict[str, str]:
+def node_template_tags(group: GpuNodeGroup, *, lustre_client: bool = False) -> dict[str, str]:
     """The Auto Scaling group tags that let Cluster Autoscaler scale ``group`` up from 0; {} when it does not opt in.
+    ``lustre_client``: its nodes will carry the Lustre client's ready label that FSx pods select (set at boot by the
+    node itself, so the autoscaler must be told of it, or it would judge that no new node fits an FSx pod).
     The EFA counts are what the pods may ask of one node: one interface per network card
     (``catalog.efa_interfaces``) and the recipe's huge pages (``fabric.EFA_HUGEPAGES_MIB_PER_NODE``)."""
     if not group.autoscale:
@@ -45,6 +48,8 @@ def node_template_tags(group: GpuNodeGroup) -> dict[str, str]:
     tags = {f"{TEMPLATE}/label/{GPU_NODE_LABEL_KEY}": group.name,
             f"{TEMPLATE}/label/{ACCELERATOR_LABEL}": accelerator(group.instance_type),
             f"{TEMPLATE}/taint/{GPU_TAINT['key']}": f"{GPU_TAINT['value']}:{GPU_TAINT['effect']}"}
+    if lustre_client:
+        tags[f"{TEMPLATE}/label/{LUSTRE_CLIENT_LABEL}"] = LUSTRE_CLIENT_READY
     if group.efa:
         tags[f"{TEMPLATE}/resources/vpc.amazonaws.com/efa"] = str(catalog.efa_interfaces(group.instance_type))
         tags[f"{TEMPLATE}/resources/hugepages-2Mi"] = f"{EFA_HUGEPAGES_MIB_PER_NODE}Mi"

@@ -78,7 +78,7 @@ def gpu_node_group_spec(group: GpuNodeGroup, *, lustre_client: bool = False) -> 
         desired_size=group.desired_size, min_size=0 if group.autoscale else group.min_size, max_size=group.max_size,
         disk_size_gib=group.disk_size_gib, capacity_type=group.capacity_type,
         labels={**group.labels, **autoscaled_labels(group), GPU_NODE_LABEL_KEY: group.name, **bottlerocket_lustre},
-        autoscale=group.autoscale, template_tags=node_template_tags(group),
+        autoscale=group.autoscale, template_tags=node_template_tags(group, lustre_client=lustre_client),
         taints=[dict(GPU_TAINT)], efa=group.efa, placement_group=group.placement_group,
         efa_interfaces=catalog.efa_interfaces(group.instance_type) if group.efa else 0,
         capacity_reservation_id=group.capacity_reservation_id,

@@ -150,6 +150,15 @@ def test_every_efa_group_that_opts_in_carries_both_efa_resource_tags():
     assert node_template_tags(GpuNodeGroup(name="p5", instance_type="p5.48xlarge", efa=True)) == {}
 
 
+def test_an_autoscaled_group_mounting_lustre_tells_the_autoscaler_of_its_ready_label():
+    # FSx pods select the label a node sets itself once its Lustre client works; scaled from 0, the autoscaler
+    # only knows a node's labels from these tags, and without this one no new node would fit an FSx pod
+    group = GpuNodeGroup(name="p5", instance_type="p5.48xlarge", max_size=2, autoscale=True)
+    tag = "k8s.io/cluster-autoscaler/node-template/label/eksbench.io/lustre-client"
+    assert node_template_tags(group, lustre_client=True)[tag] == "ready"
+    assert tag not in node_template_tags(group)
+
+
 def test_the_rule_names_an_efa_group_whose_tags_leave_a_resource_out(monkeypatch):
     import program.validation as v
 
