@@ -227,7 +227,9 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
             bucket=results_bucket, results=env.results, deadline_minutes=cfg.autostop_deadline_minutes,
             idle_minutes=cfg.autostop.idle_minutes, code_files=code_files, generation=generation,
             node_group_sizes=[{"minSize": g.min_size, "maxSize": g.max_size, "desiredSize": g.desired_size}
-                              for g in cfg.gpu_node_groups if not g.autoscale], tags=tags),
+                              for g in cfg.gpu_node_groups if not g.autoscale],
+            # ... and suspends the run's unfinished Jobs instead, so the autoscaler can take their nodes away.
+            suspend_at_deadline=any(g.autoscale for g in cfg.gpu_node_groups), tags=tags),
             pulumi.ResourceOptions(provider=cluster.provider,
                                    depends_on=[cluster.namespace, cluster.pod_identity_agent, system, suite]))
 

@@ -1,4 +1,5 @@
-"""``AutostopController``: the controller that scales the run's GPU node groups to zero when it is over.
+"""``AutostopController``: the controller that scales the run's GPU node groups to zero when it is over
+(or, for groups Cluster Autoscaler sizes, suspends the run's unfinished Jobs so the autoscaler can).
 
 Registers the controller's IAM role (``infra.access.policies.autostop_policy``: this cluster's node
 groups and one S3 key), its Pod Identity association, its RBAC and NetworkPolicy and the
@@ -47,6 +48,7 @@ class AutostopControllerArgs:
     code_files: Mapping[str, str]
     generation: str = ""
     node_group_sizes: Sequence[Mapping[str, int]] = ()  # each GPU group's configured minSize, maxSize, desiredSize
+    suspend_at_deadline: bool = False  # some GPU group is Cluster Autoscaler's: stopping suspends unfinished Jobs
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -57,8 +59,9 @@ class AutostopController(pulumi.ComponentResource):
     def __init__(self, name: str, args: AutostopControllerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:workloads:AutostopController", name, None, opts)
         child, tags, key = child_options(self, opts), dict(args.tags), args.results.key(RECORD)
+        rbac = m.autostop_rbac_manifests(args.namespace, suspend_jobs=args.suspend_at_deadline)
         sa, k8s_role, binding = (k8s_objects.register(f"{name}-{r}", o, child) for r, o in
-                                 zip(("sa", "rbac-role", "rbac-binding"), m.autostop_rbac_manifests(args.namespace)))
+                                 zip(("sa", "rbac-role", "rbac-binding"), rbac))
         policy = pulumi.Output.all(args.cluster_arn, args.bucket).apply(
             lambda a: json.dumps(autostop_policy(cluster_arn=a[0], bucket=a[1], key=key)))
         identity = pod_identity_role(name, policy=policy, policy_name="policy", cluster_name=args.cluster_name,
@@ -69,7 +72,8 @@ class AutostopController(pulumi.ComponentResource):
         spec = pulumi.Output.all(args.bucket, *args.node_groups).apply(lambda a: m.autostop_spec(
             namespace=args.namespace, run_id=args.run_id, cluster=args.cluster_name, node_groups=a[1:],
             region=args.region, bucket=a[0], key=key, deadline_minutes=args.deadline_minutes,
-            idle_minutes=args.idle_minutes, generation=args.generation, sizes=args.node_group_sizes))
+            idle_minutes=args.idle_minutes, generation=args.generation, sizes=args.node_group_sizes,
+            suspend_at_deadline=args.suspend_at_deadline))
         manifest = spec.apply(lambda s: m.autostop_deployment_manifest(namespace=args.namespace, spec=s,
                                                                         code_config_map=code))
         # Credentials are handed out only once the association exists; the pod starts after it.

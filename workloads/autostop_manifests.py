@@ -5,7 +5,8 @@ One pod on the system nodes runs ``python3 -m workloads.train.control.autostop``
 way dataset staging gets it (``datasets.staging_manifests.ENTRYPOINT``). What it may do:
 
 - Kubernetes: get, list and watch Jobs in the namespace and get the owner ConfigMap (a Role, not a
-  ClusterRole); no Pods, no writes.
+  ClusterRole); no Pods. One write, only on a stack with an autoscaled GPU group: patch Jobs in the
+  namespace, to suspend the run's unfinished ones (autostop leaves those groups' sizes to Cluster Autoscaler).
 - Network: nothing in; out only DNS (kube-dns), HTTPS (the API server, the regional EKS and
   S3 endpoints and PyPI for boto3: public addresses AWS does not fix, and a NetworkPolicy
   names no host names, so "any address on 443"), and the EKS Pod Identity agent on
@@ -41,12 +42,14 @@ SELECTOR = {"app.kubernetes.io/name": NAME}
 
 def autostop_spec(*, namespace: str, run_id: str, cluster: str, node_groups: Sequence[str], region: str,
                   bucket: str, key: str, deadline_minutes: int, idle_minutes: int, generation: str,
-                  sizes: Sequence[Mapping[str, int]] = ()) -> str:
-    """The controller's instructions (``EKSBENCH_AUTOSTOP``), as workloads.train.control.autostop reads them."""
+                  sizes: Sequence[Mapping[str, int]] = (), suspend_at_deadline: bool = False) -> str:
+    """The controller's instructions (``EKSBENCH_AUTOSTOP``), as workloads.train.control.autostop reads them.
+    ``suspend_at_deadline``: some GPU group is Cluster Autoscaler's, so stopping suspends the unfinished Jobs."""
     return json.dumps({"namespace": namespace, "run_id": run_id, "cluster": cluster, "node_groups": list(node_groups),
                        "region": region, "bucket": bucket, "key": key, "deadline_minutes": deadline_minutes,
                        "idle_minutes": idle_minutes, "heartbeat": HEARTBEAT, "generation": generation,
-                       "owner": AUTOSTOP_OWNER_CONFIG_MAP, "sizes": [dict(s) for s in sizes]}, sort_keys=True)
+                       "owner": AUTOSTOP_OWNER_CONFIG_MAP, "sizes": [dict(s) for s in sizes],
+                       "suspend_at_deadline": suspend_at_deadline}, sort_keys=True)
 
 
 def autostop_generation(*, run_id: str, experiments: Sequence[Any], code_config_map: str, deadline_minutes: int,
@@ -72,12 +75,14 @@ def controller_metadata(namespace: str) -> dict:
     return metadata(NAME, namespace, label_set=labels(NAME, component="autostop"))
 
 
-def autostop_rbac_manifests(namespace: str) -> list[dict]:
-    """ServiceAccount, Role (get/list/watch Jobs in the namespace, get the owner ConfigMap) and RoleBinding."""
+def autostop_rbac_manifests(namespace: str, *, suspend_jobs: bool = False) -> list[dict]:
+    """ServiceAccount, Role (get/list/watch Jobs in the namespace, get the owner ConfigMap; patch Jobs too
+    when ``suspend_jobs``, for a stack with an autoscaled GPU group) and RoleBinding."""
+    job_verbs = ["get", "list", "watch", "patch"] if suspend_jobs else ["get", "list", "watch"]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": controller_metadata(namespace)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": controller_metadata(namespace),
-         "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
+         "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": job_verbs},
                    {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [AUTOSTOP_OWNER_CONFIG_MAP],
                     "verbs": ["get"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",

@@ -54,6 +54,26 @@ def test_rbac_reads_jobs_of_the_namespace_and_the_owner_config_map_only(plan):
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "eksbench-autostop", "namespace": "eksbench"}]
 
 
+@pytest.fixture(scope="module")
+def autoscaled():
+    config = copy.deepcopy(P5_FILLED)
+    config["eksbench:gpu_node_groups"][0]["autoscale"] = True
+    return evaluate_config("p5-fsx", config)
+
+
+def test_with_an_autoscaled_group_it_may_also_patch_jobs_of_the_namespace_to_suspend_them(autoscaled):
+    role = one(autoscaled, "kubernetes:rbac.authorization.k8s.io/v1:Role", "autostop-rbac-role")
+    assert role["metadata"]["namespace"] == "eksbench"  # a Role: this namespace's Jobs, no other
+    assert role["rules"] == [{"apiGroups": ["batch"], "resources": ["jobs"],
+                              "verbs": ["get", "list", "watch", "patch"]},
+                             {"apiGroups": [""], "resources": ["configmaps"],
+                              "resourceNames": [AUTOSTOP_OWNER_CONFIG_MAP], "verbs": ["get"]}]
+    deployment = one(autoscaled, "kubernetes:apps/v1:Deployment", "autostop-deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    spec = json.loads(env["EKSBENCH_AUTOSTOP"])
+    assert spec["suspend_at_deadline"] is True and spec["node_groups"] == spec["sizes"] == []
+
+
 def test_network_policy_lets_nothing_in_and_only_dns_https_and_the_pod_identity_agent_out(plan):
     spec = one(plan, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "autostop-network-policy")["spec"]
     assert spec["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "eksbench-autostop"}}
@@ -74,6 +94,7 @@ def test_the_deployment_runs_the_shipped_code_on_the_system_nodes_and_watches_th
     spec = json.loads(env["EKSBENCH_AUTOSTOP"])
     gpu_groups = outputs(plan)["node_groups"][1:]  # the system group is first, and never scaled
     assert spec["node_groups"] == gpu_groups and spec["cluster"] == outputs(plan)["cluster_name"]
+    assert spec["suspend_at_deadline"] is False  # no autoscaled group: it never writes to a Job
     assert f"s3://{spec['bucket']}/{spec['key']}" == outputs(plan)["results_prefix"] + "autostop.json"
 
 

@@ -1,11 +1,12 @@
 """The autostop controller (workloads/train/control/autostop.py) against a fake Kubernetes API and moto's EKS and S3.
 
-The fake API server is a loopback ``http.server`` that answers the one request the controller
-makes, the Job list of a namespace filtered by label, in batch/v1's shape (Kubernetes API
+The fake API server is a loopback ``http.server`` that answers the requests the controller
+makes: the Job list of a namespace filtered by label, in batch/v1's shape (Kubernetes API
 reference, "Job v1 batch", list: ``GET /apis/batch/v1/namespaces/{namespace}/jobs`` returns a
-``JobList`` with ``apiVersion``, ``kind``, ``metadata.resourceVersion`` and ``items``), checks
-the bearer token, and fails loudly on anything else. EKS and S3 are moto's, in process; the
-controller talks to them through boto3 exactly as in the pod.
+``JobList`` with ``apiVersion``, ``kind``, ``metadata.resourceVersion`` and ``items``), and a
+JSON merge patch of one Job (``PATCH .../jobs/{name}``, ``Content-Type: application/merge-patch+json``,
+RFC 7386; it returns the patched Job). It checks the bearer token, and fails loudly on anything else.
+EKS and S3 are moto's, in process; the controller talks to them through boto3 exactly as in the pod.
 """
 
 from __future__ import annotations
@@ -29,13 +30,28 @@ KEY = f"eksbench/dev/{RUN}/autostop.json"
 TOKEN = "service-account-token"
 
 
+def merge_patch(target, patch):
+    """RFC 7386: objects merge key by key, null removes a key, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
 class FakeJobsApi:
-    """GET /apis/batch/v1/namespaces/<ns>/jobs?labelSelector=eksbench.io/run-id=<run> and the owner ConfigMap
-    (GET /api/v1/namespaces/<ns>/configmaps/<name>, a ConfigMap or a 404 Status); nothing else."""
+    """GET /apis/batch/v1/namespaces/<ns>/jobs?labelSelector=eksbench.io/run-id=<run>, the owner ConfigMap
+    (GET /api/v1/namespaces/<ns>/configmaps/<name>, a ConfigMap or a 404 Status) and a merge patch of one
+    Job (PATCH /apis/batch/v1/namespaces/<ns>/jobs/<name>); nothing else."""
 
     def __init__(self):
         self.jobs: list[dict] = []
         self.requests: list[str] = []
+        self.patches: list[tuple[str, dict]] = []  # (Job name, the patch), in order
         self.owner: dict | None = None  # the owner ConfigMap's data; None: no such ConfigMap (404)
         api = self
 
@@ -60,7 +76,20 @@ class FakeJobsApi:
                                  "metadata": {"resourceVersion": str(len(api.requests))}, "items": items})
 
             def do_PATCH(self):  # noqa: N802
-                self._send(500, {"kind": "Status", "code": 500, "message": "the controller must not write"})
+                api.requests.append("PATCH " + self.path)
+                prefix = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/"
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                    return self._send(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
+                if self.headers.get("Content-Type") != "application/merge-patch+json":
+                    return self._send(415, {"kind": "Status", "code": 415, "reason": "UnsupportedMediaType"})
+                name = self.path[len(prefix):] if self.path.startswith(prefix) else ""
+                found = [i for i, j in enumerate(api.jobs) if j["metadata"]["name"] == name]
+                if not found or "/" in name or "?" in name:
+                    return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                patch = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                api.patches.append((name, patch))
+                api.jobs[found[0]] = merge_patch(api.jobs[found[0]], patch)
+                self._send(200, api.jobs[found[0]])
 
             def _send(self, code, body):
                 data = json.dumps(body).encode()
@@ -179,6 +208,45 @@ def test_the_deadline_scales_a_run_that_never_ends_and_does_it_once(api, aws):
     records = autostop.run(SPEC, get=get, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=6)
     assert len(records) == 1 and "deadline passed" in records[0]["reason"] and "stuck" in records[0]["reason"]
     assert sizes(eks, "p3-20270115")["desiredSize"] == 0
+    assert fake.patches == [] and records[0]["suspended_jobs"] == []  # no autoscaled group: no Job touched
+
+
+def test_past_its_deadline_with_an_autoscaled_group_it_suspends_the_unfinished_jobs_and_scales_the_others(api, aws):
+    """g5 is Cluster Autoscaler's (out of node_groups): autostop never sizes it, and at the deadline suspends
+    the run's unfinished Jobs, whose pods Kubernetes then deletes, so the autoscaler can remove their nodes.
+    Finished Jobs and Jobs already suspended are left as they are; p3, autostop's own, goes to zero as before."""
+    fake, get = api
+    eks, s3 = aws
+    spec = {**SPEC, "node_groups": ["p3-20270115"], "suspend_at_deadline": True}
+    fake.jobs = [k8s_job("stuck"), k8s_job("resnet", done=("Complete", "2027-01-15T09:00:00Z")),
+                 k8s_job("broken", done=("Failed", "2027-01-15T09:10:00Z")), k8s_job("waiting", suspend=True),
+                 k8s_job("run-007-gate", component="gate"), k8s_job("elsewhere", run="run-006")]
+    clock = Clock(minutes=230)
+    assert autostop.run(spec, get=get, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=2) == []
+    assert fake.patches == []  # before the deadline: nothing suspended
+    records = autostop.run(spec, get=get, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=40)
+    assert len(records) == 1, records  # once: a suspended Job is not suspended again
+    assert fake.patches == [("run-007-gate", {"spec": {"suspend": True}}), ("stuck", {"spec": {"suspend": True}})]
+    jobs = {j["metadata"]["name"]: j for j in fake.jobs}
+    assert jobs["resnet"]["status"]["conditions"][0]["type"] == "Complete" and not jobs["resnet"]["spec"]["suspend"]
+    assert not jobs["broken"]["spec"]["suspend"] and not jobs["elsewhere"]["spec"]["suspend"]
+    assert sizes(eks, "p3-20270115") == {"minSize": 0, "maxSize": 2, "desiredSize": 0}
+    assert sizes(eks, "g5-20270115") == {"minSize": 0, "maxSize": 1, "desiredSize": 1}  # the autoscaler's to size
+    record = json.loads(s3.get_object(Bucket=BUCKET, Key=KEY)["Body"].read())
+    assert record["suspended_jobs"] == ["run-007-gate", "stuck"] and "deadline passed" in record["reason"]
+    assert [g["name"] for g in record["node_groups"]] == ["p3-20270115"]
+
+
+def test_with_every_gpu_group_autoscaled_the_deadline_still_suspends_and_records_it(api, aws):
+    fake, get = api
+    eks, s3 = aws
+    spec = {**SPEC, "node_groups": [], "suspend_at_deadline": True}
+    fake.jobs = [k8s_job("stuck")]
+    clock = Clock(minutes=241)
+    [record] = autostop.run(spec, get=get, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=3)
+    assert record["suspended_jobs"] == ["stuck"] and record["node_groups"] == []
+    assert fake.jobs[0]["spec"]["suspend"] is True
+    assert {sizes(eks, g)["desiredSize"] for g in ("p3-20270115", "g5-20270115")} == {2, 1}
 
 
 def test_an_api_error_is_retried_not_fatal(api, aws, tmp_path):

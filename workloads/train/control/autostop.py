@@ -4,6 +4,10 @@ A Deployment of one pod on the system nodes (``workloads/autostop.py`` registers
 loop: list the run's Jobs through the Kubernetes API (the gate's client, ``workloads.train.control.gate``),
 ask ``core.config.autostop.decide`` and, when it says so, set every GPU node group's scaling config to
 min 0, desired 0 through the EKS API, then write ``autostop.json`` beside the run's results.
+A stack whose GPU groups Cluster Autoscaler sizes (``suspend_at_deadline`` in the spec) has those groups
+out of ``node_groups``: autostop leaves their sizes alone and, when it decides to stop, suspends the run's
+unfinished Jobs instead (``spec.suspend: true``, batch/v1 Job suspension, GA since Kubernetes 1.24: the Job
+controller deletes a suspended Job's pods, so their nodes go idle and the autoscaler removes them).
 It keeps watching afterwards: a later ``pulumi up --refresh`` that puts the sizes back with
 nothing left to run is scaled down again. A later ``pulumi up`` that creates new Jobs (a new run id,
 new code or experiments) records a new generation first (``superseded``); from then on this
@@ -11,8 +15,9 @@ controller, until its Deployment is replaced, never touches the groups.
 
 Its instructions come as JSON in ``EKSBENCH_AUTOSTOP`` (``workloads.autostop_manifests``):
 namespace, run_id, cluster, node_groups, region, bucket, key, deadline_minutes, idle_minutes,
-generation and owner (the ConfigMap that names the current generation), sizes (each GPU group's
-configured scaling config, which ``restore`` puts back when the run's Jobs wait on a group at zero).
+generation and owner (the ConfigMap that names the current generation), suspend_at_deadline,
+sizes (each GPU group's configured scaling config, which ``restore`` puts back when the run's Jobs wait on a
+group at zero).
 Its AWS identity is EKS Pod Identity, which boto3 reads from the environment the agent injects.
 """
 
@@ -24,7 +29,7 @@ import os
 import time
 import urllib.error
 import urllib.parse
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from core.config.autostop import SCALE, Decision, decide, job_state
 from core.contract import strict_json
@@ -80,14 +85,28 @@ def restore(spec: dict, eks: Any, jobs: list, checked: set[float] | None = None)
     return restored
 
 
-def act(spec: dict, decision: Decision, *, eks: Any, s3: Any, now: float) -> dict | None:
-    """Scale every GPU group and record it in S3; None when every group was already at zero."""
+def suspend_unfinished(spec: dict, jobs: list, patch: Callable[[str, dict], Any] = request) -> list[str]:
+    """Suspend the run's Jobs that are neither finished nor suspended, by a JSON merge patch of
+    ``spec.suspend: true`` on each (Kubernetes API reference, Job v1 batch, "patch"; the Job controller
+    then deletes their pods). Finished Jobs are left as they are. Gates first, so none resumes a Job after;
+    one that still does is suspended at the next look. The names of those suspended."""
+    names = [j.name for j in sorted(jobs, key=lambda j: (not j.gate, j.name)) if j.state == "Running"]
+    for name in names:
+        patch("/apis/batch/v1/namespaces/%s/jobs/%s" % (spec["namespace"], name), {"spec": {"suspend": True}})
+    return names
+
+
+def act(spec: dict, decision: Decision, *, eks: Any, s3: Any, now: float,
+        suspended: Sequence[str] = ()) -> dict | None:
+    """Scale every GPU group autostop sizes and record it, with the Jobs suspended, in S3; None when every
+    group was already at zero and no Job was suspended."""
     groups = [scale_to_zero(eks, spec["cluster"], g) for g in spec["node_groups"]]
-    if not any(g["changed"] for g in groups):
+    if not any(g["changed"] for g in groups) and not suspended:
         return None
     record = {"decided_at": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(),
               "action": decision.action, "reason": decision.reason, "jobs": dict(decision.jobs),
-              "cluster": spec["cluster"], "run_id": spec["run_id"], "node_groups": groups}
+              "cluster": spec["cluster"], "run_id": spec["run_id"], "node_groups": groups,
+              "suspended_jobs": list(suspended)}
     s3.put_object(Bucket=spec["bucket"], Key=spec["key"], Body=strict_json.dumps(record, indent=2).encode(),
                   ContentType="application/json")
     return record
@@ -128,7 +147,11 @@ def step(spec: dict, *, get: Callable[[str], Any], eks: Any, s3: Any, now: float
         for group in restore(spec, eks, jobs, checked):
             print(f"autostop: {group} was at zero while this run's Jobs wait for it: restored its configured size",
                   flush=True)
-    return act(spec, decision, eks=eks, s3=s3, now=now) if decision.action == SCALE else None
+    if decision.action != SCALE:
+        return None
+    # Autoscaled groups scale down once no pod needs them: the run's unfinished Jobs must let go of them.
+    suspended = suspend_unfinished(spec, jobs, get) if spec.get("suspend_at_deadline") else []
+    return act(spec, decision, eks=eks, s3=s3, now=now, suspended=suspended)
 
 
 def run(spec: dict, *, get: Callable[[str], Any], eks: Any, s3: Any, clock: Callable[[], float],
@@ -149,8 +172,9 @@ def run(spec: dict, *, get: Callable[[str], Any], eks: Any, s3: Any, clock: Call
             record = None
         if record:
             records.append(record)
-            print("autostop: scaled", ", ".join(g["name"] for g in record["node_groups"] if g["changed"]),
-                  "to zero; wrote", f"s3://{spec['bucket']}/{spec['key']}", flush=True)
+            print("autostop: scaled", ", ".join(g["name"] for g in record["node_groups"] if g["changed"]) or "nothing",
+                  "to zero; suspended", ", ".join(record["suspended_jobs"]) or "no Job",
+                  "; wrote", f"s3://{spec['bucket']}/{spec['key']}", flush=True)
         heartbeat()
         sleep(POLL_SECONDS)
     return records
