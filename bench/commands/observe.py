@@ -84,11 +84,15 @@ def lines(value: str) -> int:
 
 
 def autostop_lines(run_id: str, record: dict[str, Any]) -> list[str]:
-    """What the cluster's autostop controller did in a run: when, why, which groups from what size."""
+    """What the cluster's autostop controller did in a run: when, why, which groups from what size, which
+    Jobs it suspended (a stack whose GPU groups Cluster Autoscaler sizes)."""
     groups = [f"{g['name']} {(g['before'] if isinstance(g.get('before'), dict) else {}).get('desiredSize', '?')}->0"
               for g in record.get("node_groups") or [] if g.get("changed") is not False]
+    suspended = record.get("suspended_jobs") or []
     return [f"  autostop in run {run_id}: at {record.get('decided_at') or '?'} scaled "
-            + (", ".join(groups) or "nothing") + f": {record.get('reason') or '(no reason given)'}"]
+            + (", ".join(groups) or "nothing")
+            + (f", suspended {', '.join(suspended)}" if suspended else "")
+            + f": {record.get('reason') or '(no reason given)'}"]
 
 
 def started(row: dict[str, Any]) -> str | None:

@@ -302,7 +302,7 @@ def _scaled_group(v: Any) -> bool:
 
 # autostop.json (workloads/train/control/autostop.py ``act``): written by the controller in the cluster.
 AUTOSTOP: Schema = {"decided_at": text, "action": text, "reason": text, "cluster": text, "run_id": text,
-                    "node_groups": list_of(_scaled_group)}
+                    "node_groups": list_of(_scaled_group), "suspended_jobs": list_of(text)}
 
 
 def read_autostop(raw: str | bytes | None, name: str) -> dict[str, Any] | None:

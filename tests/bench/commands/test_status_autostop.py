@@ -80,6 +80,19 @@ def test_a_record_of_the_wrong_shape_is_read_through_its_reader(s3):
         "  autostop in run r2: at 2026-11-24T01:02:03+00:00 scaled nothing: (no reason given)"]
 
 
+def test_status_names_the_jobs_autostop_suspended_for_the_autoscaler(s3):
+    run = ResultsLocation(BUCKET, "eksbench", "dev", "r3")
+    s3.put_object(Bucket=BUCKET, Key=run.key("autostop.json"), Body=json.dumps(record(
+        node_groups=[], suspended_jobs=["experiments-a-job"],
+        reason="deadline passed: 330 min since the run's Jobs were created; still not finished: experiments-a-job"
+    )).encode())
+    autostops: dict = {}
+    cloud_observe.s3_runs(ResultsLocation(BUCKET, "eksbench", "dev"), REGION, autostops)
+    assert observe.autostop_lines("r3", autostops["r3"]) == [
+        "  autostop in run r3: at 2026-11-24T01:02:03+00:00 scaled nothing, suspended experiments-a-job: "
+        "deadline passed: 330 min since the run's Jobs were created; still not finished: experiments-a-job"]
+
+
 def test_what_still_bills_after_autostop_is_the_estimates_figure():
     cfg = load_stack_config("dev")
     expected = cost_after_autostop(hourly_cost(cfg, nat_gateways=1, today="2026-11-24"))  # dev: nat single
