@@ -14,7 +14,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable
+from typing import Callable, Iterator
 
 from core.catalog.aws import is_no_credentials, no_credentials
 from core.contract.names import CHECKPOINT_DIR, LOGS_DIR, METRICS_DIR, SUMMARY_FILE
@@ -25,6 +25,7 @@ MARKERS = (re.compile(re.escape(SUMMARY_FILE)), re.compile(re.escape(METRICS_DIR
 WANTED = re.compile(r"summary\.json|metrics/[^/]+\.jsonl|logs/[^/]+\.log|eval/eval\.json")
 ENDS = tuple(re.compile(rf"(?:^|/)({m.pattern})$") for m in MARKERS)
 SKIP_DIRS = {CHECKPOINT_DIR, "_data", "__pycache__"}
+CHUNK_BYTES = 4 * 1024 * 1024  # a streamed file's piece: one local read, or one S3 range GET
 
 
 def experiment_dirs(keys: list[str]) -> dict[str, set[str]]:
@@ -98,6 +99,23 @@ class ExperimentFiles:
             return data, False
         return (data[1:] if tail else data[:limit]), True
 
+    def chunks(self, rel: str, limit: int, size: int | None = None) -> Iterator[bytes]:
+        """The file's first ``limit`` + 1 bytes (one more tells a file cut at ``limit``) in pieces of at most
+        ``size``, one at a time: a large file is never in memory whole. Nothing when it is absent; a failed read
+        warns and ends the file there."""
+        start, size = 0, size or CHUNK_BYTES
+        while rel in self.files and start <= limit:
+            want = min(size, limit + 1 - start)
+            try:
+                data = self.reader(rel, start, want)
+            except Exception as e:  # noqa: BLE001 -- OSError, botocore errors: reported, never raised
+                warnings.warn(f"{self.name(rel)}: could not be read ({type(e).__name__}: {e})", stacklevel=2)
+                return
+            yield data
+            if len(data) < want:
+                return
+            start += want
+
     def read_text(self, rel: str, limit: int = 4 * 1024 * 1024) -> str | None:
         """The first ``limit`` bytes of the file as text (a larger file reads as absent, with a warning)."""
         got = self.read_bytes(rel, limit)
@@ -141,8 +159,7 @@ def _read_local(root: Path, key: str, start: int, length: int) -> bytes:
     from bench.results.safe_paths import open_under
 
     with open_under(root, key, os.O_RDONLY, names_from_disk=True) as f:
-        if start < 0:
-            f.seek(max(0, os.fstat(f.fileno()).st_size + start))
+        f.seek(max(0, os.fstat(f.fileno()).st_size + start) if start < 0 else start)
         return f.read(length)
 
 

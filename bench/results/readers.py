@@ -9,7 +9,7 @@ and its name, keeps every field of the expected type, drops the others, and give
     summary.json         read_summary    (bench.results.frames, bench status, the watch in bench run)
     progress.json        read_progress   (bench status, the watch in bench run)
     eval/eval.json       read_eval       (bench.results.frames, bench run's table)
-    metrics/rank-N.jsonl read_rank_lines (bench.results.frames: steps, stragglers, curves)
+    metrics/rank-N.jsonl read_rank_lines (its rules; bench.results.rank_lines streams the files through LineCheck)
     metrics/eval.jsonl   read_eval_lines
     metrics/events.jsonl read_event_lines
     timeline.json        read_timeline   (bench report; the run's own record, beside the experiments)
@@ -37,7 +37,12 @@ from core.contract.names import EVAL_FILE, PROGRESS_FILE, SUMMARY_FILE, TIMELINE
 MAX_JSON_BYTES = 4 * 1024 * 1024  # summary.json, progress.json, eval.json: a real one is a few KiB
 MAX_LINES_BYTES = 64 * 1024 * 1024  # one metrics/*.jsonl file: a real 10,000-step rank file is ~2 MiB
 MAX_LINES = 200_000  # metrics lines kept per file, the first ones (a run's steps in order)
-MAX_STEP_ROWS = 5_000_000  # metrics lines read over all experiment runs of one ``results.steps`` call
+MAX_LINE_BYTES = 1024 * 1024  # one metrics line: a real one is under 2 KiB (1,000 step times fit in 16 KiB)
+# Metrics lines, and step times in them, read over all experiment runs of one ``results.runs`` or ``results.steps`` call
+# (one ``bench report``), or of one experiment run in ``results.load``: counted as they are read
+# (bench.results.rank_lines, where their memory is: about 90 bytes a line and 8 a step time).
+MAX_STEP_ROWS = 5_000_000
+MAX_STEP_TIMES = 50_000_000  # ten a line at MAX_STEP_ROWS; a run logging every 50 steps reaches it at 1,000,000 lines
 MAX_LOG_TAIL_BYTES = 256 * 1024  # the end of a log is read for its root cause, never the whole log
 MAX_TEXT = 4_000  # characters kept of any one string field (an error message, a command argument)
 MAX_NUMBER = 1e15  # any number a run reports (FLOPs per sample, wall times, counts) lies well within this
@@ -50,6 +55,8 @@ Check = Callable[[Any], bool]
 
 def number(v: Any) -> bool:
     """A finite number within +-MAX_NUMBER (an int is compared as it is: converting a huge one overflows)."""
+    if type(v) is float or type(v) is int:  # JSON's own types, the common case (NaN and infinity fail the range)
+        return -MAX_NUMBER <= v <= MAX_NUMBER
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return False
     return -MAX_NUMBER <= v <= MAX_NUMBER if isinstance(v, int) else math.isfinite(v) and abs(v) <= MAX_NUMBER
@@ -148,10 +155,12 @@ def cut_text(value: str, limit: int = MAX_TEXT) -> str:
 
 
 def _cut_strings(v: Any) -> Any:
+    if isinstance(v, (int, float)):  # most values (a metrics line's step times): nothing to cut, no call each
+        return v
     if isinstance(v, str):
         return cut_text(v)
     if isinstance(v, list):
-        return [_cut_strings(x) for x in v]
+        return [x if isinstance(x, (int, float)) else _cut_strings(x) for x in v]
     if isinstance(v, dict):
         return {str(k)[:MAX_TEXT]: _cut_strings(x) for k, x in v.items()}
     return v
@@ -162,20 +171,19 @@ def checked(doc: Mapping[str, Any], schema: Schema, where: str = "") -> tuple[di
     out: dict[str, Any] = {}
     bad: list[str] = []
     for key, value in doc.items():
-        name = f"{where}{key}"
         rule = schema.get(key)
         if value is None or rule is None:
             out[key] = _cut_strings(value)
-        elif isinstance(rule, Mapping):
-            if isinstance(value, dict):
-                out[key], inner = checked(value, rule, f"{name}.")
-                bad += inner
+        elif callable(rule):  # a check (else a sub-schema: a dict, never callable)
+            if rule(value):
+                out[key] = _cut_strings(value)
             else:
-                bad.append(name)
-        elif rule(value):
-            out[key] = _cut_strings(value)
+                bad.append(f"{where}{key}")
+        elif isinstance(value, dict):
+            out[key], inner = checked(value, rule, f"{where}{key}.")
+            bad += inner
         else:
-            bad.append(name)
+            bad.append(f"{where}{key}")
     return out, bad
 
 
@@ -194,7 +202,8 @@ def depth(doc: Any, limit: int = MAX_DEPTH) -> int:
             deepest = max(deepest, d)
             if d > limit:
                 return d
-            todo.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+            inner = v.values() if isinstance(v, dict) else v
+            todo.extend((x, d + 1) for x in inner if isinstance(x, (dict, list)))  # scalars add no depth
     return deepest
 
 
@@ -245,42 +254,72 @@ def read_eval(raw: str | bytes | None, name: str) -> dict[str, Any] | None:
     return read_document(raw, name, EVAL, stacklevel=2)
 
 
+class LineCheck:
+    """The JSON object lines of one file, checked one at a time against ``schema``: ``read_lines`` feeds it a text's
+    lines, ``bench.results.rank_lines`` the lines of a file it streams. It keeps counts, never the lines.
+
+    ``add(line)`` gives the line's fields of the right type (nulls dropped: ``.get(k, default)`` reads them as
+    absent), or None for a blank or malformed line; ``None`` as the line is one too long to parse (malformed).
+    A malformed last line is normal (the writer was killed) and is not counted, unless it is the only line of a
+    file that was not cut; ``warning`` says the rest in one line.
+    """
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self.lines = 0  # non-blank lines seen
+        self.malformed = 0
+        self._last_malformed = False  # judged when the next line comes, or at the end
+        self.bad: dict[str, None] = {}  # the wrong fields' names, in order (a schema has few)
+        self.bad_count = 0
+
+    def add(self, line: str | None) -> dict[str, Any] | None:
+        if line is not None and not line.strip():
+            return None
+        self.lines += 1
+        self.malformed += self._last_malformed
+        doc = None
+        if line is not None:
+            try:
+                doc = json.loads(line)
+            except (ValueError, RecursionError):
+                doc = None
+        if isinstance(doc, dict) and depth(doc) <= MAX_DEPTH:
+            self._last_malformed = False
+            kept, wrong = checked(doc, self.schema)
+            self.bad_count += len(wrong)
+            self.bad.update(dict.fromkeys(wrong))
+            return {k: v for k, v in kept.items() if v is not None}
+        self._last_malformed = True
+        return None
+
+    def warning(self, name: str, *, cut: bool, max_lines: int = MAX_LINES) -> str | None:
+        """The one line for the file (None when all was well); ``cut``: the file was read only in part."""
+        malformed = self.malformed + (self._last_malformed and self.lines == 1 and not cut)
+        problems = []
+        if malformed:
+            problems.append(f"skipped {malformed} malformed line(s)")
+        if self.bad:
+            problems.append(f"ignored field(s) of the wrong type in {self.bad_count} place(s): "
+                            f"{_fields(list(self.bad))}")
+        if cut:
+            problems.append(f"read only the first {self.lines:,} line(s) (at most {max_lines:,} lines, "
+                            f"{MAX_LINES_BYTES // 1024 // 1024} MiB); the rest was cut")
+        return f"{name}: " + "; ".join(problems) if problems else None
+
+
 def read_lines(raw: str | bytes, name: str, schema: Schema, *, truncated: bool = False,
                max_lines: int = MAX_LINES, stacklevel: int = 2) -> list[dict[str, Any]]:
-    """The JSON object lines of a file, each checked against ``schema``; one warning for all that was wrong.
-
-    A half-written last line is normal (the writer was killed) and is dropped quietly; so is the
-    last line of a file the caller cut at ``MAX_LINES_BYTES`` (``truncated``), which is then said.
-    """
+    """The JSON object lines of a file, each checked against ``schema``; one warning for all that was wrong
+    (``LineCheck``). The last line of a file the caller cut at ``MAX_LINES_BYTES`` (``truncated``) is dropped
+    quietly, and the cut is said."""
     text_ = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     pieces = text_.split("\n", max_lines)  # at most max_lines lines and the uncut rest: never a million strings
     cut = truncated or (len(pieces) > max_lines and bool(pieces[-1].strip()))
-    lines = [ln for ln in pieces[:max_lines] if ln.strip()]
-    out: list[dict[str, Any]] = []
-    malformed, bad = 0, []
-    for i, line in enumerate(lines):
-        try:
-            doc = json.loads(line)
-        except (ValueError, RecursionError):
-            doc = None
-        if isinstance(doc, dict) and depth(doc) > MAX_DEPTH:
-            doc = None
-        if isinstance(doc, dict):
-            kept, wrong = checked(doc, schema)
-            out.append({k: v for k, v in kept.items() if v is not None})  # null reads as absent: .get(k, default)
-            bad += wrong
-        elif i < len(lines) - 1 or (len(lines) == 1 and not cut):
-            malformed += 1
-    problems = []
-    if malformed:
-        problems.append(f"skipped {malformed} malformed line(s)")
-    if bad:
-        problems.append(f"ignored field(s) of the wrong type in {len(bad)} place(s): {_fields(bad)}")
-    if cut:
-        problems.append(f"read only the first {len(lines):,} line(s) (at most {max_lines:,} lines, "
-                        f"{MAX_LINES_BYTES // 1024 // 1024} MiB); the rest was cut")
-    if problems:
-        warnings.warn(f"{name}: " + "; ".join(problems), stacklevel=stacklevel + 1)
+    check = LineCheck(schema)
+    out = [doc for doc in map(check.add, pieces[:max_lines]) if doc is not None]
+    said = check.warning(name, cut=cut, max_lines=max_lines)
+    if said:
+        warnings.warn(said, stacklevel=stacklevel + 1)
     return out
 
 

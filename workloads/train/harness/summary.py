@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from core.catalog.peaks import SOURCES as PEAK_SOURCES
 from core.catalog.peaks import peak_tflops
@@ -70,12 +70,18 @@ def numerical_health(by_rank: Mapping[int, list[dict[str, Any]]], events: list[d
 
 def quantile(values: list[float], q: float) -> float | None:
     """Linear-interpolation quantile (numpy's default), None for no values."""
-    if not values:
+    return sorted_quantile(sorted(values), q)
+
+
+def sorted_quantile(v: Sequence[float], q: float) -> float | None:
+    """``quantile`` of values already in order: a list, or a numpy array (bench.results.rank_lines), whose items
+    are taken as Python floats so both round alike."""
+    if not len(v):
         return None
-    v = sorted(values)
     pos = (len(v) - 1) * q
     lo, hi = int(pos), min(int(pos) + 1, len(v) - 1)
-    return round(v[lo] + (v[hi] - v[lo]) * (pos - lo), 6)
+    a, b = float(v[lo]), float(v[hi])
+    return round(a + (b - a) * (pos - lo), 6)
 
 
 def throughput(by_rank: Mapping[int, list[dict[str, Any]]]) -> dict[str, Any]:
