@@ -9,6 +9,7 @@ import warnings
 from typing import Any, Iterable, Mapping, Sequence
 
 import bench.results.compare_stats as S
+from bench.results.rank_lines import RankLines
 from bench.results.timeline import parse_iso
 from core.contract import summary_fields as F
 
@@ -32,28 +33,12 @@ Run = tuple[Mapping[str, Any], Mapping[int, list[Mapping[str, Any]]]]  # (row, r
 # ---- pure: lines -> samples ------------------------------------------------------------------
 
 def step_samples(by_rank: Mapping[int, list[Mapping[str, Any]]]) -> tuple[list[float], float | None]:
-    """(each steady step's time, the slowest rank's, in order; global samples per step).
+    """(each steady step's time, the slowest rank's, in order; global samples per step), from the lines of one
+    experiment run (a ``RankLines``, or dicts as the readers give them).
 
     A line without ``step_times_s`` gives one value, its interval's time over its steps.
     """
-    per_step: dict[tuple[int, int], float] = {}
-    samples: dict[tuple[int, int], float] = {}
-    steps: dict[tuple[int, int], int] = {}
-    for lines in by_rank.values():
-        for r in lines:
-            step, t = r.get("step"), r.get("step_time_s")
-            if r.get("warmup") or not isinstance(step, int) or not isinstance(t, (int, float)):
-                continue
-            restart, n = r.get("restart", 0), max(int(r.get("steps", 1)), 1)
-            times = r.get("step_times_s") or [t / n]
-            for k, d in enumerate(times):
-                key = (restart, step - len(times) + 1 + k)
-                per_step[key] = max(per_step.get(key, 0.0), d)
-            samples[(restart, step)] = samples.get((restart, step), 0.0) + (r.get("samples") or 0)
-            steps[(restart, step)] = max(steps.get((restart, step), 0), n)
-    total_steps = sum(steps.values())
-    per = sum(samples.values()) / total_steps if total_steps and sum(samples.values()) else None
-    return [per_step[k] for k in sorted(per_step) if per_step[k] > 0], per
+    return RankLines.of(by_rank).step_samples()
 
 
 # ---- pure: runs -> comparison ----------------------------------------------------------------

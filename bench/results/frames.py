@@ -32,19 +32,20 @@ reading (local or S3) is in ``bench.results.files``; turning documents into rows
 
 from __future__ import annotations
 
-import re
 import warnings
-from typing import Any, Callable, Mapping
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import bench.results.readers as R
+import bench.results.rank_lines as rank_lines
 from bench.results.files import ExperimentFiles, exists, find_experiments
+from bench.results.rank_lines import Budget, RankLines
 from bench.results.timeline import parse_iso
 from core.catalog import aws as catalog
 from core.contract import summary_fields as F
-from core.contract.names import EVAL_DIR, EVAL_FILE, LOGS_DIR, METRICS_DIR, SUMMARY_FILE
+from core.contract.names import EVAL_DIR, EVAL_FILE, LOGS_DIR, SUMMARY_FILE
 from core.contract.s3_uri import parse_s3_uri
 from workloads.train.harness import what_ran
-from workloads.train.harness.summary import quantile
 
 COLUMNS = ("stack", "run_id", "experiment", "repeat", "workload", "framework", "status", "instance_type", "gpu", "nodes",
            "gpus_per_node", "world_size", "batch_size", "precision", "samples_per_s", "samples_per_s_per_gpu",
@@ -76,13 +77,7 @@ INPUT_BOUND_SHARE = 0.25
 
 def steady_step_times(by_rank: Mapping[int, list[dict[str, Any]]]) -> list[float]:
     """Each steady (non-warm-up) step's time: the slowest rank's, as a synchronous step ends with it."""
-    slowest: dict[tuple[int, int], float] = {}
-    for lines in by_rank.values():
-        for r in lines:
-            if not r.get("warmup") and isinstance(r.get("step_time_s"), (int, float)):
-                key = (r.get("restart", 0), r.get("step", 0))
-                slowest[key] = max(slowest.get(key, 0.0), r["step_time_s"])
-    return [slowest[k] for k in sorted(slowest)]
+    return RankLines.of(by_rank).steady_step_times.tolist()
 
 
 def data_wait_share(wait_s: Any, steady_s: Any) -> float | None:
@@ -109,8 +104,9 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         by_rank: Mapping[int, list[dict[str, Any]]] | None = None, eval_doc: Mapping[str, Any] | None = None,
         log_error: str | None = None, location: str | None = None,
         price: Callable[[str | None], float | None] = instance_price, repeat: int = 1) -> dict[str, Any]:
-    """One experiment run as a flat row. ``summary`` None means it was missing or unreadable."""
-    by_rank = by_rank or {}
+    """One experiment run as a flat row. ``summary`` None means it was missing or unreadable; ``by_rank``: its
+    metrics lines (a RankLines, or dicts as the readers give them)."""
+    lines = RankLines.of(by_rank or {})
     s = dict(summary or {})
     cfg = s.get(F.CONFIG) or {}
     tp = s.get(F.THROUGHPUT) or {}
@@ -119,9 +115,7 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
     command = s.get(F.COMMAND) or []
     launch = s.get(F.LAUNCH) or {}
     stack, run_id, experiment = ids
-    times = steady_step_times(by_rank)
-    world_sizes = s.get(F.WORLD_SIZES) or sorted({r["world_size"] for v in by_rank.values() for r in v
-                                                  if isinstance(r.get("world_size"), int)})
+    world_sizes = s.get(F.WORLD_SIZES) or lines.world_sizes()
     # what the trainer reported, else the launch shape the launcher recorded (a run that never reported)
     gpus_per_node = s.get(F.GPUS_PER_NODE) or launch.get(F.LAUNCH_PROCS_PER_NODE)
     nodes = s.get(F.NODES) or launch.get(F.LAUNCH_NODES)
@@ -146,13 +140,13 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         # per device: a GPU (a TensorFlow worker drives several), or a CPU run's process; older summaries: per process
         "samples_per_s": rate, "samples_per_s_per_gpu": tp.get(F.SAMPLES_PER_S_PER_DEVICE,
                                                                tp.get(F.SAMPLES_PER_S_PER_PROCESS)),
-        "step_time_p50_s": tp.get(F.STEP_TIME_P50_S) or quantile(times, 0.5),
-        "step_time_p95_s": tp.get(F.STEP_TIME_P95_S) or quantile(times, 0.95),
+        "step_time_p50_s": tp.get(F.STEP_TIME_P50_S) or lines.steady_quantile(0.5),
+        "step_time_p95_s": tp.get(F.STEP_TIME_P95_S) or lines.steady_quantile(0.95),
         "mfu": s.get(F.MFU) if gpu not in (None, "cpu") else None,
         "wall_s": wall, "cost_usd": round(hourly * wall / 3600, 4) if hourly and wall else None,
         "accuracy": ev_acc if ev_acc is not None else acc.get(F.BEST_ACCURACY),
         "time_to_accuracy_s": acc.get(F.TIME_TO_ACCURACY_S),
-        "restarts": s.get(F.RESTARTS, max((r.get("restart", 0) for v in by_rank.values() for r in v), default=0)),
+        "restarts": s.get(F.RESTARTS, lines.most_restarts()),
         "results_uri": s.get(F.RESULTS_URI) or location, "error": error,
         "hourly_usd": hourly,
         "usd_per_1k_samples": round(hourly / 3.6 / rate, 6) if hourly and rate else None,
@@ -174,27 +168,53 @@ def _dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+Part = tuple[tuple[str | None, str | None, str | None], int, RankLines]  # (stack, run_id, experiment), repeat, lines
+
+
+def step_frame(parts: Iterable[Part]) -> "pandas.DataFrame":  # noqa: F821
+    """The metrics lines of experiment runs as ``steps`` gives them: one row per line, in rank order, each column
+    of the dtype pandas gave the lines as dicts (integers int64, or float64 with NaN where some line lacks one;
+    warmup bool, or object with None), made from the columns with one copy."""
+    import numpy as np
+    import pandas as pd
+
+    parts = [(ids, repeat, lines.step_columns(), lines.whole) for ids, repeat, lines in parts if lines.lines]
+    if not parts:
+        return pd.DataFrame(columns=list(STEP_COLUMNS))
+    sizes = [len(cols["step"]) for _, _, cols, _ in parts]
+    out = {name: np.repeat(np.array([ids[i] for ids, _, _, _ in parts], dtype=object), sizes)
+           for i, name in enumerate(STEP_COLUMNS[:3])}
+    out["repeat"] = np.repeat(np.array([repeat for _, repeat, _, _ in parts], dtype=np.int64), sizes)
+    for name in STEP_COLUMNS[4:]:
+        col = np.concatenate([cols[name] for _, _, cols, _ in parts])
+        out[name] = _step_dtype(name, col, all(whole.get(name, False) for _, _, _, whole in parts))
+    return pd.DataFrame(out, columns=list(STEP_COLUMNS), copy=False)
+
+
+def _step_dtype(name: str, col, whole: bool):
+    """A step column as pandas infers it from the lines' values (``RankLines.step_columns``); ``whole``: every
+    value of a float column was an int."""
+    import numpy as np
+
+    if name in rank_lines.INTS:
+        absent = col == rank_lines.MISSING
+        return np.where(absent, np.nan, col.astype(np.float64)) if absent.any() else col
+    if name in rank_lines.FLOATS:
+        return col.astype(np.int64) if whole and not np.isnan(col).any() else col
+    if name == "warmup":
+        if (col < 0).any():
+            return np.array([None, False, True], dtype=object)[col + 1]
+        return col.astype(bool)
+    return col
+
+
 def step_rows(by_rank: Mapping[int, list[dict[str, Any]]], ids: tuple[str | None, ...],
               repeat: int = 1) -> list[dict[str, Any]]:
-    stack, run_id, experiment = ids
-    return [{"stack": stack, "run_id": run_id, "experiment": experiment, "repeat": repeat, "rank": rank,
-             **{k: r.get(k) for k in STEP_COLUMNS[5:]}}
-            for rank, lines in sorted(by_rank.items()) for r in lines]
+    """The rows of ``step_frame`` for one experiment run's lines, as dicts."""
+    return step_frame([(tuple(ids), repeat, RankLines.of(by_rank))]).to_dict("records")
 
 
 # ---- I/O edges ----------------------------------------------------------------------------
-
-RANK_FILE = re.compile(re.escape(METRICS_DIR) + r"/rank-(\d+)\.jsonl")
-
-
-def _rank_lines(exp: ExperimentFiles) -> dict[int, list[dict[str, Any]]]:
-    out = {}
-    for rel in exp.files:
-        m = RANK_FILE.fullmatch(rel)
-        got = exp.read_bytes(rel, R.MAX_LINES_BYTES) if m else None
-        if got is not None:
-            out[int(m.group(1))] = R.read_rank_lines(got[0], exp.name(rel), truncated=got[1])
-    return dict(sorted(out.items()))
 
 
 def _log_error(exp: ExperimentFiles) -> str | None:
@@ -272,31 +292,47 @@ def _experiments(sources: tuple[str, ...], strict: bool) -> list[ExperimentFiles
     return found
 
 
-def runs(*sources: str, strict: bool = False) -> list[tuple[dict[str, Any], dict[int, list[dict[str, Any]]]]]:
-    """Each experiment run's row with its rank lines (``bench compare`` and ``bench report`` need both).
+def _read(sources: tuple[str, ...], strict: bool, budget: Budget | None) -> Iterator[tuple[dict[str, Any], RankLines]]:
+    """Each experiment run's row with its rank lines, one run at a time, each rank file streamed once
+    (``bench.results.rank_lines``). ``budget``: what the whole call may read; None: a budget of its own for each
+    experiment run, and no step times (``load``, which keeps none of the lines)."""
+    where = ", ".join(map(str, sources))
+    for exp in _experiments(sources, strict):
+        summary = R.read_summary(exp.read_text(SUMMARY_FILE, R.MAX_JSON_BYTES), exp.name(SUMMARY_FILE))
+        spend = budget or Budget()
+        lines = rank_lines.read(exp, spend, times=budget is not None)
+        failed = summary is None or summary.get(F.STATUS) != F.SUCCEEDED
+        yield (row(summary, ids=exp.ids, by_rank=lines,
+                   eval_doc=R.read_eval(exp.read_text(f"{EVAL_DIR}/{EVAL_FILE}", R.MAX_JSON_BYTES),
+                                        exp.name(f"{EVAL_DIR}/{EVAL_FILE}")),
+                   log_error=_log_error(exp) if failed and not (summary or {}).get(F.ERROR) else None,
+                   location=exp.location, repeat=exp.repeat), lines)
+        _warn(None if budget else spend.warning(exp.location))
+    _warn(budget and budget.warning(where))
+
+
+def _warn(said: str | None) -> None:
+    if said:
+        warnings.warn(said, stacklevel=4)
+
+
+def runs(*sources: str, strict: bool = False) -> list[tuple[dict[str, Any], RankLines]]:
+    """Each experiment run's row with its rank lines (``bench compare`` and ``bench report`` need both), at most
+    ``MAX_STEP_ROWS`` lines and ``MAX_STEP_TIMES`` step times in all (then a warning names the file it stopped in).
 
     A missing source warns and adds nothing (those commands say "nothing loadable" in their own words);
     ``strict``: it raises NoResults, as ``load`` does.
     """
-    out = []
-    for exp in _experiments(sources, strict):
-        summary = R.read_summary(exp.read_text(SUMMARY_FILE, R.MAX_JSON_BYTES), exp.name(SUMMARY_FILE))
-        by_rank = _rank_lines(exp)
-        failed = summary is None or summary.get(F.STATUS) != F.SUCCEEDED
-        out.append((row(summary, ids=exp.ids, by_rank=by_rank,
-                        eval_doc=R.read_eval(exp.read_text(f"{EVAL_DIR}/{EVAL_FILE}", R.MAX_JSON_BYTES),
-                                             exp.name(f"{EVAL_DIR}/{EVAL_FILE}")),
-                        log_error=_log_error(exp) if failed and not (summary or {}).get(F.ERROR) else None,
-                        location=exp.location, repeat=exp.repeat), by_rank))
-    return out
+    return list(_read(sources, strict, Budget()))
 
 
 def load(*sources: str) -> "pandas.DataFrame":  # noqa: F821
-    """One row per experiment run found under the sources (see the module docstring).
+    """One row per experiment run found under the sources (see the module docstring). Each run's lines are read
+    and let go before the next (at most ``MAX_STEP_ROWS`` of them a run), so memory grows with rows, not lines.
 
     Raises NoResults (a FileNotFoundError) for a source that does not exist.
     """
-    return frame([r for r, _ in runs(*sources, strict=True)])
+    return frame([r for r, _ in _read(sources, True, None)])
 
 
 def frame(rows: list[dict[str, Any]]) -> "pandas.DataFrame":  # noqa: F821
@@ -334,23 +370,17 @@ def _floats(values: list[Any], column: str, given: list[Any] | None = None) -> l
     return out
 
 
-def steps(*sources: str, max_rows: int = R.MAX_STEP_ROWS) -> "pandas.DataFrame":  # noqa: F821
-    """Per-rank, per-step metrics lines (for loss and step-time curves), at most ``max_rows`` of them.
-
-    Past ``max_rows`` the remaining experiment runs are not read, with one warning saying how many.
+def steps(*sources: str, max_rows: int | None = None) -> "pandas.DataFrame":  # noqa: F821
+    """Per-rank, per-step metrics lines (for loss and step-time curves), at most ``max_rows`` of them
+    (``MAX_STEP_ROWS``): counted as the lines are read, the rest are not read, with one warning naming the file
+    where reading stopped.
     Raises NoResults (a FileNotFoundError) for a source that does not exist, as ``load`` does.
     """
-    import pandas as pd
-
-    rows: list[dict[str, Any]] = []
-    exps = _experiments(sources, strict=True)
-    for i, exp in enumerate(exps):
-        if len(rows) >= max_rows:
-            warnings.warn(f"{', '.join(sources)}: step lines of {len(exps) - i} of {len(exps)} experiment run(s) "
-                          f"not read: {max_rows:,} lines already read", stacklevel=2)
-            break
-        rows += step_rows(_rank_lines(exp), exp.ids, exp.repeat)
-    return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+    budget = Budget(lines=max_rows or R.MAX_STEP_ROWS)
+    parts = [(exp.ids, exp.repeat, rank_lines.read(exp, budget, times=False))
+             for exp in _experiments(sources, strict=True)]
+    _warn(budget.warning(", ".join(map(str, sources))))
+    return step_frame(parts)
 
 
 REPEAT_COLUMNS = ("stack", "run_id", "experiment", "runs", "succeeded", "samples_per_s_mean", "samples_per_s_std",
