@@ -349,9 +349,10 @@ def write_report(sources: list[str], out: str | Path, baseline: str | None = Non
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runs = results.runs(*sources)
+        runs = results.runs(*sources)  # each rank file read once, as a stream: the steps come from the same lines
         df = results.frame([r for r, _ in runs])
-        steps = results.steps(*sources)
+        steps = results.step_frame(((r["stack"], r["run_id"], r["experiment"]), r["repeat"], lines)
+                                   for r, lines in runs)
         timelines = load_timelines(list(sources))
     notes = list(dict.fromkeys(str(w.message) for w in caught))
     if df.empty:

@@ -21,6 +21,7 @@ MAX_BARS = 60  # experiment runs per bar chart
 MAX_CURVES = 20  # experiment runs on the loss plot
 MAX_GROUPS = 6  # scaling panels
 MAX_STEP_ROWS = 12  # experiment runs in the step-time figure
+MAX_POINTS = 2_000  # points drawn per line of the loss and step-time figures (``thinned``)
 MAX_RANKS_DRAWN = 32  # ranks drawn per experiment run: the slowest and the fastest half each, by median step
 MAX_SIZES = 40  # message sizes per busbw curve (8 B to 8 GiB is 31)
 MAX_MESSAGE = 2**50  # bytes; past 2**63 numpy holds an int as an object and cannot take its log
@@ -230,24 +231,56 @@ def repeats_figure(stats):
     return fig
 
 
-def _keyed(steps, df):
-    """Step lines with the report's label of their experiment run."""
-    names = dict(zip(zip(df["stack"], df["run_id"], df["experiment"], df["repeat"]), labels(df)))
-    keys = list(zip(steps["stack"], steps["run_id"], steps["experiment"], steps["repeat"]))
-    return steps.assign(label=[names.get(k, k[2]) for k in keys])
+RUN_KEY = ["stack", "run_id", "experiment", "repeat"]
+
+
+def drawn_runs(steps, df, columns: list[str], known: str, most: int) -> list[tuple[str, Any]]:
+    """[(the report's label of an experiment run, its lines' ``columns``)] for the first ``most`` labels, in the
+    order their lines come, of the lines where ``known`` is not missing. Lines are told apart by their run's
+    number (``groupby.ngroup``) and copied only for the runs drawn: a label per line, as a tuple, took 3 GB of a
+    5,000,000-line report."""
+    import numpy as np
+    import pandas as pd
+
+    if steps.empty:
+        return []
+    names = dict(zip(zip(*(df[k] for k in RUN_KEY)), labels(df)))
+    run = steps.groupby(RUN_KEY, sort=False, dropna=False).ngroup().to_numpy()
+    label = [names.get(k, k[2]) for k in steps[RUN_KEY].drop_duplicates().itertuples(index=False, name=None)]
+    has = steps[known].notna().to_numpy()
+    order = list(dict.fromkeys(label[r] for r in pd.unique(run[has])))[:most]
+    return [(name, steps.loc[has & np.isin(run, [r for r, x in enumerate(label) if x == name]), columns])
+            for name in order]
+
+
+def thinned(y, reduce) -> tuple[Any, Any, int]:
+    """(x, y, k) of a line drawn at most MAX_POINTS points: past that, each run of k consecutive values is drawn as
+    one point, ``reduce`` of them (numpy's ``maximum`` or ``add``: a sum is divided into a mean), at the run's first
+    x. Only what is drawn: every statistic the report shows is of every line."""
+    import numpy as np
+
+    y = np.asarray(y, dtype=np.float64)
+    k = max(1, -(-len(y) // MAX_POINTS))
+    if k == 1:
+        return np.arange(len(y)), y, 1
+    starts = np.arange(0, len(y), k)
+    out = reduce.reduceat(y, starts)
+    return starts, out / np.diff(np.append(starts, len(y))) if reduce is np.add else out, k
 
 
 @_plain_text
 def loss_figure(steps, df):
-    s = _keyed(steps, df).dropna(subset=["loss"])
-    if s.empty:
+    import numpy as np
+
+    drawn = drawn_runs(steps, df, ["step", "loss"], "loss", MAX_CURVES)
+    if not drawn:
         return None
     fig, ax = _figure(figsize=(11, 4))
-    for name in list(dict.fromkeys(s["label"]))[:MAX_CURVES]:
-        g = s[s["label"] == name]
+    for name, g in drawn:
         curve = g.groupby("step")["loss"].mean()
-        ax.plot(curve.index, curve.values, label=f"{name} (mean over ranks)")
-    if (s["loss"] > 0).all():
+        at, mean, k = thinned(curve.values, np.add)
+        ax.plot(curve.index[at], mean, label=f"{name} (mean over ranks" + (f"; {k} steps a point)" if k > 1 else ")"))
+    if not (steps["loss"] <= 0).any():
         ax.set_yscale("log")
         _plain_log_ticks(ax.yaxis)
     ax.set(xlabel="step", ylabel="training loss", title="Loss curves")
@@ -277,7 +310,8 @@ def restart_steps(g) -> list[int]:
 def stragglers(steps) -> list[dict[str, Any]]:
     """Ranks whose median steady step time is STRAGGLER x above their experiment's median rank."""
     out = []
-    steady = per_step(steps[steps["warmup"] == False]).dropna(subset=["step_time_s"])
+    keep = (steps["warmup"] == False) & steps["step_time_s"].notna()  # noqa: E712 -- elementwise; None is not False
+    steady = per_step(steps.loc[keep, RUN_KEY + ["rank", "step_time_s", "steps"]])
     several = steady.groupby(["stack", "run_id", "experiment"])["repeat"].nunique().to_dict()
     for (stack, run_id, exp, repeat), g in steady.groupby(["stack", "run_id", "experiment", "repeat"]):
         med = g.groupby("rank")["step_time_s"].median()
@@ -287,6 +321,17 @@ def stragglers(steps) -> list[dict[str, Any]]:
             if typical and m > STRAGGLER * typical:
                 out.append({"stack": stack, "run_id": run_id, "experiment": name, "rank": int(rank),
                             "median_step_s": round(m, 4), "ratio": round(m / typical, 2)})
+    return out
+
+
+def spans(indices) -> list[tuple[int, int]]:
+    """Runs of consecutive integers as (first, last): one shaded span each, not one per step."""
+    out: list[tuple[int, int]] = []
+    for i in indices:
+        if out and i == out[-1][1] + 1:
+            out[-1] = (out[-1][0], i)
+        else:
+            out.append((i, i))
     return out
 
 
@@ -305,31 +350,34 @@ def drawn_ranks(g, steady, limit: int = MAX_RANKS_DRAWN) -> tuple[list, str]:
 
 @_plain_text
 def step_time_figure(steps, df, max_rows: int = MAX_STEP_ROWS):
-    s = per_step(_keyed(steps, df)).dropna(subset=["step_time_s"])
-    if s.empty:
+    import numpy as np
+
+    drawn = [(name, per_step(g)) for name, g in drawn_runs(
+        steps, df, ["rank", "step_time_s", "steps", "warmup", "wall_time", "restart"], "step_time_s", max_rows)]
+    if not drawn:
         return None
-    names = list(dict.fromkeys(s["label"]))[:max_rows]
-    fig, axes = _figure(len(names), 2, figsize=(11, 2.6 * len(names)), squeeze=False,
-                             gridspec_kw={"width_ratios": [1, 2]})
-    for (box_ax, line_ax), name in zip(axes, names):
-        g = s[s["label"] == name]
+    fig, axes = _figure(len(drawn), 2, figsize=(11, 2.6 * len(drawn)), squeeze=False,
+                        gridspec_kw={"width_ratios": [1, 2]})
+    for (box_ax, line_ax), (name, g) in zip(axes, drawn):
         steady = g[g["warmup"] == False]
         ranks, shown = drawn_ranks(g, steady)
         g = g[g["rank"].isin(ranks)]
         box_ax.boxplot([steady[steady["rank"] == r]["step_time_s"] for r in ranks],
                        tick_labels=[str(r) for r in ranks], showfliers=True)
         box_ax.set(xlabel="rank", ylabel="time per step (s)", title=f"{name}: steady steps{shown}")
+        slowest = 1
         for r in ranks:
-            line = g[g["rank"] == r].sort_values("wall_time")
-            line_ax.plot(range(len(line)), line["step_time_s"], lw=1, label=f"rank {r}")
+            at, y, k = thinned(g[g["rank"] == r].sort_values("wall_time")["step_time_s"], np.maximum)
+            line_ax.plot(at, y, lw=1, label=f"rank {r}")
+            slowest = max(slowest, k)
         first = g[g["rank"] == ranks[0]].sort_values("wall_time").reset_index(drop=True)
-        warm = first.index[first["warmup"] == True]
-        for i in warm:
-            line_ax.axvspan(i - 0.5, i + 0.5, color="#f2e6c9", lw=0)
+        for start, end in spans(first.index[first["warmup"] == True]):  # noqa: E712 -- elementwise
+            line_ax.axvspan(start - 0.5, end + 0.5, color="#f2e6c9", lw=0)
         for n, i in enumerate(first.index[first["restart"].diff().fillna(0) > 0]):
             line_ax.axvline(i, color="#C44E52", ls="--", lw=1.2, label="restart" if n == 0 else None)
         line_ax.set(xlabel="logged interval, in order (shaded: warm-up)", ylabel="time per step (s)",
-                    title=f"{name}: time per step per rank (each interval's mean)")
+                    title=f"{name}: time per step per rank (each interval's mean"
+                    + (f"; a point: the slowest of {slowest} intervals)" if slowest > 1 else ")"))
         if len(ranks) <= 16:
             line_ax.legend(fontsize=7, ncol=4, loc="upper right")
         for ax in (box_ax, line_ax):
