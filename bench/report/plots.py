@@ -245,12 +245,22 @@ def drawn_runs(steps, df, columns: list[str], known: str, most: int) -> list[tup
     if steps.empty:
         return []
     names = dict(zip(zip(*(df[k] for k in RUN_KEY)), labels(df)))
-    run = steps.groupby(RUN_KEY, sort=False, dropna=False).ngroup().to_numpy()
-    label = [names.get(k, k[2]) for k in steps[RUN_KEY].drop_duplicates().itertuples(index=False, name=None)]
+    run, keys = run_numbers(steps)
+    label = [names.get(k, k[2]) for k in keys]
     has = steps[known].notna().to_numpy()
     order = list(dict.fromkeys(label[r] for r in pd.unique(run[has])))[:most]
     return [(name, steps.loc[has & np.isin(run, [r for r, x in enumerate(label) if x == name]), columns])
             for name in order]
+
+
+def run_numbers(steps) -> tuple[Any, list[tuple]]:
+    """(each line's experiment-run number, numbered as the runs first come; each number's (stack, run_id,
+    experiment, repeat)): one int a line where the report once built a tuple a line."""
+    import numpy as np
+
+    run = steps.groupby(RUN_KEY, sort=False, dropna=False).ngroup().to_numpy()
+    firsts = np.unique(run, return_index=True)[1]
+    return run, list(steps[RUN_KEY].iloc[firsts].itertuples(index=False, name=None))
 
 
 def thinned(y, reduce) -> tuple[Any, Any, int]:
@@ -294,11 +304,16 @@ def per_step(steps):
     """The step lines with ``step_time_s`` as the time of one step: each line's interval time over its ``steps``
     (the trainers log one line per interval of several steps: workloads/train/common/metrics.py), so the figure
     reads in the unit of the summary's step-time percentiles. A line without a usable count is one step."""
+    return steps.assign(step_time_s=per_step_times(steps))
+
+
+def per_step_times(steps):
+    """``per_step``'s ``step_time_s`` alone, as a Series, without copying the frame."""
     import pandas as pd
 
     count = pd.to_numeric(steps["steps"], errors="coerce") if "steps" in steps else pd.Series(1.0, index=steps.index)
     count = count.where(count >= 1, 1.0).fillna(1.0)
-    return steps.assign(step_time_s=pd.to_numeric(steps["step_time_s"], errors="coerce") / count)
+    return pd.to_numeric(steps["step_time_s"], errors="coerce") / count
 
 
 def restart_steps(g) -> list[int]:
@@ -309,12 +324,22 @@ def restart_steps(g) -> list[int]:
 
 def stragglers(steps) -> list[dict[str, Any]]:
     """Ranks whose median steady step time is STRAGGLER x above their experiment's median rank."""
+    import pandas as pd
+
+    if steps.empty:
+        return []
     out = []
-    keep = (steps["warmup"] == False) & steps["step_time_s"].notna()  # noqa: E712 -- elementwise; None is not False
-    steady = per_step(steps.loc[keep, RUN_KEY + ["rank", "step_time_s", "steps"]])
-    several = steady.groupby(["stack", "run_id", "experiment"])["repeat"].nunique().to_dict()
-    for (stack, run_id, exp, repeat), g in steady.groupby(["stack", "run_id", "experiment", "repeat"]):
-        med = g.groupby("rank")["step_time_s"].median()
+    keep = ((steps["warmup"] == False) & steps["step_time_s"].notna()).to_numpy()  # noqa: E712 -- None is not False
+    run, keys = run_numbers(steps)
+    medians = pd.Series(per_step_times(steps).to_numpy()[keep]).groupby(
+        [run[keep], steps["rank"].to_numpy()[keep]]).median()  # by run number and rank, not by four text columns
+    by_run = {r: med.droplevel(0) for r, med in medians.groupby(level=0)}
+    known = sorted((keys[r], r) for r in by_run if not any(k is None or k != k for k in keys[r]))
+    several: dict[tuple, int] = {}
+    for (stack, run_id, exp, _), _ in known:
+        several[(stack, run_id, exp)] = several.get((stack, run_id, exp), 0) + 1
+    for (stack, run_id, exp, repeat), r in known:
+        med = by_run[r]
         typical = med.median()
         name = f"{exp} #{int(repeat)}" if several.get((stack, run_id, exp), 1) > 1 else exp
         for rank, m in med.items():

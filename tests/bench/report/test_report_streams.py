@@ -78,3 +78,34 @@ def test_drawing_keeps_what_a_short_run_showed():
     assert plots.spans([0, 1, 2, 7, 9, 10]) == [(0, 2), (7, 7), (9, 10)]
     at, y, k = plots.thinned([0.3, 0.1, 0.2], __import__("numpy").maximum)
     assert (list(at), list(y), k) == ([0, 1, 2], [0.3, 0.1, 0.2], 1)
+
+
+def frame_stragglers(steps):
+    """The stragglers as they were found before, grouping by the four text columns."""
+    out = []
+    steady = steps[steps["warmup"] == False].dropna(subset=["step_time_s"])  # noqa: E712
+    several = steady.groupby(["stack", "run_id", "experiment"])["repeat"].nunique().to_dict()
+    for (stack, run_id, exp, repeat), g in steady.groupby(["stack", "run_id", "experiment", "repeat"]):
+        med = g.groupby("rank")["step_time_s"].median()
+        typical = med.median()
+        name = f"{exp} #{int(repeat)}" if several.get((stack, run_id, exp), 1) > 1 else exp
+        for rank, m in med.items():
+            if typical and m > plots.STRAGGLER * typical:
+                out.append({"stack": stack, "run_id": run_id, "experiment": name, "rank": int(rank),
+                            "median_step_s": round(m, 4), "ratio": round(m / typical, 2)})
+    return out
+
+
+def test_stragglers_by_run_number_are_the_stragglers_by_name():
+    import random
+
+    import pandas as pd
+
+    rng = random.Random(7)
+    for _ in range(200):
+        rows = [{"stack": rng.choice(["s", "t", None]), "run_id": rng.choice(["r1", "r2"]), "rank": rng.randint(0, 3),
+                 "experiment": rng.choice(["a", "b"]), "repeat": rng.randint(1, 2),
+                 "warmup": rng.choice([True, False, None]), "step_time_s": rng.choice([None, rng.random(), 5.0])}
+                for _ in range(rng.randint(0, 60))]
+        steps = pd.DataFrame(rows, columns=list(results.STEP_COLUMNS))
+        assert plots.stragglers(steps) == frame_stragglers(steps)
