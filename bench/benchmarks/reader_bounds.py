@@ -72,6 +72,14 @@ def measured_run(argv: list[str], *, cwd: Path = ROOT, timeout: float = 120) -> 
             rss)
 
 
+def measure(name: str, argv: list[str], *, timeout: float = 120) -> None:
+    """Prints one command's exit code, wall time and peak RSS (``measured_run``), and its stderr's end if it failed."""
+    code, _, err, took, rss = measured_run(argv, timeout=timeout)
+    print(f"{name:13s} exit {code}  {took:7.1f} s  peak RSS {rss:6.0f} MB", flush=True)
+    if code:
+        print(err[-2000:], flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", type=int, default=2000)
@@ -85,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, cmd in (("report", ["-m", "bench", "report", str(stack), "--out", str(root / "r.html")]),
                           ("compare", ["-m", "bench", "compare", str(stack / "r1"), str(stack / "r1")]),
                           ("results.load", ["-c", load])):
-            code, _, _, took, rss = measured_run(cmd)
-            print(f"{name:13s} exit {code}  {took:6.1f} s  peak RSS {rss:5.0f} MB", flush=True)
+            measure(name, cmd)
     finally:
         if not a.keep:
             shutil.rmtree(root, ignore_errors=True)
