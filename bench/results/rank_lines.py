@@ -223,7 +223,8 @@ class RankLines(Mapping):
         return out | {"step": self.ints["step"], "loss": self.floats["loss"],
                       "step_time_s": self.floats["step_time_s"], "samples_per_s": self.floats["samples_per_s"],
                       "warmup": self.warmup, "restart": self.ints["restart"],
-                      "world_size": self.ints["world_size"], "wall_time": self.floats["wall_time"]}
+                      "world_size": self.ints["world_size"], "wall_time": self.floats["wall_time"],
+                      "steps": self.ints["steps"]}
 
 
 class Lines(Sequence):

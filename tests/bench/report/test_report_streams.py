@@ -63,7 +63,7 @@ def test_a_long_run_is_drawn_in_a_bounded_number_of_points_and_its_statistics_us
     box_ax, line_ax = fig.axes
     drawn = [line for line in line_ax.get_lines() if line.get_label().startswith("rank ")]
     assert [len(line.get_ydata()) for line in drawn] == [2_000] * 2 and plots.MAX_POINTS == 2_000
-    assert max(drawn[1].get_ydata()) == 9.0 and "the slowest of 5 logged steps" in line_ax.get_title()
+    assert max(drawn[1].get_ydata()) == 9.0 and "the slowest of 5 intervals" in line_ax.get_title()
     steady = steps[steps["warmup"] == False]  # noqa: E712
     medians = [float(np.median(steady[steady["rank"] == r]["step_time_s"])) for r in (0, 1)]
     # each box draws 7 lines: box, 2 whiskers, 2 caps, then its median
