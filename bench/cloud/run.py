@@ -71,7 +71,8 @@ def run_stack(stack: str, opts: CloudRunOptions) -> CloudOutcome:
     progress.line(f"run {ready.cfg.run_id} of stack {stack}: deadline {deadline:.0f} min"
                   + (f", budget ${opts.max_cost:.2f}" if opts.max_cost is not None else "")
                   + ("; --keep: the stack stays up, GPU nodes scaled to zero" if opts.keep else ""))
-    ctl = Control(deadline_s=deadline * 60, hourly_usd=ready.hourly_usd, max_cost_usd=opts.max_cost)
+    # No price, no budget: preflight refuses --max-cost where the stack has an instance type priced nowhere here.
+    ctl = Control(deadline_s=deadline * 60, hourly_usd=ready.hourly_usd or 0.0, max_cost_usd=opts.max_cost)
     backend = CloudBackend(stack=stack, ready=ready, root=Path(opts.root), results_root=results_root,
                            keep=opts.keep, poll=opts.poll, progress_every=opts.progress_every, resume=opts.resume,
                            timeline=timeline)
