@@ -134,7 +134,8 @@ def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"stack": stack, "state": aws["state"], "outputs": aws["outputs"],
                            "runs": merged(here, aws["rows"]), "local_runs": by_run(here),
                            "s3_runs": by_run(aws["rows"]), "notes": aws["notes"], "autostop": aws["autostop"],
-                           "after_autostop_usd": aws.get("after_autostop_usd")}
+                           "after_autostop_usd": aws.get("after_autostop_usd"),
+                           "after_autostop_prices": aws.get("after_autostop_prices")}
     if "where" in aws:
         out["s3_prefix"] = aws["where"]
     return out

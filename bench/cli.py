@@ -17,7 +17,7 @@ from bench.errors import fail
 from core.contract.names import LOCAL_RESULTS_ROOT
 
 COMMANDS = tuple(f"bench.commands.{name}" for name in
-                 ("run", "plan", "observe", "report", "compare", "data", "audit", "cloud"))  # --help's order
+                 ("run", "plan", "observe", "report", "compare", "data", "prices", "audit", "cloud"))  # --help's order
 
 
 class Terminated(KeyboardInterrupt):

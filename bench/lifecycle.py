@@ -48,11 +48,12 @@ class Control:
 
     def __init__(self, *, deadline_s: float | None = None, hourly_usd: float = 0.0,
                  max_cost_usd: float | None = None, teardown_reserve_h: float = 10 / 60,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, prices: str = ""):
         self.clock = clock
         self.started = clock()
         self.deadline_s = deadline_s
         self.hourly_usd = hourly_usd
+        self.prices = prices  # what hourly_usd is priced at, printed beside it (region, source, date)
         self.max_cost_usd = max_cost_usd
         self.teardown_reserve_h = teardown_reserve_h
         self.billing_since: float | None = None
@@ -83,7 +84,8 @@ class Control:
                     progress.line(f"run deadline reached ({self.deadline_s / 60:.1f} min): stopping", err=True)
             elif self.max_cost_usd is not None and self.committed_usd() > self.max_cost_usd:
                 if self.request_stop("budget"):
-                    progress.line(f"budget reached: ${self.spent_usd():.2f} spent, ${self.max_cost_usd:.2f} allowed "
+                    at = f" ({self.prices})" if self.prices else ""
+                    progress.line(f"budget reached: ${self.spent_usd():.2f} spent{at}, ${self.max_cost_usd:.2f} allowed "
                                   f"(keeping {self.teardown_reserve_h * 60:.0f} min for teardown): stopping", err=True)
         return self.stopping
 

@@ -108,7 +108,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     # A home stack (core.config.model.HomeConfig) bills by use only (S3 and ECR storage): nothing per hour.
     items = hourly_cost(cfg, nat_gateways=nat, today=today) if isinstance(cfg, StackConfig) else {}
     estimate = {
-        "hourly_cost_usd": round(sum(items.values()), 2),
+        **cost_estimate(cfg, items),
         "provision_minutes": minutes,
         "critical_path": [{"urn": n.urn, "type": n.type, "minutes": minutes_for(n),
                            "source": DURATIONS.get(n.type, (0, "API call"))[1] or "API call"} for n in path],
@@ -120,6 +120,19 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
         estimate["sweep_idle"] = sweep_idle(cfg)
     return Plan(stack=stack, resources=[r.as_json() for r in regs], outputs=monitor.stack_outputs,
                 warnings=collect.messages, estimate=estimate, seconds=seconds, cost_items=items)
+
+
+def cost_estimate(cfg: Any, items: dict[str, float | None]) -> dict[str, Any]:
+    """The plan's cost: ``hourly_cost_usd`` (None where an instance type has no price in the region), the
+    types with no price (``unpriced``, named), and where each kind of price comes from (``prices``)."""
+    from core.catalog import aws as catalog
+    from core.config.model import StackConfig
+    from infra.cluster.estimate import total, unpriced
+
+    if not isinstance(cfg, StackConfig):  # a home stack bills by use only (S3 and ECR storage): nothing per hour
+        return {"hourly_cost_usd": 0.0, "unpriced": [], "prices": {}}
+    return {"hourly_cost_usd": total(items), "unpriced": unpriced(cfg),
+            "prices": {"instances": catalog.price_label(cfg.region), "other": catalog.OTHER_PRICES}}
 
 
 class _NoPaths:

@@ -35,7 +35,7 @@ from infra.addons.device_plugins import DevicePlugins, DevicePluginsArgs
 from infra.addons.etcd import Etcd, EtcdArgs
 from infra.cluster import offerings
 from infra.cluster.eks import EksCluster, EksClusterArgs
-from infra.cluster.estimate import cost_after_autostop, hourly_cost
+from infra.cluster.estimate import cost_after_autostop, hourly_cost, total, unpriced
 from infra.cluster.node_group import (
     NodeGroup,
     NodeGroupArgs,
@@ -235,8 +235,10 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
 
     cost = hourly_cost(cfg, nat_gateways=network.nat_gateway_count, today=today)
     if not cfg.experiments:
-        pulumi.log.warn(f"experiments=[]: the stack runs no experiment, yet its nodes and control plane bill about "
-                        f"${sum(cost.values()):.2f}/h; add experiments, or set the GPU groups' desired_size to 0")
+        hourly = total(cost)
+        bill = f"about ${hourly:.2f}/h" if hourly is not None else f"by the hour ({'; '.join(unpriced(cfg))})"
+        pulumi.log.warn(f"experiments=[]: the stack runs no experiment, yet its nodes and control plane bill {bill}; "
+                        "add experiments, or set the GPU groups' desired_size to 0")
     return cfg, {
         "cluster_name": name,
         "region": cfg.region,
@@ -249,7 +251,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
         "storage_id": storage.file_system_id,
         "mount_path": env.mount_path,
         "node_groups": [system.node_group_name, *[g.node_group_name for g in gpu_groups]],
-        "estimated_hourly_cost_usd": round(sum(cost.values()), 2),
+        "estimated_hourly_cost_usd": total(cost),
         "hourly_cost_after_autostop_usd": cost_after_autostop(cost),
     }
 

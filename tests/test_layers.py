@@ -49,10 +49,12 @@ ROOMS: dict[str, dict[str, set[str]]] = {
                         "horovod": {"common", "harness", "pytorch"}},
     "bench": {"base": set(), "results": {"base"}, "lifecycle": {"base"},
               "local": {"base", "results", "lifecycle"}, "cloud": {"base", "results", "lifecycle"},
-              "report": {"base", "results"}, "automation": {"base", "results", "lifecycle", "local", "cloud"},
-              "commands": {"base", "results", "lifecycle", "local", "cloud", "report", "automation"},
+              "report": {"base", "results"}, "prices": {"base"},
+              "automation": {"base", "results", "lifecycle", "local", "cloud"},
+              "commands": {"base", "results", "lifecycle", "local", "cloud", "report", "prices", "automation"},
               "cli": {"base", "commands"},
-              "benchmarks": {"base", "results", "lifecycle", "local", "cloud", "report", "automation", "commands"}},
+              "benchmarks": {"base", "results", "lifecycle", "local", "cloud", "report", "prices", "automation",
+                             "commands"}},
 }
 # The room of a module directly in a package with rooms ("*": every other module there).
 TOP = {

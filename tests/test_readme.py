@@ -120,6 +120,10 @@ FIGURES = [
      lambda p: next(usd for item, usd in p["p5-fsx"].cost_items.items() if item.startswith("FSx"))),
     (ROOT / "docs/AWS.md", r"p5-fsx: \$[\d.]+/h more, \$([\d.]+)/h in all",
      lambda p: p["p5-fsx"].outputs["hourly_cost_after_autostop_usd"]),
+    (ROOT / "BENCHMARKS.md", r"\| dev \(2x p3.16xlarge, EFS\) \|[^|]*\| \$([\d.]+)/h",
+     lambda p: p["dev"].estimate["hourly_cost_usd"]),
+    (ROOT / "BENCHMARKS.md", r"\| p5-fsx \(2x p5.48xlarge, FSx 4.8 TiB\) \|[^|]*\| \$([\d.]+)/h",
+     lambda p: p["p5-fsx"].estimate["hourly_cost_usd"]),
 ]
 
 

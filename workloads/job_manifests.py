@@ -29,6 +29,7 @@ from core.contract.names import (
     ENV_GIT_COMMIT,
     ENV_IMAGE,
     ENV_POD_IP,
+    ENV_REGION,
     ENV_RUN_ID,
     EVAL_DIR,
     EXPERIMENT_LABEL,
@@ -230,7 +231,7 @@ def _pod_spec(e: Experiment, *, env: Environment, group: GpuNodeGroup, code_conf
     if git_commit:
         base_env.append({"name": ENV_GIT_COMMIT, "value": git_commit})
     if region:
-        base_env += [{"name": "AWS_REGION", "value": region}, {"name": "AWS_DEFAULT_REGION", "value": region}]
+        base_env += [{"name": ENV_REGION, "value": region}, {"name": "AWS_DEFAULT_REGION", "value": region}]
     spec = {
         "restartPolicy": "Never",  # required by podFailurePolicy; retries are new pods (backoffLimit)
         "serviceAccountName": env.service_account,  # EKS Pod Identity: S3 access without keys

@@ -119,7 +119,7 @@ class CloudBackend(CloudObservation):
             raise BackendError(f"could not select or create stack {self.stack}: {last_line(e)}") from None
         self.up_progress = UpProgress([r["urn"] for r in self.ready.plan.resources])
         progress.line(f"pulumi up -s {self.stack}: about {self.ready.provision_minutes:.0f} min "
-                      f"(${self.ready.hourly_usd:.2f}/h from now)")
+                      f"(billing from now: {self.ready.hourly_text})")
         ctl.start_billing()
         self.timeline.begin(T.UP, "pulumi up through the Automation API, start to return")
         self.up_thread = threading.Thread(target=self._up, name=f"pulumi-up-{self.stack}", daemon=True)

@@ -88,10 +88,11 @@ def s3_runs(stack_results: ResultsLocation, region: str | None,
     return by_run(s3_status_rows(stack_results, region, autostops))
 
 
-def after_autostop_usd(cfg: Any, outputs: dict[str, Any], today: str | None = None) -> float:
+def after_autostop_usd(cfg: Any, outputs: dict[str, Any], today: str | None = None) -> float | None:
     """USD per hour the stack bills with its GPU groups at zero (``infra.cluster.estimate.cost_after_autostop``): the
     stack's own output when it has one, else the estimate from the config (NAT gateways: none in an existing
-    VPC, one for ``single``, one per zone for ``per_az``, as infra/network/vpc.py makes them)."""
+    VPC, one for ``single``, one per zone for ``per_az``, as infra/network/vpc.py makes them); None where the
+    system nodes have no price in the stack's region (``after_autostop_prices`` says so)."""
     import datetime
 
     from infra.cluster.estimate import cost_after_autostop, hourly_cost
@@ -102,6 +103,16 @@ def after_autostop_usd(cfg: Any, outputs: dict[str, Any], today: str | None = No
     net = cfg.network
     nat = 0 if net.existing_vpc_id else 1 if net.nat == "single" else len(net.azs) or net.az_count
     return cost_after_autostop(hourly_cost(cfg, nat_gateways=nat, today=today or datetime.date.today().isoformat()))
+
+
+def after_autostop_prices(cfg: Any) -> str:
+    """Where ``after_autostop_usd``'s prices come from (region, source, date), or why there is no figure."""
+    from core.catalog import aws as catalog
+
+    s = cfg.system_nodes
+    if s.desired_size and catalog.usd_per_hour(s.instance_type, cfg.region) is None:
+        return catalog.no_price(s.instance_type, cfg.region)
+    return f"system nodes at {catalog.price_label(cfg.region)}; the rest at {catalog.OTHER_PRICES}"
 
 
 # Kubernetes puts the completion index of an Indexed Job's pod on it as this annotation (and, from 1.28, a label
@@ -164,7 +175,7 @@ class CloudObservation:
     def status(self) -> dict[str, Any]:
         """``{"state", "outputs", "rows": [one bench.results.overview.status_row per experiment run on S3],
         "autostop": {run id: autostop.json},
-        "after_autostop_usd", "where": the S3 prefix, "notes"}``;
+        "after_autostop_usd", "after_autostop_prices", "where": the S3 prefix, "notes"}``;
         what cannot be read is a note, never an error."""
         out: dict[str, Any] = {"state": None, "outputs": {}, "rows": [], "autostop": {}, "notes": []}
         try:
@@ -176,6 +187,7 @@ class CloudObservation:
                             "resources": len(stack_resources(stk))}
             out["outputs"] = {k: v.value for k, v in stk.outputs().items()}
             out["after_autostop_usd"] = after_autostop_usd(self.cfg, out["outputs"])
+            out["after_autostop_prices"] = after_autostop_prices(self.cfg)
         except Exception as e:  # noqa: BLE001 - no CLI, no backend: say so, show the results anyway
             out["notes"].append(f"stack state unknown: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
         prefix = out["outputs"].get("results_prefix")

@@ -42,12 +42,21 @@ class Refusal(Exception):
 class Ready:
     cfg: Any  # core.config.model.StackConfig
     plan: Any  # program.offline.Plan
-    hourly_usd: float
+    hourly_usd: float | None  # None: an instance type has no price in the stack's region (``unpriced``)
     provision_minutes: float
     run_minutes: float  # the experiments' window: sum of timeouts (sequential) or the longest (parallel)
-    estimate_usd: float
+    estimate_usd: float | None
     notes: list[str] = field(default_factory=list)
+    unpriced: list[str] = field(default_factory=list)  # catalog.no_price of each such type
+    prices: str = ""  # where the instance prices come from: region, source, date (catalog.price_label)
     home: dict[str, Any] | None = None  # the home stack's outputs (results.home_stack), read by check_home
+
+    @property
+    def hourly_text(self) -> str:
+        """The hourly cost as printed: with its instance prices' region, source and date, or the types unpriced."""
+        if self.hourly_usd is None:
+            return f"unknown per hour: {'; '.join(self.unpriced)}"
+        return f"${self.hourly_usd:.2f}/h, instances at {self.prices}"
 
     @property
     def default_deadline_minutes(self) -> float:
@@ -77,14 +86,24 @@ def check_config(stack: str, root: Path) -> Ready:
         raise Refusal(f"invalid config for stack {stack!r}: " + "; ".join(e.problems)) from None
     est = plan.estimate
     window = run_minutes(cfg)
-    return Ready(cfg=cfg, plan=plan, hourly_usd=float(est["hourly_cost_usd"]),
-                 provision_minutes=float(est["provision_minutes"]), run_minutes=window,
-                 estimate_usd=estimate_usd(float(est["hourly_cost_usd"]), float(est["provision_minutes"]), window))
+    hourly, minutes = est["hourly_cost_usd"], float(est["provision_minutes"])
+    return Ready(cfg=cfg, plan=plan, hourly_usd=hourly, provision_minutes=minutes, run_minutes=window,
+                 estimate_usd=estimate_usd(hourly, minutes, window) if hourly is not None else None,
+                 unpriced=list(est.get("unpriced") or []), prices=(est.get("prices") or {}).get("instances", ""))
 
 
 def check_cost(ready: Ready, max_cost: float | None) -> str:
+    """The run's estimated cost, with where its prices come from; Refusal above ``--max-cost``, and when an instance
+    type has no price in the stack's region, a budget cannot be checked, so ``--max-cost`` is refused outright."""
+    if ready.estimate_usd is None:
+        why = "; ".join(ready.unpriced)
+        if max_cost is not None:
+            raise Refusal(f"--max-cost {max_cost:g}: the run's cost cannot be estimated: {why}; run `eksbench prices "
+                          "refresh` (with AWS credentials) for AWS's prices of today, or run without --max-cost")
+        return f"cost not estimated: {why}"
     how = (f"${ready.hourly_usd:.2f}/h x ({ready.provision_minutes:.0f} min provisioning + "
-           f"{ready.run_minutes:.0f} min of experiments ({ready.cfg.execution}) + {TEARDOWN_MINUTES:.0f} min teardown)")
+           f"{ready.run_minutes:.0f} min of experiments ({ready.cfg.execution}) + {TEARDOWN_MINUTES:.0f} min teardown; "
+           f"instances at {ready.prices})")
     if max_cost is not None and ready.estimate_usd > max_cost:
         raise Refusal(f"the run is estimated at ${ready.estimate_usd:.2f} ({how}), above --max-cost "
                       f"${max_cost:.2f}: raise --max-cost, lower timeout_minutes, or use fewer/smaller nodes")

@@ -22,6 +22,7 @@ from bench.cloud import run_timeline
 from bench.errors import USAGE_ERROR, fail
 from bench.project import results_root_problem
 from bench.results.timeline import PREFLIGHT
+from core.catalog import aws as catalog
 from core.contract.names import LOCAL_RESULTS_ROOT
 from program.stack_files import ROOT
 
@@ -71,7 +72,9 @@ def run_stack(stack: str, opts: CloudRunOptions) -> CloudOutcome:
     progress.line(f"run {ready.cfg.run_id} of stack {stack}: deadline {deadline:.0f} min"
                   + (f", budget ${opts.max_cost:.2f}" if opts.max_cost is not None else "")
                   + ("; --keep: the stack stays up, GPU nodes scaled to zero" if opts.keep else ""))
-    ctl = Control(deadline_s=deadline * 60, hourly_usd=ready.hourly_usd, max_cost_usd=opts.max_cost)
+    # No price, no budget: preflight refuses --max-cost where the stack has an instance type priced nowhere here.
+    ctl = Control(deadline_s=deadline * 60, hourly_usd=ready.hourly_usd or 0.0, max_cost_usd=opts.max_cost,
+                  prices=f"instances at {ready.prices}; the rest at {catalog.OTHER_PRICES}")
     backend = CloudBackend(stack=stack, ready=ready, root=Path(opts.root), results_root=results_root,
                            keep=opts.keep, poll=opts.poll, progress_every=opts.progress_every, resume=opts.resume,
                            timeline=timeline)

@@ -25,9 +25,10 @@ def recorder(stack: str, ready: Any, *, started: float) -> T.Recorder:
     from infra.cluster.estimate import GPU_ITEM
 
     cfg = ready.cfg
-    gpu_usd = sum(v for k, v in (getattr(ready.plan, "cost_items", None) or {}).items() if k.startswith(GPU_ITEM))
+    gpu = [v for k, v in (getattr(ready.plan, "cost_items", None) or {}).items() if k.startswith(GPU_ITEM)]
+    gpu_usd = None if any(v is None for v in gpu) else sum(gpu)  # None: a GPU type with no price in the region
     rec = T.Recorder(stack=stack, run_id=cfg.run_id, gpu_nodes=sum(g.desired_size for g in cfg.gpu_node_groups),
-                     gpu_hourly_usd=gpu_usd)
+                     gpu_hourly_usd=gpu_usd, prices=getattr(ready, "prices", None) or None)
     rec.started = started
     return rec
 
@@ -84,7 +85,8 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
         out.append(f"first training step {f['minutes_to_first_step']:.1f} min after the run started")
     if f.get("idle_gpu_node_minutes") is not None:
         out.append(f"GPU node-minutes billed while no experiment was stepping: {f['idle_gpu_node_minutes']:.1f}"
-                   + (f" (about ${f['idle_gpu_usd']:.2f})" if f.get("idle_gpu_usd") else ""))
+                   + (f" (about ${f['idle_gpu_usd']:.2f} at {doc.get('prices') or 'the GPU price the run recorded'})"
+                      if f.get("idle_gpu_usd") else ""))
     return out
 
 

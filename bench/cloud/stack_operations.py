@@ -200,7 +200,10 @@ def scale_to_zero(outputs: dict[str, Any], *, region: str, stack: str) -> bool:
             ok = False
             progress.line(f"error: could not scale node group {name} to zero: {type(e).__name__}: {e}", err=True)
     after = outputs.get("hourly_cost_after_autostop_usd")  # infra/cluster/estimate.py cost_after_autostop, exported
-    figure = f"about ${after:.2f}/h: " if isinstance(after, (int, float)) and not isinstance(after, bool) else ""
+    from core.catalog import aws as catalog
+
+    figure = (f"about ${after:.2f}/h, system nodes at {catalog.price_label(region)}, the rest at "
+              f"{catalog.OTHER_PRICES}: " if isinstance(after, (int, float)) and not isinstance(after, bool) else "")
     progress.line(f"--keep: the stack stays up ({figure}control plane, NAT, system nodes and storage still cost "
                   f"money); destroy it later with: eksbench destroy {stack}")
     return ok

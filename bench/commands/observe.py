@@ -140,6 +140,11 @@ def render_status(st: dict[str, Any]) -> str:
             lines.append(f"  with the GPU groups at zero (autostop, --keep) the stack still bills about "
                          f"${st['after_autostop_usd']:.2f}/h until destroyed: the control plane, NAT, system nodes "
                          f"and storage (EFS also per GB-month stored)")
+            if st.get("after_autostop_prices"):
+                lines.append(f"    ({st['after_autostop_prices']})")
+        elif state["resources"] and st.get("after_autostop_prices"):
+            lines.append(f"  with the GPU groups at zero (autostop, --keep) the stack still bills until destroyed, "
+                         f"at a rate not estimated: {st['after_autostop_prices']}")
     for note in st["notes"]:
         lines.append(f"  {note}")
     for run_id, record in (st.get("autostop") or {}).items():
@@ -158,6 +163,7 @@ def status_document(st: dict[str, Any]) -> dict[str, Any]:
             "samples_per_s", "samples_per_s_per_process", "busbw_peak_gbps", "busbw_peak_at_bytes", "message_sizes",
             "results", "local", "s3")
     return {"stack": st["stack"], "state": st["state"], "after_autostop_usd": st.get("after_autostop_usd"),
+            "after_autostop_prices": st.get("after_autostop_prices"),
             "notes": st["notes"], "autostop": st.get("autostop") or {}, "s3_prefix": st.get("s3_prefix"),
             "runs": [{k: r.get(k) for k in keys} for r in st.get("runs") or []]}
 

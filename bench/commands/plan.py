@@ -37,8 +37,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def render(plan: Plan) -> str:
-    from core.catalog import aws as catalog
-
     lines = [f"eksbench plan for stack {plan.stack!r}: evaluated __main__.py under Pulumi's mock engine "
              f"in {plan.seconds:.1f} s; nothing was created."]
     custom = [r for r in plan.resources if not r["type"].startswith("eksbench:")]
@@ -54,9 +52,7 @@ def render(plan: Plan) -> str:
         lines.append("\nWarnings:")
         lines += [f"  ! {w}" for w in plan.warnings]
     est = plan.estimate
-    lines.append(f"\nEstimated cost: ${est['hourly_cost_usd']:.2f}/hour on demand "
-                 f"({catalog.PRICES_REGION} list prices as of {catalog.PRICES_AS_OF}; approximate)")
-    lines += [f"  ${usd:8.2f}  {item}" for item, usd in plan.cost_items.items()]
+    lines += render_cost(est, plan.cost_items)
     lines += render_sweep_idle(est.get("sweep_idle") or [])
     lines.append(f"\nEstimated provisioning: {est['provision_minutes']:.1f} min along the critical path")
     for step in est["critical_path"]:
@@ -69,15 +65,37 @@ def render(plan: Plan) -> str:
     return "\n".join(lines)
 
 
+def render_cost(est: dict[str, Any], items: dict[str, float | None]) -> list[str]:
+    """The hourly cost, each price's region, source and date, and by name every instance type with no price in the
+    stack's region (its item says so; the total is then unknown, never made up from another region's price)."""
+    hourly = est.get("hourly_cost_usd")
+    if hourly is None:
+        known = sum(v for v in items.values() if v is not None)
+        head = f"\nEstimated cost: unknown (${known:.2f}/hour without the instances that have no price):"
+        lines = [head] + [f"  ! {why}" for why in est.get("unpriced") or []]
+        lines.append("  (`eksbench prices refresh` fetches AWS's prices of today, with AWS credentials)")
+    else:
+        lines = [f"\nEstimated cost: ${hourly:.2f}/hour on demand (approximate; not a bill)"]
+    prices = est.get("prices") or {}
+    if prices:
+        lines += [f"  instances at {prices['instances']}",
+                  f"  control plane, NAT gateways and FSx at {prices['other']}"]
+    lines += [f"  ${usd:8.2f}  {item}" if usd is not None else f"  no price   {item}" for item, usd in items.items()]
+    return lines
+
+
 def render_sweep_idle(rows: list[dict[str, Any]]) -> list[str]:
     """Per GPU group: node-hours its runs bill one after another, and the share left idle (estimate.sweep_idle)."""
     if not rows:
         return []
-    lines = ["\nGPU node-hours of the runs one after another, at one hour a run (each group stays at its size):"]
+    lines = ["\nGPU node-hours of the runs one after another, at one hour a run (each group stays at its size; "
+             "dollars at the instance prices above):"]
     for r in rows:
+        usd = (f"${r['idle_usd']:,.2f} of ${r['billed_usd']:,.2f}" if r["billed_usd"] is not None
+               else f"no price for {r['instance_type']} in this region")
         lines.append(f"  {r['group']} ({r['nodes']}x {r['instance_type']}): {r['runs']} runs bill "
                      f"{r['billed_node_hours']} node-hours and use {r['used_node_hours']}: {r['idle_share']:.0%} idle "
-                     f"(${r['idle_usd']:,.2f} of ${r['billed_usd']:,.2f})")
+                     f"({usd})")
     return lines
 
 

@@ -38,7 +38,8 @@ COLUMNS = [("experiment", "experiment"), ("usd_per_1k_samples", "USD per 1,000 s
 
 
 def intro(rows: Sequence[Mapping[str, Any]]) -> str:
-    label = rows[0]["estimate"].removeprefix("estimate: ") if rows else ""
+    label = "; ".join(dict.fromkeys(r["estimate"].removeprefix("estimate: ") for r in rows
+                                    if r["usd_experiment"] is not None or r["usd_per_1k_samples"] is not None))
     return (f"Estimates ({label}): price × nodes × time. Per 1,000 samples and per epoch at the steady "
             "throughput; per experiment over the time measured, with the time before the first step and after "
             "the last apart. Without a run's timeline.json the time before its pods started (nodes, image "

@@ -216,9 +216,13 @@ def accuracy_section(df) -> str:
     return head + (f"<p>Accuracy: {esc(reached)}.</p>" if reached else "") + figure(fig, "time to accuracy", "")
 
 
-def _price_source() -> str:
-    from core.catalog import aws as catalog
-    return f"on-demand list prices, {catalog.PRICES_REGION}, as of {catalog.PRICES_AS_OF}"
+def _price_source(df=None) -> str:
+    """What the dollar figures are priced at: the priced runs' regions, with the snapshot's source and date."""
+    from core.catalog import aws_prices
+
+    priced = df[df["hourly_usd"].notna()] if df is not None and "prices" in df else None
+    labels = list(dict.fromkeys(priced["prices"].dropna())) if priced is not None else []
+    return "; ".join(labels) or f"each run's region's on-demand list prices, {aws_prices.SOURCE}, {aws_prices.AS_OF}"
 
 
 def cost_section(df, timelines: list | None = None) -> str:
@@ -230,7 +234,7 @@ def cost_section(df, timelines: list | None = None) -> str:
                              f"{_price_source()}.")
     rows = []
     for r, name in zip(records(df), plots.labels(df)):
-        unknown = "n/a (local CPU run)" if r["gpu"] == "cpu" else "n/a (price unknown)"
+        unknown = "n/a (local CPU run)" if r["gpu"] == "cpu" else f"n/a ({r.get('prices') or 'price unknown'})"
         rows.append({"experiment": name, "instance_type": r["instance_type"], "nodes": r["nodes"],
                      "hourly_usd": r["hourly_usd"] if r["hourly_usd"] is not None else unknown,
                      "cost_usd": r["cost_usd"] if r["cost_usd"] is not None else unknown,
@@ -245,7 +249,7 @@ def cost_section(df, timelines: list | None = None) -> str:
     by_run = {(doc.get("stack"), doc.get("run_id")): doc for _, doc in timelines or []}
     per_result = report_cost.cost_rows(records(df), plots.labels(df), by_run)
     return ("<h2>Cost <span class='estimate'>(estimate)</span></h2>"
-            f"<p class='estimate'>Estimate: instance price × nodes × wall time, {esc(_price_source())}; "
+            f"<p class='estimate'>Estimate: instance price × nodes × wall time, {esc(_price_source(df))}; "
             "per 1,000 samples at steady throughput. Not a bill.</p>"
             + table(rows, cols) + (figure(fig, "cost per run", "") if fig is not None else "")
             + "<h2>Cost per result <span class='estimate'>(estimate)</span></h2>"

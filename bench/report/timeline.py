@@ -51,7 +51,8 @@ def timeline_section(timelines: list[tuple[str, dict[str, Any]]], *, table: Call
         audit = (doc.get("audit") or {}).get("clean")
         rows.append({"run": label, "first_step": _minutes(f["minutes_to_first_step"]),
                      "idle": _minutes(f["idle_gpu_node_minutes"])
-                     + (f" (about ${f['idle_gpu_usd']:.2f})" if f.get("idle_gpu_usd") else ""),
+                     + (f" (about ${f['idle_gpu_usd']:.2f} at {doc.get('prices') or 'the GPU price the run recorded'})"
+                        if f.get("idle_gpu_usd") else ""),
                      "billed": _minutes(f["gpu_billed_minutes"]), "nodes": doc.get("gpu_nodes"),
                      "audit": "nothing left" if audit is True else "LEFTOVERS" if audit is False else "not run"})
     cols = [("run", "run"), ("first_step", "minutes to the first step"),

@@ -6,8 +6,8 @@ first step), the steps, or after the last step (final checkpoint, exit, upload, 
 the price of the nodes; it gives dollars per 1,000 samples and per epoch at the steady
 throughput, and per experiment in total with the time before the first step and after the last
 shown apart. Every figure is an estimate: list price x nodes x time, labelled with the price's
-date and region (``core.catalog.aws.PRICES_AS_OF``); not a bill (no discounts, Spot or Capacity
-Block prices, storage or network).
+region, source and date (``core.catalog.aws.price_label``; a run with no price in its region has none, never
+another region's); not a bill (no discounts, Spot or Capacity Block prices, storage or network).
 
 Where the time comes from:
 
@@ -88,20 +88,22 @@ def timing_from_timeline(timeline: Mapping[str, Any], experiment: str | None) ->
 
 
 def cost_per_result(phases: Sequence[Phase], *, usd_per_node_hour: float | None, nodes: int | None,
-                    samples_per_s: float | None, samples_per_epoch: int | None, price_date: str,
-                    price_region: str, notes: Sequence[str] = ()) -> dict[str, Any]:
+                    samples_per_s: float | None, samples_per_epoch: int | None, prices: str,
+                    notes: Sequence[str] = (), unpriced: str = "no price for this instance type (or a local run)"
+                    ) -> dict[str, Any]:
     """Dollars per 1,000 samples and per epoch (at the steady throughput) and per experiment (the
-    phases' time, split before / steps / after), with the estimate's label."""
+    phases' time, split before / steps / after), with the estimate's label (``prices``: the price's region,
+    source and date); ``unpriced`` is the note where there is no price."""
     out: dict[str, Any] = {"usd_per_hour": None, "usd_per_1k_samples": None, "usd_per_epoch": None,
                            "usd_experiment": None, "usd_before_first_step": None, "usd_steps": None,
                            "usd_after_last_step": None, "seconds": {w: None for w in WHERE}, "phases": [],
-                           "estimate": f"estimate: on-demand list prices, {price_region}, as of {price_date}",
+                           "estimate": f"estimate: {prices}",
                            "notes": list(notes)}
     secs = {w: sum(p.seconds for p in phases if p.where == w) if any(p.where == w for p in phases) else None
             for w in WHERE}
     out["seconds"] = secs
     if not usd_per_node_hour or not nodes:
-        out["notes"].append("no price for this instance type (or a local run)")
+        out["notes"].append(unpriced)
         return out
     hourly = usd_per_node_hour * nodes
     usd = lambda s: round(hourly * s / 3600, 6) if s is not None else None  # noqa: E731
@@ -132,7 +134,9 @@ def row_cost(row: Mapping[str, Any], timeline: Mapping[str, Any] | None = None) 
     else:
         phases, notes = timing_from_summary(wall_s=row.get("wall_s"), loop_seconds=row.get("loop_seconds"),
                                             startup=row.get("startup"))
-    price = instance_price(row.get("instance_type")) if row.get("gpu") != "cpu" else None
+    region, gpu_run = row.get("region"), row.get("gpu") != "cpu"
+    price = instance_price(row.get("instance_type"), region) if gpu_run else None
+    why = {"unpriced": catalog.no_price(row["instance_type"], region)} if gpu_run and row.get("instance_type") else {}
     return cost_per_result(phases, usd_per_node_hour=price, nodes=row.get("nodes"),
                            samples_per_s=row.get("samples_per_s"), samples_per_epoch=row.get("samples_per_epoch"),
-                           price_date=catalog.PRICES_AS_OF, price_region=catalog.PRICES_REGION, notes=notes)
+                           prices=catalog.price_label(region), notes=notes, **why)

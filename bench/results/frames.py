@@ -51,8 +51,8 @@ COLUMNS = ("stack", "run_id", "experiment", "repeat", "workload", "framework", "
            "gpus_per_node", "world_size", "batch_size", "precision", "samples_per_s", "samples_per_s_per_gpu",
            "step_time_p50_s", "step_time_p95_s", "mfu", "wall_s", "cost_usd", "accuracy", "time_to_accuracy_s",
            "restarts", "results_uri", "error")
-EXTRA = ("hourly_usd", "usd_per_1k_samples", "tflops_per_s", "flops_per_sample", "loop_seconds", "data_wait_s",
-         "data_wait_share",
+EXTRA = ("hourly_usd", "usd_per_1k_samples", "region", "prices", "tflops_per_s", "flops_per_sample", "loop_seconds",
+         "data_wait_s", "data_wait_share",
          "started_at", "image", "git_commit", "device", "config", "command", "busbw", "fabric", "flags",
          "what_ran", "what_ran_unknown",
          "startup", "samples_per_epoch")
@@ -68,7 +68,7 @@ LOCAL_IMAGE = what_ran.LOCAL_IMAGE
 NO_SUMMARY = "no summary.json: the launcher did not finish (killed, evicted or timed out)"
 
 
-instance_price = catalog.usd_per_hour  # On-demand USD/hour of one instance, None where unknown
+instance_price = catalog.usd_per_hour  # On-demand USD/hour of one instance in a region, None where unknown
 # A run whose steady steps spend this share of their time waiting for data measures its input path, not its model.
 INPUT_BOUND_SHARE = 0.25
 
@@ -103,7 +103,7 @@ def _gpu(summary: Mapping[str, Any], device: Mapping[str, Any]) -> str | None:
 def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None, str | None],
         by_rank: Mapping[int, list[dict[str, Any]]] | None = None, eval_doc: Mapping[str, Any] | None = None,
         log_error: str | None = None, location: str | None = None,
-        price: Callable[[str | None], float | None] = instance_price, repeat: int = 1) -> dict[str, Any]:
+        price: Callable[[str | None, str | None], float | None] = instance_price, repeat: int = 1) -> dict[str, Any]:
     """One experiment run as a flat row. ``summary`` None means it was missing or unreadable; ``by_rank``: its
     metrics lines (a RankLines, or dicts as the readers give them)."""
     lines = RankLines.of(by_rank or {})
@@ -122,7 +122,8 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
     world_size = max(world_sizes) if world_sizes else (nodes * gpus_per_node if nodes and gpus_per_node else None)
     gpu = _gpu(s, device)
     instance_type = s.get(F.INSTANCE_TYPE)
-    hourly = price(instance_type) if gpu != "cpu" else None
+    region = run_region(s)
+    hourly = price(instance_type, region) if gpu != "cpu" else None
     hourly = hourly * (nodes or 1) if hourly else None
     wall = s.get(F.WALL_TIME_S)
     rate = tp.get(F.SAMPLES_PER_S_TOTAL)
@@ -150,6 +151,7 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         "results_uri": s.get(F.RESULTS_URI) or location, "error": error,
         "hourly_usd": hourly,
         "usd_per_1k_samples": round(hourly / 3.6 / rate, 6) if hourly and rate else None,
+        "region": region, "prices": prices_note(gpu, instance_type, region, priced=bool(hourly)),
         "tflops_per_s": s.get(F.TFLOPS_PER_S), "flops_per_sample": s.get(F.FLOPS_PER_SAMPLE),
         "loop_seconds": s.get(F.LOOP_SECONDS), "data_wait_s": s.get(F.DATA_WAIT_S),
         "data_wait_share": data_wait_share(s.get(F.DATA_WAIT_S), tp.get("steady_seconds")),
@@ -162,6 +164,19 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         "what_ran": s.get(F.WHAT_RAN), "what_ran_unknown": s.get(F.WHAT_RAN_UNKNOWN), "startup": s.get(F.STARTUP),
         "samples_per_epoch": s.get(F.SAMPLES_PER_EPOCH),
     }
+
+
+def run_region(summary: Mapping[str, Any]) -> str | None:
+    """The region the run's pods ran in (``what_ran.region``, else its pinned zone's), None where unknown."""
+    ran = _dict(summary.get(F.WHAT_RAN))
+    return ran.get(F.REGION) or catalog.region_of_zone(ran.get(F.ZONE))
+
+
+def prices_note(gpu: str | None, instance_type: str | None, region: str | None, *, priced: bool) -> str | None:
+    """What the row's dollar figures are priced at (region, source, date), or why it has none (a GPU run only)."""
+    if gpu == "cpu" or not instance_type:
+        return None
+    return catalog.price_label(region) if priced else catalog.no_price(instance_type, region)
 
 
 def _dict(value: Any) -> dict:

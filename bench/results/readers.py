@@ -146,7 +146,8 @@ def _stepping(v: Any) -> bool:
 # timeline.json (bench/results/timeline.py; written by bench run, but it lies in the bucket beside what pods wrote).
 # Its "figures" are not read: the report derives them again from the marks.
 TIMELINE: Schema = {"stack": text, "run_id": text, "started_at": text, "gpu_nodes": integer,
-                    "gpu_hourly_usd": number, "phases": list_of(_span), "experiments": list_of(_stepping),
+                    "gpu_hourly_usd": number, "prices": text, "phases": list_of(_span),
+                    "experiments": list_of(_stepping),
                     "audit": {"clean": flag, "lines": list_of(text)}}
 
 

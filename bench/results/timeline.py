@@ -4,7 +4,8 @@
 run's results (``ResultsLocation.key("timeline.json")``, and the same place under ./results/). The
 document holds seconds from the run's start, so it reads the same on any machine:
 
-    {"version": 1, "stack", "run_id", "started_at": ISO 8601 UTC, "gpu_nodes": N, "gpu_hourly_usd": x,
+    {"version": 1, "stack", "run_id", "started_at": ISO 8601 UTC, "gpu_nodes": N, "gpu_hourly_usd": x or null,
+     "prices": "<region> on-demand list prices, <source>, <date>" (what gpu_hourly_usd is; null in older files),
      "phases": [{"name", "start_s", "end_s", "source"}, ...],          (ordered by start, then end)
      "experiments": [{"name", "pods_started_s", "first_step_s", "last_step_s", "source"}, ...],
      "audit": {"clean": true|false|null, "lines": [...]},
@@ -103,12 +104,13 @@ def steps_from_summary(summary: dict[str, Any] | None) -> dict[str, Any] | None:
 class Recorder:
     """Wall-clock marks taken during a run (epoch seconds from ``clock``); ``document()`` makes the JSON."""
 
-    def __init__(self, *, stack: str, run_id: str, gpu_nodes: int, gpu_hourly_usd: float,
-                 clock=time.time):
+    def __init__(self, *, stack: str, run_id: str, gpu_nodes: int, gpu_hourly_usd: float | None,
+                 clock=time.time, prices: str | None = None):
         self.clock = clock
         self.started = clock()
         self.stack, self.run_id = stack, run_id
-        self.gpu_nodes, self.gpu_hourly_usd = gpu_nodes, gpu_hourly_usd
+        self.gpu_nodes, self.gpu_hourly_usd = gpu_nodes, gpu_hourly_usd  # None: no price in the stack's region
+        self.prices = prices  # the GPU price's region, source and date (core.catalog.aws.price_label)
         self.spans: dict[str, tuple[float, float, str]] = {}
         self.open: dict[str, tuple[float, str]] = {}
         self.experiments: dict[str, dict[str, Any]] = {}
@@ -167,7 +169,9 @@ class Recorder:
                  "last_step_s": rel(e["last_step"]), "source": e["source"]} for n, e in sorted(self.experiments.items())]
         doc = {"version": VERSION, "stack": self.stack, "run_id": self.run_id, "started_at": iso(self.started),
                "clock": self.clock_note,
-               "gpu_nodes": self.gpu_nodes, "gpu_hourly_usd": round(self.gpu_hourly_usd, 4), "phases": phases,
+               "gpu_nodes": self.gpu_nodes, "prices": self.prices,
+               "gpu_hourly_usd": round(self.gpu_hourly_usd, 4) if self.gpu_hourly_usd is not None else None,
+               "phases": phases,
                "experiments": exps, "audit": dict(self.audit)}
         doc["figures"] = figures(doc)
         return doc
@@ -243,7 +247,8 @@ def figures(doc: dict[str, Any]) -> dict[str, Any]:
     idle = idle_gpu_node_minutes(doc)
     window = billing_window(doc)
     nodes = doc.get("gpu_nodes") or 0
-    per_node_hour = (doc.get("gpu_hourly_usd") or 0) / nodes if nodes else 0
+    hourly = doc.get("gpu_hourly_usd")
+    per_node_hour = hourly / nodes if nodes and isinstance(hourly, (int, float)) else None  # None: no price
     return {"minutes_to_first_step": minutes_to_first_step(doc), "idle_gpu_node_minutes": idle,
-            "idle_gpu_usd": round(idle / 60 * per_node_hour, 2) if idle is not None else None,
+            "idle_gpu_usd": round(idle / 60 * per_node_hour, 2) if idle is not None and per_node_hour else None,
             "gpu_billed_minutes": round((window[1] - window[0]) / 60, 2) if window else None}

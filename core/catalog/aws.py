@@ -1,21 +1,22 @@
 """Facts about AWS offerings that the config parser and the planner need.
 
-Pure data: instance types (GPUs, EFA, approximate on-demand price), the Kubernetes
-versions EKS offers, and the AMI types for GPU nodes. Prices are volatile; every
-figure carries the date it was taken, and the planner prints that date beside any
-cost it derives, so nobody mistakes an estimate for a bill. Also where AWS's SDKs look
-for credentials, so every command that finds none says how to provide them alike.
+Pure data: instance types (GPUs, EFA), their on-demand price in a region (``usd_per_hour``, from the snapshot
+``core.catalog.aws_prices``), the Kubernetes versions EKS offers, and the AMI types for GPU nodes. Prices are
+volatile and differ by region; every figure derived from them is printed with its region, its source and the date
+it holds (``price_label``), so nobody mistakes an estimate for a bill, and a type with no price in a region is
+named (``no_price``), never priced from another region. Also where AWS's SDKs look for credentials, so every
+command that finds none says how to provide them alike.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-# The region eksbench assumes where none is known (an image's registry, the mocks, an example), and the
-# region the prices below are from.
+from core.catalog import aws_prices
+
+# The region eksbench assumes where none is known (an image's registry, the mocks, an example).
 DEFAULT_REGION = "us-west-2"
-PRICES_AS_OF = "2026-11-22"
-PRICES_REGION = DEFAULT_REGION
 
 
 @dataclass(frozen=True)
@@ -27,13 +28,12 @@ class InstanceType:
     gpu_model: str = ""
     gpu_memory_gib: int = 0
     efa: bool = False
-    usd_per_hour: float = 0.0
     retiring: bool = False
     network_cards: int = 1  # EC2 DescribeInstanceTypes NetworkInfo.MaximumNetworkCards
 
 
-def _t(name, vcpus, mem, gpus=0, model="", gmem=0, efa=False, usd=0.0, retiring=False, cards=1):
-    return InstanceType(name, vcpus, mem, gpus, model, gmem, efa, usd, retiring, cards)
+def _t(name, vcpus, mem, gpus=0, model="", gmem=0, efa=False, retiring=False, cards=1):
+    return InstanceType(name, vcpus, mem, gpus, model, gmem, efa, retiring, cards)
 
 
 def efa_interfaces(instance_type: str) -> int:
@@ -43,10 +43,7 @@ def efa_interfaces(instance_type: str) -> int:
     return spec.network_cards if spec.efa else 0
 
 
-# Approximate on-demand prices in us-west-2 (PRICES_AS_OF), from the AWS EC2 On-Demand pricing
-# page: p3.16xlarge $24.48/h; p4d.24xlarge about $32.77/h and p5.48xlarge about $98.32/h are
-# the prices before AWS's June 2025 P4/P5 price cuts; the rest are list prices as published
-# by AWS and should be re-checked.
+# Prices: by region, in core/catalog/aws_prices.py (``usd_per_hour`` below).
 # EFA support: AWS "Supported instance types" for EFA (p3dn, p4d, p5, g5/g6/g6e >= 8xlarge).
 # Network cards (one EFA interface each): AWS EC2 user guide, "Maximize network bandwidth on accelerated
 # computing instances with EFA" (P5 and P5e: up to 32 network cards; G6e: up to four, on g6e.48xlarge)
@@ -55,43 +52,47 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
     t.name: t
     for t in (
         # P3: V100 16 GB. AWS is retiring P3; kept because the dev stack's design asks for it.
-        _t("p3.2xlarge", 8, 61, 1, "V100", 16, usd=3.06, retiring=True),
-        _t("p3.8xlarge", 32, 244, 4, "V100", 16, usd=12.24, retiring=True),
-        _t("p3.16xlarge", 64, 488, 8, "V100", 16, usd=24.48, retiring=True),
-        _t("p3dn.24xlarge", 96, 768, 8, "V100", 32, efa=True, usd=31.218, retiring=True),
-        _t("p4d.24xlarge", 96, 1152, 8, "A100", 40, efa=True, usd=32.77, cards=4),
-        _t("p4de.24xlarge", 96, 1152, 8, "A100", 80, efa=True, usd=40.97, cards=4),
-        _t("p5.48xlarge", 192, 2048, 8, "H100", 80, efa=True, usd=98.32, cards=32),
-        _t("p5e.48xlarge", 192, 2048, 8, "H200", 141, efa=True, usd=108.0, cards=32),
-        _t("g4dn.xlarge", 4, 16, 1, "T4", 16, usd=0.526),
-        _t("g4dn.12xlarge", 48, 192, 4, "T4", 16, usd=3.912),
-        _t("g5.xlarge", 4, 16, 1, "A10G", 24, usd=1.006),
-        _t("g5.2xlarge", 8, 32, 1, "A10G", 24, usd=1.212),
-        _t("g5.8xlarge", 32, 128, 1, "A10G", 24, efa=True, usd=2.448),
-        _t("g5.12xlarge", 48, 192, 4, "A10G", 24, efa=True, usd=5.672),
-        _t("g5.48xlarge", 192, 768, 8, "A10G", 24, efa=True, usd=16.288),
-        _t("g6.xlarge", 4, 16, 1, "L4", 24, usd=0.805),
-        _t("g6.12xlarge", 48, 192, 4, "L4", 24, efa=True, usd=4.602),
-        _t("g6.48xlarge", 192, 768, 8, "L4", 24, efa=True, usd=13.35),
-        _t("g6e.xlarge", 4, 32, 1, "L40S", 48, usd=1.861),
-        _t("g6e.12xlarge", 48, 384, 4, "L40S", 48, efa=True, usd=10.493),
-        _t("g6e.48xlarge", 192, 1536, 8, "L40S", 48, efa=True, usd=30.131, cards=4),
+        _t("p3.2xlarge", 8, 61, 1, "V100", 16, retiring=True),
+        _t("p3.8xlarge", 32, 244, 4, "V100", 16, retiring=True),
+        _t("p3.16xlarge", 64, 488, 8, "V100", 16, retiring=True),
+        _t("p3dn.24xlarge", 96, 768, 8, "V100", 32, efa=True, retiring=True),
+        _t("p4d.24xlarge", 96, 1152, 8, "A100", 40, efa=True, cards=4),
+        _t("p4de.24xlarge", 96, 1152, 8, "A100", 80, efa=True, cards=4),
+        _t("p5.48xlarge", 192, 2048, 8, "H100", 80, efa=True, cards=32),
+        _t("p5e.48xlarge", 192, 2048, 8, "H200", 141, efa=True, cards=32),
+        _t("g4dn.xlarge", 4, 16, 1, "T4", 16),
+        _t("g4dn.12xlarge", 48, 192, 4, "T4", 16),
+        _t("g5.xlarge", 4, 16, 1, "A10G", 24),
+        _t("g5.2xlarge", 8, 32, 1, "A10G", 24),
+        _t("g5.8xlarge", 32, 128, 1, "A10G", 24, efa=True),
+        _t("g5.12xlarge", 48, 192, 4, "A10G", 24, efa=True),
+        _t("g5.48xlarge", 192, 768, 8, "A10G", 24, efa=True),
+        _t("g6.xlarge", 4, 16, 1, "L4", 24),
+        _t("g6.12xlarge", 48, 192, 4, "L4", 24, efa=True),
+        _t("g6.48xlarge", 192, 768, 8, "L4", 24, efa=True),
+        _t("g6e.xlarge", 4, 32, 1, "L40S", 48),
+        _t("g6e.12xlarge", 48, 384, 4, "L40S", 48, efa=True),
+        _t("g6e.48xlarge", 192, 1536, 8, "L40S", 48, efa=True, cards=4),
         # CPU types for the system node group (etcd, add-on controllers, staging jobs).
-        _t("t3.large", 2, 8, usd=0.0832),
-        _t("m5.large", 2, 8, usd=0.096),
-        _t("m5.xlarge", 4, 16, usd=0.192),
-        _t("m6i.large", 2, 8, usd=0.096),
-        _t("m6i.xlarge", 4, 16, usd=0.192),
-        _t("m7i.large", 2, 8, usd=0.1008),
-        _t("m7i.xlarge", 4, 16, usd=0.2016),
-        _t("c6i.2xlarge", 8, 16, usd=0.34),
+        _t("t3.large", 2, 8),
+        _t("m5.large", 2, 8),
+        _t("m5.xlarge", 4, 16),
+        _t("m6i.large", 2, 8),
+        _t("m6i.xlarge", 4, 16),
+        _t("m7i.large", 2, 8),
+        _t("m7i.xlarge", 4, 16),
+        _t("c6i.2xlarge", 8, 16),
     )
 }
 
 # The GPU families to suggest when a type is not offered (P3 retirement).
 GPU_ALTERNATIVES = ("g5.48xlarge", "g6.48xlarge", "g6e.48xlarge", "p4d.24xlarge", "p5.48xlarge")
 
-# Other hourly charges the planner adds (us-west-2, PRICES_AS_OF).
+# Other hourly charges the planner adds: us-west-2 list prices as of 2026-11-22 (OTHER_PRICES), used for every
+# region (they are not in the instance snapshot; the plan says where they come from).
+OTHER_PRICES_REGION = "us-west-2"
+OTHER_PRICES_AS_OF = "2026-11-22"
+OTHER_PRICES = f"{OTHER_PRICES_REGION} list prices as of {OTHER_PRICES_AS_OF}"
 EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
 NAT_GATEWAY_USD_PER_HOUR = 0.045
 FSX_PERSISTENT_2_USD_PER_GIB_MONTH = {125: 0.145, 250: 0.21, 500: 0.34, 1000: 0.60}
@@ -102,9 +103,9 @@ HOURS_PER_MONTH = 730
 # Sources: the EKS user guide, "Understand the Kubernetes version lifecycle on EKS" (14 months of
 # standard support from the EKS release, then 12 months of extended support at $0.60 per
 # cluster-hour instead of $0.10) and its release calendar; dates as listed on
-# endoflife.date/amazon-eks (checked PRICES_AS_OF). A version past its end of extended support
+# endoflife.date/amazon-eks (checked EKS_CALENDAR_CHECKED). A version past its end of extended support
 # can no longer be created. EKS user-guide pages name 1.36 as an example version, but no
-# calendar entry or release date for it was found (checked PRICES_AS_OF): 1.35 is the newest
+# calendar entry or release date for it was found (checked EKS_CALENDAR_CHECKED): 1.35 is the newest
 # version offered. Add a row here when EKS releases the next one.
 @dataclass(frozen=True)
 class EksVersion:
@@ -114,6 +115,7 @@ class EksVersion:
     end_of_extended: str
 
 
+EKS_CALENDAR_CHECKED = "2026-11-22"
 EKS_CALENDAR: dict[str, EksVersion] = {v.version: v for v in (
     EksVersion("1.30", "2024-05-23", "2025-07-23", "2026-07-23"),
     EksVersion("1.31", "2024-09-26", "2025-11-26", "2026-11-26"),
@@ -150,15 +152,29 @@ AMI_TYPES_WITH_DEVICE_PLUGIN = ("BOTTLEROCKET_x86_64_NVIDIA",)
 CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
 
 
-def usd_per_hour(instance_type: str | None) -> float | None:
-    """Approximate on-demand USD/hour of one instance (PRICES_REGION, PRICES_AS_OF), None where unknown."""
-    t = INSTANCE_TYPES.get(instance_type) if instance_type else None
-    return t.usd_per_hour if t and t.usd_per_hour else None
+def usd_per_hour(instance_type: str | None, region: str | None) -> float | None:
+    """On-demand USD/hour of one instance of ``instance_type`` in ``region`` (``price_label(region)`` says where
+    from and when); None where the snapshot has no price for that type in that region: never another region's."""
+    return aws_prices.USD_PER_HOUR.get(instance_type or "", {}).get(region or "")
 
 
-def hourly_price(instance_type: str) -> float:
-    """``usd_per_hour``, 0.0 where the catalog has no price (for sums)."""
-    return usd_per_hour(instance_type) or 0.0
+def price_label(region: str | None) -> str:
+    """What an instance price in ``region`` is, for printing beside every figure derived from it."""
+    return f"{region or 'unknown region'} on-demand list prices, {aws_prices.SOURCE}, {aws_prices.AS_OF}"
+
+
+def no_price(instance_type: str | None, region: str | None) -> str:
+    """The sentence for a type the snapshot has no price for in ``region``."""
+    where = f"in {region}" if region else "without a known region"
+    return (f"{instance_type or 'an unknown instance type'} has no on-demand price {where} in eksbench's price "
+            f"snapshot ({aws_prices.SOURCE}, {aws_prices.AS_OF})")
+
+
+def region_of_zone(zone: str | None) -> str | None:
+    """The region of an availability zone's name, None for anything else. EC2 user guide, "Availability Zones": "An
+    Availability Zone is represented by a Region code followed by a letter identifier; for example, us-east-1a"."""
+    m = re.fullmatch(r"([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]", zone or "")
+    return m.group(1) if m else None
 
 
 # Where the AWS SDKs look for credentials, in order: environment variables, the shared config and credentials

@@ -181,7 +181,7 @@ def _cluster(r: Reader) -> Cluster:
     version = r.string("kubernetes_version", d.kubernetes_version, example=newest)
     if isinstance(version, str) and version not in catalog.EKS_VERSIONS:
         r.fail(r.key("kubernetes_version"), version,
-               f"EKS offers {', '.join(catalog.EKS_VERSIONS)} (as of {catalog.PRICES_AS_OF})", newest)
+               f"EKS offers {', '.join(catalog.EKS_VERSIONS)} (as of {catalog.EKS_CALENDAR_CHECKED})", newest)
     c = Cluster(
         kubernetes_version=version,
         # None when absent: program.validation asks for an explicit choice.

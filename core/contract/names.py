@@ -82,6 +82,7 @@ ENV_AMI_TYPE = "EKSBENCH_AMI_TYPE"
 ENV_CAPACITY_TYPE = "EKSBENCH_CAPACITY_TYPE"
 ENV_PLACEMENT_GROUP = "EKSBENCH_PLACEMENT_GROUP"
 ENV_ZONE = "EKSBENCH_ZONE"
+ENV_REGION = "AWS_REGION"  # AWS's own variable (boto3 reads it), set by the Job to the stack's region
 # The node's zone label (Kubernetes well-known labels), copied onto a pod at binding where the
 # PodTopologyLabelsAdmission feature is on (KEP-4742: alpha 1.33, beta 1.35): the downward API then gives it.
 ZONE_LABEL = "topology.kubernetes.io/zone"

@@ -91,8 +91,10 @@ KERNEL = "kernel"
 AMI_TYPE = "ami_type"
 AMI_RELEASE = "ami_release"
 ZONE = "zone"
+REGION = "region"  # the AWS region the pod ran in: what its instance is priced at (core.catalog.aws.usd_per_hour)
 CAPACITY_TYPE = "capacity_type"
 PLACEMENT_GROUP = "placement_group"
 NODE_GROUP = "node_group"
 WHAT_RAN_FIELDS = (IMAGE, IMAGE_DIGEST, TORCH, CUDA, CUDNN, NCCL, AWS_OFI_NCCL, EFA_INSTALLER, DRIVER, KERNEL,
-                   AMI_TYPE, AMI_RELEASE, INSTANCE_TYPE, ZONE, CAPACITY_TYPE, PLACEMENT_GROUP, NODE_GROUP, NODES)
+                   AMI_TYPE, AMI_RELEASE, INSTANCE_TYPE, REGION, ZONE, CAPACITY_TYPE, PLACEMENT_GROUP, NODE_GROUP,
+                   NODES)

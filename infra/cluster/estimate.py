@@ -1,7 +1,9 @@
 """What a stack costs per hour and how long it takes to build, estimated offline.
 
-Cost: instance prices from the catalog (dated) times the desired node counts, plus the
-control plane, NAT gateways and FSx. Time: the critical path of the resource dependency
+Cost: instance prices in the stack's region from the catalog's snapshot (``core.catalog.aws_prices``, its source
+and date in ``catalog.price_label``) times the desired node counts, plus the control plane, NAT gateways and FSx
+(``catalog.OTHER_PRICES``). An instance type with no price in the region is an item of None, never another
+region's price, and makes the total unknown. Time: the critical path of the resource dependency
 graph, with per-type durations from ``DURATIONS`` (each with its source).
 """
 
@@ -148,15 +150,16 @@ def first_step_minutes(*, job_created: float, nodes_joined: float, image_mb: flo
 GPU_ITEM = "gpu nodes "  # hourly_cost's line items for GPU groups start with it
 
 
-def hourly_cost(cfg: StackConfig, *, nat_gateways: int, today: str) -> dict[str, float]:
-    """USD per hour at desired sizes, by line item (catalog prices as of PRICES_AS_OF). ``today`` (ISO
-    date, the caller's clock) decides whether the control plane bills at the extended-support rate."""
-    items: dict[str, float] = {}
+def hourly_cost(cfg: StackConfig, *, nat_gateways: int, today: str) -> dict[str, float | None]:
+    """USD per hour at desired sizes, by line item: instances at the stack's region's prices (None where the
+    snapshot has none there, ``unpriced``), the rest at ``catalog.OTHER_PRICES``. ``today`` (ISO date, the
+    caller's clock) decides whether the control plane bills at the extended-support rate."""
+    items: dict[str, float | None] = {}
     for g in cfg.gpu_node_groups:
-        items[f"{GPU_ITEM}{g.name} ({g.desired_size}x {g.instance_type})"] = g.desired_size * catalog.hourly_price(
-            g.instance_type)
+        items[f"{GPU_ITEM}{g.name} ({g.desired_size}x {g.instance_type})"] = _nodes(g.desired_size, g.instance_type,
+                                                                                   cfg.region)
     s = cfg.system_nodes
-    items[f"system nodes ({s.desired_size}x {s.instance_type})"] = s.desired_size * catalog.hourly_price(s.instance_type)
+    items[f"system nodes ({s.desired_size}x {s.instance_type})"] = _nodes(s.desired_size, s.instance_type, cfg.region)
     version = cfg.cluster.kubernetes_version
     extended = catalog.eks_support(version, today) == "extended"
     items["EKS control plane" + (f" (extended support for {version})" if extended else "")] = (
@@ -169,13 +172,32 @@ def hourly_cost(cfg: StackConfig, *, nat_gateways: int, today: str) -> dict[str,
                    if f.deployment_type == "PERSISTENT_2" else catalog.FSX_SCRATCH_2_USD_PER_GIB_MONTH)
         items[f"FSx for Lustre ({f.storage_capacity_gib} GiB {f.deployment_type})"] = (
             f.storage_capacity_gib * per_gib / catalog.HOURS_PER_MONTH)
-    return {k: round(v, 4) for k, v in items.items()}
+    return {k: round(v, 4) if v is not None else None for k, v in items.items()}
 
 
-def cost_after_autostop(items: dict[str, float]) -> float:
+def _nodes(count: int, instance_type: str, region: str) -> float | None:
+    price = catalog.usd_per_hour(instance_type, region)
+    return 0.0 if count == 0 else count * price if price is not None else None
+
+
+def unpriced(cfg: StackConfig) -> list[str]:
+    """``catalog.no_price`` for each instance type the stack runs (desired size above 0) that has no price in its
+    region, once each."""
+    groups = [*cfg.gpu_node_groups, cfg.system_nodes]
+    types = dict.fromkeys(g.instance_type for g in groups if g.desired_size)
+    return [catalog.no_price(t, cfg.region) for t in types if catalog.usd_per_hour(t, cfg.region) is None]
+
+
+def total(items: dict[str, float | None]) -> float | None:
+    """The items' sum in USD per hour, rounded to cents; None when one of them has no price."""
+    return None if any(v is None for v in items.values()) else round(sum(items.values()), 2)
+
+
+def cost_after_autostop(items: dict[str, float | None]) -> float | None:
     """What ``hourly_cost``'s items still bill once the GPU groups are at zero (autostop, ``--keep``):
-    the control plane, NAT, system nodes and FSx. EFS bills per GB stored and is not in it."""
-    return round(sum(v for k, v in items.items() if not k.startswith(GPU_ITEM)), 2)
+    the control plane, NAT, system nodes and FSx (None when the system nodes have no price). EFS bills per GB
+    stored and is not in it."""
+    return total({k: v for k, v in items.items() if not k.startswith(GPU_ITEM)})
 
 
 def sweep_idle(cfg: StackConfig) -> list[dict]:
@@ -185,7 +207,8 @@ def sweep_idle(cfg: StackConfig) -> list[dict]:
     its N nodes leaves N - n of them billing idle. Each run counted for one hour (its real length is
     not known before it runs), each repeat a run of its own (``Experiment.runs``). The README's sweep,
     ``nodes: [1, 2, 4]`` with ``repeats: 3`` on a 4-node group: 9 runs bill 36 node-hours and use 21,
-    42% idle. Prices from ``catalog.hourly_price`` (dated, on demand).
+    42% idle. Dollars at the group's on-demand price in the stack's region (``catalog.usd_per_hour``), None
+    where the snapshot has none there.
     """
     rows = []
     for g in cfg.gpu_node_groups:
@@ -194,9 +217,13 @@ def sweep_idle(cfg: StackConfig) -> list[dict]:
             continue
         billed = len(runs) * g.desired_size
         used = sum(min(r.max_nodes, g.desired_size) for r in runs)
-        price = catalog.hourly_price(g.instance_type)
+        price = catalog.usd_per_hour(g.instance_type, cfg.region)  # None: no price in the stack's region
         rows.append({"group": g.name, "instance_type": g.instance_type, "nodes": g.desired_size, "runs": len(runs),
                      "billed_node_hours": billed, "used_node_hours": used,
                      "idle_share": round((billed - used) / billed, 4),
-                     "billed_usd": round(billed * price, 2), "idle_usd": round((billed - used) * price, 2)})
+                     "billed_usd": _usd(billed, price), "idle_usd": _usd(billed - used, price)})
     return rows
+
+
+def _usd(node_hours: float, price: float | None) -> float | None:
+    return round(node_hours * price, 2) if price is not None else None

@@ -41,7 +41,8 @@ def summary(experiment: str, *, nodes: int = 1, gpus: int = 8, rate: float = 100
            "throughput": {"samples_per_s_total": rate, "samples_per_s_per_process": rate / (nodes * gpus)},
            "restarts": 0, "world_sizes": [nodes * gpus],
            "accuracy": {"best_accuracy": None, "target_accuracy": None, "time_to_accuracy_s": None},
-           "instance_type": "p4d.24xlarge", "device": {"name": "NVIDIA A100-SXM4-40GB", "torch": "2.14.1"}}
+           "instance_type": "p4d.24xlarge", "device": {"name": "NVIDIA A100-SXM4-40GB", "torch": "2.14.1"},
+           "what_ran": {"region": "us-west-2"}}  # the region prices the instance (core.catalog.aws.usd_per_hour)
     doc.update(extra)
     return doc
 

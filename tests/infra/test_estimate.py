@@ -45,10 +45,13 @@ def test_a_sequential_node_sweep_leaves_the_nodes_it_does_not_use_idle():
     raw["execution"] = "sequential"
     raw["experiments"] = [{"name": "resnet50", "nodes": [1, 2, 4], "gpus_per_node": 8, "repeats": 3}]
     [row] = sweep_idle(parse_stack_config(raw, project="eksbench", stack="t", region="us-west-2"))
-    price = catalog.hourly_price("p5.48xlarge")
+    price = catalog.usd_per_hour("p5.48xlarge", "us-west-2")  # the stack's region's price: $55.04/h
     assert (row["runs"], row["billed_node_hours"], row["used_node_hours"]) == (9, 36, 21)
     assert row["idle_share"] == pytest.approx(15 / 36, abs=1e-4)
     assert (row["billed_usd"], row["idle_usd"]) == (pytest.approx(36 * price), pytest.approx(15 * price))
+    raw["gpu_node_groups"][0]["instance_type"] = "p5e.48xlarge"  # no price in us-west-2: no dollars, not another's
+    [row] = sweep_idle(parse_stack_config(raw, project="eksbench", stack="t", region="us-west-2"))
+    assert (row["billed_node_hours"], row["billed_usd"], row["idle_usd"]) == (36, None, None)
 
 
 def test_hourly_cost_adds_nodes_control_plane_and_nat():

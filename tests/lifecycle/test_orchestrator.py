@@ -135,6 +135,18 @@ def test_deadline_and_budget():
     assert run_lifecycle(Scripted(on_watch=lambda c: c.request_stop("budget")), Control()).code == 1
 
 
+def test_the_budget_stop_says_what_its_dollars_are_priced_at(capsys):
+    now = [0.0]
+    ctl = Control(hourly_usd=60.0, max_cost_usd=20.0, clock=lambda: now[0],
+                  prices="instances at us-east-1 on-demand list prices, SkyPilot catalog e385a0d, after the June 2025 "
+                         "P4/P5 price cut")
+    ctl.start_billing()
+    now[0] = 11 * 60
+    assert ctl.check() and ctl.reason == "budget"
+    assert ("budget reached: $11.00 spent (instances at us-east-1 on-demand list prices, SkyPilot catalog e385a0d, after "
+            "the June 2025 P4/P5 price cut), $20.00 allowed") in capsys.readouterr().err
+
+
 def test_cost_window_sums_sequential_and_takes_the_longest_parallel():
     exps = (SimpleNamespace(timeout_minutes=30, repeats=1), SimpleNamespace(timeout_minutes=90, repeats=1))
     assert run_minutes(SimpleNamespace(experiments=exps, execution="sequential")) == 120

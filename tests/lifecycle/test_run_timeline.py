@@ -9,6 +9,7 @@ import boto3
 import pytest
 
 from bench.results import timeline as T
+from core.catalog import aws as catalog
 from tests.lifecycle.conftest import BUCKET, REGION
 from tests.lifecycle.test_cloud_run import ok_scenario
 
@@ -96,7 +97,8 @@ def test_keep_records_its_scale_down_as_the_teardown_and_says_what_still_bills(p
     project.scenario = ok_scenario(project, outputs=project.outputs(hourly_cost_after_autostop_usd=0.34))
     done = project.run(stack, "--keep")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "--keep: the stack stays up (about $0.34/h: control plane" in done.stdout
+    assert (f"--keep: the stack stays up (about $0.34/h, system nodes at {catalog.price_label(REGION)}, the rest at "
+            f"{catalog.OTHER_PRICES}: control plane") in done.stdout
     doc = json.loads((project.results / stack / "r1" / T.FILE).read_text())
     names = [p["name"] for p in doc["phases"]]
     assert names[-1] == T.TEARDOWN and T.AUDIT not in names and doc["audit"]["clean"] is None

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from core.config.model import Experiment, GpuNodeGroup
+from core.contract import summary_fields as F
 from core.contract.results_location import ResultsLocation
 from infra.environment import (
     GPU_NODE_LABEL_KEY,
@@ -18,6 +19,7 @@ from tests.support.k8s_schema import assert_valid
 from tests.support.pod_placement import place
 from workloads import contracts as c
 from workloads import job_manifests as m
+from workloads.train.harness.what_ran import JOB_ENV
 
 ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
                   mount_path="/data", datasets_dir="/data/datasets", results_dir="/data/results/run-001",
@@ -298,6 +300,9 @@ def test_pods_carry_instance_type_nccl_debug_and_the_git_commit():
     env = env_of(job)
     assert env["EKSBENCH_INSTANCE_TYPE"] == "p4d.24xlarge" and env["EKSBENCH_GIT_COMMIT"] == "abc123"
     assert env["NCCL_DEBUG"] == "INFO"  # its INIT lines name NET/OFI or NET/Socket for the summary
+    placed = env_of(m.training_job_manifest(e, env=ENV, node_group=P4D, bucket="b", run_id="run-001",
+                                            code_config_map=CODE, region="us-east-1"))
+    assert placed[JOB_ENV[F.REGION]] == "us-east-1"  # what_ran.region: what prices the run (core.catalog.aws)
     script = main_container(job)["command"][2]
     assert "--rdzv_conf=join_timeout=300,last_call_timeout=5,keep_alive_interval=2,keep_alive_max_attempt=3" in script
     assert "--collective-timeout=300" in script and "--workers=8" in script  # 96 vCPUs / 8 GPUs -> 12 * 0.75 - 1

@@ -105,6 +105,28 @@ def test_what_still_bills_after_autostop_is_the_estimates_figure():
     assert f"still bills about ${expected:.2f}/h until destroyed" in text
 
 
+def test_what_still_bills_after_autostop_names_its_prices_or_the_type_with_none():
+    import dataclasses
+
+    cfg = load_stack_config("dev")
+    prices = cloud_observe.after_autostop_prices(cfg)
+    assert prices == ("system nodes at us-west-2 on-demand list prices, SkyPilot catalog e385a0d, after the June 2025 "
+                      "P4/P5 price cut; the rest at us-west-2 list prices as of 2026-11-22")
+    state = {"last": "update", "result": "succeeded", "ended": None, "resources": 80}
+    text = observe.render_status({"stack": "dev", "notes": [], "state": state, "after_autostop_usd": 0.34,
+                                  "after_autostop_prices": prices})
+    assert "still bills about $0.34/h until destroyed" in text and f"    ({prices})" in text
+    # m7i.large lists no price in eu-south-1: no figure, and the type named
+    south = dataclasses.replace(cfg, region="eu-south-1",
+                                system_nodes=dataclasses.replace(cfg.system_nodes, instance_type="m7i.large"))
+    assert cloud_observe.after_autostop_usd(south, {}, today="2026-11-24") is None
+    why = cloud_observe.after_autostop_prices(south)
+    assert why.startswith("m7i.large has no on-demand price in eu-south-1")
+    text = observe.render_status({"stack": "dev", "notes": [], "state": state, "after_autostop_usd": None,
+                                  "after_autostop_prices": why})
+    assert f"still bills until destroyed, at a rate not estimated: {why}" in text
+
+
 @pytest.mark.hostile
 def test_one_hostile_summary_on_s3_hides_no_other_run(s3):
     """A summary with a 401-digit number, one nested 600 deep, and a run prefix that is not a folder name:

@@ -23,7 +23,7 @@ def page(tmp_path_factory):
     root = tmp_path_factory.mktemp("chg") / "results" / "gpu"
     for rel, seed, step_time, driver in (("r1/resnet50", 1, 0.1, "580.1"), ("r2/resnet50", 2, 0.08, "590.2"),
                                          ("r1/cifar10", 3, 0.1, "580.1")):
-        d = write_run(root, rel, seed, step_time=step_time, driver=driver)
+        d = write_run(root, rel, seed, step_time=step_time, driver=driver, region="us-east-1")
         doc = json.loads((d / "summary.json").read_text())
         doc.update(wall_time_s=1200.0, loop_seconds=1060.0, startup=STARTUP, samples_per_epoch=49_984)
         (d / "summary.json").write_text(json.dumps(doc))
@@ -46,13 +46,14 @@ def test_change_between_runs_shows_the_verdict_interval_and_what_differs(page):
     assert "gpu/cifar10" not in text[text.find("Change between runs"):text.find("Cost (estimate)")]  # ran once
 
 
-def test_cost_per_result_is_shown_with_its_price_date(page):
+def test_cost_per_result_is_shown_with_its_price_region_and_date(page):
     text = text_of(page.read_text())
-    assert "Cost per result (estimate)" in text and "as of 2026-11-22" in text
-    # p4d.24xlarge $32.77/h, 1 node: 90 s before the first step = $0.8193; steps 1060 - 10 = 1050 s = $9.558;
-    # after: 1200 - 90 - 1050 = 60 s = $0.5462; the experiment's 1200 s = $10.92.
-    assert "90 s ($0.8193)" in text and "1,050 s ($9.558)" in text and "60 s ($0.5462)" in text
-    assert " 10.92 " in text
+    assert "Cost per result (estimate)" in text
+    assert "us-east-1 on-demand list prices, SkyPilot catalog e385a0d, after the June 2025 P4/P5 price cut" in text
+    # p4d.24xlarge in us-east-1 $21.957642/h, 1 node: 90 s before the first step = $0.5489; steps 1060 - 10 = 1050 s
+    # = $6.404; after: 1200 - 90 - 1050 = 60 s = $0.366; the experiment's 1200 s = $7.319.
+    assert "90 s ($0.5489)" in text and "1,050 s ($6.404)" in text and "60 s ($0.366)" in text
+    assert " 7.319 " in text
 
 
 @pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (.ci/setup-tests installs it: apt-get install chromium)")
@@ -62,7 +63,7 @@ def test_the_browser_renders_the_change_and_cost_tables(page, tmp_path):
     text = text_of(dom)
     assert re.search(r'data-images-loaded="(\d+)/\1"', dom), "every figure decodes"
     assert "Change between runs" in text and "faster" in text and "driver: 580.1 → 590.2" in text
-    assert "Cost per result (estimate)" in text and "90 s ($0.8193)" in text
+    assert "Cost per result (estimate)" in text and "90 s ($0.5489)" in text
 
 
 def test_the_change_between_runs_goes_from_the_first_started_run_to_the_last(tmp_path):

@@ -10,7 +10,7 @@ from bench.results.frames import row
 from core.catalog import aws as catalog
 from tests.bench.conftest import summary
 
-# A 2 x p4d.24xlarge run: the pod's launcher ran 3,800 s; the trainer's first step ended 120 s after
+# A 2 x p4d.24xlarge run in us-east-1: the pod's launcher ran 3,800 s; the trainer's first step ended 120 s after
 # the launcher started (5 s of it the first step); its loop took 3,605 s.
 STARTUP = {"time_to_first_step_s": 120.0, "phases_s": {"launch": 60.0, "imports": 20.0, "build": 35.0,
                                                        "first_step": 5.0}}
@@ -18,27 +18,29 @@ IMAGENET_EPOCH = 1_277_952  # ImageNet's 1,281,167 less the incomplete last glob
 
 
 def fixture_row(**extra):
-    facts = {"wall_time_s": 3800.0, "loop_seconds": 3605.0, "startup": STARTUP, "samples_per_epoch": IMAGENET_EPOCH}
+    facts = {"wall_time_s": 3800.0, "loop_seconds": 3605.0, "startup": STARTUP, "samples_per_epoch": IMAGENET_EPOCH,
+             "what_ran": {"region": "us-east-1"}}
     doc = summary("resnet50", nodes=2, gpus=8, rate=5000.0, **{**facts, **extra})
     return row(doc, ids=("gpu", "r1", "resnet50"))
 
 
 def test_cost_per_result_from_the_summarys_timings_by_hand():
-    assert catalog.INSTANCE_TYPES["p4d.24xlarge"].usd_per_hour == 32.77  # the catalog price the figures below use
+    assert catalog.usd_per_hour("p4d.24xlarge", "us-east-1") == 21.957642  # the price the figures below use
     c = cost.row_cost(fixture_row())
-    # By hand: 2 x $32.77 = $65.54 an hour. Before the first step 120 s: 65.54 x 120 / 3600 = $2.184667.
-    # Steps 3605 - 5 = 3600 s: $65.54. After the last step 3800 - 120 - 3600 = 80 s: $1.456444.
-    assert c["usd_per_hour"] == pytest.approx(65.54)
+    # By hand: 2 x $21.957642 = $43.915284 an hour. Before the first step 120 s: 43.915284 x 120 / 3600 = $1.463843.
+    # Steps 3605 - 5 = 3600 s: $43.915284. After the last step 3800 - 120 - 3600 = 80 s: $0.975895.
+    assert c["usd_per_hour"] == pytest.approx(43.915284)
     assert c["seconds"] == {cost.BEFORE: 120.0, cost.STEPS: 3600.0, cost.AFTER: 80.0}
-    assert c["usd_before_first_step"] == pytest.approx(2.184667, abs=1e-6)
-    assert c["usd_steps"] == pytest.approx(65.54, abs=1e-6)
-    assert c["usd_after_last_step"] == pytest.approx(1.456444, abs=1e-6)
-    assert c["usd_experiment"] == pytest.approx(65.54 * 3800 / 3600, abs=1e-6)  # $69.181111
-    # 1,000 samples at 5,000 samples/s take 0.2 s: 65.54 x 0.2 / 3600 = $0.003641.
-    assert c["usd_per_1k_samples"] == pytest.approx(0.003641, abs=1e-6)
-    # An epoch of 1,277,952 samples takes 255.5904 s: 65.54 x 255.5904 / 3600 = $4.653165.
-    assert c["usd_per_epoch"] == pytest.approx(4.653165, abs=1e-6)
-    assert c["estimate"] == f"estimate: on-demand list prices, {catalog.PRICES_REGION}, as of {catalog.PRICES_AS_OF}"
+    assert c["usd_before_first_step"] == pytest.approx(1.463843, abs=1e-6)
+    assert c["usd_steps"] == pytest.approx(43.915284, abs=1e-6)
+    assert c["usd_after_last_step"] == pytest.approx(0.975895, abs=1e-6)
+    assert c["usd_experiment"] == pytest.approx(43.915284 * 3800 / 3600, abs=1e-6)  # $46.355022
+    # 1,000 samples at 5,000 samples/s take 0.2 s: 43.915284 x 0.2 / 3600 = $0.002440.
+    assert c["usd_per_1k_samples"] == pytest.approx(0.002440, abs=1e-6)
+    # An epoch of 1,277,952 samples takes 255.5904 s: 43.915284 x 255.5904 / 3600 = $3.117868.
+    assert c["usd_per_epoch"] == pytest.approx(3.117868, abs=1e-6)
+    assert c["estimate"] == ("estimate: us-east-1 on-demand list prices, SkyPilot catalog e385a0d, after the June 2025 "
+                             "P4/P5 price cut")
     assert cost.NOT_IN_POD in c["notes"]
 
 
@@ -64,9 +66,9 @@ def test_a_timeline_puts_provisioning_and_teardown_apart():
     # By hand: before 1380 - 300 = 1080 s, steps 4980 - 1380 = 3600 s, after 5610 - 4980 = 630 s (the
     # audit, after the teardown, bills no GPU node).
     assert c["seconds"] == {cost.BEFORE: 1080.0, cost.STEPS: 3600.0, cost.AFTER: 630.0}
-    assert c["usd_before_first_step"] == pytest.approx(65.54 * 1080 / 3600, abs=1e-6)  # $19.662
-    assert c["usd_after_last_step"] == pytest.approx(65.54 * 630 / 3600, abs=1e-6)
-    assert c["usd_experiment"] == pytest.approx(65.54 * 5310 / 3600, abs=1e-6)
+    assert c["usd_before_first_step"] == pytest.approx(43.915284 * 1080 / 3600, abs=1e-6)  # $13.174585
+    assert c["usd_after_last_step"] == pytest.approx(43.915284 * 630 / 3600, abs=1e-6)
+    assert c["usd_experiment"] == pytest.approx(43.915284 * 5310 / 3600, abs=1e-6)
     assert cost.NOT_IN_POD not in c["notes"]
     # Another experiment shares the nodes: said, and an experiment the timeline lacks is not guessed.
     shared = {**timeline, "experiments": [*timeline["experiments"],

@@ -14,7 +14,7 @@ from tests.bench.conftest import rank_lines, summary, write_experiment
 def test_pure_row_reads_new_keys_and_prices_the_run():
     doc = summary("a", nodes=2, rate=2000.0, mfu=0.41, throughput={"samples_per_s_total": 2000.0,
                                                                    "samples_per_s_per_process": 125.0})
-    r = results.row(doc, ids=("s", "r", "a"), by_rank={0: rank_lines(0)}, price=lambda t: 10.0)
+    r = results.row(doc, ids=("s", "r", "a"), by_rank={0: rank_lines(0)}, price=lambda t, region: 10.0)
     assert (r["nodes"], r["gpus_per_node"], r["world_size"]) == (2, 8, 16)
     assert r["gpu"] == "NVIDIA A100-SXM4-40GB" and r["mfu"] == 0.41 and r["framework"] == "pytorch"
     assert r["cost_usd"] == pytest.approx(20.0)  # $10/h x 2 nodes x 1 h
@@ -32,8 +32,8 @@ def test_p50_p95_come_from_steady_lines_of_the_slowest_rank_unless_the_summary_h
 
 
 def test_catalog_price_and_cpu_runs_have_no_cost_or_mfu():
-    assert results.instance_price("p4d.24xlarge") > 0
-    assert results.instance_price("no-such.type") is None
+    assert results.instance_price("p4d.24xlarge", "us-west-2") > 0
+    assert results.instance_price("no-such.type", "us-west-2") is None
     local = summary("a", image=results.LOCAL_IMAGE, device=None, instance_type=None, mfu=0.5)
     r = results.row(local, ids=("s", "r", "a"))
     assert (r["gpu"], r["cost_usd"], r["mfu"]) == ("cpu", None, None)
@@ -58,7 +58,7 @@ def test_fake_tree_loads_at_stack_run_and_experiment_level(scaling_tree):
     assert len(results.load(scaling_tree / "r1")) == 4
     assert set(results.COLUMNS) <= set(whole.columns)
     four = whole.set_index("experiment").loc["resnet50-4n"]
-    assert four["cost_usd"] == pytest.approx(4 * results.instance_price("p4d.24xlarge"), rel=1e-3)
+    assert four["cost_usd"] == pytest.approx(4 * results.instance_price("p4d.24xlarge", "us-west-2"), rel=1e-3)
 
 
 def test_malformed_summary_warns_with_its_path_and_is_still_a_row(tmp_path):

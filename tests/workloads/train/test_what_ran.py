@@ -26,9 +26,10 @@ OFI_LOG = "ip-10-0-1-2:51:51 [0] NCCL INFO NET/OFI Using aws-ofi-nccl 1.13.2\n"
 EFA_FILE = "# EFA installer version: 1.38.0\n# Debug packages installed: no\n"
 
 
-def job_environ(group: GpuNodeGroup, image: str) -> dict[str, str]:
-    """The pod's env as the Job builder writes it."""
-    return {JOB_ENV[F.IMAGE]: image, **{JOB_ENV[k]: v for k, v in m.what_ran_env(group).items()}}
+def job_environ(group: GpuNodeGroup, image: str, region: str = "us-east-1") -> dict[str, str]:
+    """The pod's env as the Job builder writes it (the stack's region: AWS_REGION)."""
+    return {JOB_ENV[F.IMAGE]: image, **{JOB_ENV[k]: v for k, v in m.what_ran_env(group).items()},
+            JOB_ENV[F.REGION]: region}
 
 
 def test_a_gpu_pod_knows_what_the_job_the_trainer_and_the_container_tell_it():
@@ -40,7 +41,8 @@ def test_a_gpu_pod_knows_what_the_job_the_trainer_and_the_container_tell_it():
     assert ran == {"image": f"repo/pytorch@{DIGEST}", "image_digest": DIGEST, "torch": "2.10.0", "cuda": "13.0",
                    "cudnn": "91300", "nccl": "2.27.7", "aws_ofi_nccl": "1.13.2", "efa_installer": "1.38.0",
                    "driver": "580.95.05", "kernel": "6.12.40", "ami_type": "AL2023_x86_64_NVIDIA", "ami_release": None,
-                   "instance_type": "p5.48xlarge", "zone": "us-east-1a", "capacity_type": "CAPACITY_BLOCK",
+                   "instance_type": "p5.48xlarge", "region": "us-east-1", "zone": "us-east-1a",
+                   "capacity_type": "CAPACITY_BLOCK",
                    "placement_group": "cluster", "node_group": "h100", "nodes": 2}
     assert set(why) == {"ami_release"} and "cannot read it" in why["ami_release"]
 

@@ -5,7 +5,8 @@ field nobody can know from inside the pod is null with the reason in ``what_ran_
 (never a guess):
 
 - from the Job (env set by ``workloads.job_manifests`` from the stack's config, ``JOB_ENV``):
-  image, instance type, node group, AMI type, capacity type, placement group, and the zone
+  image, instance type, node group, AMI type, capacity type, placement group, the region (``AWS_REGION``,
+  which prices the instance), and the zone
   when the group sits in one (``availability_zone``, or the zone ``program.stack`` chose for
   an EFA, placement-group, Capacity Block or multi-node group). Elsewhere the zone comes from the
   pod's own ``topology.kubernetes.io/zone`` label through the downward API, where the cluster copies
@@ -43,13 +44,14 @@ from core.contract.names import (
     ENV_INSTANCE_TYPE,
     ENV_NODE_GROUP,
     ENV_PLACEMENT_GROUP,
+    ENV_REGION,
     ENV_ZONE,
 )
 
 # The Job's env for each field it knows (one source: the Job builder and the launcher read these names).
 JOB_ENV = {F.IMAGE: ENV_IMAGE, F.INSTANCE_TYPE: ENV_INSTANCE_TYPE, F.NODE_GROUP: ENV_NODE_GROUP,
            F.AMI_TYPE: ENV_AMI_TYPE, F.CAPACITY_TYPE: ENV_CAPACITY_TYPE,
-           F.PLACEMENT_GROUP: ENV_PLACEMENT_GROUP, F.ZONE: ENV_ZONE}
+           F.PLACEMENT_GROUP: ENV_PLACEMENT_GROUP, F.ZONE: ENV_ZONE, F.REGION: ENV_REGION}
 DEVICE_FIELDS = (F.TORCH, F.CUDA, F.CUDNN, F.NCCL, F.DRIVER)  # keys of the trainer's device record
 EFA_INSTALLED = Path("/opt/amazon/efa_installed_packages")
 EFA_VERSION = re.compile(r"EFA installer version:\s*([0-9][\w.+-]*)")

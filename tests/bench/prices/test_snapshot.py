@@ -1,0 +1,89 @@
+"""The price snapshot (core/catalog/aws_prices.py) is what its own command makes of the table kept beside it, and
+``eksbench prices build`` reads each format into the module every cost figure is priced from."""
+
+from __future__ import annotations
+
+import csv
+import shlex
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from core.catalog import aws, aws_prices
+from program.stack_files import ROOT
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TABLE = ROOT / "core" / "catalog" / "sources" / "aws-on-demand.csv"
+
+
+def build(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(["prices", "build", *argv])
+    except SystemExit as e:
+        code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def load(path: Path) -> dict:
+    namespace: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)  # the module as Python reads it
+    return namespace
+
+
+def test_the_checked_in_snapshot_is_what_its_command_makes_of_the_kept_table(capsys, monkeypatch, tmp_path):
+    argv = shlex.split(aws_prices.MADE_BY)
+    assert argv[:3] == ["eksbench", "prices", "build"] and "core/catalog/sources/aws-on-demand.csv" in argv
+    monkeypatch.chdir(ROOT)  # the command names the table relative to the checkout
+    code, out, err = build(capsys, *argv[3:], "--out", str(tmp_path / "aws_prices.py"))
+    assert code == 0, err
+    assert (tmp_path / "aws_prices.py").read_text() == (ROOT / "core/catalog/aws_prices.py").read_text()
+    assert out.startswith(f"wrote {tmp_path / 'aws_prices.py'}: 412 prices of 28 instance types in 23 regions "
+                          "(SkyPilot catalog e385a0d, after the June 2025 P4/P5 price cut)")
+    assert "no price in any region: p5e.48xlarge" in out
+
+
+def test_the_kept_table_is_the_extraction_of_skypilots_catalog_and_the_snapshot_holds_its_catalog_types():
+    with open(TABLE, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 433 and len({r["instance_type"] for r in rows}) == 31
+    kept = {(r["instance_type"], r["region"]): float(r["usd_per_hour"]) for r in rows
+            if r["usd_per_hour"] and r["instance_type"] in aws.INSTANCE_TYPES}
+    assert {(t, r): p for t, by in aws_prices.USD_PER_HOUR.items() for r, p in by.items()} == kept
+    assert aws_prices.USD_PER_HOUR["p5.48xlarge"]["us-east-1"] == 55.04  # after AWS's June 2025 cut (98.32 before)
+    assert aws_prices.USD_PER_HOUR["p4d.24xlarge"]["us-east-1"] == 21.957642
+    assert "p5e.48xlarge" not in aws_prices.USD_PER_HOUR  # listed in 6 regions, priced in none
+    assert list(aws_prices.USD_PER_HOUR) == [t for t in aws.INSTANCE_TYPES if t in aws_prices.USD_PER_HOUR]
+
+
+@pytest.mark.parametrize("fixture, flags", [("vms.csv", ["--source", "SkyPilot vms.csv fixture", "--as-of", "test"]),
+                                            ("table.csv", ["--source", "SkyPilot vms.csv fixture", "--as-of", "test"])])
+def test_vms_csv_and_the_table_build_the_same_snapshot(capsys, tmp_path, fixture, flags):
+    code, out, err = build(capsys, str(FIXTURES / fixture), *flags, "--out", str(tmp_path / "m.py"))
+    assert code == 0, err
+    m = load(tmp_path / "m.py")
+    assert m["USD_PER_HOUR"] == {"p5.48xlarge": {"us-east-1": 55.04, "us-west-1": 68.8},
+                                 "m6i.large": {"us-east-1": 0.096, "us-west-1": 0.112}}
+    assert (m["SOURCE"], m["AS_OF"]) == ("SkyPilot vms.csv fixture", "test")
+    assert shlex.split(m["MADE_BY"])[3:] == [str(FIXTURES / fixture), *flags]
+
+
+def test_an_offer_file_dates_the_snapshot_by_its_publication(capsys, tmp_path):
+    code, out, err = build(capsys, str(FIXTURES / "offer-us-east-1.csv"), "--out", str(tmp_path / "m.py"))
+    assert code == 0, err
+    m = load(tmp_path / "m.py")
+    assert m["USD_PER_HOUR"] == {"p5.48xlarge": {"us-east-1": 55.04}, "m6i.large": {"us-east-1": 0.096}}
+    assert (m["SOURCE"], m["AS_OF"]) == ("AWS Price List bulk offer files (AmazonEC2)", "published 2025-06-20")
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([str(FIXTURES / "vms.csv")], "--source and --as-of are needed for a SkyPilot vms.csv: it does not say where"),
+    ([str(FIXTURES / "missing.csv"), "--source", "s", "--as-of", "a"], "missing.csv: cannot be read (No such file"),
+    ([str(Path(__file__)), "--source", "s", "--as-of", "a"], "test_snapshot.py: not a price file eksbench reads"),
+])
+def test_a_build_that_cannot_be_made_is_one_line_and_writes_nothing(capsys, tmp_path, argv, message):
+    code, out, err = build(capsys, *argv, "--out", str(tmp_path / "m.py"))
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "m.py").exists()
