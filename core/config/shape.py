@@ -344,6 +344,9 @@ def _experiments(raw: Any, groups: tuple[GpuNodeGroup, ...], problems: list[str]
     if not isinstance(raw, list):
         return _items(raw, "experiments", None, problems, non_empty=False, what="experiments",
                       example='[{"name": "resnet50", "workload": "resnet50"}]') if raw is not None else (), ()
+    if refused := sweep.too_many(raw, max_repeats=MAX_REPEATS):
+        problems.append(refused)
+        return (), ()
     out = []
     for x in sweep.expand(raw, problems, batch_max=BATCH_SIZE_MAX):
         r = Reader(x.item, f"experiments[{x.source}]", problems)
