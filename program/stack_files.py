@@ -9,7 +9,9 @@ the region's offerings, which need AWS) into a ``StackConfig``.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +48,25 @@ def stack_file(stack: str, root: Path = ROOT) -> Path:
 
 
 def available_stacks(root: Path = ROOT) -> list[str]:
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+    """The stacks whose file is a regular file (a named pipe or a folder named like one is no stack)."""
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml") if p.is_file())
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """PyYAML's safe loader without aliases: ``*anchor`` references are refused."""
+class DuplicateKeys(yaml.YAMLError):
+    """Mapping keys given more than once: (key path, first line, repeated line) each, lines from 1."""
+
+    def __init__(self, found: list[tuple[str, int, int]]):
+        self.found = found
+        super().__init__("; ".join(f"{key} given twice (lines {a} and {b})" for key, a, b in found))
+
+
+def _key_path(parent: str, key: Any) -> str:
+    return f"{parent}.{key}" if parent else str(key)
+
+
+class _StackFileLoader(yaml.SafeLoader):
+    """PyYAML's safe loader for stack files: ``*anchor`` references are refused, and so is a mapping key given
+    twice (PyYAML keeps the last one silently: a node group's second ``max_size`` would win unseen)."""
 
     def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
         if self.check_event(yaml.AliasEvent):
@@ -59,24 +75,87 @@ class _NoAliasLoader(yaml.SafeLoader):
                                  f"{event.start_mark.line + 1}; write the value out")
         return super().compose_node(parent, index)
 
+    def construct_document(self, node):  # noqa: ANN001 - PyYAML's signature
+        found: list[tuple[str, int, int]] = []
+        self._duplicates(node, "", found)
+        if found:
+            raise DuplicateKeys(found)
+        return super().construct_document(node)
+
+    def _duplicates(self, node: yaml.Node, path: str, found: list[tuple[str, int, int]]) -> None:
+        """Every key given twice in ``node``'s mappings, as a constructed key compares (``1`` and ``0x1`` too)."""
+        if isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self._duplicates(item, f"{path}[{i}]", found)
+        elif isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for key_node, value_node in node.value:
+                key = self._scalar_key(key_node)
+                line = key_node.start_mark.line + 1
+                if key is not None and key in first:
+                    found.append((_key_path(path, key), first[key], line))
+                elif key is not None:
+                    first[key] = line
+                self._duplicates(value_node, _key_path(path, key if key is not None else "?"), found)
+
+    def _scalar_key(self, node: yaml.Node) -> Any:
+        """A plain key as the constructor will make it; None for a merge key (<<) or one that is not a scalar."""
+        if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:merge":
+            return None
+        try:
+            key = self.construct_object(node)
+            hash(key)
+        except (yaml.YAMLError, TypeError, ValueError):
+            return (node.tag, node.value)
+        return key
+
+
+def _file_kind(mode: int) -> str:
+    """What a non-regular file is, for a message."""
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return next((what for test, what in kinds if test(mode)), "not a regular file")
+
+
+def _read_stack_bytes(path: Path) -> bytes:
+    """The file's bytes, at most MAX_STACK_FILE_BYTES; ConfigError for a file that is not a regular one or is
+    larger. Opened without blocking (a named pipe with no writer would wait forever), and checked on the open
+    descriptor, so a file swapped after the first look is judged too."""
+    not_regular = f"{path.name}: is {{}}, not a regular file; a stack file is a YAML file (Pulumi.<stack>.yaml)"
+    try:
+        if not stat.S_ISREG(mode := path.stat().st_mode):
+            raise ConfigError([not_regular.format(_file_kind(mode))])
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        raise ConfigError([f"{path.name}: cannot be read ({e.strerror})"]) from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError([not_regular.format(_file_kind(info.st_mode))])
+        data = f.read(MAX_STACK_FILE_BYTES + 1)
+    if len(data) > MAX_STACK_FILE_BYTES:
+        raise ConfigError([f"{path.name}: is {max(info.st_size, len(data))} bytes; a stack file is at most "
+                           f"{MAX_STACK_FILE_BYTES} bytes"])
+    return data
+
 
 def read_stack_yaml(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The ``config:`` mapping of a stack file, keys as written (``eksbench:x``, ``aws:region``).
 
-    Every way a file can be unreadable (missing, too large, not UTF-8, not YAML, YAML aliases, not a
-    mapping) is one ConfigError line naming the file.
+    Every way a file can be unreadable (missing, not a regular file, too large, not UTF-8, not YAML, YAML
+    aliases, a key given twice, not a mapping) is one ConfigError line naming the file.
     """
     path = stack_file(stack, root)
-    if not path.is_file():
+    if not path.exists():
         known = ", ".join(available_stacks(root)) or "none"
         raise ConfigError([f"stack={json.dumps(stack)}: no file {path.name}; stacks here: {known}"])
-    size = path.stat().st_size
-    if size > MAX_STACK_FILE_BYTES:
-        raise ConfigError([f"{path.name}: is {size} bytes; a stack file is at most {MAX_STACK_FILE_BYTES} bytes"])
     try:
-        doc = yaml.load(path.read_bytes().decode("utf-8"), Loader=_NoAliasLoader)
+        doc = yaml.load(_read_stack_bytes(path).decode("utf-8"), Loader=_StackFileLoader)
     except UnicodeDecodeError as e:
         raise ConfigError([f"{path.name}: is not UTF-8 text (byte {e.start}); a stack file is YAML"]) from None
+    except DuplicateKeys as e:
+        raise ConfigError([f"{path.name}: line {b}: {shorten(key, 120)} is given twice (lines {a} and {b}); give "
+                           f"each key once, with the value you mean" for key, a, b in e.found]) from None
     except yaml.YAMLError as e:
         raise ConfigError([f"{path.name}: is not valid YAML ({shorten(' '.join(str(e).split()))})"]) from None
     if doc is None:

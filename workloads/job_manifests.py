@@ -99,12 +99,14 @@ def one_pod_per_node(job: str, *, pserver: bool) -> dict:
 
 def training_failure_policy() -> dict:
     """IGNORE_DISRUPTIONS, and fail the Job at once when the launcher says ``fabric: strict`` failed
-    (core.catalog.fabric.FABRIC_EXIT_CODE): a retry would land on the same fabric; or that training diverged
-    (summary_fields.DIVERGED_EXIT_CODE): a retry would resume into the same divergence. Kubernetes batch/v1
+    (core.catalog.fabric.FABRIC_EXIT_CODE): a retry would land on the same fabric; that training diverged
+    (summary_fields.DIVERGED_EXIT_CODE): a retry would resume into the same divergence; or that the trainer recorded
+    no step (summary_fields.NO_STEPS_EXIT_CODE): a retry would record none either. Kubernetes batch/v1
     PodFailurePolicyOnExitCodesRequirement: containerName, operator In|NotIn, values (exit codes, not 0)."""
     policy = copy.deepcopy(IGNORE_DISRUPTIONS)
     policy["rules"].append({"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In",
-                                                                 "values": [FABRIC_EXIT_CODE, F.DIVERGED_EXIT_CODE]}})
+                                                                 "values": [FABRIC_EXIT_CODE, F.DIVERGED_EXIT_CODE,
+                                                                            F.NO_STEPS_EXIT_CODE]}})
     return policy
 
 

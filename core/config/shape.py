@@ -43,6 +43,7 @@ from core.config.model import (
     default_of,
 )
 from core.config.pulumi_config import misspelled_key
+from core.contract.train_args import SET_BY_RUN, flag_of, is_option, option_field
 
 # Capacity types of an EKS managed node group (EKS API CreateNodegroup capacityType; CAPACITY_BLOCK
 # with a launch template that targets the block: EKS user guide, "Capacity Blocks for ML").
@@ -347,10 +348,13 @@ def _experiments(raw: Any, groups: tuple[GpuNodeGroup, ...], problems: list[str]
     if not isinstance(raw, list):
         return _items(raw, "experiments", None, problems, non_empty=False, what="experiments",
                       example='[{"name": "resnet50", "workload": "resnet50"}]') if raw is not None else (), ()
+    if refused := sweep.too_many(raw, max_repeats=MAX_REPEATS):
+        problems.append(refused)
+        return (), ()
     out = []
     for x in sweep.expand(raw, problems, batch_max=BATCH_SIZE_MAX):
         r = Reader(x.item, f"experiments[{x.source}]", problems)
-        parsed = _experiment(r, groups, default_image, region)
+        parsed = _experiment(r, groups, default_image, region, entry=x.sweep)
         r.finish()
         out += [(parsed, x.source)] if parsed is not None else []
     return tuple(e for e, _ in out), tuple(i for _, i in out)
@@ -371,8 +375,34 @@ def _number(r: Reader, name: str, default: float | None, *, minimum: float, maxi
     return float(value)
 
 
+def _trainer_args(r: Reader, experiment: Any) -> tuple[str, ...]:
+    """An experiment's ``args``: options the trainers take, none of them one the stack sets (TrainArgs' ``stack_key``:
+    given after the contract's arguments, it would win, and the plan, the summary and the report would show what
+    did not run). Prefixes count as argparse reads them (core.contract.train_args.option_field)."""
+    args = r.strings("args", default_of(Experiment, "args"), example='["--lr", "0.1"]')
+    who = f"experiment {show(experiment)}"
+    for i, token in enumerate(args):
+        f = option_field(token) if is_option(token) else None
+        key, owner = f"{r.key('args')}[{i}]", f.metadata["stack_key"] if f else None
+        if is_option(token) and f is None:
+            r.fail(key, token, f"{who}: the trainers take no such option (python -m workloads.train.pytorch --help "
+                   "lists theirs)", '"--lr=0.1"')
+        elif owner == SET_BY_RUN:
+            r.fail(key, token, f"{who} would set the trainers' {flag_of(f)}, which eksbench sets for every run (the "
+                   "launcher reads the run's metrics, checkpoints and logs there and uploads them): remove it")
+        elif owner is not None:
+            whose = "the stack file's key" if "." in owner else "the experiment's own key"
+            value = token.partition("=")[2] or next(iter(args[i + 1:i + 2]), "")
+            value = ("false" if token.startswith("--no-") else "true") if isinstance(f.default, bool) else value
+            r.fail(key, token, f"{who} would set the trainers' {flag_of(f)}, which {whose} {owner} sets (the plan, "
+                   "the summary and the report read it there): use that key instead", f"{owner}: {value}" if value
+                   else owner)
+    return args
+
+
 def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str = DEFAULT_IMAGE,
-                region: str | None = None) -> Experiment | None:
+                region: str | None = None, entry: str | None = None) -> Experiment | None:
+    """One experiment; ``entry``: the name of the sweep it was expanded from (its problems name that)."""
     n0 = len(r.problems)
     name = r.string("name", pattern=NAME, example='"resnet50-8gpu"')
     d = lambda name: default_of(Experiment, name)  # noqa: E731 - the dataclass holds the defaults
@@ -415,7 +445,7 @@ def _experiment(r: Reader, groups: tuple[GpuNodeGroup, ...], default_image: str 
         dataset=dataset,
         image=r.string("image", default_image, pattern=r"[\w.\-/:]+(:[\w.\-]+|@sha256:[0-9a-f]{64})",
                        example=f'"{default_image}"'),
-        args=r.strings("args", d("args"), example='["--lr", "0.1"]'),
+        args=_trainer_args(r, entry or name),
         timeout_minutes=r.integer("timeout_minutes", d("timeout_minutes"), minimum=1, maximum=10080, example="120"),
         rdzv_backend=r.string("rdzv_backend", d("rdzv_backend"), choices=choices_of(Experiment, "rdzv_backend")),
         max_restarts=r.integer("max_restarts", d("max_restarts"), minimum=0, maximum=100, example="3"),

@@ -26,6 +26,12 @@ SWEEP_KEYS = {"nodes": "n", "batch_size": "b"}
 MAX_VALUES = 16  # values in one list
 MAX_EXPANDED = 64  # experiments one stack-file entry may become
 MAX_NAME = 32  # core.config.model.NAME: 1-32 characters (a part of Job and Service names)
+# A stack's experiments, sweeps expanded, and its runs (experiments x their repeats). The offline plan (and `pulumi up`)
+# registers about 7 resources a run, and Pulumi's dependency bookkeeping grows faster than their number: on a 2-core
+# machine a sequential stack plans 64 runs in 7 s, 128 in 24-34 s and 256 in 229 s (BENCHMARKS.md). 128 runs at the
+# default 120-minute timeout are over ten days of one cluster.
+MAX_EXPERIMENTS = 128
+MAX_RUNS = 128
 NODES_RULE = 'a sweep lists fixed node counts (whole numbers >= 1); an elastic "min:max" range cannot be swept'
 
 
@@ -69,6 +75,40 @@ def _values(key: str, values: list, where: str, problems: list[str], batch_max: 
         else:
             out.append(got)
     return out if len(out) == len(values) else None
+
+
+def _experiments_of(item: Any) -> int:
+    """How many experiments one entry makes: the product of its sweep lists' lengths, 1 without a list."""
+    made = 1
+    for key in SWEEP_KEYS:
+        value = item.get(key) if isinstance(item, Mapping) else None
+        made *= len(value) if isinstance(value, list) else 1
+    return made
+
+
+def _repeats_of(item: Any, limit: int) -> int:
+    """An entry's ``repeats`` where it is a whole number from 1 to ``limit`` (or its digits, as the shape check reads
+    them); else 1 (the shape check refuses it)."""
+    value = item.get("repeats") if isinstance(item, Mapping) else None
+    if isinstance(value, str) and re.fullmatch(r"\d+", value.strip()):
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= limit else 1
+
+
+def too_many(raw: list, *, max_repeats: int) -> str:
+    """The one problem when the ``experiments`` list makes more than MAX_EXPERIMENTS experiments or MAX_RUNS runs;
+    "" otherwise. Counted by arithmetic on the lists' lengths, before anything is expanded, so a small file that
+    would expand to millions costs no more to refuse than to read."""
+    experiments = sum(_experiments_of(item) for item in raw)
+    runs = sum(_experiments_of(item) * _repeats_of(item, max_repeats) for item in raw)
+    if experiments > MAX_EXPERIMENTS:
+        return (f"experiments: its {len(raw)} entries make {experiments} experiments once their sweeps are expanded; "
+                f"a stack holds at most {MAX_EXPERIMENTS}: split them over several stacks (one Pulumi.<stack>.yaml "
+                f"each)")
+    if runs > MAX_RUNS:
+        return (f"experiments: its {experiments} experiments with their repeats make {runs} runs; a stack runs at "
+                f"most {MAX_RUNS}: lower repeats, or split the experiments over several stacks")
+    return ""
 
 
 def expand(raw: list, problems: list[str], *, batch_max: int) -> list[Expanded]:

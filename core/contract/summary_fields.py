@@ -18,6 +18,10 @@ STATUSES = (SUCCEEDED, FAILED, DIVERGED, INTERRUPTED, DEADLINE, TIMEOUT)
 # The launcher's exit code for a diverged run whose command exited 0 (the trainer exits 0 so that torchrun does
 # not restart it into the same divergence); the Job fails at once on it (workloads.job_manifests).
 DIVERGED_EXIT_CODE = 87
+# The launcher's exit code for a trainer that exited 0 without recording one step (no metrics line, no all-reduce
+# size): such a run is no result, and a retry would record nothing either; the Job fails at once on it.
+NO_STEPS_EXIT_CODE = 88
+COVERAGE = "coverage"  # {steps, duplicate_lines, missing_steps}: the global steps the ranks' metrics lines cover
 STOP_REASON = "stop_reason"  # why a run that did not succeed stopped, one line
 # Where whoever stops a launcher (`bench run --local`: its deadline, an experiment's timeout, Ctrl-C) writes
 # the cause (INTERRUPTED, DEADLINE, TIMEOUT) before its SIGTERM; without it a signal reads as INTERRUPTED (a

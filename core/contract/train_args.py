@@ -13,6 +13,7 @@ argument is one field. The flag is the field's name with dashes (``batch_size`` 
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any, Callable, Sequence
 
@@ -48,14 +49,21 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+# ``stack_key`` of an argument eksbench sets for every run, which no stack-file key changes.
+SET_BY_RUN = ""
+
+
 def arg(default: Any, help: str | None = None, *, type: Callable[[str], Any] | None = None,
-        choices: tuple[str, ...] | None = None, always: bool = True, flag: str | None = None) -> Any:
+        choices: tuple[str, ...] | None = None, always: bool = True, flag: str | None = None,
+        stack_key: str | None = None) -> Any:
     """A ``TrainArgs`` field with its command-line facts. ``always``: the argv spells the value out
     even at its default (the contract the manifests show); otherwise only when it differs. A bool
     with ``always`` is ``--x``/``--no-x``; without, a switch (``--x``, or ``flag="--no-x"`` to
-    turn a default-on value off)."""
+    turn a default-on value off). ``stack_key``: the stack-file key that sets the value (an experiment's own key,
+    or a dotted path from the top), or SET_BY_RUN; an experiment's ``args`` may not set such an argument
+    (``contract_flag``), since the plan, the summary and the report read the key's value."""
     return field(default=default, metadata={"help": help, "type": type, "choices": choices, "always": always,
-                                            "flag": flag})
+                                            "flag": flag, "stack_key": stack_key})
 
 
 def flag_of(f: Field) -> str:
@@ -66,35 +74,38 @@ def flag_of(f: Field) -> str:
 # Field order is argv order: the always-spelled arguments first, then the ones that differ from their default.
 @dataclass(frozen=True)
 class TrainArgs:
-    workload: str = arg("resnet50", choices=WORKLOADS)
-    batch_size: int = arg(32, "per process", type=_positive)
-    precision: str = arg("fp32", choices=PRECISIONS)
+    workload: str = arg("resnet50", choices=WORKLOADS, stack_key="workload")
+    batch_size: int = arg(32, "per process", type=_positive, stack_key="batch_size")
+    precision: str = arg("fp32", choices=PRECISIONS, stack_key="precision")
     steps: int = arg(100, "global optimizer steps (when --epochs 0); allreduce: timed iterations per message size",
-                     type=_positive)
-    epochs: int = arg(0, "0 = train by --steps", type=_non_negative)
-    dataset: str = arg("synthetic", '"synthetic" or a folder name under --data-dir')
-    data_dir: str = arg("/data/datasets")
-    results_dir: str = arg("results")
+                     type=_positive, stack_key="steps")
+    epochs: int = arg(0, "0 = train by --steps", type=_non_negative, stack_key="epochs")
+    dataset: str = arg("synthetic", '"synthetic" or a folder name under --data-dir', stack_key="dataset")
+    data_dir: str = arg("/data/datasets", stack_key="storage.mount_path")
+    results_dir: str = arg("results", stack_key=SET_BY_RUN)
     # steps; 0 = not step-based (tests and the local run set it)
-    checkpoint_every: int = arg(0, "checkpoint every N steps (0 = not step-based)", type=_non_negative)
+    checkpoint_every: int = arg(0, "checkpoint every N steps (0 = not step-based)", type=_non_negative,
+                                stack_key="checkpoint_every")
     image_size: int = arg(224, type=_positive)
     width_per_group: int = arg(64, type=_positive)
-    channels_last: bool = arg(True)
+    channels_last: bool = arg(True, stack_key="channels_last")
     warmup_steps: int = arg(10, "steps after each (re)start left out of throughput; allreduce: untimed iterations "
                             "per message size", type=_non_negative)
     seed: int = arg(0, type=int)
     collective_timeout: int = arg(300, "seconds", type=_positive)
-    compile: bool = arg(False, "torch.compile the model", always=False)
+    compile: bool = arg(False, "torch.compile the model", always=False, stack_key="compile")
     input_path: str = arg("pillow", "ImageFolder: Pillow in the loader workers, nvJPEG (torchvision.io.decode_jpeg) or "
-                          "NVIDIA DALI on the device", choices=INPUT_PATHS, always=False)
-    target_accuracy: float | None = arg(None, "cifar10: report time to this accuracy", type=float, always=False)
+                          "NVIDIA DALI on the device", choices=INPUT_PATHS, always=False, stack_key="input_path")
+    target_accuracy: float | None = arg(None, "cifar10: report time to this accuracy", type=float, always=False,
+                                        stack_key="target_accuracy")
     lr: float | None = arg(None, "default: 0.1 x global batch / 256 (0.02 for maskrcnn)", type=float,
                            always=False)
     # wall-clock minutes between checkpoints; 0 = off
     checkpoint_minutes: float = arg(10.0, "checkpoint every N minutes of wall time (0 = off); with both 0, no "
-                                    "checkpoint at all, not even at the end", type=_non_negative_float, always=False)
+                                    "checkpoint at all, not even at the end", type=_non_negative_float, always=False,
+                                    stack_key="checkpoint_minutes")
     compile_mode: str = arg("default", "torch.compile mode (reduce-overhead and max-autotune use CUDA graphs)",
-                            choices=COMPILE_MODES, always=False)
+                            choices=COMPILE_MODES, always=False, stack_key="compile_mode")
     # a metrics line (one device sync, one .item()) every N steps
     log_every: int = arg(50, "write a metrics line (and sync the device) every N steps", type=_positive,
                          always=False)
@@ -104,11 +115,43 @@ class TrainArgs:
                          always=False)
     # False: no metrics files, no checkpoints (the overhead benchmark's bare loop)
     harness: bool = arg(True, "benchmark only: no metrics files and no checkpoints", always=False,
-                        flag="--no-harness")
+                        flag="--no-harness", stack_key=SET_BY_RUN)
 
     @property
     def by_epochs(self) -> bool:
         return self.epochs > 0
+
+
+def option_strings() -> dict[str, Field]:
+    """Every option string the trainers' parser (``build_parser``) takes, with its field: each flag, and
+    ``--no-<flag>`` beside an always-spelled bool (argparse.BooleanOptionalAction adds it)."""
+    out = {}
+    for f in fields(TrainArgs):
+        out[flag_of(f)] = f
+        if isinstance(f.default, bool) and f.metadata["always"]:
+            out["--no-" + flag_of(f)[2:]] = f
+    return out
+
+
+def is_option(token: str) -> bool:
+    """Whether the trainers' parser reads ``token`` as an option rather than a value: it starts with "-" and is
+    neither "-" nor a negative number (argparse's ``_negative_number_matcher``; no option looks like one here)."""
+    return token.startswith("-") and token != "-" and not re.fullmatch(r"-\d+|-\d*\.\d+", token)
+
+
+def option_field(token: str) -> Field | None:
+    """The field the trainers' parser gives ``token`` to: ``--flag``, ``--flag=value``, or a prefix of one flag
+    (argparse's allow_abbrev, on in ``build_parser``: ``--res=x`` sets ``--results-dir``); None for an option
+    no flag (or more than one: ambiguous, which argparse refuses) answers to. argparse.ArgumentParser._parse_optional
+    is the order followed: the whole token, then the part before "=", then the prefixes of that part."""
+    options = option_strings()
+    if token in options:
+        return options[token]
+    name = token.split("=", 1)[0]
+    if name in options:
+        return options[name]
+    matches = [f for option, f in options.items() if option.startswith(name)] if name.startswith("--") else []
+    return matches[0] if len(matches) == 1 else None
 
 
 def build_parser(prog: str = "python -m workloads.train.pytorch") -> argparse.ArgumentParser:

@@ -8,9 +8,11 @@ a StackConfig, or a ConfigError whose every line names a key or the file.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,7 +20,7 @@ from hypothesis import strategies as st
 
 from core.config.fields import ConfigError, show
 from core.config.pulumi_config import decode_config, to_pulumi_config
-from program.stack_files import ROOT, read_stack_yaml
+from program.stack_files import ROOT, available_stacks, read_stack_yaml
 from program.validation import validated_config
 
 pytestmark = pytest.mark.hostile  # the hostile-input group: pytest -m hostile
@@ -69,7 +71,9 @@ ALIAS_BOMB = b"""config:
     ("hostile-list", b"- config\n- 1\n", "must be a mapping with a config: key, not a list"),
     ("hostile-aliases", ALIAS_BOMB, "YAML aliases (*a) are not allowed"),
     ("hostile-huge", b"config:\n  eksbench:run_id: " + b"x" * 2_000_000 + b"\n", "a stack file is at most"),
-], ids=["binary", "top-level-list", "alias-bomb", "two-megabytes"])
+    ("hostile-twice", b"config:\n  eksbench:run_id: a\n  eksbench:run_id: b\n",
+     "line 3: config.eksbench:run_id is given twice (lines 2 and 3)"),
+], ids=["binary", "top-level-list", "alias-bomb", "two-megabytes", "key-twice"])
 def test_unreadable_stack_files_are_one_line_and_exit_2(stack_text, name, data, expected):
     r = bench("plan", stack_text(name, data))
     assert r.returncode == 2, r.stderr
@@ -171,3 +175,93 @@ def test_generated_home_stack_documents_give_a_home_or_named_problems(doc):
         for line in e.problems:
             assert "\n" not in line and PROBLEM.match(line), line
             assert len(line) < 2000, line[:300]
+
+
+# A key given twice is refused by name and line; only a regular file is a stack file (a named pipe is never
+# opened to wait on, nor listed among the stacks).
+
+GROUP_TWICE = """config:
+  aws:region: us-west-2
+  eksbench:gpu_node_groups:
+    - name: p3
+      instance_type: p3.16xlarge
+      max_size: 2
+      desired_size: 2
+      max_size: 64
+"""
+
+EXPERIMENTS_TWICE = """config:
+  eksbench:experiments:
+    - name: first
+  eksbench:run_id: r
+  eksbench:experiments:
+    - name: second
+"""
+
+
+def problems(tmp_path, text: str, stack: str = "t") -> list[str]:
+    (tmp_path / f"Pulumi.{stack}.yaml").write_text(text)
+    with pytest.raises(ConfigError) as e:
+        read_stack_yaml(stack, tmp_path)
+    return e.value.problems
+
+
+def test_a_node_groups_key_given_twice_is_refused_naming_file_line_and_key_path(tmp_path):
+    assert problems(tmp_path, GROUP_TWICE) == [
+        "Pulumi.t.yaml: line 8: config.eksbench:gpu_node_groups[0].max_size is given twice (lines 6 and 8); give "
+        "each key once, with the value you mean"]
+
+
+def test_a_top_level_section_given_twice_is_refused_instead_of_dropping_the_first(tmp_path):
+    (line,) = problems(tmp_path, EXPERIMENTS_TWICE)
+    assert line.startswith("Pulumi.t.yaml: line 5: config.eksbench:experiments is given twice (lines 2 and 5)")
+
+
+def test_every_repeated_key_is_named_and_keys_that_compare_equal_count_as_one(tmp_path):
+    text = "config:\n  a: 1\n  a: 2\n  b: {0x1: x, 1: y}\n  a: 3\n"
+    assert [p.split(";")[0] for p in problems(tmp_path, text)] == [
+        "Pulumi.t.yaml: line 3: config.a is given twice (lines 2 and 3)",
+        "Pulumi.t.yaml: line 4: config.b.1 is given twice (lines 4 and 4)",
+        "Pulumi.t.yaml: line 5: config.a is given twice (lines 2 and 5)"]
+
+
+def test_the_same_key_in_different_mappings_is_no_repeat(tmp_path):
+    (tmp_path / "Pulumi.t.yaml").write_text(
+        "config:\n  eksbench:gpu_node_groups:\n    - {name: a, max_size: 1}\n    - {name: b, max_size: 2}\n"
+        "  eksbench:local: {steps: 3, nodes: 1}\n  eksbench:experiments: [{name: x, nodes: 1}]\n")
+    assert read_stack_yaml("t", tmp_path)["eksbench:gpu_node_groups"][1] == {"name": "b", "max_size": 2}
+
+
+def test_a_named_pipe_is_refused_at_once_and_is_not_listed_among_the_stacks(tmp_path):
+    (tmp_path / "Pulumi.dev.yaml").write_text("config: {}\n")
+    os.mkfifo(tmp_path / "Pulumi.fifo.yaml")
+    (tmp_path / "Pulumi.dir.yaml").mkdir()
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(_problems_of(tmp_path, "fifo")), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    if reader.is_alive():  # blocked in open(): release it with a writer, then fail
+        with open(tmp_path / "Pulumi.fifo.yaml", "w"):
+            pass
+        pytest.fail("reading a named pipe as a stack file blocked")
+    assert got == [["Pulumi.fifo.yaml: is a named pipe (FIFO), not a regular file; a stack file is a YAML file "
+                    "(Pulumi.<stack>.yaml)"]]
+    assert _problems_of(tmp_path, "dir") == [
+        "Pulumi.dir.yaml: is a folder, not a regular file; a stack file is a YAML file (Pulumi.<stack>.yaml)"]
+    assert available_stacks(tmp_path) == ["dev"]
+    assert _problems_of(tmp_path, "nope") == ['stack="nope": no file Pulumi.nope.yaml; stacks here: dev']
+
+
+def test_a_link_to_a_regular_file_is_still_a_stack_file(tmp_path):
+    (tmp_path / "real.yaml").write_text("config:\n  eksbench:run_id: r\n")
+    (tmp_path / "Pulumi.linked.yaml").symlink_to(tmp_path / "real.yaml")
+    assert read_stack_yaml("linked", tmp_path) == {"eksbench:run_id": "r"}
+    assert available_stacks(tmp_path) == ["linked"]
+
+
+def _problems_of(root, stack: str) -> list[str]:
+    try:
+        read_stack_yaml(stack, root)
+    except ConfigError as e:
+        return e.problems
+    return []

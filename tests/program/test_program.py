@@ -2,16 +2,23 @@
 
 import copy
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 
+import pulumi
 import pytest
 import yaml
 
 from core.config.fields import ConfigError
 from infra.cluster.manifests import DEVICE_PLUGIN_IMAGE, ETCD_IMAGE
 from infra.environment import GPU_TAINT
-from program.mocks import EKS_CREATED_CLUSTER_SG, EksbenchMocks, RecordingMonitor
+from program.mocks import EKS_CREATED_CLUSTER_SG, EksbenchMocks, RecordingMonitor, run_program
 from program.offline import evaluate, evaluate_config
-from program.stack_files import ROOT
+from program.stack_files import ROOT, read_stack_yaml
 from tests.support.k8s_schema import schema_errors
 
 DEV = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
@@ -401,3 +408,118 @@ def test_etcd_has_a_disruption_budget_and_a_priority_above_the_training_pods(dev
             assert "priorityClassName" not in spec, r["name"]
     note = [w for w in dev.warnings if w.startswith("rdzv_backend of experiments[0], experiments[1]: etcd is one pod")]
     assert note and 'prefer "c10d"' in note[0]  # the plan says what etcd survives and what to use instead
+
+
+# The offline engine (program.mocks.run_program) gives up at once: on the program's exception, on the first failed
+# registration and on SIGTERM, the registrations still queued never run, and nothing keeps working afterwards.
+
+QUEUED = 300
+
+
+class Terminated(KeyboardInterrupt):
+    """What bench.cli's SIGTERM handler raises."""
+
+
+@pytest.fixture
+def sigterm_raises():
+    def handler(_signum, _frame):
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    yield
+    assert signal.getsignal(signal.SIGTERM) is handler  # run_program put it back
+    signal.signal(signal.SIGTERM, previous)
+
+
+def buckets(n: int = QUEUED) -> None:
+    for i in range(n):
+        pulumi.CustomResource("aws:s3/bucket:Bucket", f"b{i}", {"bucket": f"b{i}"})
+
+
+def run_under_mocks(program, monitor: RecordingMonitor) -> RecordingMonitor:
+    return run_program(program, project="eksbench", stack="t", config={"aws:region": "us-west-2"}, monitor=monitor)
+
+
+def settled(monitor: RecordingMonitor) -> int:
+    """The registrations once nothing can add more: a thread still working through a queue would."""
+    count = len(monitor.registrations)
+    time.sleep(0.5)
+    assert len(monitor.registrations) == count, "registrations went on after run_program gave up"
+    return count
+
+
+def test_a_program_that_raises_early_runs_none_of_its_queued_registrations():
+    def program():
+        buckets()
+        raise ValueError("the program's own mistake")
+
+    with pytest.raises(ValueError, match="the program's own mistake"):
+        run_under_mocks(program, monitor := RecordingMonitor(EksbenchMocks()))
+    assert settled(monitor) == 0
+
+
+def test_the_first_failed_registration_is_raised_and_the_ones_queued_after_it_never_run():
+    def program():
+        pulumi.CustomResource("eks:index:Unknown", "first", {})
+        buckets()
+
+    with pytest.raises(NotImplementedError, match="eks:index:Unknown"):
+        run_under_mocks(program, monitor := RecordingMonitor(EksbenchMocks()))
+    assert settled(monitor) < QUEUED // 10
+
+
+def test_sigterm_while_the_program_builds_stops_it_with_nothing_registered(sigterm_raises):
+    def program():
+        buckets()
+        os.kill(os.getpid(), signal.SIGTERM)
+        buckets(1)
+
+    with pytest.raises(Terminated):
+        run_under_mocks(program, monitor := RecordingMonitor(EksbenchMocks()))
+    assert settled(monitor) == 0
+
+
+class SignalAt(EksbenchMocks):
+    """Sends SIGTERM to this process's main thread (where another process's SIGTERM lands and Python runs handlers)
+    at its ``at``-th resource, from the engine's worker thread."""
+
+    def __init__(self, at: int):
+        super().__init__()
+        self.at, self.seen = at, 0
+
+    def new_resource(self, args):
+        self.seen += 1
+        if self.seen == self.at:
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+        return super().new_resource(args)
+
+
+# The handler's exception may land in a weakref callback, where Python drops it with a warning; the plan stops anyway.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_sigterm_while_registrations_run_stops_them_at_once(sigterm_raises):
+    started = time.perf_counter()
+    with pytest.raises(Terminated):
+        run_under_mocks(buckets, monitor := RecordingMonitor(SignalAt(20)))
+    assert time.perf_counter() - started < 30
+    assert settled(monitor) < QUEUED // 2
+
+
+def test_sigterm_to_plan_on_a_stack_at_the_limits_exits_promptly(tmp_path):
+    """128 experiments (the most a stack may hold) plan in about 25 s on 2 cores; SIGTERM during the plan ends it
+    in seconds, with exit 143, whether the program is still building or its registrations are running."""
+    config = read_stack_yaml("dev")
+    first = config["eksbench:experiments"][0]
+    config["eksbench:experiments"] = [{**first, "name": f"e{i}"} for i in range(128)]
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "Pulumi.big.yaml").write_text(yaml.safe_dump({"config": config}))
+    plan = subprocess.Popen([sys.executable, "-m", "bench", "plan", "big", "--project-dir", str(tmp_path)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    plan.send_signal(signal.SIGTERM)
+    signalled = time.perf_counter()
+    try:
+        _, err = plan.communicate(timeout=30)
+    finally:
+        plan.kill()
+    assert plan.returncode == 143 and err.strip() == "terminated", err[-2000:]
+    assert time.perf_counter() - signalled < 15

@@ -24,7 +24,8 @@ DEV_LOCAL = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]["ek
 pytestmark = pytest.mark.local_run
 
 
-def run(tmp: Path, config: dict, *extra: str) -> tuple[subprocess.CompletedProcess, Path, float]:
+def run(tmp: Path, config: dict, *extra: str, env: dict[str, str] | None = None) \
+        -> tuple[subprocess.CompletedProcess, Path, float]:
     project = tmp / "project"
     project.mkdir()
     shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
@@ -32,7 +33,8 @@ def run(tmp: Path, config: dict, *extra: str) -> tuple[subprocess.CompletedProce
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "bench", "run", "cifar-frameworks", "--local", "--run-id", "t",
                            "--project-dir", str(project), "--results-root", str(tmp / "results"),
-                           "--progress-every", "10", *extra], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                           "--progress-every", "10", *extra], cwd=ROOT,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
                           capture_output=True, text=True, timeout=900)
     return done, tmp / "results" / "cifar-frameworks" / "t", time.monotonic() - started
 
@@ -57,14 +59,32 @@ def test_tensorflow_horovod_and_paddle_train_cifar10_under_the_dev_local_section
     assert pserver["status"] == "succeeded"
 
 
+def data_not_found_in_trainers(tmp: Path) -> dict[str, str]:
+    """An environment in which Paddle's trainers find no CIFAR-10 file (a sitecustomize on PYTHONPATH, which the
+    Paddle venv's interpreter reads in a TRAINER process only, makes opening one raise FileNotFoundError); the
+    pservers read no data and would serve on. (An experiment's args may not move --data-dir.)"""
+    hook = tmp / "hook"
+    hook.mkdir()
+    prefix = os.path.realpath(Path(venv_python("paddle")).parent.parent)
+    (hook / "sitecustomize.py").write_text(
+        "import builtins, os, sys\n"
+        f"if os.environ.get('TRAINING_ROLE') == 'TRAINER' and os.path.realpath(sys.prefix) == {prefix!r}:\n"
+        "    real_open = builtins.open\n"
+        "    def missing(file, *args, **kwargs):\n"
+        "        if 'cifar-10-batches-py' in str(file):\n"
+        "            raise FileNotFoundError(2, 'No such file or directory', str(file))\n"
+        "        return real_open(file, *args, **kwargs)\n"
+        "    builtins.open = missing\n")
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")]))}
+
+
 def test_paddle_pservers_stop_within_seconds_when_their_trainers_fail(tmp_path):
     assert venv_python("paddle") is not None, missing_venv("paddle")
     config = stack()
     (paddle,) = [e for e in config["eksbench:experiments"] if e["framework"] == "paddle"]
-    # the trainers read CIFAR-10 from a folder that is not there; the pservers read no data and would serve on
-    config["eksbench:experiments"] = [{**paddle, "args": ["--data-dir=/nonexistent"], "timeout_minutes": 10}]
+    config["eksbench:experiments"] = [{**paddle, "timeout_minutes": 10}]
     config["eksbench:local"] = {**DEV_LOCAL, "timeout_minutes": 10}
-    done, run_dir, took = run(tmp_path, config)
+    done, run_dir, took = run(tmp_path, config, env=data_not_found_in_trainers(tmp_path))
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     trainers = json.loads((run_dir / "paddle-cifar10" / "summary.json").read_text())
     pservers = json.loads((run_dir / "paddle-cifar10" / "pserver" / "summary.json").read_text())

@@ -47,7 +47,7 @@ def test_plan_dev_accepts_an_allreduce_experiment():
     assert "--workload=allreduce" in script and "--steps=20" in script and "--max-bytes=8589934592" in script
     assert env_of(job)[FABRIC_ENV] == "check" and EFA_ENV not in env_of(job)  # p3.16xlarge: no EFA
     assert {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In",
-                                                 "values": [FABRIC_EXIT_CODE, F.DIVERGED_EXIT_CODE]}} \
+                                                 "values": [FABRIC_EXIT_CODE, F.DIVERGED_EXIT_CODE, F.NO_STEPS_EXIT_CODE]}} \
         in job["spec"]["podFailurePolicy"]["rules"]
 
 

@@ -59,4 +59,5 @@ def test_the_job_fails_at_once_on_the_fabric_and_diverged_exit_codes_and_still_i
     rules = training_failure_policy()["rules"]
     assert rules[0]["action"] == "Ignore"
     assert rules[1] == {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In",
-                                                             "values": [FABRIC_EXIT_CODE, F.DIVERGED_EXIT_CODE]}}
+                                                             "values": [FABRIC_EXIT_CODE, F.DIVERGED_EXIT_CODE,
+                                                                        F.NO_STEPS_EXIT_CODE]}}

@@ -203,19 +203,33 @@ def run_status(code: int, signal_name: str | None, divergence: Mapping[str, Any]
     return F.FAILED, f"exit code {code}"
 
 
+NO_STEP = ("exit code 0, but no training step was recorded (no metrics line in the results folder's metrics/): a "
+           "run without a measured step is no result")
+
+
+def recorded_nothing(metrics: Mapping[str, Any]) -> bool:
+    """The metrics were read and hold no step of training and no all-reduce size (the allreduce workload's lines)."""
+    coverage = metrics.get(F.COVERAGE)
+    return isinstance(coverage, Mapping) and not coverage.get("steps") and not metrics.get(F.BUSBW)
+
+
 def summary_document(*, experiment: str | None, node_id: str, command: Sequence[str], returncode: int,
                      signal_name: str | None, started: float, ended: float, metrics: Mapping[str, Any],
                      config: Mapping[str, Any] | None, environ: Mapping[str, str], log_tail: Sequence[str],
                      results_uri: str | None, nodes: int | None = None,
                      procs_per_node: int | None = None, cause: str | None = None,
-                     self_stopped: bool = False) -> dict[str, Any]:
+                     self_stopped: bool = False, trainer: bool = False) -> dict[str, Any]:
     """The summary; ``self_stopped``: the launcher itself signalled the command (``fabric: strict``), so its
-    signal is a failure of the run, not a stop from outside."""
+    signal is a failure of the run, not a stop from outside. ``trainer``: the command trains and records its own
+    steps (not an evaluation, a staging step or a pserver whose outcome is its trainers'), so exiting 0 without
+    one recorded step is a failure (``NO_STEP``)."""
     code = exit_code(returncode)
     divergence = metrics.get(F.DIVERGENCE)
     status, why = run_status(code, None if self_stopped else signal_name, divergence, cause)
     if status == F.DIVERGED and code == 0:
         code = F.DIVERGED_EXIT_CODE  # the trainer exits 0 (no torchrun restart); the run did not succeed
+    elif status == F.SUCCEEDED and trainer and recorded_nothing(metrics):
+        status, why, code = F.FAILED, NO_STEP, F.NO_STEPS_EXIT_CODE
     doc = {F.EXPERIMENT: experiment, F.STATUS: status, F.STOP_REASON: why, F.EXIT_CODE: code,
            "signal": signal_name, "node_id": node_id,
            F.STARTED_AT: _iso(started), "ended_at": _iso(ended), F.WALL_TIME_S: round(ended - started, 3),
@@ -225,7 +239,7 @@ def summary_document(*, experiment: str | None, node_id: str, command: Sequence[
            **provenance(environ, command, config)}
     doc.update(metrics)
     if code != 0:
-        doc[F.ERROR] = why if status == F.DIVERGED else root_cause(log_tail)
+        doc[F.ERROR] = why if code in (F.DIVERGED_EXIT_CODE, F.NO_STEPS_EXIT_CODE) else root_cause(log_tail)
         doc["log_tail"] = list(log_tail)
     return doc
 
@@ -528,6 +542,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
                                environ=environ, log_tail=tail, results_uri=args.results_uri,
                                nodes=args.nodes, procs_per_node=args.procs_per_node,
                                cause=stop_cause(environ) if signal_name else None,
+                               trainer=config is not None and not args.stop_with,
                                self_stopped=bool(fabric_error) or (child is not None and (
                                    child.watch.tripped or child.peer_status is not None)))
         if child is not None and child.peer_status is not None:

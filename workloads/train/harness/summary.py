@@ -225,7 +225,7 @@ def metrics_summary(by_rank: Mapping[int, list[dict[str, Any]]], evals: list[dic
             F.DEVICE: device or None,
             F.NODES: info.get("nodes"), F.GPUS_PER_NODE: info.get("gpus_per_node"),
             F.SAMPLES_PER_EPOCH: info.get("samples_per_epoch"),
-            "coverage": step_coverage(by_rank),
+            F.COVERAGE: step_coverage(by_rank),
             F.RESTARTS: restarts,
             F.WORLD_SIZES: world_sizes,
             "resumes": [e for e in events if e.get("event") == "resume"],
