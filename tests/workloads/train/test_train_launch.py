@@ -308,3 +308,16 @@ def test_nothing_the_command_started_outlives_it(tmp_path):
     if alive:
         os.kill(left, 9)
     assert not alive, "the command's child outlived the launcher"
+
+
+def test_summary_names_a_lost_etcd_rendezvous():
+    tail = ["Traceback (most recent call last):",
+            "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to etcd has failed. "
+            "See inner exception for details."]
+    doc = launch.summary_document(experiment="e", node_id="node-0",
+                                  command=["torchrun", "--rdzv-backend=etcd-v2", "--rdzv-endpoint=etcd:2379", "t.py"],
+                                  returncode=1, signal_name=None, started=0.0, ended=1.0, metrics={}, config=None,
+                                  environ={}, log_tail=tail, results_uri=None)
+    assert doc["status"] == "failed"
+    assert doc["stop_reason"].startswith("rendezvous lost: etcd at etcd:2379 did not answer")
+    assert "backoffLimit" in doc["stop_reason"] and "c10d" in doc["stop_reason"]

@@ -213,6 +213,23 @@ def recorded_nothing(metrics: Mapping[str, Any]) -> bool:
     return isinstance(coverage, Mapping) and not coverage.get("steps") and not metrics.get(F.BUSBW)
 
 
+# torch elastic's etcd rendezvous (etcd_rendezvous_backend.py) raises RendezvousConnectionError
+# ("The connection to etcd has failed. See inner exception for details.") when etcd does not answer.
+RDZV_LOST = re.compile(r"RendezvousConnectionError|connection to etcd has failed")
+
+
+def rendezvous_lost(log_tail: Sequence[str], command: Sequence[str]) -> str | None:
+    """The stop reason of a run whose rendezvous lost etcd, else None."""
+    if not any(RDZV_LOST.search(line) for line in log_tail):
+        return None
+    endpoint = next((a.split("=", 1)[1] for a in command if a.startswith("--rdzv-endpoint=")), None)
+    if endpoint is None and "--rdzv-endpoint" in command[:-1]:
+        endpoint = command[list(command).index("--rdzv-endpoint") + 1]
+    return (f"rendezvous lost: etcd at {endpoint or 'the rendezvous endpoint'} did not answer "
+            "(RendezvousConnectionError); the Job restarts the pod up to its backoffLimit, each restart "
+            "waits on the same etcd, then the Job fails; use rendezvous c10d for long runs")
+
+
 def summary_document(*, experiment: str | None, node_id: str, command: Sequence[str], returncode: int,
                      signal_name: str | None, started: float, ended: float, metrics: Mapping[str, Any],
                      config: Mapping[str, Any] | None, environ: Mapping[str, str], log_tail: Sequence[str],
@@ -226,6 +243,8 @@ def summary_document(*, experiment: str | None, node_id: str, command: Sequence[
     code = exit_code(returncode)
     divergence = metrics.get(F.DIVERGENCE)
     status, why = run_status(code, None if self_stopped else signal_name, divergence, cause)
+    if status == F.FAILED:
+        why = rendezvous_lost(log_tail, command) or why
     if status == F.DIVERGED and code == 0:
         code = F.DIVERGED_EXIT_CODE  # the trainer exits 0 (no torchrun restart); the run did not succeed
     elif status == F.SUCCEEDED and trainer and recorded_nothing(metrics):
