@@ -85,8 +85,9 @@ class Control:
             elif self.max_cost_usd is not None and self.committed_usd() > self.max_cost_usd:
                 if self.request_stop("budget"):
                     at = f" ({self.prices})" if self.prices else ""
-                    progress.line(f"budget reached: ${self.spent_usd():.2f} spent{at}, ${self.max_cost_usd:.2f} allowed "
-                                  f"(keeping {self.teardown_reserve_h * 60:.0f} min for teardown): stopping", err=True)
+                    progress.line(f"budget reached: ${self.spent_usd():.2f} spent{at}, ${self.max_cost_usd:.2f} "
+                                  f"allowed (keeping {self.teardown_reserve_h * 60:.0f} min for teardown): stopping",
+                                  err=True)
         return self.stopping
 
     def wait(self, seconds: float) -> bool:
