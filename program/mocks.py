@@ -1,9 +1,10 @@
-"""Runs the Pulumi program under Pulumi's mock engine and records what it would create.
+"""Pulumi's mock engine as eksbench uses it: what the program would create, recorded, and AWS's answers.
 
 ``RecordingMonitor`` sees every RegisterResource request (type, name, parent, provider,
 dependencies, inputs, retain-on-delete, custom timeouts) and the stack's outputs, which
 is everything the offline plan and the mock-engine tests need. ``EksbenchMocks``
-answers the outputs and invokes the program reads, the way AWS would shape them.
+answers the outputs and invokes the program reads, the way AWS would shape them. ``program.mock_run`` runs the
+program with them.
 
 Two Pulumi quirks shape this module (pulumi/pulumi's mocks.py and multi-language component docs):
 - remote components (``eks.Cluster``, ``eks.ManagedNodeGroup``) register once with no
@@ -14,15 +15,11 @@ Two Pulumi quirks shape this module (pulumi/pulumi's mocks.py and multi-language
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import pulumi
 from pulumi.runtime import mocks as pmocks
 from pulumi.runtime.proto import resource_pb2
 
@@ -57,7 +54,7 @@ class Registration:
                 "custom_timeouts": self.custom_timeouts}
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Inputs as JSON-friendly values (unknowns and secrets become markers)."""
     try:
         return json.loads(json.dumps(value, default=str))
@@ -79,18 +76,25 @@ class RecordingMonitor(pmocks.MockMonitor):
         # stopped the plan (``stopped``).
         self.failure: Exception | None = None
         self.stopped = False
+        self.busy = 0  # requests a worker thread is answering now (only the workers take _busy_lock)
+        self._busy_lock = threading.Lock()
 
     def _answer(self, answer, request):  # noqa: ANN001 - a MockMonitor method and its request
         """``answer(request)``, recording its failure; GaveUp at once once one has failed or a signal stopped."""
         if self.failure is not None or self.stopped:
             why = f"an earlier registration failed ({type(self.failure).__name__})" if self.failure else "stopped"
             raise GaveUp(f"not registered: {why}")
+        with self._busy_lock:
+            self.busy += 1
         try:
             return answer(request)
         except Exception as e:
             if self.failure is None:
                 self.failure = e
             raise
+        finally:
+            with self._busy_lock:
+                self.busy -= 1
 
     def GetDeploymentInfo(self, request):
         info = super().GetDeploymentInfo(request)
@@ -120,7 +124,7 @@ class RecordingMonitor(pmocks.MockMonitor):
         self.registrations.append(Registration(
             urn=response.urn, type=request.type, name=request.name, parent=request.parent,
             provider=request.provider, dependencies=sorted(set(request.dependencies)),
-            inputs=_plain(rpc.deserialize_properties(request.object)), custom=bool(request.custom),
+            inputs=plain(rpc.deserialize_properties(request.object)), custom=bool(request.custom),
             retain_on_delete=bool(request.retainOnDelete),
             custom_timeouts={k: v for k, v in (("create", timeouts.create), ("update", timeouts.update),
                                                ("delete", timeouts.delete)) if v},
@@ -134,7 +138,7 @@ class RecordingMonitor(pmocks.MockMonitor):
         self.registrations.append(Registration(
             urn=response.urn, type=request.type, name=request.name, parent=request.parent,
             provider=request.provider, dependencies=sorted(set(request.dependencies)),
-            inputs=_plain(rpc.deserialize_properties(request.properties)), custom=True, retain_on_delete=False,
+            inputs=plain(rpc.deserialize_properties(request.properties)), custom=True, retain_on_delete=False,
             custom_timeouts={}, read=True))
         return response
 
@@ -326,151 +330,3 @@ def home_stack_outputs(reference: str, region: str) -> dict[str, Any]:
     bucket = f"eksbench-{stack}-"[:37].lower() + MOCK_BUCKET_SUFFIX
     url = f"123456789012.dkr.ecr.{region}.amazonaws.com/{repository_name(project, stack)}"
     return home_exports(bucket, url, project=project, region=region)
-
-
-async def _resolve(value: Any) -> Any:
-    output = pulumi.Output.from_input(value)
-    if not await output.is_known():
-        return "<unknown>"
-    if await output.is_secret():
-        return "[secret]"
-    return await output.future()
-
-
-# How often the wait for outstanding registrations looks for a failed one or a signal (program.mocks._drain).
-POLL_S = 0.05
-
-
-class _Signals:
-    """SIGINT and SIGTERM while the program runs under the mocks, for handlers that raise (``bench.cli`` turns
-    SIGTERM into an exception). The handler runs at once, as before, and while the loop runs the signal is also
-    recorded: an exception raised there can land in a weakref callback, which Python reports as "Exception ignored"
-    and drops (the plan then went on to the end), so ``_drain`` hands a recorded signal to the handler again at its
-    next look. A handler that raises stops the monitor at once, so the worker threads refuse what is queued even
-    before the exception is out. Nothing changes for a signal without a Python handler, or off the main thread (no
-    handler runs there)."""
-
-    def __init__(self, monitor: RecordingMonitor) -> None:
-        self.monitor = monitor
-        self.handlers: dict[int, Any] = {}
-        self.pending: int | None = None
-        self.in_loop = False
-
-    def __enter__(self) -> "_Signals":
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                handler = signal.getsignal(signum)
-                if callable(handler):
-                    self.handlers[signum] = handler
-                    signal.signal(signum, self._record)
-        return self
-
-    def __exit__(self, *_exc: Any) -> None:
-        for signum, handler in self.handlers.items():
-            signal.signal(signum, handler)
-
-    def _record(self, signum: int, frame: Any) -> None:
-        recorded = self.in_loop and self.pending is None
-        if recorded:
-            self.pending = signum
-        try:
-            self.handlers[signum](signum, frame)
-        except BaseException:
-            self.monitor.stopped = True  # an attribute, safe in a handler (a lock the main thread holds is not)
-            raise
-        if recorded:
-            self.pending = None  # the handler lets the plan go on
-
-    def deliver(self) -> None:
-        """The recorded signal to its handler (which raises), once."""
-        signum, self.pending = self.pending, None
-        if signum is not None:
-            self.handlers[signum](signum, None)
-
-
-async def _drain(monitor: RecordingMonitor, signals: _Signals) -> None:
-    """Pulumi's own wait for every outstanding RPC (pulumi/runtime/stack.py ``wait_for_rpcs``), given up at the first
-    one that fails or at a signal. Pulumi's wait awaits the RPCs last first and raises a failure only once it reaches
-    it, so an early failure let every later registration run first. The first failure is ``monitor.failure``
-    (the others give up after it), else the RPC manager's record of it (pulumi/runtime/rpc_manager.py
-    ``unhandled_exception``, set as soon as it happens)."""
-    from pulumi.runtime import stack as runtime_stack
-    from pulumi.runtime.settings import _get_rpc_manager
-
-    manager = _get_rpc_manager()
-    waiting = asyncio.ensure_future(runtime_stack.wait_for_rpcs())
-    try:
-        while not waiting.done():
-            signals.deliver()
-            if monitor.failure is not None:
-                raise monitor.failure
-            if manager.unhandled_exception is not None:
-                raise manager.unhandled_exception.with_traceback(manager.exception_traceback)
-            await asyncio.wait({waiting}, timeout=POLL_S)
-    finally:
-        waiting.cancel()
-    if monitor.failure is not None:  # Pulumi's wait may have reached a registration that gave up after it first
-        raise monitor.failure
-    waiting.result()
-
-
-def _abandon(loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor, rounds: int = 10) -> None:
-    """Give up on everything the program queued, at once: registrations waiting for a thread are cancelled, never
-    run (a thread pool otherwise runs its whole queue, even at the interpreter's exit), and so is every task on the
-    loop; the ones a thread is running (one registration each, milliseconds) are waited for, so nothing works on
-    after this. A cancelled task may wake others: a few rounds."""
-    executor.shutdown(wait=False, cancel_futures=True)
-    for _ in range(rounds):
-        tasks = asyncio.all_tasks(loop)
-        if not tasks:
-            break
-        for task in tasks:
-            task.cancel()
-        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-    executor.shutdown(wait=True)
-
-
-def run_program(program, *, project: str, stack: str, config: dict[str, str],
-                mocks: EksbenchMocks | None = None, logger=None,
-                monitor: RecordingMonitor | None = None) -> RecordingMonitor:
-    """Run ``program()`` inside a Stack under the mock engine; return the recording monitor.
-
-    Raises whatever the program raises (ConfigError for bad input), or the first registration that fails, at
-    once: nothing queued after it runs. A signal's handler that raises (SIGTERM under ``bench.cli``) stops it so too.
-    """
-    from pulumi.runtime import config as runtime_config
-    from pulumi.runtime import settings  # noqa: F401
-
-    mocks = mocks or EksbenchMocks(region=config.get("aws:region", DEFAULT_REGION))
-    monitor = monitor or RecordingMonitor(mocks)
-    # The loop must exist before set_mocks: the runtime binds its futures to the current loop. The RPCs run in
-    # the loop's default executor (pulumi/runtime/resource.py: run_in_executor(None, ...)): ours, to cancel.
-    loop = asyncio.new_event_loop()
-    executor = ThreadPoolExecutor(thread_name_prefix="eksbench-plan")
-    loop.set_default_executor(executor)
-    asyncio.set_event_loop(loop)
-    runtime_config.set_all_config(config)
-    pmocks.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor, logger=logger)
-    try:
-        with _Signals(monitor) as signals:
-            # set_mocks already made the root Stack; run the program, let the root register
-            # its outputs, then drain every outstanding RPC (that is where program errors surface).
-            try:
-                program()
-                signals.in_loop = True
-                loop.run_until_complete(_drain(monitor, signals))
-            except BaseException:
-                _abandon(loop, executor)
-                raise
-            # Under mocks the root Stack registered its (empty) outputs before the program ran,
-            # so the exports are read from it directly and resolved here.
-            root = settings.get_root_resource()
-            exports = dict(getattr(root, "outputs", {}) or {})
-            monitor.stack_outputs = {k: _plain(loop.run_until_complete(_resolve(v))) for k, v in exports.items()}
-            signals.deliver()
-    finally:
-        settings.reset_options()
-        loop.close()
-        # Leave the thread a usable loop: later Pulumi code in this process expects one.
-        asyncio.set_event_loop(asyncio.new_event_loop())
-    return monitor

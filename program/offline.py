@@ -80,7 +80,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
         minutes_for,
         sweep_idle,
     )
-    from program.mocks import run_program
+    from program.mock_run import run_program
     from program.stack import export_stack
 
     today = today or datetime.date.today().isoformat()

@@ -31,6 +31,7 @@ TESTS_MIRROR = {"core": "core", "infra": "infra", "workloads": "workloads", "dat
 # What tests/support imports from program/ and bench/, the top two layers, and why.
 SUPPORT_NEEDS = {
     "program.mocks": "the one mock engine (mock_engine.py): component tests of infra and workloads run under it",
+    "program.mock_run": "running a program under that engine (mock_engine.py), as the offline plan does",
     "bench.proc": "killing a process tree at once (processes.py), for the trainer's and the local runner's tests",
     "bench.local.etcd": "the loopback etcd (processes.py, sandbox_cluster.py) the trainer's rendezvous uses",
     "bench.local.plan": "the local run's node range (sandbox_cluster.py), so the sandbox plans what --local runs",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from program.mocks import EksbenchMocks, RecordingMonitor, Registration, run_program
+from program.mock_run import run_program
+from program.mocks import EksbenchMocks, RecordingMonitor, Registration
 
 __all__ = ["EksbenchMocks", "RecordingMonitor", "Registration", "register", "of_type", "by_name", "k8s_manifest"]
 
