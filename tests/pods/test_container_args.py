@@ -19,7 +19,7 @@ from tests.support.plan_manifests import kubernetes_objects
 from tests.support.pod_shell import launched_command, pod_containers, run_container
 from workloads.contracts import IMAGE_EXAMPLES
 
-HOSTILE = ["--tag=$(EKSBENCH_EXPERIMENT)", "--cost=$$5", "$", "$(", "'; rm -rf /", "`id`", "a\nb", "$(AWS_REGION)",
+HOSTILE = ["--lr=$(EKSBENCH_EXPERIMENT)", "--seed=$$5", "$", "$(", "'; rm -rf /", "`id`", "a\nb", "$(AWS_REGION)",
            "${HOME}", "$$$(PYTHONPATH)"]
 DATASETS_URI = "s3://team-datasets/pre$(AWS_REGION)fix$$/"
 BASE = dict(nodes=2, batch_size=8, precision="fp32", steps=10, timeout_minutes=30, args=HOSTILE)

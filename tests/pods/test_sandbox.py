@@ -146,7 +146,7 @@ def test_a_stack_files_args_reach_the_pods_trainer_as_written(bare):
     plan = scaled_plan("dev", config)
     job = dict(kubernetes_objects(plan.resources))[f"experiments-{first['name']}-job"]
     r = bare.run(job, name="hostile-args")
-    assert not r.succeeded  # the trainer refuses --tag, after the launcher has recorded what it ran
+    assert not r.succeeded  # the trainer refuses --lr=$(EKSBENCH_EXPERIMENT) (not a number), after the launcher has recorded what it ran
     summary = json.loads(bare.read(plan.outputs["experiment_results"][first["name"]] + "summary.json"))
     command = summary["command"]
     at = command.index(HOSTILE[0])

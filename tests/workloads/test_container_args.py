@@ -21,7 +21,7 @@ from workloads import autostop_manifests as am
 from workloads import contracts as c
 from workloads import job_manifests as m
 
-HOSTILE = ["--tag=$(EKSBENCH_EXPERIMENT)", "--cost=$$5", "$", "$(", "'; rm -rf /", "`id`", "a\nb", "$(POD_IP)"]
+HOSTILE = ["--lr=$(EKSBENCH_EXPERIMENT)", "--seed=$$5", "$", "$(", "'; rm -rf /", "`id`", "a\nb", "$(POD_IP)"]
 PADDLE = replace(Experiment(name="pd"), framework="paddle", min_nodes=2, max_nodes=2, pservers=2, image=PADDLE_IMAGE,
                  args=tuple(HOSTILE))
 SPEC = json.dumps({"namespace": "eksbench", "note": "$(PYTHONPATH) $$ $"})
