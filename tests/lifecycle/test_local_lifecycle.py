@@ -95,7 +95,7 @@ def wait_training(run: Path, timeout: float = 150) -> None:
 
 
 def test_a_failing_experiment_exits_1_and_leaves_no_process(tmp_path):
-    project = write_project(tmp_path, [exp("bad", args=["--no-such-flag"], max_restarts=0)], steps=5)
+    project = write_project(tmp_path, [exp("bad", args=["--lr=not-a-number"], max_restarts=0)], steps=5)
     results = tmp_path / "results"
     done = subprocess.run(argv(project, results), cwd=ROOT, env=env(), capture_output=True, text=True, timeout=240)
     assert done.returncode == 1, done.stdout + done.stderr
