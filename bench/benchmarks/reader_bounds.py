@@ -9,6 +9,7 @@ report of 2,000 rank files took 27.9 s and 463 MB on the 2-core build machine (B
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 from core.contract.names import METRICS_DIR, SUMMARY_FILE, TIMELINE_FILE
 
@@ -80,23 +82,31 @@ def measure(name: str, argv: list[str], *, timeout: float = 120) -> None:
         print(err[-2000:], flush=True)
 
 
+@contextlib.contextmanager
+def scratch_tree(keep: str | None, prefix: str) -> Iterator[Path]:
+    """The folder a benchmark builds its results tree in: ``keep`` (left in place), else a temporary one, removed
+    whatever happens."""
+    root = Path(keep) if keep else Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield root
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", type=int, default=2000)
     p.add_argument("--phases", type=int, default=8000)
     p.add_argument("--keep", metavar="DIR", help="build the tree here and keep it")
     a = p.parse_args(argv)
-    root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="eksbench-readers-"))
-    try:
+    with scratch_tree(a.keep, "eksbench-readers-") as root:
         stack = build(root, a.ranks, a.phases)
         load = f"from bench import results; results.load({str(stack)!r})"
         for name, cmd in (("report", ["-m", "bench", "report", str(stack), "--out", str(root / "r.html")]),
                           ("compare", ["-m", "bench", "compare", str(stack / "r1"), str(stack / "r1")]),
                           ("results.load", ["-c", load])):
             measure(name, cmd)
-    finally:
-        if not a.keep:
-            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

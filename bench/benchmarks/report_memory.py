@@ -15,11 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
-import tempfile
 from pathlib import Path
 
-from bench.benchmarks.reader_bounds import measure
+from bench.benchmarks.reader_bounds import measure, scratch_tree
 from bench.results import readers as R
 from core.contract.names import METRICS_DIR, SUMMARY_FILE, TIMELINE_FILE
 
@@ -87,8 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--only", choices=("report", "results.load"), help="measure this command alone")
         s.add_argument("--timeout", type=float, default=1800, help="seconds per command")
     a = p.parse_args(argv)
-    root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="eksbench-report-memory-"))
-    try:
+    with scratch_tree(a.keep, "eksbench-report-memory-") as root:
         stack = build_lines(root, a.files, a.lines) if a.shape == "lines" else build_runs(root, a.runs)
         size = sum(f.stat().st_size for f in stack.rglob("*") if f.is_file())
         print(f"{a.shape}: {stack} ({size / 2**20:,.0f} MiB)", flush=True)
@@ -97,9 +94,6 @@ def main(argv: list[str] | None = None) -> int:
         for name, cmd in commands:
             if a.only in (None, name):
                 measure(name, cmd, timeout=a.timeout)
-    finally:
-        if not a.keep:
-            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
