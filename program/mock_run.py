@@ -19,7 +19,7 @@ import pulumi
 from pulumi.runtime import mocks as pmocks
 
 from core.catalog.aws import DEFAULT_REGION
-from program.mocks import EksbenchMocks, RecordingMonitor, plain
+from program.mocks import EksbenchMocks, GaveUp, RecordingMonitor, plain
 
 
 async def _resolve(value: Any) -> Any:
@@ -126,6 +126,14 @@ def _abandon(loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor, moni
         time.sleep(POLL_S / 10)
 
 
+def _report_unless_given_up(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's exception handler: a registration refused with GaveUp once the plan gave up is expected and
+    nobody awaits it any more, so its future is not reported ("Future exception was never retrieved", with a
+    traceback, when it is collected, often in a later plan or long after); anything else is, as asyncio would."""
+    if not isinstance(context.get("exception"), GaveUp):
+        loop.default_exception_handler(context)
+
+
 def run_program(program, *, project: str, stack: str, config: dict[str, str],
                 mocks: EksbenchMocks | None = None, logger=None,
                 monitor: RecordingMonitor | None = None) -> RecordingMonitor:
@@ -142,6 +150,7 @@ def run_program(program, *, project: str, stack: str, config: dict[str, str],
     # The loop must exist before set_mocks: the runtime binds its futures to the current loop. The RPCs run in
     # the loop's default executor (pulumi/runtime/resource.py: run_in_executor(None, ...)): ours, to cancel.
     loop = asyncio.new_event_loop()
+    loop.set_exception_handler(_report_unless_given_up)
     executor = ThreadPoolExecutor(thread_name_prefix="eksbench-plan")
     loop.set_default_executor(executor)
     asyncio.set_event_loop(loop)
