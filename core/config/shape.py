@@ -178,11 +178,11 @@ def _network(r: Reader) -> Network:
 
 def _cluster(r: Reader) -> Cluster:
     d = Cluster()
-    newest = f'"{catalog.NEWEST_EKS_VERSION}"'
-    version = r.string("kubernetes_version", d.kubernetes_version, example=newest)
+    default = f'"{d.kubernetes_version}"'
+    version = r.string("kubernetes_version", d.kubernetes_version, example=default)
     if isinstance(version, str) and version not in catalog.EKS_VERSIONS:
         r.fail(r.key("kubernetes_version"), version,
-               f"EKS offers {', '.join(catalog.EKS_VERSIONS)} (as of {catalog.EKS_CALENDAR_CHECKED})", newest)
+               f"EKS offers {', '.join(catalog.EKS_VERSIONS)} (as of {catalog.EKS_CALENDAR_CHECKED})", default)
     c = Cluster(
         kubernetes_version=version,
         # None when absent: program.validation asks for an explicit choice.
