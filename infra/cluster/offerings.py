@@ -134,7 +134,7 @@ def version_notes(cfg: StackConfig) -> list[str]:
                  f"({', '.join(al2023)}) run kernel {v.al2023_kernel}, for which no lustre-client package in the "
                  f"AL2023 repositories could be confirmed (known for kernel "
                  f"{', '.join(catalog.LUSTRE_CLIENT_KNOWN_KERNELS)}); where the install fails, the node never takes "
-                 "FSx pods, which stay Pending with the scheduler's reason in `eksbench status` until the "
-                 "experiment's timeout_minutes. GPU groups on BOTTLEROCKET_x86_64_NVIDIA carry the Lustre module "
-                 "in their kernel")
+                 "FSx pods and `eksbench run` stops the experiment within minutes, naming the node "
+                 "(LustreClientMissing). GPU groups on BOTTLEROCKET_x86_64_NVIDIA carry the Lustre module in their "
+                 "kernel")
     return notes
