@@ -33,7 +33,7 @@ from bench.cloud.pulumi_cli import (
     stack_outputs,
 )
 from bench.local.backend import LocalBackend
-from bench.project import default_results_root
+from bench.project import default_results_root, given_results_root
 from program.stack_files import ROOT
 
 __all__ = ["AutomationError", "CLI_MISSING", "destroy", "logs", "open_stack", "outputs", "plan", "preview", "run",
@@ -105,8 +105,11 @@ def logs(stack: str, experiment: str, *, root: Path = ROOT, results_root: str | 
 
 
 def _results(root: str | Path, results_root: str | Path | None) -> Path:
-    """Local results: where asked, else the project's ``results/``, as the command line does."""
-    return Path(results_root) if results_root is not None else default_results_root(root)
+    """Local results: where asked (``~`` expanded; ValueError for an empty one), else the project's ``results/``,
+    as the command line does."""
+    if results_root is None:
+        return default_results_root(root)
+    return given_results_root(results_root, option="results_root")
 
 
 # --- what each backend knows of a stack (status and logs; ``bench status``/``bench logs`` print it) ---

@@ -71,6 +71,18 @@ def default_results_root(project_dir: str | os.PathLike) -> Path:
     return Path(project_dir) / LOCAL_RESULTS_ROOT
 
 
+def given_results_root(value: str | os.PathLike, *, option: str = "--results-root") -> Path:
+    """A results root as given (``--results-root``, or ``results_root=`` of the Python API), ``~`` expanded as a
+    shell would; ValueError, one line naming ``option``, the value and what is allowed, for an empty or blank one
+    (it would put results in the working folder itself)."""
+    text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else ""
+    if not isinstance(text, str) or not text.strip():
+        example = f"{option}{' ' if option.startswith('-') else '='}~/eksbench-results"
+        raise ValueError(f"{option}={str(value)!r}: empty; give a folder, e.g. {example}, or leave it out for "
+                         f"{LOCAL_RESULTS_ROOT}/ in the project")
+    return Path(text).expanduser()
+
+
 def nearest_existing(path: Path) -> Path:
     """``path``, or the nearest folder above it that exists: where a results root not yet made would be made."""
     while not path.exists() and path != path.parent:
