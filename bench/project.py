@@ -19,6 +19,7 @@ from typing import Mapping
 
 from core.config.pulumi_config import PROJECT
 from core.contract.names import ENV_PROJECT_DIR, LOCAL_RESULTS_ROOT
+from core.contract.results_location import HANDLE
 from program.stack_files import ROOT
 
 PROJECT_FILE = "Pulumi.yaml"
@@ -150,5 +151,11 @@ def add_project_options(parser: argparse.ArgumentParser, *, results: bool = True
                         help=f"the eksbench project (its {PROJECT_FILE} and Pulumi.<stack>.yaml); default: "
                              f"${ENV_PROJECT_DIR}, else the nearest one at or above this folder")
     if results:
-        parser.add_argument("--results-root", metavar="DIR",
-                            help=f"where local results live (default: {LOCAL_RESULTS_ROOT}/ in the project)")
+        add_results_root_option(parser)
+
+
+def add_results_root_option(parser: argparse.ArgumentParser) -> None:
+    """``--results-root``, settled by ``bench.cli.settle_paths`` (``given_results_root``, then the default)."""
+    parser.add_argument("--results-root", metavar="DIR",
+                        help=f"where local results live, and where run handles ({HANDLE}) are looked up "
+                             f"(default: {LOCAL_RESULTS_ROOT}/ in the project; ~ expands)")
