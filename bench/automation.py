@@ -89,9 +89,11 @@ def run(stack: str, *, max_cost: float | None = None, keep: bool = False, root: 
     return outcome.rows
 
 
-def status(stack: str, root: Path = ROOT, results_root: str | Path | None = None) -> dict[str, Any]:
-    """Stack state (when the CLI answers) and each run's experiments with their status."""
-    return stack_status(stack, Path(root), _results(root, results_root))
+def status(stack: str, root: Path = ROOT, results_root: str | Path | None = None, *,
+           cloud: bool | None = None) -> dict[str, Any]:
+    """Stack state (when the CLI answers) and each run's experiments with their status; ``cloud``: ask Pulumi and
+    S3 (None: where the stack has been on AWS)."""
+    return stack_status(stack, Path(root), _results(root, results_root), cloud=cloud)
 
 
 def logs(stack: str, experiment: str, *, root: Path = ROOT, results_root: str | Path | None = None,
@@ -124,17 +126,21 @@ def backends(stack: str, root: Path, results_root: Path) -> tuple[Any, CloudBack
                          repeats={e.name: e.repeats for e in cfg.experiments}))
 
 
-def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
+def stack_status(stack: str, root: Path, results_root: Path, *, cloud: bool | None = None) -> dict[str, Any]:
     """What each backend knows: the stack's state and its S3 runs (AWS), its local runs. ``runs``: one row
     per experiment run, local and S3 together, oldest run first (``bench.results.overview``); ``local_runs``
-    and ``s3_runs``: each place's runs as ``{run id: {experiment: status}}``."""
+    and ``s3_runs``: each place's runs as ``{run id: {experiment: status}}``. ``cloud``: ask Pulumi and S3 (None:
+    only where the stack has been on AWS, ``bench.cloud.observe.deployed``; else a machine without them would hear
+    of them at every call)."""
+    from bench.cloud.observe import deployed
     from bench.results.overview import by_run, merged
 
-    _, cloud, local = backends(stack, root, results_root)
-    aws = cloud.status()
+    _, aws_backend, local = backends(stack, root, results_root)
+    asked = deployed(stack, root, results_root) if cloud is None else cloud
+    aws = aws_backend.status() if asked else {"state": None, "outputs": {}, "rows": [], "notes": [], "autostop": {}}
     here = local.status()["rows"]
 
-    out: dict[str, Any] = {"stack": stack, "state": aws["state"], "outputs": aws["outputs"],
+    out: dict[str, Any] = {"stack": stack, "cloud": asked, "state": aws["state"], "outputs": aws["outputs"],
                            "runs": merged(here, aws["rows"]), "local_runs": by_run(here),
                            "s3_runs": by_run(aws["rows"]), "notes": aws["notes"], "autostop": aws["autostop"],
                            "after_autostop_usd": aws.get("after_autostop_usd"),

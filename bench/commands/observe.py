@@ -1,7 +1,8 @@
 """``bench status <stack> [--json]`` and ``bench logs <stack> <experiment> [--tail N] [--node K] [-t] [-f]``.
 
-status: the stack's state when the Pulumi CLI answers (last operation, result, resources held, what autostop
-    did), then one row per experiment run, local and S3 together, oldest run first: run, experiment, status
+status: the stack's state when the Pulumi CLI answers, asked once the stack has been on AWS from here or with
+    ``--cloud`` (last operation, result, resources held, what autostop did), then one row per experiment run,
+    local and S3 together, oldest run first: run, experiment, status
     and why it stopped, start (UTC), duration, throughput (samples/s, or the all-reduce's peak bus
     bandwidth) and where the results are. ``--json``: the same as one JSON document.
 logs: the experiment's node logs, from where they are: the cluster while its pods run (``--follow``
@@ -32,15 +33,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "status", help="the stack's state and every run: status, start, duration, throughput, results",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="What the stack holds on AWS (when the Pulumi CLI can tell: its last operation, the resources\n"
-                    "it keeps, what autostop scaled down), then one row per experiment of every run, local and on\n"
-                    "S3, oldest run first: its status (and why it stopped, when it did not succeed), when it\n"
-                    "started (UTC), how long it ran, its throughput (samples/s; for an all-reduce experiment the\n"
-                    "peak bus bandwidth) and where its results are.",
-        epilog="examples:\n  eksbench status dev\n  eksbench status dev --json | jq '.runs[-1]'")
+        description="What the stack holds on AWS, once it was deployed from here or with --cloud (when the Pulumi\n"
+                    "CLI can tell: its last operation, the resources it keeps, what autostop scaled down), then one\n"
+                    "row per experiment of every run, local and on S3, oldest run first: its status (and why it\n"
+                    "stopped, when it did not succeed), when it started (UTC), how long it ran, its throughput\n"
+                    "(samples/s; for an all-reduce experiment the peak bus bandwidth) and where its results are.",
+        epilog="examples:\n  eksbench status dev\n  eksbench status dev --cloud --json | jq '.runs[-1]'")
     s.add_argument("stack", help="the stack, as in Pulumi.<stack>.yaml (e.g. dev)")
     s.add_argument("--json", action="store_true",
                    help="print one JSON document (the stack's state, notes and a list of runs) instead of the table")
+    s.add_argument("--cloud", action="store_true",
+                   help="ask Pulumi and S3 for the stack's state and runs even where this machine has no sign of it "
+                        "on AWS (by default only once eksbench drove Pulumi for it from this project, or a cloud "
+                        "run of it is under the results root)")
     add_project_options(s)
     s.set_defaults(func=cmd_status)
     g = sub.add_parser(
@@ -153,7 +158,8 @@ def render_status(st: dict[str, Any]) -> str:
     if rows:
         lines += ["", status_table(rows)]
     else:
-        lines.append(f"  no runs yet (local results: none; S3: {st.get('s3_prefix') or 'not known'})")
+        lines.append(f"  no runs yet (local results: none; S3: {st.get('s3_prefix') or 'not known'})" if st.get(
+            "cloud", True) else "  no runs yet (local results: none; S3 not asked: --cloud asks it)")
     return "\n".join(lines)
 
 
@@ -162,7 +168,8 @@ def status_document(st: dict[str, Any]) -> dict[str, Any]:
     keys = ("run", "experiment", "repeat", "status", "stop_reason", "error", "started_at", "wall_s", "steps",
             "samples_per_s", "samples_per_s_per_process", "busbw_peak_gbps", "busbw_peak_at_bytes", "message_sizes",
             "results", "local", "s3")
-    return {"stack": st["stack"], "state": st["state"], "after_autostop_usd": st.get("after_autostop_usd"),
+    return {"stack": st["stack"], "cloud": st.get("cloud"), "state": st["state"],
+            "after_autostop_usd": st.get("after_autostop_usd"),
             "after_autostop_prices": st.get("after_autostop_prices"),
             "notes": st["notes"], "autostop": st.get("autostop") or {}, "s3_prefix": st.get("s3_prefix"),
             "runs": [{k: r.get(k) for k in keys} for r in st.get("runs") or []]}
@@ -175,7 +182,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:  # a bad file from a run: one safe line each
             warnings.simplefilter("always")
-            st = stack_status(args.stack, Path(args.project_dir), Path(args.results_root))
+            st = stack_status(args.stack, Path(args.project_dir), Path(args.results_root), cloud=args.cloud or None)
     except ConfigError as e:
         return fail(f"invalid config for stack {args.stack!r}: " + "; ".join(e.problems))
     for w in caught:

@@ -52,7 +52,7 @@ def test_the_local_backend_lists_runs_and_reads_logs(tmp_path):
 
 def test_status_asks_both_backends(tmp_path):
     node_logs(tmp_path, "r1", {"node-0": "x\n"}, summary='{"status": "succeeded"}')
-    st = observe.stack_status("dev", ROOT, tmp_path)
+    st = observe.stack_status("dev", ROOT, tmp_path, cloud=True)
     assert st["local_runs"] == {"r1": {EXPERIMENT: "succeeded"}} and st["s3_runs"] == {} and st["state"] is None
     assert st["notes"][0] == "stack state unknown: the Pulumi CLI is not on PATH"
     assert st["notes"][1].startswith("no S3 results location known")
@@ -202,3 +202,31 @@ def test_following_a_log_dates_the_lines_written_after_it_started(tmp_path):
     assert dated.at(0) == 1764236000.0 and dated.at(6) is None
     times.write_text("0 1764236000.0\n6 1764236002.0\n12 1764236003.0\n")
     assert dated.at(6) == 1764236002.0 and dated.at(12) == 1764236003.0
+
+
+def test_status_asks_pulumi_and_s3_only_where_the_stack_was_deployed_or_when_told(tmp_path, capsys):
+    """Before: every status on a machine without Pulumi or AWS said 'stack state unknown: the Pulumi CLI is not
+    on PATH' and 'no S3 results location known'."""
+    import shutil
+
+    from bench.cli import main
+
+    project, results = tmp_path / "proj", tmp_path / "results"
+    project.mkdir()
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):
+        shutil.copy(ROOT / name, project / name)
+    node_logs(results, "r1", {"node-0": "x\n"}, summary='{"status": "succeeded"}')
+
+    def said(*extra: str) -> str:
+        assert main(["status", "dev", "--project-dir", str(project), "--results-root", str(results), *extra]) == 0
+        return capsys.readouterr().out
+
+    quiet = said()
+    assert "Pulumi" not in quiet and "S3" not in quiet and quiet.splitlines()[:2] == ["stack dev", ""]
+    assert "stack state unknown: the Pulumi CLI is not on PATH" in said("--cloud")
+    (results / "dev" / "r1" / "timeline.json").write_text("{}")  # a cloud run's record, copied home
+    assert "no S3 results location known" in said()
+    (results / "dev" / "r1" / "timeline.json").unlink()
+    (project / ".eksbench" / "work" / "dev").mkdir(parents=True)  # eksbench drove Pulumi for it from here
+    assert "stack state unknown" in said()
+    assert said("--json").count('"cloud": true') == 1
