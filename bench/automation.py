@@ -33,8 +33,9 @@ from bench.cloud.pulumi_cli import (
     stack_outputs,
 )
 from bench.local.backend import LocalBackend
-from bench.project import default_results_root
-from program.stack_files import ROOT
+from bench.project import default_results_root, given_results_root
+from core.contract.results_location import RunHandle, parse_handle
+from program.stack_files import ROOT, check_stack_name
 
 __all__ = ["AutomationError", "CLI_MISSING", "destroy", "logs", "open_stack", "outputs", "plan", "preview", "run",
            "stack_outputs", "status", "up"]
@@ -89,12 +90,15 @@ def run(stack: str, *, max_cost: float | None = None, keep: bool = False, root: 
     return outcome.rows
 
 
-def status(stack: str, root: Path = ROOT, results_root: str | Path | None = None) -> dict[str, Any]:
-    """Stack state (when the CLI answers) and each run's experiments with their status."""
-    return stack_status(stack, Path(root), _results(root, results_root))
+def status(stack: str, root: Path = ROOT, results_root: str | Path | None = None, *,
+           cloud: bool | None = None) -> dict[str, Any]:
+    """Stack state (when the CLI answers) and each run's experiments with their status; ``stack`` may be a run
+    handle, ``<stack>[/<run-id>[/<experiment>]]``; ``cloud``: ask Pulumi and S3 (None: where the stack has been
+    on AWS)."""
+    return stack_status(stack, Path(root), _results(root, results_root), cloud=cloud)
 
 
-def logs(stack: str, experiment: str, *, root: Path = ROOT, results_root: str | Path | None = None,
+def logs(stack: str, experiment: str | None = None, *, root: Path = ROOT, results_root: str | Path | None = None,
          run_id: str | None = None, tail: int | None = None, node: str | None = None,
          timestamps: bool = False) -> str:
     """The experiment's node logs: from the cluster while it runs, S3 afterwards, or a local run's files
@@ -105,8 +109,11 @@ def logs(stack: str, experiment: str, *, root: Path = ROOT, results_root: str | 
 
 
 def _results(root: str | Path, results_root: str | Path | None) -> Path:
-    """Local results: where asked, else the project's ``results/``, as the command line does."""
-    return Path(results_root) if results_root is not None else default_results_root(root)
+    """Local results: where asked (``~`` expanded; ValueError for an empty one), else the project's ``results/``,
+    as the command line does."""
+    if results_root is None:
+        return default_results_root(root)
+    return given_results_root(results_root, option="results_root")
 
 
 # --- what each backend knows of a stack (status and logs; ``bench status``/``bench logs`` print it) ---
@@ -121,19 +128,37 @@ def backends(stack: str, root: Path, results_root: Path) -> tuple[Any, CloudBack
                          repeats={e.name: e.repeats for e in cfg.experiments}))
 
 
-def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
-    """What each backend knows: the stack's state and its S3 runs (AWS), its local runs. ``runs``: one row
-    per experiment run, local and S3 together, oldest run first (``bench.results.overview``); ``local_runs``
-    and ``s3_runs``: each place's runs as ``{run id: {experiment: status}}``."""
-    from bench.results.overview import by_run, merged
+def run_handle(text: str) -> RunHandle:
+    """``<stack>[/<run-id>[/<experiment>]]`` as ``status`` and ``logs`` take it: its stack checked by the stack-name
+    rule (ConfigError, as every command says it), the rest by ``parse_handle`` (ValueError)."""
+    check_stack_name(str(text).partition("/")[0])
+    return parse_handle(text)
 
-    _, cloud, local = backends(stack, root, results_root)
-    aws = cloud.status()
+
+def stack_status(stack: str, root: Path, results_root: Path, *, cloud: bool | None = None) -> dict[str, Any]:
+    """What each backend knows of a run handle (``<stack>[/<run-id>[/<experiment>]]``): the stack's state and its
+    S3 runs (AWS), its local runs. ``runs``: one row per experiment run the handle names, local and S3 together,
+    oldest run first (``bench.results.overview``); ``local_runs`` and ``s3_runs``: each place's runs as
+    ``{run id: {experiment: status}}``. ``cloud``: ask Pulumi and S3 (None: only where the stack has been on AWS,
+    ``bench.cloud.observe.deployed``; else a machine without them would hear of them at every call). ValueError
+    for a handle that is not one, or names a run or an experiment that is not there."""
+    from bench.cloud.observe import deployed
+    from bench.results.overview import by_run, handle_rows, merged
+
+    handle = run_handle(stack)
+    _, aws_backend, local = backends(handle.stack, root, results_root)
+    asked = deployed(handle.stack, root, results_root) if cloud is None else cloud
+    aws = aws_backend.status() if asked else {"state": None, "outputs": {}, "rows": [], "notes": [], "autostop": {}}
     here = local.status()["rows"]
+    rows = handle_rows(merged(here, aws["rows"]), handle.stack, handle.run, handle.experiment)
+    named = {(r["run"], r["experiment"]) for r in rows}
 
-    out: dict[str, Any] = {"stack": stack, "state": aws["state"], "outputs": aws["outputs"],
-                           "runs": merged(here, aws["rows"]), "local_runs": by_run(here),
-                           "s3_runs": by_run(aws["rows"]), "notes": aws["notes"], "autostop": aws["autostop"],
+    def mine(place: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for r in place if (r["run"], r["experiment"]) in named]
+
+    out: dict[str, Any] = {"stack": handle.stack, "cloud": asked, "state": aws["state"], "outputs": aws["outputs"],
+                           "runs": rows, "local_runs": by_run(mine(here)),
+                           "s3_runs": by_run(mine(aws["rows"])), "notes": aws["notes"], "autostop": aws["autostop"],
                            "after_autostop_usd": aws.get("after_autostop_usd"),
                            "after_autostop_prices": aws.get("after_autostop_prices")}
     if "where" in aws:
@@ -141,20 +166,36 @@ def stack_status(stack: str, root: Path, results_root: Path) -> dict[str, Any]:
     return out
 
 
-def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Path, run_id: str | None = None,
-                    follow: bool = False, tail: int | None = None, node: str | None = None,
+def logs_target(handle: RunHandle, experiment: str | None, run_id: str | None) -> tuple[str | None, str | None]:
+    """The experiment and run of ``logs``, from the handle or the arguments (each said once: ValueError when
+    both say it differently); the experiment None when neither names one."""
+    for what, named, given in (("experiment", handle.experiment, experiment), ("run", handle.run, run_id)):
+        if named and given and named != given:
+            raise ValueError(f"{handle} names {what} {named!r} and the command line {what} {given!r}: give it once")
+    return handle.experiment or experiment, handle.run or run_id
+
+
+def experiment_logs(stack: str, experiment: str | None = None, *, root: Path, results_root: Path,
+                    run_id: str | None = None, follow: bool = False, tail: int | None = None, node: str | None = None,
                     timestamps: bool = False) -> Iterator[str]:
     """Lines of the experiment's logs from the first backend that has them: the cluster or S3, else local files.
+    ``stack`` may be a run handle (``<stack>[/<run-id>[/<experiment>]]``) that names the run and the experiment.
     ``tail``: each node's last ``tail`` lines (with ``follow``, then what comes); ``node``: one node's log
     (``node-1`` or ``1``); ``timestamps``: each line after its node with the UTC time it was written.
-    ValueError for a run id that cannot be one (``check_run_id``), an experiment the stack does not have
-    (naming those it has), or a node with no log (naming the nodes there)."""
+    ValueError for a run id that cannot be one (``check_run_id``), an experiment the stack or the run does not
+    have (naming those it has), or a node with no log (naming the nodes there)."""
     from core.contract.results_location import check_run_id, quoted
 
+    handle = run_handle(stack)
+    experiment, run_id = logs_target(handle, experiment, run_id)
+    stack = handle.stack
     if run_id is not None:
         check_run_id(run_id)
     cfg, cloud, local = backends(stack, root, results_root)
     names = [e.name for e in cfg.experiments]
+    if experiment is None:
+        raise ValueError(f"which experiment of {handle}? name one ({', '.join(names)}), e.g. eksbench logs "
+                         f"{stack} {names[0] if names else '<experiment>'}")
     if experiment not in names:
         raise ValueError(f"no experiment {quoted(experiment)} in stack {stack}; experiments: {', '.join(names)}")
     looked = []
@@ -164,4 +205,4 @@ def experiment_logs(stack: str, experiment: str, *, root: Path, results_root: Pa
                                 timestamps=timestamps)
         except FileNotFoundError as e:
             looked.append(str(e))
-    raise FileNotFoundError(f"no logs for {stack}/{experiment}: " + ", ".join(looked))
+    raise FileNotFoundError(f"no logs for {RunHandle(stack, run_id, experiment)}: " + ", ".join(looked))

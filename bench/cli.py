@@ -50,8 +50,13 @@ EXAMPLES = """examples:
 def settle_paths(args: argparse.Namespace) -> str | None:
     """Fill in ``project_dir`` (found when not given) and ``results_root`` (default ``<project>/results``);
     the one-line problem when a command needs a project and there is none."""
-    from bench.project import NoProject, default_results_root, find_project_dir
+    from bench.project import NoProject, default_results_root, find_project_dir, given_results_root
 
+    if getattr(args, "results_root", None) is not None:
+        try:
+            args.results_root = str(given_results_root(args.results_root))
+        except ValueError as e:
+            return str(e)
     if not hasattr(args, "project_dir") and getattr(args, "results_root", "") is not None:
         return None
     try:

@@ -33,7 +33,7 @@ from bench import progress
 from bench.lifecycle import BackendError, Control
 from bench.proc import die_with_parent
 from bench.results.node_logs import LineTimes, node_filter, offset_lines, tail_start, time_text
-from bench.results.overview import run_figures, status_row
+from bench.results.overview import no_experiment, run_figures, status_row
 from bench.results.readers import MAX_JSON_BYTES
 from bench.results.safe_paths import LINE_CHUNK, open_under, read_under
 from bench.terminal import show
@@ -339,15 +339,22 @@ class LocalBackend:
         """The experiment's node logs of ``run_id`` (default: its latest run), ``follow`` tailing them until
         its summary.json appears (its last repeat's, for ``repeats: N``); ``tail``: from each log's last
         ``tail`` lines; ``node``: one node's log (``node-1`` or ``1``); ``timestamps``: each line's time.
-        FileNotFoundError (saying where it looked) when there are none; ValueError (naming the nodes there)
-        for a node that has none."""
+        FileNotFoundError (saying where it looked) when there is no such run; ValueError (naming the run's
+        experiments) when the run lacks the experiment, or (naming the nodes there) a node that has none."""
         root = self.results_root.resolve()
         if run_id:
-            exp_dir = ResultsLocation(None, self.project, self.stack, run_id, experiment).local_dir(root)
+            run_dir = ResultsLocation(None, self.project, self.stack, run_id).local_dir(root)
         else:
-            exp_dir = latest_local_run(root, self.stack, experiment)
-        if exp_dir is None or not exp_dir.is_dir():
-            raise FileNotFoundError(f"not under {self.results_root / self.stack}")
+            run_dir = latest_local_run(root, self.stack)
+        if run_dir is None or not _folder(run_dir):
+            where = self.results_root / self.stack
+            raise FileNotFoundError(f"no run {run_id} under {where}" if run_id else f"not under {where}")
+        exp_dir = run_dir / experiment
+        if not _folder(exp_dir):
+            raise ValueError(no_experiment(self.stack, run_dir.name, experiment, run_experiments(run_dir)))
+        if not follow and not node_log_files(exp_dir):
+            raise ValueError(f"run {run_dir.name} of stack {self.stack}: experiment {experiment!r} has no node logs "
+                             "(it never started, or stopped before its launcher wrote one)")
         return local_logs(exp_dir, follow, repeats=self.repeats.get(experiment, 1), tail=tail, node=node,
                           timestamps=timestamps)
 
@@ -392,10 +399,24 @@ def _folder(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink()
 
 
-def latest_local_run(results_root: Path, stack: str, experiment: str) -> Path | None:
+def latest_local_run(results_root: Path, stack: str) -> Path | None:
+    """The stack's run folder changed last (a run adds its experiments' folders as it goes), None when none."""
     base = results_root / stack
-    runs = sorted((p for p in base.glob(f"*/{experiment}") if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    runs = sorted((p for p in base.iterdir() if _folder(p)), key=lambda p: p.stat().st_mtime) if _folder(base) else []
     return runs[-1] if runs else None
+
+
+def run_experiments(run_dir: Path) -> list[str]:
+    """The experiments a local run has: its folders, less its own (``_data``: names with "_" or "." first)."""
+    return sorted(p.name for p in run_dir.iterdir() if _folder(p) and not p.name.startswith(("_", ".")))
+
+
+def node_log_files(exp_dir: Path) -> list[tuple[str, Path]]:
+    """The experiment's node logs, or each repeat's in order, as (path relative to ``exp_dir``, path): regular
+    files only, never a link."""
+    found = [*exp_dir.glob(node_log("*")), *exp_dir.glob(f"{repeat_folder('*')}/{node_log('*')}")]
+    named = sorted((repeat_number(p.parent.parent.name) or 0, p) for p in found if p.is_file() and not p.is_symlink())
+    return [(p.relative_to(exp_dir).as_posix(), p) for _, p in named]
 
 
 def local_logs(exp_dir: Path, follow: bool, repeats: int = 1, *, tail: int | None = None,
@@ -408,10 +429,7 @@ def local_logs(exp_dir: Path, follow: bool, repeats: int = 1, *, tail: int | Non
     done = (exp_dir / repeat_folder(repeats) if repeats > 1 else exp_dir) / SUMMARY_FILE
 
     def logs() -> list[tuple[str, Path]]:
-        found = [*exp_dir.glob(node_log("*")), *exp_dir.glob(f"{repeat_folder('*')}/{node_log('*')}")]
-        named = sorted((repeat_number(p.parent.parent.name) or 0, p) for p in found
-                       if p.is_file() and not p.is_symlink())
-        return [(p.relative_to(exp_dir).as_posix(), p) for _, p in named]
+        return node_log_files(exp_dir)
 
     keep = node_filter([log_name(rel) or p.stem for rel, p in logs()], node, exp_dir.name) if node else None
     return _local_lines(exp_dir, logs, done, follow, tail, keep, timestamps)

@@ -137,3 +137,29 @@ def by_run(rows: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
     for row in rows:
         runs.setdefault(row["run"], {})[label(row)] = status_text(row)
     return runs
+
+
+def no_experiment(stack: str, run: str, experiment: str, experiments: list[str]) -> str:
+    """One line for a run that lacks an experiment asked for (``status``, ``logs``): the run's experiments."""
+    return (f"run {run} of stack {stack} has no experiment {experiment!r}; its experiments: "
+            f"{', '.join(experiments) or 'none'}")
+
+
+def handle_rows(rows: list[dict[str, Any]], stack: str, run: str | None, experiment: str | None
+                ) -> list[dict[str, Any]]:
+    """The rows a run handle names (``<stack>[/<run-id>[/<experiment>]]``); ValueError, one line naming the
+    stack's runs or the run's experiments, for a run or an experiment that is not there."""
+    if run is None:
+        return rows
+    mine = [r for r in rows if r["run"] == run]
+    if not mine:
+        runs = list(dict.fromkeys(r["run"] for r in rows))
+        shown = ", ".join(runs[-10:]) if runs else "none"
+        raise ValueError(f"stack {stack} has no run {run!r}; its runs{' (the last 10)' if len(runs) > 10 else ''}: "
+                         f"{shown}")
+    if experiment is None:
+        return mine
+    found = [r for r in mine if r["experiment"] == experiment]
+    if not found:
+        raise ValueError(no_experiment(stack, run, experiment, list(dict.fromkeys(r["experiment"] for r in mine))))
+    return found
