@@ -23,7 +23,7 @@ from typing import Any
 from bench.automation import experiment_logs, stack_status
 from bench.errors import fail
 from bench.project import add_project_options
-from bench.terminal import duration, safe, safe_line, show, table, throughput
+from bench.terminal import duration, safe, safe_line, shorten, show, table, throughput
 
 WHY_WIDTH = 48  # characters of why a run stopped shown in the status column (--json has it whole)
 
@@ -104,13 +104,11 @@ def started(row: dict[str, Any]) -> str | None:
 
 
 def status_cell(row: dict[str, Any]) -> str:
-    """The status, and why it stopped (cut to WHY_WIDTH characters) when it did not succeed."""
-    from bench.results.overview import status_text, why_stopped
+    """The status, with why it stopped when it did not succeed, cut at a word to WHY_WIDTH characters."""
+    from bench.results.overview import why_stopped
 
     why = why_stopped(row) if row.get("status") != "succeeded" else ""
-    if len(why) > WHY_WIDTH:
-        return status_text({**row, "stop_reason": why[:WHY_WIDTH - 1] + "…", "error": None})
-    return status_text(row)
+    return f"{row.get('status')}" + (f" ({shorten(why, WHY_WIDTH)})" if why else "")
 
 
 def where(row: dict[str, Any]) -> str:
