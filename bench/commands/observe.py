@@ -104,10 +104,12 @@ def started(row: dict[str, Any]) -> str | None:
 
 
 def status_cell(row: dict[str, Any]) -> str:
-    """The status, with why it stopped when it did not succeed, cut at a word to WHY_WIDTH characters."""
+    """The status, with why it stopped (when it did not succeed) and what the run is marked with (a CPU shared
+    with another local run), cut at a word to WHY_WIDTH characters."""
     from bench.results.overview import why_stopped
 
-    why = why_stopped(row) if row.get("status") != "succeeded" else ""
+    told = [why_stopped(row) if row.get("status") != "succeeded" else "", *(row.get("flags") or [])]
+    why = "; ".join(t for t in told if t)
     return f"{row.get('status')}" + (f" ({shorten(why, WHY_WIDTH)})" if why else "")
 
 
@@ -159,7 +161,7 @@ def status_document(st: dict[str, Any]) -> dict[str, Any]:
     """``--json``: what the table shows, whole (the stack's outputs stay out: they hold its kubeconfig)."""
     keys = ("run", "experiment", "repeat", "status", "stop_reason", "error", "started_at", "wall_s", "steps",
             "samples_per_s", "samples_per_s_per_process", "busbw_peak_gbps", "busbw_peak_at_bytes", "message_sizes",
-            "results", "local", "s3")
+            "flags", "results", "local", "s3")
     return {"stack": st["stack"], "state": st["state"], "after_autostop_usd": st.get("after_autostop_usd"),
             "after_autostop_prices": st.get("after_autostop_prices"),
             "notes": st["notes"], "autostop": st.get("autostop") or {}, "s3_prefix": st.get("s3_prefix"),

@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterator
 
 from bench import progress
 from bench.lifecycle import BackendError, Control
+from bench.local.run_reservation import flags_file
 from bench.proc import die_with_parent
 from bench.results.node_logs import LineTimes, node_filter, offset_lines, tail_start, time_text
 from bench.results.overview import run_figures, status_row
@@ -323,6 +324,7 @@ class LocalBackend:
         elif not self.etcd_bin:
             progress.line("no etcd binary on PATH: using torchrun's c10d rendezvous instead of etcd-v2")
         env = child_env(self.cpus, lr.processes_sharing_cores(self.runnable, self.mode), tmpdir=self.run_dir / "_tmp")
+        env[F.RUN_FLAGS_ENV] = str(flags_file(self.run_dir))  # another local run sharing the CPU writes there
         self.runs = [ExperimentRun(e, stack=self.stack, run_id=self.run_id,
                                    etcd=self.etcd.endpoint if self.etcd else None, env=env,
                                    timeout_s=self.timeout_s) for e in self.runnable]

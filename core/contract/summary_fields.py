@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 
-from core.contract.names import ENV_STOP_REASON_FILE
+from core.contract.names import ENV_RUN_FLAGS_FILE, ENV_STOP_REASON_FILE
 
 EXPERIMENT = "experiment"
 STATUS = "status"
@@ -34,6 +34,8 @@ STOP_REASON_ENV = ENV_STOP_REASON_FILE
 # its launchers with SIGTERM whatever it got, so the launcher records the user's signal instead of its own: its
 # words here as the stop reason, and 128 + its number as the exit code (130 for Ctrl-C, as the shell says).
 USER_SIGNALS = {"SIGINT": "Ctrl-C", "SIGTERM": "SIGTERM", "SIGHUP": "SIGHUP (the terminal hung up)"}
+# Where `bench run --local` writes flags for its launchers' summaries (another local run shares the CPU), one a line.
+RUN_FLAGS_ENV = ENV_RUN_FLAGS_FILE
 DIVERGENCE = "divergence"  # {step, reason} where a non-finite loss ended training; null when it did not
 AMP = "amp"  # amp-fp16: {loss_scale, skipped_steps} from rank 0's last metrics line
 EXIT_CODE = "exit_code"

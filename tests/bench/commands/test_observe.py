@@ -204,7 +204,7 @@ def test_following_a_log_dates_the_lines_written_after_it_started(tmp_path):
     assert dated.at(6) == 1764236002.0 and dated.at(12) == 1764236003.0
 
 
-def test_a_status_cell_is_cut_at_a_word():
+def test_a_status_cell_is_cut_at_a_word_and_shows_what_the_run_is_flagged_with():
     """Before: ``interrupted (SIGTERM: an interrupt (Ctrl-C, or the run stopp…``, cut mid-word."""
     from bench.terminal import shorten
 
@@ -217,3 +217,5 @@ def test_a_status_cell_is_cut_at_a_word():
     assert cell == "interrupted (SIGTERM: from outside (a Job's deadline, a node…)"
     assert len(cell) <= len("interrupted () ") + observe.WHY_WIDTH
     assert observe.status_cell({"status": "interrupted", "stop_reason": "Ctrl-C"}) == "interrupted (Ctrl-C)"
+    flagged = {"status": "succeeded", "stop_reason": None, "flags": ["shared the CPU with local run dev/b (pid 7)"]}
+    assert observe.status_cell(flagged) == "succeeded (shared the CPU with local run dev/b (pid 7))"

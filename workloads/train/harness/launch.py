@@ -187,6 +187,20 @@ def stop_cause(environ: Mapping[str, str]) -> tuple[str | None, str | None]:
     return F.parse_stop(text, STOP_CAUSES)
 
 
+def run_flags(environ: Mapping[str, str], most: int = 10, width: int = 300) -> list[str]:
+    """The flags ``F.RUN_FLAGS_ENV``'s file gives this run (another local run shared the CPU): its first ``most``
+    lines, each cut to ``width`` characters; none when there is no such file."""
+    path = environ.get(F.RUN_FLAGS_ENV)
+    if not path:
+        return []
+    try:
+        with open(path, "rb") as f:
+            lines = f.read(most * (width + 1)).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    return list(dict.fromkeys(line.strip()[:width] for line in lines if line.strip()))[:most]
+
+
 def run_status(code: int, signal_name: str | None, divergence: Mapping[str, Any] | None,
                cause: str | None, sent: str | None = None) -> tuple[str, str | None]:
     """(status, stop reason): diverged before anything else (the numbers are wrong whatever the exit), then
@@ -563,6 +577,8 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
         except Exception as e:  # noqa: BLE001 - as above
             metrics["what_ran_error"] = f"{type(e).__name__}: {e}"
         cause, sent = stop_cause(environ) if signal_name else (None, None)
+        if flags := run_flags(environ):  # bench run --local: another local run shared the CPU
+            metrics[F.FLAGS] = [*(metrics.get(F.FLAGS) or []), *flags]
         doc = summary_document(experiment=args.experiment, node_id=node_id, command=command,
                                returncode=returncode, signal_name=signal_name,
                                started=started, ended=time.time(), metrics=metrics, config=config,
