@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 from bench import progress
 from bench.lifecycle import BackendError, Control
-from bench.local.run_reservation import flags_file
+from bench.local.run_reservation import flags_file, record
 from bench.proc import die_with_parent
 from bench.results.node_logs import LineTimes, node_filter, offset_lines, tail_start, time_text
 from bench.results.overview import run_figures, status_row
@@ -61,6 +61,7 @@ from core.contract.results_location import (
 )
 from program.stack_files import PROJECT, ROOT
 from workloads.train.harness.exit_paths import write_summary
+from workloads.train.harness.launch import read_flags
 from workloads.train.harness.what_ran import LOCAL_IMAGE
 
 
@@ -302,6 +303,7 @@ class LocalBackend:
         self.etcd = None
         self.runs: list[ExperimentRun] = []
         self.signal_name: str | None = None  # the signal the user sent, once one came
+        self.flags: list[str] = []  # what the run's summaries are flagged with (a CPU shared with another run)
 
     def provision(self, ctl: Control) -> None:
         from bench.local import plan as lr
@@ -358,6 +360,7 @@ class LocalBackend:
             r.wait_stopped(timeout=30)
         if self.etcd is not None:
             self.etcd.stop()
+        self.flags = read_flags(str(flags_file(self.run_dir)))  # what another local run said of this one
         shutil.rmtree(self.run_dir / "_tmp", ignore_errors=True)
         return True
 
@@ -369,6 +372,10 @@ class LocalBackend:
             write_summary(not_run_summary(e, why=not_run_reason(ctl.reason, sent), signal_name=sent, now=time.time()),
                           [Path(e.results_dir)])
         rows = [started[e.label].row() if e.label in started else not_run_row(e) for e in self.runnable]
+        if self.flags:  # another local run trained beside this one: said again by the results, and kept
+            record(self.run_dir, shared_cpu="; ".join(self.flags))
+            for flag in self.flags:
+                progress.line(f"warning: {flag}", err=True)
         return rows + [{"experiment": e.label, "status": "skipped"} for e in self.plan if e.skip]
 
 

@@ -100,11 +100,13 @@ def test_two_bench_runs_of_one_stack_started_together_write_two_folders(tmp_path
     runs = sorted(p.name for p in (tmp_path / "results" / "loc").iterdir())
     assert len(runs) == 2, runs
     # the run that found the other one training says so; both summaries carry it (each measured a shared CPU)
-    assert any("warning: shared the CPU with local run loc/" in out for out in outs), outs
+    assert all("warning: shared the CPU with local run loc/" in out for out in outs), outs  # at its start or end
     for run in runs:
         s = json.loads((tmp_path / "results" / "loc" / run / "one" / "summary.json").read_text())
         assert s["status"] == "succeeded" and s["throughput"]["processes"] == 1
         assert any(f.startswith("shared the CPU with local run loc/") for f in s["flags"]), s["flags"]
+        assert json.loads((tmp_path / "results" / "loc" / run / MARKER).read_text())["shared_cpu"].startswith(
+            "shared the CPU with local run loc/")
         assert s["coverage"] == {"steps": 4, "duplicate_lines": 0, "missing_steps": []}
 
 

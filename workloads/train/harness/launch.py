@@ -187,10 +187,13 @@ def stop_cause(environ: Mapping[str, str]) -> tuple[str | None, str | None]:
     return F.parse_stop(text, STOP_CAUSES)
 
 
-def run_flags(environ: Mapping[str, str], most: int = 10, width: int = 300) -> list[str]:
-    """The flags ``F.RUN_FLAGS_ENV``'s file gives this run (another local run shared the CPU): its first ``most``
-    lines, each cut to ``width`` characters; none when there is no such file."""
-    path = environ.get(F.RUN_FLAGS_ENV)
+def run_flags(environ: Mapping[str, str]) -> list[str]:
+    """The flags ``F.RUN_FLAGS_ENV``'s file gives this run (another local run shared the CPU)."""
+    return read_flags(environ.get(F.RUN_FLAGS_ENV))
+
+
+def read_flags(path: str | None, most: int = 10, width: int = 300) -> list[str]:
+    """A flags file's first ``most`` different lines, each cut to ``width`` characters; none when there is none."""
     if not path:
         return []
     try:
