@@ -246,6 +246,8 @@ class ExperimentRun:
         if self.timed_out or self.stopped_by:
             stopped = F.TIMEOUT if self.timed_out else self.stopped_by
             status = stopped if status in (F.FAILED, F.INTERRUPTED) else status
+        if status == F.INTERRUPTED and fig["stop_reason"] in F.USER_SIGNALS.values():
+            status = f"{status} ({fig['stop_reason']})"  # the signal the user sent: interrupted (Ctrl-C)
         if self.eval and "error" in self.eval:
             status = "failed (evaluation)"
         acc = self.eval.get("accuracy") if self.eval else None

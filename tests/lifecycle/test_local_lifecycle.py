@@ -151,6 +151,8 @@ def test_a_ctrl_c_in_the_first_of_two_experiments_is_told_as_ctrl_c_and_the_seco
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, out
+    assert [line.split()[:3] for line in out.splitlines() if line.startswith("first")] == [
+        ["first", "interrupted", "(Ctrl-C)"]], out  # the results table says so as status does
     first = json.loads((run / "first" / "summary.json").read_text())
     assert (first["status"], first["stop_reason"], first["exit_code"]) == ("interrupted", "Ctrl-C", 130), first
     second = json.loads((run / "second" / "summary.json").read_text())
