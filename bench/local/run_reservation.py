@@ -37,6 +37,7 @@ from typing import Callable
 from workloads.train.common.files import atomic_write
 
 MARKER = "_run.json"
+STARTED_AT = "%Y-%m-%dT%H:%M:%SZ"  # the marker's started_at, UTC
 MAX_SUFFIX = 99
 
 
@@ -85,7 +86,7 @@ CLOCK_SLACK_S = 2.0  # the marker's time is to the second; /proc's start time to
 
 def _epoch(iso: str | None) -> float | None:
     try:
-        return calendar.timegm(time.strptime(iso or "", "%Y-%m-%dT%H:%M:%SZ"))
+        return calendar.timegm(time.strptime(iso or "", STARTED_AT))
     except ValueError:
         return None
 
@@ -148,7 +149,7 @@ def note_shared_cpu(results_root: Path, run_dir: Path, run_name: str) -> str | N
     flag = shared_cpu_flag(others)
     _add_flag(flags_file(run_dir), flag)
     record(run_dir, shared_cpu=flag)
-    me = Holder(os.getpid(), socket.gethostname(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    me = Holder(os.getpid(), socket.gethostname(), time.strftime(STARTED_AT, time.gmtime()))
     for name, _ in others:
         _add_flag(flags_file(results_root / name), shared_cpu_flag([(run_name, me)]))
     return flag
@@ -171,7 +172,7 @@ def _create(run_dir: Path) -> bool:
         return False
     with os.fdopen(fd, "w") as f:
         json.dump({"pid": os.getpid(), "host": socket.gethostname(),
-                   "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)
+                   "started_at": time.strftime(STARTED_AT, time.gmtime())}, f)
     return True
 
 
