@@ -272,8 +272,8 @@ def not_run_reason(reason: str | None, signal_name: str | None) -> str:
     """Why an experiment never started, in its summary: what stopped the run first."""
     if reason == "interrupted":
         return f"{F.USER_SIGNALS.get(signal_name or '', 'an interrupt')} before it started"
-    return {"deadline": "the run's deadline came before it started",
-            "budget": "the run's budget was spent before it started"}.get(reason or "", "the run stopped before it started")
+    told = {"deadline": "the run's deadline came", "budget": "the run's budget was spent"}
+    return f"{told.get(reason or '', 'the run stopped')} before it started"
 
 
 def not_run_summary(e: Any, *, why: str, signal_name: str | None, now: float) -> dict[str, Any]:
