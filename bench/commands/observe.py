@@ -25,7 +25,7 @@ from typing import Any
 from bench.automation import experiment_logs, stack_status
 from bench.errors import fail
 from bench.project import add_project_options
-from bench.terminal import duration, safe, safe_line, show, table, throughput
+from bench.terminal import duration, safe, safe_line, shorten, show, table, throughput
 
 WHY_WIDTH = 48  # characters of why a run stopped shown in the status column (--json has it whole)
 
@@ -118,13 +118,13 @@ def started(row: dict[str, Any]) -> str | None:
 
 
 def status_cell(row: dict[str, Any]) -> str:
-    """The status, and why it stopped (cut to WHY_WIDTH characters) when it did not succeed."""
-    from bench.results.overview import status_text, why_stopped
+    """The status, with why it stopped (when it did not succeed) and what the run is marked with (a CPU shared
+    with another local run), cut at a word to WHY_WIDTH characters."""
+    from bench.results.overview import why_stopped
 
-    why = why_stopped(row) if row.get("status") != "succeeded" else ""
-    if len(why) > WHY_WIDTH:
-        return status_text({**row, "stop_reason": why[:WHY_WIDTH - 1] + "…", "error": None})
-    return status_text(row)
+    told = [why_stopped(row) if row.get("status") != "succeeded" else "", *(row.get("flags") or [])]
+    why = "; ".join(t for t in told if t)
+    return f"{row.get('status')}" + (f" ({shorten(why, WHY_WIDTH)})" if why else "")
 
 
 def where(row: dict[str, Any]) -> str:
@@ -176,7 +176,7 @@ def status_document(st: dict[str, Any]) -> dict[str, Any]:
     """``--json``: what the table shows, whole (the stack's outputs stay out: they hold its kubeconfig)."""
     keys = ("run", "experiment", "repeat", "status", "stop_reason", "error", "started_at", "wall_s", "steps",
             "samples_per_s", "samples_per_s_per_process", "busbw_peak_gbps", "busbw_peak_at_bytes", "message_sizes",
-            "results", "local", "s3")
+            "flags", "results", "local", "s3")
     return {"stack": st["stack"], "cloud": st.get("cloud"), "state": st["state"],
             "after_autostop_usd": st.get("after_autostop_usd"),
             "after_autostop_prices": st.get("after_autostop_prices"),

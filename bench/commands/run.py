@@ -219,6 +219,11 @@ def run_local(args) -> int:
     say = progress.line  # a reader that goes away stops the output, never the run (bench.progress.reader_gone)
     for text in plan_lines(args.stack, run_id, plan, why, run_dir, gpu=gpu, cpu=cpu):
         say(text)
+    if not args.dry_run:  # another local run trains now: both measure less than alone (bench.local.run_reservation)
+        from bench.local.run_reservation import note_shared_cpu
+
+        if shared := note_shared_cpu(root, run_dir, f"{args.stack}/{run_id}"):
+            say(f"warning: {shared}", err=True)
     if args.dry_run:
         for e in plan:
             if e.skip:

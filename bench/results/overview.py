@@ -27,7 +27,8 @@ def run_figures(summary: Any) -> dict[str, Any]:
     ``started_at`` (ISO 8601, None when it is not one), ``started_invalid`` (the summary gives a start that
     is no time: not ISO 8601, or outside ``timeline.parse_iso``'s years), ``wall_s``, ``steps``,
     ``samples_per_s`` and ``samples_per_s_per_process`` (None for the all-reduce workload), ``busbw_peak_gbps`` with
-    ``busbw_peak_at_bytes`` and ``message_sizes`` (the all-reduce workload's, else None)."""
+    ``busbw_peak_at_bytes`` and ``message_sizes`` (the all-reduce workload's, else None), ``flags`` (what the run
+    is marked with: a CPU another local run shared, NCCL on sockets; None where nothing)."""
     s = summary if isinstance(summary, Mapping) else {}
     tp = s.get(F.THROUGHPUT) if isinstance(s.get(F.THROUGHPUT), Mapping) else {}
     coverage = s.get("coverage") if isinstance(s.get("coverage"), Mapping) else {}
@@ -54,6 +55,8 @@ def run_figures(summary: Any) -> dict[str, Any]:
         "busbw_peak_gbps": peak,
         "busbw_peak_at_bytes": pick(busbw.get("peak_at_bytes"), integer) if peak is not None else None,
         "message_sizes": len(curve) if peak is not None and isinstance(curve, list) else None,
+        # what the run is marked with (another local run shared the CPU; NCCL on sockets), as text
+        "flags": ([f for f in s[F.FLAGS] if text(f)] or None) if isinstance(s.get(F.FLAGS), list) else None,
     }
 
 

@@ -117,7 +117,7 @@ def test_status_is_a_table_of_runs_oldest_first_with_why_when_how_long_how_fast_
     assert "succeeded 2026-01-01 00:00:00 1m 23s 100.8 samples/s" in rows[0]
     assert "7.3s 1.28 GB/s busbw" in rows[1]
     assert f"{tmp_path / 'dev' / 'b-first' / 'nccl-allreduce'}" in rows[1]
-    assert "failed (exit code 1: RuntimeError: CUDA out of memory. …) 2026-01-02 10:00:00 1h 06m" in rows[2]
+    assert "failed (exit code 1: RuntimeError: CUDA out of memory.…) 2026-01-02 10:00:00 1h 06m" in rows[2]
     assert "unknown (summary.json unreadable or without a status)" in rows[3]
     assert "warning:" in err and "0-third" in err
 
@@ -293,3 +293,20 @@ def test_status_asks_pulumi_and_s3_only_where_the_stack_was_deployed_or_when_tol
     (project / ".eksbench" / "work" / "dev").mkdir(parents=True)  # eksbench drove Pulumi for it from here
     assert "stack state unknown" in said()
     assert said("--json").count('"cloud": true') == 1
+
+
+def test_a_status_cell_is_cut_at_a_word_and_shows_what_the_run_is_flagged_with():
+    """Before: ``interrupted (SIGTERM: an interrupt (Ctrl-C, or the run stopp…``, cut mid-word."""
+    from bench.terminal import shorten
+
+    assert shorten("short enough", 12) == "short enough"
+    assert shorten("SIGTERM: an interrupt (Ctrl-C, or the run stopping)", 30) == "SIGTERM: an interrupt (Ctrl-C…"
+    assert shorten("a-single-word-longer-than-the-width", 10) == "a-single…"
+    assert shorten("onewordlongerthanthewidth", 10) == "onewordlo…"
+    cell = observe.status_cell({"status": "interrupted",
+                                "stop_reason": "SIGTERM: from outside (a Job's deadline, a node drain, a deletion)"})
+    assert cell == "interrupted (SIGTERM: from outside (a Job's deadline, a node…)"
+    assert len(cell) <= len("interrupted () ") + observe.WHY_WIDTH
+    assert observe.status_cell({"status": "interrupted", "stop_reason": "Ctrl-C"}) == "interrupted (Ctrl-C)"
+    flagged = {"status": "succeeded", "stop_reason": None, "flags": ["shared the CPU with local run dev/b (pid 7)"]}
+    assert observe.status_cell(flagged) == "succeeded (shared the CPU with local run dev/b (pid 7))"
