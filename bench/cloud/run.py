@@ -68,7 +68,7 @@ def run_stack(stack: str, opts: CloudRunOptions) -> CloudOutcome:
     except Refusal as e:
         return CloudOutcome(code=USAGE_ERROR, refusal=str(e))
     timeline = run_timeline.recorder(stack, ready, started=started)
-    timeline.span(PREFLIGHT, started, time.time(), "bench run's clock: config, cost, CLI, credentials, quotas, data")
+    timeline.span(PREFLIGHT, started, time.time(), "eksbench run's clock: config, cost, CLI, credentials, quotas, data")
     deadline = opts.deadline_minutes or ready.default_deadline_minutes
     progress.line(f"run {ready.cfg.run_id} of stack {stack}: deadline {deadline:.0f} min"
                   + (f", budget ${opts.max_cost:.2f}" if opts.max_cost is not None else "")
