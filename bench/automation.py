@@ -2,18 +2,23 @@
 
     from bench import automation
     automation.plan("dev")                 # offline: what it would build, cost, build time
-    rows = automation.run("dev", max_cost=150)   # the whole lifecycle: up, wait, collect, destroy
+    rows = automation.run("dev", yes=True, max_cost=150)   # the whole lifecycle: up, wait, collect, destroy
     automation.status("dev")               # stack state and each run's experiment status
     print(automation.logs("dev", "resnet50-synthetic"))
-    outputs = automation.up("dev")         # the pieces, by hand: up ...
-    automation.destroy("dev")              # ... and destroy (everything but the results bucket)
+    outputs = automation.up("dev", yes=False)   # the pieces, by hand: up (asks first) ...
+    automation.destroy("dev", yes=False)        # ... and destroy (everything but the results bucket)
+
+``run``, ``up`` and ``destroy`` spend money or delete resources, so each takes ``yes`` and has no default: each
+shows what it creates or deletes and what that costs an hour, then ``yes=True`` goes on (``eksbench run --yes``)
+and ``yes=False`` asks ``Proceed? [y/N]`` on the console (a notebook shows an input box); an answer other than
+yes raises AutomationError with nothing done.
 
 Every call validates the stack file first, so a bad config fails here, in one message,
 before the CLI is started. The Automation API drives the ``pulumi`` CLI (it must be on
 PATH); how bench starts it, gives each stack its own work dir and forwards Ctrl-C to it is
 ``bench.cloud.pulumi_cli``, which the lifecycle's modules use directly. This module is the API on
-top: only the ``bench up/preview/destroy/outputs`` commands import it. Concurrent stacks run
-in separate processes (``bench run a b`` does that): inline programs in threads have open
+top: only the ``eksbench up/preview/destroy/outputs`` commands import it. Concurrent stacks run
+in separate processes (``eksbench run a b`` does that): inline programs in threads have open
 upstream bugs. The stack is never removed: ``destroy(remove=True)`` would delete
 Pulumi.<stack>.yaml, the experiment's definition.
 """
@@ -47,8 +52,16 @@ def plan(stack: str, root: Path = ROOT):
     return evaluate(stack, root)
 
 
-def up(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = print) -> dict[str, Any]:
-    """``pulumi up --refresh`` only (the Jobs start, nothing waits for them); returns the stack outputs."""
+def up(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = print, *,
+       yes: bool) -> dict[str, Any]:
+    """``pulumi up --refresh`` only (the Jobs start, nothing waits for them); returns the stack outputs.
+    ``yes``: go on after showing what it creates (True), or ask first (False)."""
+    from bench.cloud.confirm import change_lines
+    from program.offline import evaluate
+
+    check_stack_name(stack)
+    plan = evaluate(stack, Path(root))  # ConfigError before anything runs
+    _confirm("up", stack, change_lines("up", stack, plan), yes=yes, on_output=on_output)
     # refresh: the GPU groups' sizes autostop or --keep set to zero are read back, so the update restores them
     result = open_stack(stack, root).up(on_output=on_output, refresh=True)
     return {k: v.value for k, v in result.outputs.items()}
@@ -58,11 +71,17 @@ def preview(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | Non
     return open_stack(stack, root).preview(on_output=on_output).stdout
 
 
-def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = print) -> None:
-    """``pulumi destroy``, retried once (clearing a stale lock left by a process that is gone).
+def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = print, *, yes: bool) -> None:
+    """``pulumi destroy``, retried once (clearing a stale lock left by a process that is gone). ``yes``: go on after
+    showing what it deletes (True), or ask first (False).
 
     The results bucket and its objects are retained (retain_on_delete). Never ``remove=True``."""
+    from bench.cloud.confirm import change_lines, destroy_plan
     from bench.cloud.stack_operations import destroy_with_retry
+
+    check_stack_name(stack)
+    plan, why = destroy_plan(stack, Path(root))
+    _confirm("destroy", stack, change_lines("destroy", stack, plan, why_unknown=why), yes=yes, on_output=on_output)
 
     ok, left = destroy_with_retry(open_stack(stack, root, check_config=False, create=False), stack=stack,
                                   log=on_output or (lambda _l: None))
@@ -71,18 +90,21 @@ def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | Non
                               + ", ".join(left[:10]) + f"; retry: eksbench destroy {stack}")
 
 
-def run(stack: str, *, max_cost: float | None = None, keep: bool = False, root: Path = ROOT,
+def run(stack: str, *, yes: bool, max_cost: float | None = None, keep: bool = False, root: Path = ROOT,
         results_root: str | Path | None = None, deadline_minutes: float | None = None, poll: float = 15.0,
         resume: bool = False) -> list[dict[str, Any]]:
-    """The whole lifecycle (what ``eksbench run <stack>`` does); returns the results rows.
+    """The whole lifecycle (what ``eksbench run <stack>`` does); returns the results rows. ``yes``: go on after
+    showing what it creates and costs (True, as ``--yes``), or ask first (False).
 
-    Raises AutomationError on a preflight refusal (nothing was created), and KeyboardInterrupt
-    after the teardown when interrupted. Failed experiments are rows with their status."""
+    Raises AutomationError on a preflight refusal or an answer other than yes (nothing was created), and
+    KeyboardInterrupt after the teardown when interrupted. Failed experiments are rows with their status."""
+    from bench.cloud.confirm import ask
     from bench.cloud.run import CloudRunOptions, run_stack
 
     outcome = run_stack(stack, CloudRunOptions(root=Path(root), results_root=_results(root, results_root),
                                                max_cost=max_cost, keep=keep, deadline_minutes=deadline_minutes,
-                                               poll=poll, resume=resume))
+                                               poll=poll, resume=resume,
+                                               confirm=lambda lines: ask(lines, yes=yes)))
     if outcome.refusal:
         raise AutomationError(outcome.refusal)
     if outcome.code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
@@ -108,6 +130,16 @@ def logs(stack: str, experiment: str | None = None, *, root: Path = ROOT, result
                                      run_id=run_id, tail=tail, node=node, timestamps=timestamps))
 
 
+def _confirm(verb: str, stack: str, lines: list[str], *, yes: bool,
+             on_output: Callable[[str], Any] | None) -> None:
+    """Show ``lines`` and ask (``bench.cloud.confirm.ask``); AutomationError, nothing done, unless the answer is yes."""
+    from bench.cloud.confirm import ask, declined
+
+    quiet = (lambda _l: None) if yes else print  # a question is never asked without what it is about
+    if not ask(lines, yes=yes, write=on_output or quiet):
+        raise AutomationError(declined(verb, stack))
+
+
 def _results(root: str | Path, results_root: str | Path | None) -> Path:
     """Local results: where asked (``~`` expanded; ValueError for an empty one), else the project's ``results/``,
     as the command line does."""
@@ -116,7 +148,7 @@ def _results(root: str | Path, results_root: str | Path | None) -> Path:
     return given_results_root(results_root, option="results_root")
 
 
-# --- what each backend knows of a stack (status and logs; ``bench status``/``bench logs`` print it) ---
+# --- what each backend knows of a stack (status and logs; ``eksbench status``/``eksbench logs`` print it) ---
 
 def backends(stack: str, root: Path, results_root: Path) -> tuple[Any, CloudBackend, LocalBackend]:
     """The stack's config and its two backends, observing only (no run of their own)."""

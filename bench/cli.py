@@ -12,7 +12,6 @@ import importlib
 import signal
 import sys
 
-from bench import __version__
 from bench.errors import fail
 from core.contract.names import LOCAL_RESULTS_ROOT
 
@@ -24,13 +23,24 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM outside a run's lifecycle (which handles its own signals): unwind, exit 143."""
 
 
+class Version(argparse.Action):
+    """``--version``: the git commit is looked up only when asked (``bench.version``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from bench.version import version_text
+
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eksbench", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Distributed training benchmarks on AWS EKS: one Pulumi stack (Pulumi.<stack>.yaml) per "
                     "experiment.",
         epilog=EXAMPLES)
-    parser.add_argument("--version", action="version", version=f"eksbench {__version__}")
+    parser.add_argument("--version", action=Version, nargs=0,
+                        help="show the version (and the commit of a git checkout)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(name).register(sub)
@@ -78,7 +88,11 @@ def _terminate(_signum, _frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # bare `eksbench`: the help, as `pulumi` gives it
+        parser.print_help()
+        return 0
+    args = parser.parse_args(argv)
     if problem := settle_paths(args):
         return fail(problem)
     previous = signal.signal(signal.SIGTERM, _terminate)

@@ -264,7 +264,7 @@ def _datasets(cfg: StackConfig) -> list[str]:
             value = cfg.datasets_uri if key == "datasets_uri" else bucket
             out.append(problem(key, value, "names a placeholder bucket copied from an example; put a bucket you "
                                "own (for datasets_uri, the prefix you prepared datasets under with "
-                               "python -m bench data prepare)"))
+                               "eksbench data prepare)"))
     return out
 
 

@@ -213,6 +213,6 @@ def reserve(run_dir_for: Callable[[str], Path], run_id: str, *, explicit: bool, 
         if not holder.alive() and (explicit or resume) and _take_over(run_dir):
             return candidate, run_dir
         if explicit or resume:
-            raise RunTaken(f"run {candidate} is in use by another bench run ({holder.describe()}) in {run_dir}: "
+            raise RunTaken(f"run {candidate} is in use by another eksbench run ({holder.describe()}) in {run_dir}: "
                            "wait for it, or pick another --run-id")
     raise RunTaken(f"run ids {run_id} to {run_id}-{MAX_SUFFIX} are all taken: pass --run-id")

@@ -117,7 +117,7 @@ def parse_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, regi
         problems.append('aws:region: is required, e.g. "us-west-2" (pulumi config set aws:region us-west-2)')
     if top.string("role", "experiment", choices=ROLES) == HOME_ROLE:
         raise ConfigError([f'role="home": Pulumi.{stack}.yaml is the home stack (results, datasets, image), not an '
-                           f"experiment stack: create it with pulumi up -s {stack} (python3 -m bench plan {stack} "
+                           f"experiment stack: create it with pulumi up -s {stack} (eksbench plan {stack} "
                            f"shows it); run experiments in a stack whose results.home_stack names it"])
     run_id = top.string("run_id", "run-001", pattern=NAME, example='"run-002"')
     namespace = top.string("namespace", "eksbench", pattern=NAME, example='"eksbench"')

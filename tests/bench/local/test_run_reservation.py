@@ -29,7 +29,7 @@ def test_a_taken_default_id_moves_on_and_an_explicit_one_is_refused(tmp_path):
     assert first == ("20261127-031500", tmp_path / "stack" / "20261127-031500")
     assert second == ("20261127-031500-2", tmp_path / "stack" / "20261127-031500-2")
     assert read_holder(first[1]).pid == os.getpid()
-    with pytest.raises(RunTaken, match=rf"^run 20261127-031500 is in use by another bench run \(pid {os.getpid()} "
+    with pytest.raises(RunTaken, match=rf"^run 20261127-031500 is in use by another eksbench run \(pid {os.getpid()} "
                                        r"on .*\) in .*: wait for it, or pick another --run-id$"):
         reserve(folder(tmp_path), "20261127-031500", explicit=True, resume=False)
 
