@@ -104,7 +104,7 @@ def test_max_cost_with_an_unpriced_type_is_refused_not_passed(p5e_project):
 
 
 def test_eksbench_run_with_max_cost_and_an_unpriced_type_exits_2_in_one_line(capsys, p5e_project, tmp_path):
-    code = main(["run", "p5e", "--max-cost", "100000", "--project-dir", str(p5e_project),
+    code = main(["run", "p5e", "--yes", "--max-cost", "100000", "--project-dir", str(p5e_project),
                  "--results-root", str(tmp_path / "results")])
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
     assert code == 2
