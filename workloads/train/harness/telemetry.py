@@ -71,7 +71,8 @@ class NvmlSource:
         memory = _maybe(n.nvmlDeviceGetMemoryInfo, h)
         power_mw = _maybe(n.nvmlDeviceGetPowerUsage, h)
         limit_mw = _maybe(n.nvmlDeviceGetEnforcedPowerLimit, h)
-        reasons = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        reasons = (getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)  # NVML 12.2's name for the same call
+                   or n.nvmlDeviceGetCurrentClocksThrottleReasons)
         gpu = {"index": index, "util_pct": getattr(util, "gpu", None),
                "mem_used_bytes": getattr(memory, "used", None), "mem_total_bytes": getattr(memory, "total", None),
                "power_w": power_mw / 1000 if isinstance(power_mw, (int, float)) else None,

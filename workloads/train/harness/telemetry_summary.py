@@ -1,4 +1,5 @@
-"""summary.json's ``telemetry`` block from the nodes' ``telemetry/<node>.jsonl`` (``workloads.train.harness.telemetry``).
+"""summary.json's ``telemetry`` block from the nodes' ``telemetry/<node>.jsonl`` (written by
+``workloads.train.harness.telemetry``).
 
 Pure over the lines (``summarise``), with the file reading at the edge (``summarise_files``). Each line's
 ``t`` weighs it by the time since the line before, so a file whose later lines are thinned out
