@@ -2,7 +2,7 @@
 
 ``python -m workloads.train.harness.launch --results-dir DIR [--results-uri s3://bucket/prefix/]
 [--experiment NAME] [--node-id ID] [--summary auto|always|never] [--nodes N --procs-per-node P]
-[--train-config JSON] -- torchrun ...``
+[--train-config JSON] [--telemetry-interval SECONDS] -- torchrun ...``
 
 What the summary records about the command (its launch shape, the trainer's arguments) comes from
 these arguments, built with the command by ``core.contract.launch_command``; the command is never read back.
@@ -26,6 +26,9 @@ these arguments, built with the command by ``core.contract.launch_command``; the
 6. ``--setup-failed CODE`` records a pod whose set-up (package install, prelude) failed or was
    stopped before the command could start: a failed summary with ``--setup-error`` as its
    error, uploaded like any other, and exit code CODE; the command is not run.
+7. Samples the node's GPUs through NVML (else the CPU's RAPL energy) every second in a thread of its own, outside
+   the command's processes, into ``telemetry/<node id>.jsonl``; the summary node sums every node's file into the
+   summary's ``telemetry`` block (``workloads.train.harness.telemetry``).
 
 Several nodes of one Job share the results directory: the node id defaults to
 ``node-<JOB_COMPLETION_INDEX>`` (the Indexed Job's pod index) or the hostname, so each node
@@ -75,7 +78,7 @@ from workloads.train.harness.exit_paths import (
 )
 from workloads.train.harness.fabric_check import TransportWatch, busbw_summary, judge
 from workloads.train.harness.progress import ProgressPublisher
-from workloads.train.harness.telemetry import Sampler
+from workloads.train.harness.telemetry import POWERCAP, Sampler
 from workloads.train.harness.telemetry_summary import steady_window, summarise_files
 from workloads.train.harness.upload import in_upload_order, upload, upload_plan
 from workloads.train.harness.what_ran import read_efa_installer, what_ran
@@ -101,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--procs-per-node", type=int, default=None, help="its processes per node, for the summary")
     p.add_argument("--train-config", type=train_config, default=None, metavar="JSON",
                    help="the trainer's arguments (core.contract.train_args.TrainArgs as a JSON object), for the summary")
+    p.add_argument("--telemetry-interval", type=float, default=1.0, metavar="SECONDS",
+                   help="seconds between samples of the node's GPUs (or CPU energy) into telemetry/<node>.jsonl; "
+                        "0: no sampler (to measure what it costs)")
+    p.add_argument("--powercap", type=Path, default=POWERCAP, help=argparse.SUPPRESS)  # RAPL's sysfs root
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
     return p
 
@@ -508,7 +515,9 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
     publisher = child = None
     signal_name = None
     log, local, results_error = open_log(dirs, node_id)
-    sampler = Sampler.open(local, node_id)  # the node's GPUs (or CPU energy) from here to the command's end
+    sampler = (Sampler.open(local, node_id, interval=args.telemetry_interval, powercap=args.powercap)
+               if args.telemetry_interval > 0 else  # the node's GPUs (or CPU energy) from here to the command's end
+               Sampler(None, node_id, source=None, reason="no telemetry: the launcher ran without its sampler"))
     if results_error:
         print(f"cannot write the results directory ({results_error}); log and summary go to {local}",
               file=sys.stderr)

@@ -163,3 +163,19 @@ def test_each_node_uploads_its_own_telemetry_file(tmp_path):
     keys0 = [k for _, k in upload_plan(tmp_path, node_id="node-0", summary_node=True, prefix="p/")]
     keys1 = [k for _, k in upload_plan(tmp_path, node_id="node-1", summary_node=False, prefix="p/")]
     assert keys0 == ["p/summary.json", "p/telemetry/node-0.jsonl"] and keys1 == ["p/telemetry/node-1.jsonl"]
+
+
+def test_a_cpu_runs_summary_carries_its_rapl_energy_and_the_sampler_can_be_left_out(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    rapl_tree(tmp_path / "powercap", 5_000_000, max_uj=10**12)
+    argv = ["--node-id", "node-0", "--summary", "always", "--powercap", str(tmp_path / "powercap"),
+            "--telemetry-interval", "0.2", "--", sys.executable, "-c", "import time; time.sleep(1)"]
+    assert launch.main(["--results-dir", str(tmp_path / "on"), *argv]) == 0
+    block = json.loads((tmp_path / "on" / "summary.json").read_text())["telemetry"]
+    assert block["source"] == "rapl" and block["energy_j"] == 0.0 and block["samples"] >= 4
+    assert block["reason"] == "no GPU telemetry on this run (pynvml (nvidia-ml-py) is not installed)"
+    argv[argv.index("0.2")] = "0"
+    assert launch.main(["--results-dir", str(tmp_path / "off"), *argv]) == 0
+    block = json.loads((tmp_path / "off" / "summary.json").read_text())["telemetry"]
+    assert block["reason"] == "no telemetry: the launcher ran without its sampler" and block["samples"] == 0
+    assert not (tmp_path / "off" / "telemetry").exists()
