@@ -243,6 +243,8 @@ class Sampler:
         return cls(results_dir, node_id, source=source, reason=reason, **kwargs).start()
 
     def start(self) -> "Sampler":
+        if self.source is not None and self.path is None:  # no results folder could be written: nowhere to sample to
+            self._end(f"no telemetry: no results folder to write {node_telemetry('<node>')} to")
         if self.source is not None and self.path is not None:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -179,3 +179,11 @@ def test_a_cpu_runs_summary_carries_its_rapl_energy_and_the_sampler_can_be_left_
     block = json.loads((tmp_path / "off" / "summary.json").read_text())["telemetry"]
     assert block["reason"] == "no telemetry: the launcher ran without its sampler" and block["samples"] == 0
     assert not (tmp_path / "off" / "telemetry").exists()
+
+
+def test_without_a_results_folder_the_source_is_closed_and_the_reason_kept():
+    nvml = FakeNvml([FakeGpu()])
+    sampler = Sampler.open(None, "node-0", nvml=nvml)
+    assert nvml.initialised == 0 and sampler.kind == "nvml"
+    assert sampler.reason == "no telemetry: no results folder to write telemetry/<node>.jsonl to"
+    sampler.stop()
