@@ -92,7 +92,8 @@ def measure_sampler(args) -> int:
     control = [c / b for c, b in zip(times["control"], times["bare"])]
     result = {"benchmark": "harness_overhead --sampler", "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
               "machine": f"{os.cpu_count()}-core CPU ({platform.processor() or platform.machine()})",
-              "powercap": what, "config": {k: v for k, v in vars(args).items() if k != "sampler"}, **cost,
+              "powercap": what, **cost,
+              "config": {k: v for k, v in vars(args).items() if k not in ("sampler", "checkpoint_every")},
               "sampler_cpu_share_at_1hz": round(cost["sample_us_median"] / 1e6, 8),
               **{f"loop_s_{k}": [round(t, 3) for t in v] for k, v in times.items()},
               "paired_ratios": [round(r, 4) for r in pair],
