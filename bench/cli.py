@@ -12,7 +12,6 @@ import importlib
 import signal
 import sys
 
-from bench import __version__
 from bench.errors import fail
 from core.contract.names import LOCAL_RESULTS_ROOT
 
@@ -24,13 +23,24 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM outside a run's lifecycle (which handles its own signals): unwind, exit 143."""
 
 
+class Version(argparse.Action):
+    """``--version``: the git commit is looked up only when asked (``bench.version``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from bench.version import version_text
+
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eksbench", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Distributed training benchmarks on AWS EKS: one Pulumi stack (Pulumi.<stack>.yaml) per "
                     "experiment.",
         epilog=EXAMPLES)
-    parser.add_argument("--version", action="version", version=f"eksbench {__version__}")
+    parser.add_argument("--version", action=Version, nargs=0,
+                        help="show the version (and the commit of a git checkout)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(name).register(sub)
@@ -50,8 +60,13 @@ EXAMPLES = """examples:
 def settle_paths(args: argparse.Namespace) -> str | None:
     """Fill in ``project_dir`` (found when not given) and ``results_root`` (default ``<project>/results``);
     the one-line problem when a command needs a project and there is none."""
-    from bench.project import NoProject, default_results_root, find_project_dir
+    from bench.project import NoProject, default_results_root, find_project_dir, given_results_root
 
+    if getattr(args, "results_root", None) is not None:
+        try:
+            args.results_root = str(given_results_root(args.results_root))
+        except ValueError as e:
+            return str(e)
     if not hasattr(args, "project_dir") and getattr(args, "results_root", "") is not None:
         return None
     try:
@@ -73,7 +88,11 @@ def _terminate(_signum, _frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # bare `eksbench`: the help, as `pulumi` gives it
+        parser.print_help()
+        return 0
+    args = parser.parse_args(argv)
     if problem := settle_paths(args):
         return fail(problem)
     previous = signal.signal(signal.SIGTERM, _terminate)

@@ -19,6 +19,7 @@ from typing import Mapping
 
 from core.config.pulumi_config import PROJECT
 from core.contract.names import ENV_PROJECT_DIR, LOCAL_RESULTS_ROOT
+from core.contract.results_location import HANDLE
 from program.stack_files import ROOT
 
 PROJECT_FILE = "Pulumi.yaml"
@@ -69,6 +70,18 @@ def find_project_dir(given: str | os.PathLike | None = None, *, cwd: Path | None
 
 def default_results_root(project_dir: str | os.PathLike) -> Path:
     return Path(project_dir) / LOCAL_RESULTS_ROOT
+
+
+def given_results_root(value: str | os.PathLike, *, option: str = "--results-root") -> Path:
+    """A results root as given (``--results-root``, or ``results_root=`` of the Python API), ``~`` expanded as a
+    shell would; ValueError, one line naming ``option``, the value and what is allowed, for an empty or blank one
+    (it would put results in the working folder itself)."""
+    text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else ""
+    if not isinstance(text, str) or not text.strip():
+        example = f"{option}{' ' if option.startswith('-') else '='}~/eksbench-results"
+        raise ValueError(f"{option}={str(value)!r}: empty; give a folder, e.g. {example}, or leave it out for "
+                         f"{LOCAL_RESULTS_ROOT}/ in the project")
+    return Path(text).expanduser()
 
 
 def nearest_existing(path: Path) -> Path:
@@ -138,5 +151,11 @@ def add_project_options(parser: argparse.ArgumentParser, *, results: bool = True
                         help=f"the eksbench project (its {PROJECT_FILE} and Pulumi.<stack>.yaml); default: "
                              f"${ENV_PROJECT_DIR}, else the nearest one at or above this folder")
     if results:
-        parser.add_argument("--results-root", metavar="DIR",
-                            help=f"where local results live (default: {LOCAL_RESULTS_ROOT}/ in the project)")
+        add_results_root_option(parser)
+
+
+def add_results_root_option(parser: argparse.ArgumentParser) -> None:
+    """``--results-root``, settled by ``bench.cli.settle_paths`` (``given_results_root``, then the default)."""
+    parser.add_argument("--results-root", metavar="DIR",
+                        help=f"where local results live, and where run handles ({HANDLE}) are looked up "
+                             f"(default: {LOCAL_RESULTS_ROOT}/ in the project; ~ expands)")

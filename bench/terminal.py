@@ -52,6 +52,18 @@ def safe_line(text: object, limit: int | None = None) -> str:
     return safe(text).replace("\n", "\\n")
 
 
+def shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: whole when it fits, else cut at the last space that leaves room
+    for "…" (mid-word only where one word is longer than ``width``), trailing punctuation dropped."""
+    if len(text) <= width:
+        return text
+    head = text[:width - 1]
+    if head[-1:].isalnum() and text[width - 1].isalnum():  # the cut falls inside a word: back to its start
+        cut = head.rfind(" ")
+        head = head[:cut] if cut > 0 else head
+    return head.rstrip(" ,;:(-") + "…"
+
+
 def show(path: Path) -> str:
     """A path as the user would type it: relative to the working folder when it is below it."""
     try:

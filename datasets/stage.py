@@ -65,7 +65,7 @@ def _download(client, bucket: str, key: str, root: str, expected: dict) -> int:
     if h.hexdigest() != expected["sha256"]:
         os.remove(tmp)
         raise RuntimeError(f"s3://{bucket}/{key}: sha256 {h.hexdigest()[:16]}... does not match the manifest "
-                           f"({expected['sha256'][:16]}...); re-run `bench data prepare` for this dataset")
+                           f"({expected['sha256'][:16]}...); re-run `eksbench data prepare` for this dataset")
     os.replace(tmp, dest)  # rename replaces the entry at dest itself, even a symbolic link
     return expected["size"]
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from core.catalog import aws as catalog
 from core.catalog import compat
 from core.catalog.peaks import NO_BF16
-from core.catalog.pins import CLUSTER_AUTOSCALER_CHARTS, EKS_ADDON_REGISTRY_ACCOUNTS
+from core.catalog.pins import CLUSTER_AUTOSCALER_CHARTS, DEFAULT_EKS_VERSION, EKS_ADDON_REGISTRY_ACCOUNTS
 from core.config.autostop import deadline_problems
 from core.config.fields import (
     ConfigError,
@@ -96,7 +96,7 @@ def _cluster(cfg: StackConfig, today: str | None) -> list[str]:
         current = [x for x in catalog.EKS_VERSIONS if catalog.eks_support(x, today) != "ended"]
         out.append(problem("cluster.kubernetes_version", c.kubernetes_version,
                            f"extended support ended on {v.end_of_extended}, so EKS no longer creates it; "
-                           f"choose one of {', '.join(current)}", show(catalog.NEWEST_EKS_VERSION)))
+                           f"choose one of {', '.join(current)}", show(DEFAULT_EKS_VERSION)))
     if any(g.efa for g in cfg.gpu_node_groups) and cfg.region and cfg.region not in EKS_ADDON_REGISTRY_ACCOUNTS:
         out.append(problem("aws:region", cfg.region,
                            "the EFA device plugin's registry account for this region is not known to eksbench "
@@ -264,7 +264,7 @@ def _datasets(cfg: StackConfig) -> list[str]:
             value = cfg.datasets_uri if key == "datasets_uri" else bucket
             out.append(problem(key, value, "names a placeholder bucket copied from an example; put a bucket you "
                                "own (for datasets_uri, the prefix you prepared datasets under with "
-                               "python -m bench data prepare)"))
+                               "eksbench data prepare)"))
     return out
 
 

@@ -62,7 +62,8 @@ TOP = {
     "infra": {"component_options": "base", "k8s_objects": "base", "labels": "base", "environment": "base",
               "container_text": "base"},
     "workloads": {"*": "top"},
-    "bench": {"proc": "base", "progress": "base", "project": "base", "errors": "base", "terminal": "base", "lifecycle": "lifecycle",
+    "bench": {"proc": "base", "progress": "base", "project": "base", "errors": "base", "terminal": "base",
+              "version": "base", "lifecycle": "lifecycle",
               "automation": "automation", "cli": "cli", "__main__": "cli"},
 }
 MAX_MODULES = 20

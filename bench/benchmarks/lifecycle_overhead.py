@@ -81,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
                            PULUMI_BACKEND_URL=f"file://{tmp / 'state'}", PULUMI_CONFIG_PASSPHRASE="x",
                            FAKE_PULUMI_STATE=str(tmp / "state"), FAKE_PULUMI_SCENARIO=json.dumps(scenario),
                            PYTHONPATH=str(ROOT))
-                done = subprocess.run([sys.executable, "-m", "bench", "run", "lc", "--project-dir", str(project),
-                                       "--results-root", str(tmp / "results"), "--poll", str(args.poll)],
+                done = subprocess.run([sys.executable, "-m", "bench", "run", "lc", "--yes",
+                                       "--project-dir", str(project), "--results-root", str(tmp / "results"),
+                                       "--poll", str(args.poll)],
                                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
                 if done.returncode != 0:
                     print(done.stdout + done.stderr, file=sys.stderr)

@@ -215,7 +215,8 @@ class CloudBackend(CloudObservation):
             events = self.kube.events(self.cfg.namespace)
         except Exception:  # noqa: BLE001 - without them, the pods' own states still count
             events = []
-        state, w.reasons = kube.summarize(pods, events)
+        nodes = self._nodes_if_fsx()
+        state, w.reasons = kube.summarize(pods, events, nodes)
         if getattr(self.kube, "clock_offset", None) is not None:  # cluster marks onto our clock (timeline)
             self.timeline.cluster_offset = self.kube.clock_offset
         self.timeline.experiment(w.name, pods_started=kube.containers_started_at(pods),
@@ -241,6 +242,15 @@ class CloudBackend(CloudObservation):
                     for line in tail[-15:]:
                         progress.line(f"[{w.name}]   | {line}", err=True)
                     break
+
+    def _nodes_if_fsx(self) -> list:
+        """The cluster's nodes on an FSx stack (a node whose Lustre client failed shows only there), else []."""
+        if getattr(getattr(self.cfg, "storage", None), "kind", None) != "fsx":
+            return []
+        try:
+            return self.kube.nodes()
+        except Exception:  # noqa: BLE001 - without them, the pods' own states still count
+            return []
 
     def _line(self, w: Watched, t0: float) -> str:
         if w.summary is not None:

@@ -27,7 +27,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from core.contract.names import EXPERIMENT_LABEL, REPEAT_LABEL, RUN_ID_LABEL
+from core.contract.names import (EXPERIMENT_LABEL, LUSTRE_CLIENT_LABEL, LUSTRE_CLIENT_READY, REPEAT_LABEL,
+                                 RUN_ID_LABEL)
 
 # Volumes that do not mount: the kubelet's event reasons (kubernetes pkg/kubelet/events/event.go:
 # FailedMountVolume = "FailedMount", FailedAttachVolume = "FailedAttachVolume"); e.g. FSx on a node
@@ -39,9 +40,14 @@ from core.contract.names import EXPERIMENT_LABEL, REPEAT_LABEL, RUN_ID_LABEL
 MOUNT_FAILURES = ("FailedMount", "FailedAttachVolume")
 PAST_MOUNT_EVENTS = frozenset({"Pulling", "Pulled", "Created", "Started", "BackOff", "Failed"})
 VOLUMES_NOT_MOUNTED = "VolumesNotMounted"
+# An FSx pod selects the label only a node whose Lustre client installed carries (infra.cluster.node_group). The
+# user data runs before nodeadm starts the kubelet, which registers the node with its labels, so a Ready node that
+# matches the pod's other selectors but lacks that label failed its install and never will take the pod: waiting
+# for it is waiting for the timeout.
+LUSTRE_CLIENT_MISSING = "LustreClientMissing"
 # Waiting reasons that do not fix themselves; the run fails the experiment when one persists.
 FATAL_WAITING = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError",
-                 "CreateContainerError", *MOUNT_FAILURES, VOLUMES_NOT_MOUNTED)
+                 "CreateContainerError", *MOUNT_FAILURES, VOLUMES_NOT_MOUNTED, LUSTRE_CLIENT_MISSING)
 TOKEN_PREFIX = "k8s-aws-v1."
 
 
@@ -114,6 +120,30 @@ def mount_reasons(pod: dict[str, Any], events: list[dict[str, Any]]) -> list[str
     return [f"volume: {VOLUMES_NOT_MOUNTED}: scheduled on {node}, no image pulled and no container started yet"]
 
 
+def node_ready(node: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])
+
+
+def lustre_reasons(pod: dict[str, Any], nodes: list[dict[str, Any]]) -> list[str]:
+    """LUSTRE_CLIENT_MISSING for an unscheduled pod that selects Lustre-ready nodes while Ready nodes matching its
+    other selectors lack the label (their client install failed at boot); [] else."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    selector = dict(spec.get("nodeSelector") or {})
+    if selector.pop(LUSTRE_CLIENT_LABEL, None) != LUSTRE_CLIENT_READY or status.get("phase") != "Pending" or \
+            not any(c.get("type") == "PodScheduled" and c.get("status") == "False" for c in status.get("conditions") or []):
+        return []
+    failed = sorted((n.get("metadata") or {}).get("name", "?") for n in nodes if node_ready(n) and all(
+        ((n.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in selector.items())
+        and ((n.get("metadata") or {}).get("labels") or {}).get(LUSTRE_CLIENT_LABEL) != LUSTRE_CLIENT_READY)
+    if not failed:
+        return []
+    more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
+    return [f"node: {LUSTRE_CLIENT_MISSING}: {', '.join(failed[:3])}{more} Ready without "
+            f"{LUSTRE_CLIENT_LABEL}={LUSTRE_CLIENT_READY}: the Lustre client did not install at boot (the node's "
+            "console output says why), so FSx pods never run there"]
+
+
 def clock_offset(date_header: str | None, sent: float, received: float) -> float | None:
     """The API server's clock minus ours, in seconds, from its ``Date`` header (RFC 9110: whole seconds)
     against the middle of the request; None without a readable header."""
@@ -144,13 +174,15 @@ def pod_failed(pod: dict[str, Any]) -> bool:
     return False
 
 
-def summarize(pods: list[dict[str, Any]], events: list[dict[str, Any]] = ()) -> tuple[str, list[str]]:
+def summarize(pods: list[dict[str, Any]], events: list[dict[str, Any]] = (),
+              nodes: list[dict[str, Any]] = ()) -> tuple[str, list[str]]:
     """(state word, reasons) for one experiment's pods: 'pending', 'running', 'failing', or '' (no pods).
-    ``events``: the namespace's Pod Events (``KubeClient.pod_events``), for volumes that do not mount."""
+    ``events``: the namespace's Pod Events (``KubeClient.pod_events``), for volumes that do not mount; ``nodes``:
+    the cluster's nodes, for nodes whose Lustre client failed (FSx stacks)."""
     if not pods:
         return "", []
     reasons = [f"{p.get('metadata', {}).get('name', '?')}: {r}" for p in pods
-               for r in pod_reasons(p) + mount_reasons(p, list(events))]
+               for r in lustre_reasons(p, list(nodes)) + pod_reasons(p) + mount_reasons(p, list(events))]  # the cause first
     phases = {(p.get("status") or {}).get("phase") for p in pods}
     if reasons and any(pod_failed(p) for p in pods):
         return "failing", reasons

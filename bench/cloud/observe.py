@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from bench.cloud import pulumi_cli
 from bench.cloud.stack_operations import stack_resources
-from core.contract.names import LOG_TIMES_SUFFIX, PROGRESS_FILE, SUMMARY_FILE, node_name
+from core.contract.names import LOG_TIMES_SUFFIX, PROGRESS_FILE, SUMMARY_FILE, TIMELINE_FILE, node_name
 from core.contract.results_location import (
     ResultsLocation,
     log_name,
@@ -39,6 +39,19 @@ def results_bucket(cfg: Any, root: Path) -> str | None:
         return resolve_results_bucket(cfg.results, home, region=cfg.region)
     except Exception:  # noqa: BLE001 - no CLI, no backend, no home: local results still work
         return None
+
+
+def deployed(stack: str, root: Path, results_root: Path) -> bool:
+    """Whether this machine has seen the stack on AWS, known offline (no CLI, no network): eksbench has driven
+    Pulumi for it from this project (its work dir, ``pulumi_cli.work_dir``, is made the first time: run on AWS,
+    up, preview, destroy, status --cloud), or a cloud run of it left its ``timeline.json`` under the results
+    root. ``bench status`` asks Pulumi and S3 only then, or when told to (``--cloud``)."""
+    if (Path(root) / pulumi_cli.WORK_DIR / stack).is_dir():
+        return True
+    try:
+        return any((Path(results_root) / stack).glob(f"*/{TIMELINE_FILE}"))
+    except OSError:
+        return False
 
 
 def s3_status_rows(stack_results: ResultsLocation, region: str | None,

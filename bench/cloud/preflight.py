@@ -307,11 +307,18 @@ def check_rerun(cfg: Any, results_root: Path, resume: bool, home: dict[str, Any]
 
 
 def preflight(stack: str, root: Path, *, max_cost: float | None, results_root: Path, resume: bool,
-              log: Callable[[str], None] = progress.line) -> Ready:
-    """Run every check in order; raises Refusal at the first failure."""
+              log: Callable[[str], None] = progress.line,
+              confirm: Callable[[list[str]], bool] | None = None) -> Ready:
+    """Run every check in order; raises Refusal at the first failure. ``confirm``: shown what the run creates and
+    what it costs an hour once the config and the cost are checked, it says whether to go on
+    (``bench.cloud.confirm.ask``); None asks nothing."""
+    from bench.cloud.confirm import change_lines, declined
+
     ready = check_config(stack, root)
     log(f"preflight: config ok ({len(ready.plan.resources)} resources, {len(ready.cfg.experiments)} experiment(s))")
     log(f"preflight: {check_cost(ready, max_cost)}")
+    if confirm is not None and not confirm(change_lines("run", stack, ready.plan)):
+        raise Refusal(declined("run", stack))
     log(f"preflight: {check_pulumi()}")
     log(f"preflight: {check_credentials(ready.cfg.region, f'run {stack}')}")
     home_note, ready.home = check_home(ready.cfg, root)

@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bench import progress
 from bench.cloud import run_timeline
@@ -41,6 +41,7 @@ class CloudRunOptions:
     poll: float = 15.0
     progress_every: float = 30.0
     resume: bool = False
+    confirm: Callable[[list[str]], bool] | None = None  # asked once config and cost are checked (preflight)
 
 
 @dataclass
@@ -63,11 +64,11 @@ def run_stack(stack: str, opts: CloudRunOptions) -> CloudOutcome:
     started = time.time()
     try:
         ready = preflight(stack, Path(opts.root), max_cost=opts.max_cost, results_root=results_root,
-                          resume=opts.resume)
+                          resume=opts.resume, confirm=opts.confirm)
     except Refusal as e:
         return CloudOutcome(code=USAGE_ERROR, refusal=str(e))
     timeline = run_timeline.recorder(stack, ready, started=started)
-    timeline.span(PREFLIGHT, started, time.time(), "bench run's clock: config, cost, CLI, credentials, quotas, data")
+    timeline.span(PREFLIGHT, started, time.time(), "eksbench run's clock: config, cost, CLI, credentials, quotas, data")
     deadline = opts.deadline_minutes or ready.default_deadline_minutes
     progress.line(f"run {ready.cfg.run_id} of stack {stack}: deadline {deadline:.0f} min"
                   + (f", budget ${opts.max_cost:.2f}" if opts.max_cost is not None else "")
@@ -115,8 +116,10 @@ def _write_timeline(timeline: Any, backend: Any, ready: Any, *, output_note: str
 
 
 def run_cloud(args) -> int:
-    """``bench run <stack>`` without --local; the flags only a local run reads were refused before
-    (``bench.commands.run.flag_problems``)."""
+    """``eksbench run <stack>`` without --local; the flags only a local run reads were refused before
+    (``bench.commands.run.flag_problems``). Without --yes it asks before it creates anything, on a terminal only."""
+    from bench.cloud.confirm import ask, terminal_problem
+
     if args.run_id:
         from core.config.fields import ConfigError
         from core.contract.results_location import quoted
@@ -129,11 +132,13 @@ def run_cloud(args) -> int:
         if args.run_id != cfg.run_id:
             return fail(f"--run-id={quoted(args.run_id)}: on AWS the run id is the stack's eksbench:run_id "
                         f"({cfg.run_id}); set it in Pulumi.{args.stack}.yaml")
+    if problem := terminal_problem(f"run {args.stack}", yes=args.yes, interactive=sys.stdin.isatty()):
+        return fail(problem)
     poll = args.poll or CloudRunOptions.poll
     outcome = run_stack(args.stack, CloudRunOptions(
         root=Path(args.project_dir), results_root=Path(args.results_root), max_cost=args.max_cost, keep=args.keep,
         deadline_minutes=args.deadline, poll=poll, progress_every=max(args.progress_every, poll),
-        resume=args.resume))
+        resume=args.resume, confirm=lambda lines: ask(lines, yes=args.yes, write=progress.line)))
     if outcome.refusal:
         print(f"error: {outcome.refusal}", file=sys.stderr)
         return USAGE_ERROR

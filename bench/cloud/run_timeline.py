@@ -70,7 +70,7 @@ def audit(rec: T.Recorder, stack: str, *, root: Path) -> bool:
         lines.extend(str(text).splitlines())
         progress.line(text)
 
-    rec.begin(T.AUDIT, "bench audit after the destroy")
+    rec.begin(T.AUDIT, "eksbench audit after the destroy")
     ok = audit_after_destroy(stack, root=root, out=out)
     rec.end(T.AUDIT)
     rec.audit = {"clean": ok, "lines": lines[:50]}

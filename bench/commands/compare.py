@@ -1,8 +1,8 @@
 """``eksbench compare A B [--json]``: per experiment, is B faster than A, or is it noise?
 
-A and B are results at any level (an experiment, a run, a whole stack's runs), local folders,
-names under ``--results-root`` (``dev/run-001``) or ``s3://`` prefixes, read like ``bench report``
-reads them (untrusted input, bounded, ``bench.results.frames``). Experiments are matched by name; only
+A and B are results at any level (an experiment, a run, a whole stack's runs), run handles under
+``--results-root`` (``dev/run-001``), local folders or ``s3://`` prefixes (``bench.results.sources``), read like
+``bench report`` reads them (untrusted input, bounded, ``bench.results.frames``). Experiments are matched by name; only
 succeeded runs with a throughput count.
 
 For each experiment, the throughput ratio B / A with a 95% interval, and a verdict (faster,
@@ -34,17 +34,16 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any, Mapping
 
 from bench.errors import fail
 from bench.results.compare import ERROR_EXIT, SLOWER_EXIT, comparison, interval_text, legend, load_side
 from bench.results.compare_stats import VERDICT_RUNS
-from bench.results.files import exists
+from bench.project import add_results_root_option
+from bench.results.sources import no_source, resolve_source
 from bench.terminal import safe, safe_line
 from core.contract import strict_json
-from core.contract.names import LOCAL_RESULTS_ROOT
-from core.contract.results_location import quoted
+from core.contract.results_location import HANDLE
 
 
 def register(subparsers) -> None:
@@ -54,17 +53,16 @@ def register(subparsers) -> None:
         description="For each experiment both sides ran, the throughput ratio B / A with a 95% interval, and a\n"
                     f"verdict (faster, slower, no change at this noise) where {VERDICT_RUNS} or more runs a side support one; with\n"
                     "fewer the ratio is only indicative. Then what differs: image, commit, versions, instance, shape.\n"
-                    "A and B are results folders, names under --results-root (dev/<run-id>) or s3:// prefixes.\n\n"
+                    f"A and B are run handles ({HANDLE}, under --results-root), results folders or s3:// prefixes.\n\n"
                     "exit codes: 0 no verdict of slower; 1 slower by a verdict from repeats (a CI gate);\n"
                     "2 a source missing or empty, or nothing in common; 3 the comparison itself failed.",
         epilog="examples:\n  eksbench compare dev/20261126-101500 dev/20261127-091228\n"
                "  eksbench compare s3://my-results/dev/baseline results/dev/20261127-091228 --json")
-    p.add_argument("a", metavar="A", help="baseline results: a folder, a name under --results-root, or s3://")
+    p.add_argument("a", metavar="A", help=f"baseline results: a run handle ({HANDLE}, under --results-root), a "
+                                          "folder, or s3://")
     p.add_argument("b", metavar="B", help="the results to compare with A")
     p.add_argument("--json", action="store_true", help="one JSON document instead of the table")
-    p.add_argument("--results-root", metavar="DIR",
-                   help=f"where local runs land (default: {LOCAL_RESULTS_ROOT}/ in the project): A and B may be "
-                        "names under it")
+    add_results_root_option(p)
     p.set_defaults(func=main)
 
 
@@ -123,14 +121,6 @@ def energy_lines(doc: Mapping[str, Any]) -> list[str]:
     return ["", "Energy per sample:", *out] if out else []
 
 
-def resolve(source: str, results_root: str) -> str | None:
-    """The source as given (s3:// or an existing folder), else under the results root, else None."""
-    if source.startswith("s3://") or exists(source):
-        return source
-    under = Path(results_root) / source
-    return str(under) if exists(under) else None
-
-
 def main(args) -> int:
     try:
         return _main(args)
@@ -144,10 +134,9 @@ def main(args) -> int:
 def _main(args) -> int:
     sources = []
     for given in (args.a, args.b):
-        found = resolve(given, args.results_root)
+        found = resolve_source(given, results_root=args.results_root)
         if found is None:
-            return fail(f"no results at {quoted(given)} (nor under {args.results_root}/): give a results folder, "
-                        "e.g. results/dev/run-001, or an s3:// prefix")
+            return fail(no_source(given, results_root=args.results_root))
         sources.append(found)
     loaded = []
     for source in sources:

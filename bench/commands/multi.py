@@ -21,7 +21,8 @@ from program.stack_files import ROOT
 
 def child_argv(args: Any, stack: str) -> list[str]:
     argv = [sys.executable, "-m", "bench", "run", stack]
-    flags = {"--local": args.local, "--resume": args.resume, "--keep": args.keep, "--dry-run": args.dry_run}
+    flags = {"--local": args.local, "--resume": args.resume, "--keep": args.keep, "--dry-run": args.dry_run,
+             "--yes": args.yes}
     argv += [flag for flag, on in flags.items() if on]
     for flag, value in (("--experiment", args.experiment), ("--run-id", args.run_id),
                         ("--results-root", args.results_root), ("--progress-every", args.progress_every),
@@ -53,6 +54,11 @@ def severity(code: int) -> tuple[int, int]:
 
 def run_many(args: Any) -> int:
     stacks = list(dict.fromkeys(args.stacks))
+    if not args.local and not args.yes:  # one question per child, all at once, through prefixed pipes: none
+        from bench.errors import fail
+
+        return fail(f"several stacks on AWS ({', '.join(stacks)}) are not asked one by one: see what each creates "
+                    "and costs with `eksbench plan STACK`, then pass --yes")
     lock = threading.Lock()
     children: dict[str, subprocess.Popen] = {}
     pumps = []

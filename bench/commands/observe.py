@@ -1,7 +1,9 @@
-"""``bench status <stack> [--json]`` and ``bench logs <stack> <experiment> [--tail N] [--node K] [-t] [-f]``.
+"""``bench status <stack>[/<run>[/<experiment>]] [--json] [--cloud]`` and ``bench logs <stack>[/<run>[/<experiment>]]
+[<experiment>] [--tail N] [--node K] [-t] [-f]``: the run handle is ``bench.automation.run_handle``'s.
 
-status: the stack's state when the Pulumi CLI answers (last operation, result, resources held, what autostop
-    did), then one row per experiment run, local and S3 together, oldest run first: run, experiment, status
+status: the stack's state when the Pulumi CLI answers, asked once the stack has been on AWS from here or with
+    ``--cloud`` (last operation, result, resources held, what autostop did), then one row per experiment run
+    (of the run or experiment the handle names), local and S3 together, oldest run first: run, experiment, status
     and why it stopped, start (UTC), duration, throughput (samples/s, or the all-reduce's peak bus
     bandwidth) and where the results are. ``--json``: the same as one JSON document.
 logs: the experiment's node logs, from where they are: the cluster while its pods run (``--follow``
@@ -23,7 +25,7 @@ from typing import Any
 from bench.automation import experiment_logs, stack_status
 from bench.errors import fail
 from bench.project import add_project_options
-from bench.terminal import duration, energy, safe, safe_line, show, table, throughput, with_energy
+from bench.terminal import duration, energy, safe, safe_line, shorten, show, table, throughput, with_energy
 
 WHY_WIDTH = 48  # characters of why a run stopped shown in the status column (--json has it whole)
 
@@ -32,15 +34,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "status", help="the stack's state and every run: status, start, duration, throughput, results",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="What the stack holds on AWS (when the Pulumi CLI can tell: its last operation, the resources\n"
-                    "it keeps, what autostop scaled down), then one row per experiment of every run, local and on\n"
-                    "S3, oldest run first: its status (and why it stopped, when it did not succeed), when it\n"
-                    "started (UTC), how long it ran, its throughput (samples/s; for an all-reduce experiment the\n"
-                    "peak bus bandwidth) and where its results are.",
-        epilog="examples:\n  eksbench status dev\n  eksbench status dev --json | jq '.runs[-1]'")
-    s.add_argument("stack", help="the stack, as in Pulumi.<stack>.yaml (e.g. dev)")
+        description="What the stack holds on AWS, once it was deployed from here or with --cloud (when the Pulumi\n"
+                    "CLI can tell: its last operation, the resources it keeps, what autostop scaled down), then one\n"
+                    "row per experiment of every run (or of the run named), local and on S3, oldest run first: its\n"
+                    "status (and why it stopped, when it did not succeed), when it started (UTC), how long it ran,\n"
+                    "its throughput (samples/s; for an all-reduce experiment the peak bus bandwidth) and where its\n"
+                    "results are.",
+        epilog="examples:\n  eksbench status dev\n  eksbench status dev/20261127-091239\n"
+               "  eksbench status dev --cloud --json | jq '.runs[-1]'")
+    s.add_argument("stack", metavar="STACK[/RUN[/EXPERIMENT]]",
+                   help="the stack, as in Pulumi.<stack>.yaml (e.g. dev), or one run or experiment of it "
+                        "(dev/20261127-091239, dev/20261127-091239/resnet50-synthetic)")
     s.add_argument("--json", action="store_true",
                    help="print one JSON document (the stack's state, notes and a list of runs) instead of the table")
+    s.add_argument("--cloud", action="store_true",
+                   help="ask Pulumi and S3 for the stack's state and runs even where this machine has no sign of it "
+                        "on AWS (by default only once eksbench drove Pulumi for it from this project, or a cloud "
+                        "run of it is under the results root)")
     add_project_options(s)
     s.set_defaults(func=cmd_status)
     g = sub.add_parser(
@@ -53,9 +63,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "saying how many bytes were dropped; characters that would drive or reorder the terminal\n"
                     "(escape sequences, bidirectional and zero-width characters) show as escapes (\\x1b, \\u202e).",
         epilog="examples:\n  eksbench logs dev resnet50-synthetic --tail 20\n"
+               "  eksbench logs dev/20261127-091239/resnet50-synthetic\n"
                "  eksbench logs dev cifar10-elastic --node 1 --timestamps --follow")
-    g.add_argument("stack", help="the stack, as in Pulumi.<stack>.yaml (e.g. dev)")
-    g.add_argument("experiment", help="an experiment of the stack (its name in Pulumi.<stack>.yaml)")
+    g.add_argument("stack", metavar="STACK[/RUN[/EXPERIMENT]]",
+                   help="the stack, as in Pulumi.<stack>.yaml (e.g. dev), or one run or experiment of it "
+                        "(dev/20261127-091239/resnet50-synthetic)")
+    g.add_argument("experiment", nargs="?",
+                   help="an experiment of the stack (its name in Pulumi.<stack>.yaml), unless STACK names it")
     g.add_argument("--run-id", metavar="ID",
                    help="which run (a folder under the results root, e.g. 20261127-091239: 1-64 letters, digits, "
                         "'.', '_' or '-'); default: the latest local run, or the stack's run_id on AWS")
@@ -104,13 +118,13 @@ def started(row: dict[str, Any]) -> str | None:
 
 
 def status_cell(row: dict[str, Any]) -> str:
-    """The status, and why it stopped (cut to WHY_WIDTH characters) when it did not succeed."""
-    from bench.results.overview import status_text, why_stopped
+    """The status, with why it stopped (when it did not succeed) and what the run is marked with (a CPU shared
+    with another local run), cut at a word to WHY_WIDTH characters."""
+    from bench.results.overview import why_stopped
 
-    why = why_stopped(row) if row.get("status") != "succeeded" else ""
-    if len(why) > WHY_WIDTH:
-        return status_text({**row, "stop_reason": why[:WHY_WIDTH - 1] + "…", "error": None})
-    return status_text(row)
+    told = [why_stopped(row) if row.get("status") != "succeeded" else "", *(row.get("flags") or [])]
+    why = "; ".join(t for t in told if t)
+    return f"{row.get('status')}" + (f" ({shorten(why, WHY_WIDTH)})" if why else "")
 
 
 def where(row: dict[str, Any]) -> str:
@@ -153,7 +167,8 @@ def render_status(st: dict[str, Any]) -> str:
     if rows:
         lines += ["", status_table(rows)]
     else:
-        lines.append(f"  no runs yet (local results: none; S3: {st.get('s3_prefix') or 'not known'})")
+        lines.append(f"  no runs yet (local results: none; S3: {st.get('s3_prefix') or 'not known'})" if st.get(
+            "cloud", True) else "  no runs yet (local results: none; S3 not asked: --cloud asks it)")
     return "\n".join(lines)
 
 
@@ -161,8 +176,9 @@ def status_document(st: dict[str, Any]) -> dict[str, Any]:
     """``--json``: what the table shows, whole (the stack's outputs stay out: they hold its kubeconfig)."""
     keys = ("run", "experiment", "repeat", "status", "stop_reason", "error", "started_at", "wall_s", "steps",
             "samples_per_s", "samples_per_s_per_process", "busbw_peak_gbps", "busbw_peak_at_bytes", "message_sizes",
-            "joules_per_sample", "kwh", "results", "local", "s3")
-    return {"stack": st["stack"], "state": st["state"], "after_autostop_usd": st.get("after_autostop_usd"),
+            "flags", "joules_per_sample", "kwh", "results", "local", "s3")
+    return {"stack": st["stack"], "cloud": st.get("cloud"), "state": st["state"],
+            "after_autostop_usd": st.get("after_autostop_usd"),
             "after_autostop_prices": st.get("after_autostop_prices"),
             "notes": st["notes"], "autostop": st.get("autostop") or {}, "s3_prefix": st.get("s3_prefix"),
             "runs": [{k: r.get(k) for k in keys} for r in st.get("runs") or []]}
@@ -175,9 +191,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:  # a bad file from a run: one safe line each
             warnings.simplefilter("always")
-            st = stack_status(args.stack, Path(args.project_dir), Path(args.results_root))
+            st = stack_status(args.stack, Path(args.project_dir), Path(args.results_root), cloud=args.cloud or None)
     except ConfigError as e:
         return fail(f"invalid config for stack {args.stack!r}: " + "; ".join(e.problems))
+    except ValueError as e:  # a handle that is not one, or names a run or an experiment that is not there
+        return fail(safe_line(e))
     for w in caught:
         print(safe_line(f"warning: {w.message}"), file=sys.stderr)
     # JSON escapes every control character (ensure_ascii), so a run's text cannot reach the terminal raw

@@ -20,10 +20,10 @@ import sys
 import time
 
 from bench.errors import NotWritten, fail
-from bench.project import out_file_problem
+from bench.project import add_results_root_option, out_file_problem
 from bench.report.page import write_report
-from bench.results.files import exists
-from core.contract.results_location import quoted
+from bench.results.sources import no_source, resolve_source
+from core.contract.results_location import HANDLE
 
 
 def register(subparsers) -> None:
@@ -35,27 +35,28 @@ def register(subparsers) -> None:
                     "where a cloud run's time went, a summary table, throughput and scaling efficiency, repeats\n"
                     "with their confidence intervals, all-reduce bus bandwidth, loss curves, step-time spreads,\n"
                     "time to accuracy, the change between runs, the cost, and what ran (image, versions, commit).",
-        epilog="examples:\n  eksbench report results/dev\n"
-               "  eksbench report results/dev/20261127-091228 --out run.html --baseline resnet50-synthetic\n"
+        epilog="examples:\n  eksbench report dev\n"
+               "  eksbench report dev/20261127-091228 --out run.html --baseline resnet50-synthetic\n"
                "  eksbench report s3://my-results/dev/run-7")
     p.add_argument("sources", nargs="+", metavar="SOURCE",
-                   help="results folder or s3:// prefix: a stack (results/dev), a run or one experiment")
+                   help=f"a run handle ({HANDLE}, under --results-root), a results folder or an s3:// prefix: a "
+                        "stack's runs (dev, results/dev), a run or one experiment")
     p.add_argument("--out", default="report.html", metavar="FILE",
                    help="the HTML file (default: report.html); replaced whole, or left as it was if writing fails")
     p.add_argument("--baseline", metavar="EXPERIMENT", help="add each run's throughput as a ratio to this experiment's")
+    add_results_root_option(p)
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
-    missing = [s for s in args.sources if not s.startswith("s3://") and not exists(s)]
-    if missing:
-        return fail(f"no results at {', '.join(map(quoted, missing))}: give a results folder (e.g. results/dev) "
-                    "or an s3:// prefix")
+    sources = [resolve_source(s, results_root=args.results_root) for s in args.sources]
+    if None in sources:
+        return fail(no_source(args.sources[sources.index(None)], results_root=args.results_root))
     if unusable := out_file_problem(args.out):  # before the page is built: a folder, no folder, no permission
         return fail(unusable)
     started = time.perf_counter()
     try:
-        path = write_report(args.sources, args.out, args.baseline)
+        path = write_report(sources, args.out, args.baseline)
     except LookupError as e:
         return fail(str(e).strip("'\""))
     except NotWritten as e:  # the disk filled, a quota: the previous page is whole

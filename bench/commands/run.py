@@ -51,14 +51,16 @@ Run a stack's experiments, collect their results, and always tear down what the 
 With --local the experiments run on this machine, scaled down by the stack's local: section
 (torchrun with etcd or c10d rendezvous, gloo on CPUs). Without it the whole AWS run happens:
 checks first (credentials, quotas, the estimated cost), then pulumi up, the training, the results
-copied home and pulumi destroy. Results land in <results-root>/<stack>/<run-id>/<experiment>/ and
-a table of them is printed at the end. Several stacks run side by side, each line prefixed with
-its stack's name.
+copied home and pulumi destroy. Before it creates anything it shows what it creates and what that
+costs an hour, and asks Proceed? [y/N]; --yes answers yes (without a terminal, --yes is needed).
+Results land in <results-root>/<stack>/<run-id>/<experiment>/ and a table of them is printed at
+the end. Several stacks run side by side, each line prefixed with its stack's name (on AWS with --yes).
 
 exit codes:
   0    every experiment succeeded
   1    an experiment, the environment or the teardown failed
-  2    bad input, or a check before the run refused it (nothing was created)
+  2    bad input, a check before the run refused it, or the question was not answered yes (nothing
+       was created)
   130  interrupted (Ctrl-C), 143 terminated (SIGTERM); both after the teardown"""
 
 EXAMPLES = """\
@@ -66,11 +68,13 @@ examples:
   eksbench run dev --local                        the dev stack's experiments on this machine
   eksbench run dev --local --dry-run              the plan and the node commands, nothing run
   eksbench run dev --local --experiment cifar10-elastic --run-id try-2
-  eksbench run dev --max-cost 150 --deadline 120  on AWS, within $150 and two hours
+  eksbench run dev --max-cost 150 --deadline 120  on AWS, within $150 and two hours (asks first)
+  eksbench run dev --yes --max-cost 150           on AWS without the question (scripts, CI)
   eksbench run dev fabric --local                 two stacks side by side"""
 
 # Flags that only one kind of run reads: given to the other, they would be ignored silently.
 AWS_ONLY = {"keep": "it keeps the cluster with its GPU groups at zero",
+            "yes": "it answers the question asked before resources are created",
             "max_cost": "it caps the AWS run's estimated and spent cost",
             "poll": "it sets how often the cluster's results are checked"}
 LOCAL_ONLY = {"experiment": "on AWS every experiment of the stack file runs: to run one, use a stack file with "
@@ -113,6 +117,8 @@ def register(subparsers) -> None:
                    help="AWS only: refuse a run estimated above this, and stop + tear down when it is spent")
     p.add_argument("--keep", action="store_true",
                    help="AWS only: do not destroy; scale the GPU node groups to zero and print how to destroy later")
+    p.add_argument("-y", "--yes", action="store_true",
+                   help="AWS only: create the resources without asking (needed where stdin is not a terminal)")
     p.add_argument("--poll", type=positive("seconds", "--poll 15"), metavar="S",
                    help="AWS only: seconds between result checks (default: 15)")
     add_project_options(p)
@@ -219,6 +225,11 @@ def run_local(args) -> int:
     say = progress.line  # a reader that goes away stops the output, never the run (bench.progress.reader_gone)
     for text in plan_lines(args.stack, run_id, plan, why, run_dir, gpu=gpu, cpu=cpu):
         say(text)
+    if not args.dry_run:  # another local run trains now: both measure less than alone (bench.local.run_reservation)
+        from bench.local.run_reservation import note_shared_cpu
+
+        if shared := note_shared_cpu(root, run_dir, f"{args.stack}/{run_id}"):
+            say(f"warning: {shared}", err=True)
     if args.dry_run:
         for e in plan:
             if e.skip:

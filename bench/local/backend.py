@@ -6,7 +6,9 @@ PATH), the same training script and the same results layout, under
 ``./results/<stack>/<run-id>/<experiment>/``. Phases: provision = stand-in data + etcd;
 watch = start the nodes (all at once, or one experiment after another) and print progress;
 teardown = SIGTERM every launcher still running (it forwards to torchrun and writes its
-summary), SIGKILL after 30 s, stop etcd; collect = the rows of the results table.
+summary), SIGKILL after 30 s, stop etcd; collect = the rows of the results table, and a ``not run`` summary for
+each experiment the run stopped before it started. A signal the user sent is passed on in the stop file
+(``summary_fields.stop_text``), so the launchers record the user's Ctrl-C, not the SIGTERM they got.
 Observing (``bench status``, ``bench logs``): ``status`` lists the stack's runs under the results
 root with each experiment's status, ``logs`` reads (or follows) an experiment's node logs.
 
@@ -31,9 +33,10 @@ from typing import Any, Callable, Iterator
 
 from bench import progress
 from bench.lifecycle import BackendError, Control
+from bench.local.run_reservation import flags_file, record
 from bench.proc import die_with_parent
 from bench.results.node_logs import LineTimes, node_filter, offset_lines, tail_start, time_text
-from bench.results.overview import run_figures, status_row
+from bench.results.overview import no_experiment, run_figures, status_row
 from bench.results.readers import MAX_JSON_BYTES
 from bench.results.safe_paths import LINE_CHUNK, open_under, read_under
 from bench.terminal import show
@@ -57,6 +60,8 @@ from core.contract.results_location import (
     repeat_number,
 )
 from program.stack_files import PROJECT, ROOT
+from workloads.train.harness.exit_paths import write_summary
+from workloads.train.harness.launch import read_flags
 from workloads.train.harness.what_ran import LOCAL_IMAGE
 
 
@@ -232,9 +237,8 @@ class ExperimentRun:
 
     def row(self) -> dict[str, Any]:
         e = self.exp
-        shape = f"{e.min_nodes}:{e.max_nodes}x{e.procs_per_node}" if e.elastic else f"{e.max_nodes}x{e.procs_per_node}"
         if not self.started:
-            return {"experiment": e.label, "status": "not run", "shape": shape, "path": show(Path(e.results_dir))}
+            return not_run_row(e)
         fig = run_figures(self.summary())
         # What stopped it, as the launcher recorded it (summary_fields: succeeded, failed, diverged, interrupted,
         # deadline, timeout); where no summary says, what this run knows.
@@ -242,15 +246,47 @@ class ExperimentRun:
         if self.timed_out or self.stopped_by:
             stopped = F.TIMEOUT if self.timed_out else self.stopped_by
             status = stopped if status in (F.FAILED, F.INTERRUPTED) else status
+        if status == F.INTERRUPTED and fig["stop_reason"] in F.USER_SIGNALS.values():
+            status = f"{status} ({fig['stop_reason']})"  # the signal the user sent: interrupted (Ctrl-C)
         if self.eval and "error" in self.eval:
             status = "failed (evaluation)"
         acc = self.eval.get("accuracy") if self.eval else None
         wall = self.wall if self.wall is not None else time.monotonic() - self.t0
-        return {"experiment": e.label, "status": status, "shape": shape, "steps": fig["steps"],
+        return {"experiment": e.label, "status": status, "shape": shape_text(e), "steps": fig["steps"],
                 "total": fig["samples_per_s"], "per_process": fig["samples_per_s_per_process"],
                 "busbw_peak_gbps": fig["busbw_peak_gbps"], "wall": round(wall, 1),
                 "accuracy": acc, "path": show(Path(e.results_dir)),
                 "joules_per_sample": fig["joules_per_sample"], "kwh": fig["kwh"]}
+
+
+def shape_text(e: Any) -> str:
+    """``2x1``, or ``1:2x1`` for an elastic experiment: its nodes (least:most) by processes per node."""
+    return f"{e.min_nodes}:{e.max_nodes}x{e.procs_per_node}" if e.elastic else f"{e.max_nodes}x{e.procs_per_node}"
+
+
+def not_run_row(e: Any) -> dict[str, Any]:
+    """The results table's row of an experiment the run never started."""
+    return {"experiment": e.label, "status": F.NOT_RUN, "shape": shape_text(e), "path": show(Path(e.results_dir))}
+
+
+def not_run_reason(reason: str | None, signal_name: str | None) -> str:
+    """Why an experiment never started, in its summary: what stopped the run first."""
+    if reason == "interrupted":
+        return f"{F.USER_SIGNALS.get(signal_name or '', 'an interrupt')} before it started"
+    told = {"deadline": "the run's deadline came", "budget": "the run's budget was spent"}
+    return f"{told.get(reason or '', 'the run stopped')} before it started"
+
+
+def not_run_summary(e: Any, *, why: str, signal_name: str | None, now: float) -> dict[str, Any]:
+    """summary.json of an experiment the run never started, so ``status``, the report and ``results.load`` show it
+    as a row (``not run``) beside the experiments that ran."""
+    from dataclasses import asdict
+
+    return {F.EXPERIMENT: e.name, F.STATUS: F.NOT_RUN, F.STOP_REASON: why, F.EXIT_CODE: None,
+            "signal": signal_name, F.STARTED_AT: None,
+            "ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), F.WALL_TIME_S: None,
+            F.FRAMEWORK: e.framework, F.CONFIG: asdict(e.train),
+            F.LAUNCH: {F.LAUNCH_NODES: e.max_nodes, F.LAUNCH_PROCS_PER_NODE: e.procs_per_node}}
 
 
 class LocalBackend:
@@ -269,6 +305,8 @@ class LocalBackend:
         self.runnable = [e for e in plan if not e.skip]
         self.etcd = None
         self.runs: list[ExperimentRun] = []
+        self.signal_name: str | None = None  # the signal the user sent, once one came
+        self.flags: list[str] = []  # what the run's summaries are flagged with (a CPU shared with another run)
 
     def provision(self, ctl: Control) -> None:
         from bench.local import plan as lr
@@ -291,6 +329,7 @@ class LocalBackend:
         elif not self.etcd_bin:
             progress.line("no etcd binary on PATH: using torchrun's c10d rendezvous instead of etcd-v2")
         env = child_env(self.cpus, lr.processes_sharing_cores(self.runnable, self.mode), tmpdir=self.run_dir / "_tmp")
+        env[F.RUN_FLAGS_ENV] = str(flags_file(self.run_dir))  # another local run sharing the CPU writes there
         self.runs = [ExperimentRun(e, stack=self.stack, run_id=self.run_id,
                                    etcd=self.etcd.endpoint if self.etcd else None, env=env,
                                    timeout_s=self.timeout_s) for e in self.runnable]
@@ -312,22 +351,35 @@ class LocalBackend:
             drive([r], self.every, ctl)
 
     def interrupt(self, signum: int) -> None:
+        self.signal_name = signal.Signals(signum).name
         for r in self.runs:
-            r.stop(F.INTERRUPTED)
+            r.stop(F.stop_text(F.INTERRUPTED, self.signal_name))
 
     def teardown(self, ctl: Control) -> bool:
+        sent = signal.Signals(ctl.signum).name if ctl.reason == F.INTERRUPTED and ctl.signum else None
         for r in self.runs:
-            r.stop()
+            r.stop(F.stop_text(F.INTERRUPTED, sent) if sent else None)
         for r in self.runs:
             r.wait_stopped(timeout=30)
         if self.etcd is not None:
             self.etcd.stop()
+        self.flags = read_flags(str(flags_file(self.run_dir)))  # what another local run said of this one
         shutil.rmtree(self.run_dir / "_tmp", ignore_errors=True)
         return True
 
     def collect(self, ctl: Control) -> list[dict[str, Any]]:
-        return [r.row() for r in self.runs] + [{"experiment": e.label, "status": "skipped"}
-                                               for e in self.plan if e.skip]
+        started = {r.exp.label: r for r in self.runs if r.started}
+        never = [e for e in self.runnable if e.label not in started]
+        sent = signal.Signals(ctl.signum).name if ctl.signum else None
+        for e in never:
+            write_summary(not_run_summary(e, why=not_run_reason(ctl.reason, sent), signal_name=sent, now=time.time()),
+                          [Path(e.results_dir)])
+        rows = [started[e.label].row() if e.label in started else not_run_row(e) for e in self.runnable]
+        if self.flags:  # another local run trained beside this one: said again by the results, and kept
+            record(self.run_dir, shared_cpu="; ".join(self.flags))
+            for flag in self.flags:
+                progress.line(f"warning: {flag}", err=True)
+        return rows + [{"experiment": e.label, "status": "skipped"} for e in self.plan if e.skip]
 
 
     # -- observe (bench status, bench logs)
@@ -340,15 +392,22 @@ class LocalBackend:
         """The experiment's node logs of ``run_id`` (default: its latest run), ``follow`` tailing them until
         its summary.json appears (its last repeat's, for ``repeats: N``); ``tail``: from each log's last
         ``tail`` lines; ``node``: one node's log (``node-1`` or ``1``); ``timestamps``: each line's time.
-        FileNotFoundError (saying where it looked) when there are none; ValueError (naming the nodes there)
-        for a node that has none."""
+        FileNotFoundError (saying where it looked) when there is no such run; ValueError (naming the run's
+        experiments) when the run lacks the experiment, or (naming the nodes there) a node that has none."""
         root = self.results_root.resolve()
         if run_id:
-            exp_dir = ResultsLocation(None, self.project, self.stack, run_id, experiment).local_dir(root)
+            run_dir = ResultsLocation(None, self.project, self.stack, run_id).local_dir(root)
         else:
-            exp_dir = latest_local_run(root, self.stack, experiment)
-        if exp_dir is None or not exp_dir.is_dir():
-            raise FileNotFoundError(f"not under {self.results_root / self.stack}")
+            run_dir = latest_local_run(root, self.stack)
+        if run_dir is None or not _folder(run_dir):
+            where = self.results_root / self.stack
+            raise FileNotFoundError(f"no run {run_id} under {where}" if run_id else f"not under {where}")
+        exp_dir = run_dir / experiment
+        if not _folder(exp_dir):
+            raise ValueError(no_experiment(self.stack, run_dir.name, experiment, run_experiments(run_dir)))
+        if not follow and not node_log_files(exp_dir):
+            raise ValueError(f"run {run_dir.name} of stack {self.stack}: experiment {experiment!r} has no node logs "
+                             "(it never started, or stopped before its launcher wrote one)")
         return local_logs(exp_dir, follow, repeats=self.repeats.get(experiment, 1), tail=tail, node=node,
                           timestamps=timestamps)
 
@@ -393,10 +452,24 @@ def _folder(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink()
 
 
-def latest_local_run(results_root: Path, stack: str, experiment: str) -> Path | None:
+def latest_local_run(results_root: Path, stack: str) -> Path | None:
+    """The stack's run folder changed last (a run adds its experiments' folders as it goes), None when none."""
     base = results_root / stack
-    runs = sorted((p for p in base.glob(f"*/{experiment}") if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    runs = sorted((p for p in base.iterdir() if _folder(p)), key=lambda p: p.stat().st_mtime) if _folder(base) else []
     return runs[-1] if runs else None
+
+
+def run_experiments(run_dir: Path) -> list[str]:
+    """The experiments a local run has: its folders, less its own (``_data``: names with "_" or "." first)."""
+    return sorted(p.name for p in run_dir.iterdir() if _folder(p) and not p.name.startswith(("_", ".")))
+
+
+def node_log_files(exp_dir: Path) -> list[tuple[str, Path]]:
+    """The experiment's node logs, or each repeat's in order, as (path relative to ``exp_dir``, path): regular
+    files only, never a link."""
+    found = [*exp_dir.glob(node_log("*")), *exp_dir.glob(f"{repeat_folder('*')}/{node_log('*')}")]
+    named = sorted((repeat_number(p.parent.parent.name) or 0, p) for p in found if p.is_file() and not p.is_symlink())
+    return [(p.relative_to(exp_dir).as_posix(), p) for _, p in named]
 
 
 def local_logs(exp_dir: Path, follow: bool, repeats: int = 1, *, tail: int | None = None,
@@ -409,10 +482,7 @@ def local_logs(exp_dir: Path, follow: bool, repeats: int = 1, *, tail: int | Non
     done = (exp_dir / repeat_folder(repeats) if repeats > 1 else exp_dir) / SUMMARY_FILE
 
     def logs() -> list[tuple[str, Path]]:
-        found = [*exp_dir.glob(node_log("*")), *exp_dir.glob(f"{repeat_folder('*')}/{node_log('*')}")]
-        named = sorted((repeat_number(p.parent.parent.name) or 0, p) for p in found
-                       if p.is_file() and not p.is_symlink())
-        return [(p.relative_to(exp_dir).as_posix(), p) for _, p in named]
+        return node_log_files(exp_dir)
 
     keep = node_filter([log_name(rel) or p.stem for rel, p in logs()], node, exp_dir.name) if node else None
     return _local_lines(exp_dir, logs, done, follow, tail, keep, timestamps)

@@ -347,11 +347,17 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
             f"<body><main>{''.join(body)}</main></body></html>")
 
 
-def write_report(sources: list[str], out: str | Path, baseline: str | None = None) -> Path:
-    """Load, render and write; returns the path. Raises LookupError with a one-line reason, and
-    ``bench.errors.NotWritten`` (an OSError) when the page cannot be written, the previous one left whole."""
+def write_report(sources: list[str], out: str | Path, baseline: str | None = None, *,
+                 results_root: str | Path | None = None) -> Path:
+    """Load, render and write; returns the path. ``sources`` and ``results_root`` are read as ``results.load``
+    reads them (folders, s3:// prefixes, run handles: ``bench.results.sources``). Raises LookupError with a
+    one-line reason, and ``bench.errors.NotWritten`` (an OSError) when the page cannot be written, the previous
+    one left whole."""
     from bench.report.timeline import load_timelines
     from bench.results import frames as results
+    from bench.results.sources import resolve_sources
+
+    sources = resolve_sources(sources, results_root=results_root)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -515,7 +515,7 @@ def timeline_figure(timelines: list[tuple[str, dict[str, Any]]]):
         ax.barh(names, widths, left=starts, color=[colors.get(n, "#4C72B0" if not n.startswith("steps:") else "#8DCB9B")
                                                   for n in names])
         ax.invert_yaxis()
-        ax.set(xlabel="minutes from the start of bench run", title=label)
+        ax.set(xlabel="minutes from the start of eksbench run", title=label)
         ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig

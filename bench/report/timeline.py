@@ -58,7 +58,7 @@ def timeline_section(timelines: list[tuple[str, dict[str, Any]]], *, table: Call
     cols = [("run", "run"), ("first_step", "minutes to the first step"),
             ("idle", "GPU node-minutes billed while nothing stepped"), ("billed", "GPU billing window, minutes"),
             ("nodes", "GPU nodes"), ("audit", "audit after destroy")]
-    intro = ("<p>The figures a run can lower: minutes from bench run's start to the first training "
+    intro = ("<p>The figures a run can lower: minutes from eksbench run's start to the first training "
              "step, and GPU node-minutes billed while no experiment was stepping (GPU nodes × the part of their "
              "billing window, node groups' creation to the teardown's end, that no experiment's first-to-last step "
              "covers).</p>")

@@ -2,6 +2,7 @@
 
     from bench import results
     df = results.load("results/dev")                 # a stack, a run or one experiment
+    df = results.load("dev/20261127-091239")         # a run handle, from any folder (bench.results.sources)
     df = results.load("s3://bucket/dev/run-001")     # the same from the results bucket
     curves = results.steps("results/dev")            # per-rank, per-step lines
     stats = results.repeats(df)                      # per experiment: runs, mean samples/s, 95% interval
@@ -42,6 +43,7 @@ import bench.results.rank_lines as rank_lines
 from bench.results.files import ExperimentFiles, exists, find_experiments
 from bench.results.rank_lines import Budget, RankLines
 from bench.results.hardware import energy_figures
+from bench.results.sources import resolve_sources
 from bench.results.timeline import parse_iso
 from core.catalog import aws as catalog
 from core.contract import summary_fields as F
@@ -290,10 +292,12 @@ def _s3_absent(uri: str) -> str | None:
     return f"{uri}: no objects under s3://{bucket}/{prefix}; looked for {LOOKED_FOR}"
 
 
-def _experiments(sources: tuple[str, ...], strict: bool) -> list[ExperimentFiles]:
-    """The experiment folders under the sources; ``strict``: NoResults for a source that does not exist."""
+def _experiments(sources: tuple[str, ...], strict: bool, results_root: str | Path | None = None
+                 ) -> list[ExperimentFiles]:
+    """The experiment folders under the sources (run handles resolved under ``results_root``,
+    ``bench.results.sources``); ``strict``: NoResults for a source that does not exist."""
     found = []
-    for source in map(str, sources):
+    for source in resolve_sources(sources, results_root=results_root):
         s3 = source.startswith("s3://")
         absent = _local_absent(source) if strict and not s3 else None
         if absent:
@@ -315,12 +319,13 @@ def _experiments(sources: tuple[str, ...], strict: bool) -> list[ExperimentFiles
     return found
 
 
-def _read(sources: tuple[str, ...], strict: bool, budget: Budget | None) -> Iterator[tuple[dict[str, Any], RankLines]]:
+def _read(sources: tuple[str, ...], strict: bool, budget: Budget | None,
+          results_root: Path | None = None) -> Iterator[tuple[dict[str, Any], RankLines]]:
     """Each experiment run's row with its rank lines, one run at a time, each rank file streamed once
     (``bench.results.rank_lines``). ``budget``: what the whole call may read; None: a budget of its own for each
     experiment run, and no step times (``load``, which keeps none of the lines)."""
     where = ", ".join(map(str, sources))
-    for exp in _experiments(sources, strict):
+    for exp in _experiments(sources, strict, results_root):
         summary = R.read_summary(exp.read_text(SUMMARY_FILE, R.MAX_JSON_BYTES), exp.name(SUMMARY_FILE))
         spend = budget or Budget()
         lines = rank_lines.read(exp, spend, times=budget is not None)
@@ -349,13 +354,15 @@ def runs(*sources: str, strict: bool = False) -> list[tuple[dict[str, Any], Rank
     return list(_read(sources, strict, Budget()))
 
 
-def load(*sources: str) -> "pandas.DataFrame":  # noqa: F821
-    """One row per experiment run found under the sources (see the module docstring). Each run's lines are read
-    and let go before the next (at most ``MAX_STEP_ROWS`` of them a run), so memory grows with rows, not lines.
+def load(*sources: str, results_root: str | Path | None = None) -> "pandas.DataFrame":  # noqa: F821
+    """One row per experiment run found under the sources (see the module docstring): folders, s3:// prefixes or
+    run handles (``dev/20261127-091239``) under ``results_root`` (default: ``results/`` in the project found from
+    the working folder; ``~`` expands). Each run's lines are read and let go before the next (at most
+    ``MAX_STEP_ROWS`` of them a run), so memory grows with rows, not lines.
 
     Raises NoResults (a FileNotFoundError) for a source that does not exist.
     """
-    return frame([r for r, _ in _read(sources, True, None)])
+    return frame([r for r, _ in _read(sources, True, None, results_root)])
 
 
 def frame(rows: list[dict[str, Any]]) -> "pandas.DataFrame":  # noqa: F821
@@ -393,15 +400,17 @@ def _floats(values: list[Any], column: str, given: list[Any] | None = None) -> l
     return out
 
 
-def steps(*sources: str, max_rows: int | None = None) -> "pandas.DataFrame":  # noqa: F821
+def steps(*sources: str, max_rows: int | None = None,
+          results_root: str | Path | None = None) -> "pandas.DataFrame":  # noqa: F821
     """Per-rank, per-step metrics lines (for loss and step-time curves), at most ``max_rows`` of them
     (``MAX_STEP_ROWS``): counted as the lines are read, the rest are not read, with one warning naming the file
     where reading stopped.
-    Raises NoResults (a FileNotFoundError) for a source that does not exist, as ``load`` does.
+    Sources and ``results_root`` are read as ``load`` reads them; raises NoResults (a FileNotFoundError) for a
+    source that does not exist, as ``load`` does.
     """
     budget = Budget(lines=max_rows or R.MAX_STEP_ROWS)
     parts = [(exp.ids, exp.repeat, rank_lines.read(exp, budget, times=False))
-             for exp in _experiments(sources, strict=True)]
+             for exp in _experiments(sources, strict=True, results_root=results_root)]
     _warn(budget.warning(", ".join(map(str, sources))))
     return step_frame(parts)
 

@@ -28,7 +28,8 @@ def run_figures(summary: Any) -> dict[str, Any]:
     ``started_at`` (ISO 8601, None when it is not one), ``started_invalid`` (the summary gives a start that
     is no time: not ISO 8601, or outside ``timeline.parse_iso``'s years), ``wall_s``, ``steps``,
     ``samples_per_s`` and ``samples_per_s_per_process`` (None for the all-reduce workload), ``busbw_peak_gbps`` with
-    ``busbw_peak_at_bytes`` and ``message_sizes`` (the all-reduce workload's, else None), ``joules_per_sample`` and
+    ``busbw_peak_at_bytes`` and ``message_sizes`` (the all-reduce workload's, else None), ``flags`` (what the run
+    is marked with: a CPU another local run shared, NCCL on sockets; None where nothing), ``joules_per_sample`` and
     ``kwh`` (energy per result, where the run's telemetry measured power: ``bench.results.hardware``)."""
     s = summary if isinstance(summary, Mapping) else {}
     tp = s.get(F.THROUGHPUT) if isinstance(s.get(F.THROUGHPUT), Mapping) else {}
@@ -56,6 +57,8 @@ def run_figures(summary: Any) -> dict[str, Any]:
         "busbw_peak_gbps": peak,
         "busbw_peak_at_bytes": pick(busbw.get("peak_at_bytes"), integer) if peak is not None else None,
         "message_sizes": len(curve) if peak is not None and isinstance(curve, list) else None,
+        # what the run is marked with (another local run shared the CPU; NCCL on sockets), as text
+        "flags": ([f for f in s[F.FLAGS] if text(f)] or None) if isinstance(s.get(F.FLAGS), list) else None,
         **{k: v for k, v in energy_figures(s.get(F.TELEMETRY), tp.get(F.SAMPLES_PER_S_TOTAL)).items()
            if k in ("joules_per_sample", "kwh")},
     }
@@ -141,3 +144,29 @@ def by_run(rows: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
     for row in rows:
         runs.setdefault(row["run"], {})[label(row)] = status_text(row)
     return runs
+
+
+def no_experiment(stack: str, run: str, experiment: str, experiments: list[str]) -> str:
+    """One line for a run that lacks an experiment asked for (``status``, ``logs``): the run's experiments."""
+    return (f"run {run} of stack {stack} has no experiment {experiment!r}; its experiments: "
+            f"{', '.join(experiments) or 'none'}")
+
+
+def handle_rows(rows: list[dict[str, Any]], stack: str, run: str | None, experiment: str | None
+                ) -> list[dict[str, Any]]:
+    """The rows a run handle names (``<stack>[/<run-id>[/<experiment>]]``); ValueError, one line naming the
+    stack's runs or the run's experiments, for a run or an experiment that is not there."""
+    if run is None:
+        return rows
+    mine = [r for r in rows if r["run"] == run]
+    if not mine:
+        runs = list(dict.fromkeys(r["run"] for r in rows))
+        shown = ", ".join(runs[-10:]) if runs else "none"
+        raise ValueError(f"stack {stack} has no run {run!r}; its runs{' (the last 10)' if len(runs) > 10 else ''}: "
+                         f"{shown}")
+    if experiment is None:
+        return mine
+    found = [r for r in mine if r["experiment"] == experiment]
+    if not found:
+        raise ValueError(no_experiment(stack, run, experiment, list(dict.fromkeys(r["experiment"] for r in mine))))
+    return found

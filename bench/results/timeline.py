@@ -128,12 +128,12 @@ class Recorder:
     def clock_note(self) -> str:
         """Which clock the document's marks are on, and how the cluster's were brought onto it."""
         if self.cluster_offset is None:
-            return ("bench run's clock; the cluster's marks (pods, nodes, summaries) uncorrected: the Kubernetes "
+            return ("eksbench run's clock; the cluster's marks (pods, nodes, summaries) uncorrected: the Kubernetes "
                     "API did not answer, so its Date header gave no offset")
-        return (f"bench run's clock; the cluster's marks (pods, nodes, summaries) corrected by the API server's "
+        return (f"eksbench run's clock; the cluster's marks (pods, nodes, summaries) corrected by the API server's "
                 f"Date header (cluster clock {self.cluster_offset:+.1f} s from this machine's, within 1 s)")
 
-    def begin(self, name: str, source: str = "bench run's clock") -> None:
+    def begin(self, name: str, source: str = "eksbench run's clock") -> None:
         self.open[name] = (self.clock(), source)
 
     def end(self, name: str) -> None:

@@ -99,33 +99,49 @@ FSX_PERSISTENT_2_USD_PER_GIB_MONTH = {125: 0.145, 250: 0.21, 500: 0.34, 1000: 0.
 FSX_SCRATCH_2_USD_PER_GIB_MONTH = 0.14
 HOURS_PER_MONTH = 730
 
-# Kubernetes versions on EKS: release date, end of standard support, end of extended support.
-# Sources: the EKS user guide, "Understand the Kubernetes version lifecycle on EKS" (14 months of
-# standard support from the EKS release, then 12 months of extended support at $0.60 per
-# cluster-hour instead of $0.10) and its release calendar; dates as listed on
-# endoflife.date/amazon-eks (checked EKS_CALENDAR_CHECKED). A version past its end of extended support
-# can no longer be created. EKS user-guide pages name 1.36 as an example version, but no
-# calendar entry or release date for it was found (checked EKS_CALENDAR_CHECKED): 1.35 is the newest
-# version offered. Add a row here when EKS releases the next one.
+# Kubernetes versions on EKS: release date, end of standard support, end of extended support, and the
+# kernel of the AL2023 EKS AMIs built for it. Sources: the EKS user guide, "Understand the Kubernetes version
+# lifecycle on EKS" (14 months of standard support from the EKS release, then 12 months of extended support at
+# $0.60 per cluster-hour instead of $0.10) and its release calendar; dates for 1.30-1.35 as listed on
+# endoflife.date/amazon-eks (checked 2026-11-22). A version past its end of extended support can no longer be
+# created.
+# 1.36: the AMI changelog (awslabs/amazon-eks-ami CHANGELOG.md at 81fec2e, 2026-07-23) lists
+# amazon-eks-node-al2023-x86_64-nvidia-1.36 from AMI release v20260610 (Kubernetes 1.36.1, artifacts of
+# 2026-06-09) to v20260714 (1.36.2); no EKS calendar entry for it was found offline, so its release date is that
+# first AMI release and its support dates follow the 14 + 12 month rule: approximate, as the calendar's own
+# "dates with only a month and a year are approximate".
+# Kernels: the changelog's "Source AMI Name" table (v20260714): AL2023_x86_64_NVIDIA and _STANDARD on
+# kernel-6.18 for 1.36, kernel-6.12 for 1.33-1.35, kernel-6.1 for 1.30-1.32.
 @dataclass(frozen=True)
 class EksVersion:
     version: str
     released: str  # ISO dates
     end_of_standard: str
     end_of_extended: str
+    al2023_kernel: str  # the x86_64 AL2023 AMIs' kernel series (NVIDIA and standard)
+    approximate: bool = False  # dates derived from the first AMI release, not from EKS's calendar
 
 
-EKS_CALENDAR_CHECKED = "2026-11-22"
+EKS_CALENDAR_CHECKED = "2026-11-28"
 EKS_CALENDAR: dict[str, EksVersion] = {v.version: v for v in (
-    EksVersion("1.30", "2024-05-23", "2025-07-23", "2026-07-23"),
-    EksVersion("1.31", "2024-09-26", "2025-11-26", "2026-11-26"),
-    EksVersion("1.32", "2025-01-25", "2026-03-23", "2027-03-23"),
-    EksVersion("1.33", "2025-05-28", "2026-07-29", "2027-07-29"),
-    EksVersion("1.34", "2025-10-06", "2026-12-02", "2027-12-02"),
-    EksVersion("1.35", "2026-01-28", "2027-03-27", "2028-03-27"),
+    EksVersion("1.30", "2024-05-23", "2025-07-23", "2026-07-23", "6.1"),
+    EksVersion("1.31", "2024-09-26", "2025-11-26", "2026-11-26", "6.1"),
+    EksVersion("1.32", "2025-01-25", "2026-03-23", "2027-03-23", "6.1"),
+    EksVersion("1.33", "2025-05-28", "2026-07-29", "2027-07-29", "6.12"),
+    EksVersion("1.34", "2025-10-06", "2026-12-02", "2027-12-02", "6.12"),
+    EksVersion("1.35", "2026-01-28", "2027-03-27", "2028-03-27", "6.12"),
+    EksVersion("1.36", "2026-06-10", "2027-08-10", "2028-08-10", "6.18", approximate=True),
 )}
 EKS_VERSIONS = tuple(EKS_CALENDAR)
 NEWEST_EKS_VERSION = EKS_VERSIONS[-1]
+
+# The AL2023 kernel series for which a `lustre-client` package in the AL2023 repositories is known: kernel 6.1,
+# where the FSx for Lustre user guide ("Installing the Lustre client", Amazon Linux 2023) installs it with dnf and
+# users mount FSx from EKS nodes (amazonlinux/amazon-linux-2023#723, kernel 6.1). For 6.12 (EKS 1.33-1.35) and
+# 6.18 (1.36) no source reachable offline says whether the repositories build the client: where they do not,
+# the node's install fails, the node never gets the Lustre-ready label and the FSx pods stay Pending until the
+# run names it (infra.cluster.node_group, bench.cloud.kube). Bottlerocket's kernels carry the module.
+LUSTRE_CLIENT_KNOWN_KERNELS = ("6.1",)
 EKS_EXTENDED_SUPPORT_USD_PER_HOUR = 0.60
 
 

@@ -7,7 +7,7 @@ together). Changing a pin here changes it everywhere it is used.
 
 from __future__ import annotations
 
-from core.catalog.aws import DEFAULT_REGION
+from core.catalog.aws import DEFAULT_REGION, EKS_VERSIONS
 
 # The training image: an AWS Deep Learning Container (DLC) for PyTorch training on EC2. Unlike the
 # stock pytorch/pytorch runtime image it has a C compiler (torch.compile needs one), EFA with
@@ -161,3 +161,8 @@ CLUSTER_AUTOSCALER_CHARTS = {  # Kubernetes minor -> (chart version, Cluster Aut
     "1.34": ("9.53.0", "1.34.2"),
     "1.35": ("9.59.0", "1.35.0"),
 }
+# A stack that names no kubernetes_version gets the newest EKS version that every per-minor pin here covers, so
+# the default never meets "no chart pinned" (today 1.35: the chart history read above has no Cluster
+# Autoscaler release of 1.36). A stack file may still choose a newer version.
+DEFAULT_EKS_VERSION = max((v for v in EKS_VERSIONS if v in CLUSTER_AUTOSCALER_CHARTS),
+                          key=lambda v: tuple(map(int, v.split("."))))

@@ -17,7 +17,7 @@ from typing import Mapping
 
 from core.catalog import aws as catalog
 from core.catalog.fabric import FABRIC_MODES
-from core.catalog.pins import TRAINING_IMAGE
+from core.catalog.pins import DEFAULT_EKS_VERSION, TRAINING_IMAGE
 from core.contract.results_location import repeat_folder
 from core.contract.train_args import COMPILE_MODES, INPUT_PATHS, PRECISIONS, WORKLOADS
 
@@ -45,7 +45,7 @@ class Network:
 
 @dataclass(frozen=True)
 class Cluster:
-    kubernetes_version: str = catalog.NEWEST_EKS_VERSION
+    kubernetes_version: str = DEFAULT_EKS_VERSION  # core.catalog.pins says why not always the newest
     # Who may reach the public API endpoint. None: not chosen (the plan rejects it); (): no public
     # endpoint at all (private only; `pulumi up` must then run from inside the VPC).
     public_access_cidrs: tuple[str, ...] | None = None

@@ -117,7 +117,7 @@ def parse_stack_config(raw: Mapping[str, Any], *, project: str, stack: str, regi
         problems.append('aws:region: is required, e.g. "us-west-2" (pulumi config set aws:region us-west-2)')
     if top.string("role", "experiment", choices=ROLES) == HOME_ROLE:
         raise ConfigError([f'role="home": Pulumi.{stack}.yaml is the home stack (results, datasets, image), not an '
-                           f"experiment stack: create it with pulumi up -s {stack} (python3 -m bench plan {stack} "
+                           f"experiment stack: create it with pulumi up -s {stack} (eksbench plan {stack} "
                            f"shows it); run experiments in a stack whose results.home_stack names it"])
     run_id = top.string("run_id", "run-001", pattern=NAME, example='"run-002"')
     namespace = top.string("namespace", "eksbench", pattern=NAME, example='"eksbench"')
@@ -178,11 +178,11 @@ def _network(r: Reader) -> Network:
 
 def _cluster(r: Reader) -> Cluster:
     d = Cluster()
-    newest = f'"{catalog.NEWEST_EKS_VERSION}"'
-    version = r.string("kubernetes_version", d.kubernetes_version, example=newest)
+    default = f'"{d.kubernetes_version}"'
+    version = r.string("kubernetes_version", d.kubernetes_version, example=default)
     if isinstance(version, str) and version not in catalog.EKS_VERSIONS:
         r.fail(r.key("kubernetes_version"), version,
-               f"EKS offers {', '.join(catalog.EKS_VERSIONS)} (as of {catalog.EKS_CALENDAR_CHECKED})", newest)
+               f"EKS offers {', '.join(catalog.EKS_VERSIONS)} (as of {catalog.EKS_CALENDAR_CHECKED})", default)
     c = Cluster(
         kubernetes_version=version,
         # None when absent: program.validation asks for an explicit choice.

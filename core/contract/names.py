@@ -70,6 +70,7 @@ ENV_GATE = "EKSBENCH_GATE"  # the gate Job's instructions (JSON)
 ENV_AUTOSTOP = "EKSBENCH_AUTOSTOP"  # the autostop controller's settings (JSON)
 ENV_LAUNCHED_AT = "EKSBENCH_LAUNCHED_AT"  # when the launcher started, for the trainers' start-up record
 ENV_STOP_REASON_FILE = "EKSBENCH_STOP_REASON_FILE"  # where whoever stops a launcher writes why
+ENV_RUN_FLAGS_FILE = "EKSBENCH_RUN_FLAGS_FILE"  # lines the launcher adds to its summary's flags (a shared CPU)
 ENV_CPU_BF16 = "EKSBENCH_CPU_BF16"  # 1|0: answer as a CPU with or without bf16 instructions
 ENV_VENVS = "EKSBENCH_VENVS"  # where the framework venvs live on this machine
 ENV_CACHE = "EKSBENCH_CACHE"  # where a local run keeps what it measured of this machine (~/.cache/eksbench)

@@ -76,6 +76,51 @@ def check_run_id(run_id: Any) -> str:
     return run_id
 
 
+# A run handle names results the same way in every command and in the Python API: a stack, one of its runs, one
+# experiment of that run, each a folder under the results root. A part is a stack's, run id's or experiment's
+# name: letters, digits, ".", "_" or "-", never starting with "." (so no handle is ".", ".." or a hidden folder).
+HANDLE = "<stack>[/<run-id>[/<experiment>]]"
+_HANDLE_PART = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
+@dataclass(frozen=True)
+class RunHandle:
+    """``dev``, ``dev/20261127-091239`` or ``dev/20261127-091239/resnet50-synthetic``: a stack's runs, one run,
+    or one experiment of it (``parse_handle``)."""
+
+    stack: str
+    run: str | None = None
+    experiment: str | None = None
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(p for p in (self.stack, self.run, self.experiment) if p is not None)
+
+    def __str__(self) -> str:
+        return "/".join(self.parts)
+
+    def local_dir(self, results_root: str | Path) -> Path:
+        """``<results root>/<stack>[/<run>[/<experiment>]]``."""
+        return Path(results_root).joinpath(*self.parts)
+
+
+def is_handle(text: Any) -> bool:
+    """Whether ``text`` has a run handle's shape (one trailing "/" allowed, as a shell completes a folder)."""
+    if not isinstance(text, str):
+        return False
+    parts = text[:-1].split("/") if text.endswith("/") else text.split("/")
+    return 1 <= len(parts) <= 3 and all(_HANDLE_PART.fullmatch(p) and not segment_problem(p) for p in parts)
+
+
+def parse_handle(text: Any) -> RunHandle:
+    """The handle ``text`` names; ValueError, one line with the value, the shape and an example, when it is not
+    one."""
+    if not is_handle(text):
+        raise ValueError(f"{quoted(text)} is not a run handle: give {HANDLE}, each part letters, digits, '.', '_' "
+                         "or '-' (not starting with '.'), e.g. dev or dev/20261127-091239/resnet50-synthetic")
+    return RunHandle(*text.rstrip("/").split("/"))
+
+
 def repeat_folder(k: int) -> str:
     """The folder of repeat ``k`` (1-based) under its experiment's folder."""
     return REPEAT_FOLDER.format(k)

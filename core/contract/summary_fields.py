@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from core.contract.names import ENV_STOP_REASON_FILE
+import signal
+
+from core.contract.names import ENV_RUN_FLAGS_FILE, ENV_STOP_REASON_FILE
 
 EXPERIMENT = "experiment"
 STATUS = "status"
@@ -14,7 +16,8 @@ DIVERGED = "diverged"  # a non-finite loss ended training (the trainer's record;
 INTERRUPTED = "interrupted"  # stopped by a signal: SIGINT (Ctrl-C), SIGTERM, SIGHUP; STOP_REASON says which
 DEADLINE = "deadline"  # stopped by `bench run --deadline`
 TIMEOUT = "timeout"  # stopped by the experiment's timeout_minutes
-STATUSES = (SUCCEEDED, FAILED, DIVERGED, INTERRUPTED, DEADLINE, TIMEOUT)
+NOT_RUN = "not run"  # never started: its run stopped first (written by `bench run --local`, not by a launcher)
+STATUSES = (SUCCEEDED, FAILED, DIVERGED, INTERRUPTED, DEADLINE, TIMEOUT, NOT_RUN)
 # The launcher's exit code for a diverged run whose command exited 0 (the trainer exits 0 so that torchrun does
 # not restart it into the same divergence); the Job fails at once on it (workloads.job_manifests).
 DIVERGED_EXIT_CODE = 87
@@ -27,6 +30,12 @@ STOP_REASON = "stop_reason"  # why a run that did not succeed stopped, one line
 # the cause (INTERRUPTED, DEADLINE, TIMEOUT) before its SIGTERM; without it a signal reads as INTERRUPTED (a
 # pod cannot tell a Job's deadline from a drain or a deletion: each is a SIGTERM from the kubelet).
 STOP_REASON_ENV = ENV_STOP_REASON_FILE
+# A stop by a signal the user sent to `bench run` names it after the cause: "interrupted SIGINT". `bench run` stops
+# its launchers with SIGTERM whatever it got, so the launcher records the user's signal instead of its own: its
+# words here as the stop reason, and 128 + its number as the exit code (130 for Ctrl-C, as the shell says).
+USER_SIGNALS = {"SIGINT": "Ctrl-C", "SIGTERM": "SIGTERM", "SIGHUP": "SIGHUP (the terminal hung up)"}
+# Where `bench run --local` writes flags for its launchers' summaries (another local run shares the CPU), one a line.
+RUN_FLAGS_ENV = ENV_RUN_FLAGS_FILE
 DIVERGENCE = "divergence"  # {step, reason} where a non-finite loss ended training; null when it did not
 AMP = "amp"  # amp-fp16: {loss_scale, skipped_steps} from rank 0's last metrics line
 EXIT_CODE = "exit_code"
@@ -102,6 +111,27 @@ NODE_GROUP = "node_group"
 WHAT_RAN_FIELDS = (IMAGE, IMAGE_DIGEST, TORCH, CUDA, CUDNN, NCCL, AWS_OFI_NCCL, EFA_INSTALLER, DRIVER, KERNEL,
                    AMI_TYPE, AMI_RELEASE, INSTANCE_TYPE, REGION, ZONE, CAPACITY_TYPE, PLACEMENT_GROUP, NODE_GROUP,
                    NODES)
+
+
+def stop_text(cause: str, signal_name: str | None = None) -> str:
+    """What the stop file holds: the cause, and the signal the user sent where one (of USER_SIGNALS) stopped the run."""
+    return f"{cause} {signal_name}" if signal_name in USER_SIGNALS else cause
+
+
+def parse_stop(text: str, causes: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """(cause, the user's signal) from a stop file's text; (None, None) where the cause is not one of ``causes``,
+    and no signal where it names none of USER_SIGNALS."""
+    words = text.split()
+    cause = words[0] if words and words[0] in causes else None
+    sent = words[1] if cause and len(words) == 2 and words[1] in USER_SIGNALS else None
+    return cause, sent
+
+
+def signal_exit_code(signal_name: str) -> int:
+    """128 + the signal's number, as a shell reports a process a signal ended: SIGINT 130, SIGTERM 143."""
+    return 128 + signal.Signals[signal_name].value
+
+
 # The node's hardware as the launcher's sampler read it (workloads.train.harness.telemetry_summary): one object.
 TELEMETRY = "telemetry"
 TELEMETRY_SOURCE = "source"  # in TELEMETRY: "nvml" (GPUs), "rapl" (the CPU's energy counters) or null

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from core.catalog import aws as catalog
+from core.catalog.pins import DEFAULT_EKS_VERSION
 from core.config.fields import show
 from core.config.model import GpuNodeGroup, StackConfig
 
@@ -102,7 +103,8 @@ def advisories(cfg: StackConfig, *, today: str) -> list[str]:
         notes.append(f"cluster.kubernetes_version={show(version)}: standard support ended on {v.end_of_standard}; "
                      f"extended support costs ${catalog.EKS_EXTENDED_SUPPORT_USD_PER_HOUR:.2f}/h instead of "
                      f"${catalog.EKS_CONTROL_PLANE_USD_PER_HOUR:.2f}/h and ends on {v.end_of_extended}; "
-                     f"use {show(catalog.NEWEST_EKS_VERSION)}")
+                     f"use {show(DEFAULT_EKS_VERSION)}")
+    notes += version_notes(cfg)
     etcd = [cfg.experiment_key(i) for i, e in enumerate(cfg.experiments)
             if e.framework == "pytorch" and e.rdzv_backend.startswith("etcd")]
     if etcd:
@@ -111,4 +113,28 @@ def advisories(cfg: StackConfig, *, today: str) -> list[str]:
                      "PodDisruptionBudget) and from preemption (a priority class above the training pods), but a "
                      "lost node loses it and the rendezvous fails every run on it; for long production runs "
                      'prefer "c10d", whose store lives in the agents')
+    return notes
+
+
+def version_notes(cfg: StackConfig) -> list[str]:
+    """What is uncertain about the cluster's Kubernetes version: support dates not yet in EKS's calendar, and a
+    Lustre client not known to exist for its AL2023 kernel (core.catalog.aws.LUSTRE_CLIENT_KNOWN_KERNELS)."""
+    version = cfg.cluster.kubernetes_version
+    v = catalog.EKS_CALENDAR[version]
+    notes = []
+    if v.approximate:
+        notes.append(f"cluster.kubernetes_version={show(version)}: its support dates are approximate (released "
+                     f"about {v.released}, the first EKS AMI built for it; standard support to about "
+                     f"{v.end_of_standard}): `aws eks describe-cluster-versions` gives the exact ones")
+    if cfg.storage.kind != "fsx" or v.al2023_kernel in catalog.LUSTRE_CLIENT_KNOWN_KERNELS:
+        return notes
+    al2023 = ["system"] + [f"gpu_node_groups[{i}]" for i, g in enumerate(cfg.gpu_node_groups)
+                           if g.ami_type.startswith("AL2023")]
+    notes.append(f"storage.kind=\"fsx\" on cluster.kubernetes_version={show(version)}: the AL2023 nodes "
+                 f"({', '.join(al2023)}) run kernel {v.al2023_kernel}, for which no lustre-client package in the "
+                 f"AL2023 repositories could be confirmed (known for kernel "
+                 f"{', '.join(catalog.LUSTRE_CLIENT_KNOWN_KERNELS)}); where the install fails, the node never takes "
+                 "FSx pods and `eksbench run` stops the experiment within minutes, naming the node "
+                 "(LustreClientMissing). GPU groups on BOTTLEROCKET_x86_64_NVIDIA carry the Lustre module in their "
+                 "kernel")
     return notes

@@ -19,12 +19,12 @@ def test_bad_stack_fails_before_the_cli(tmp_path):
     (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
     (tmp_path / "Pulumi.x.yaml").write_text("config:\n  aws:region: us-west-2\n  eksbench:storage: {kind: nfs}\n")
     with pytest.raises(ConfigError):
-        automation.up("x", root=tmp_path)
+        automation.up("x", root=tmp_path, yes=True)
 
 
 @pytest.mark.skipif(shutil.which("pulumi") is not None, reason="the Pulumi CLI is installed here")
 def test_missing_cli_is_one_clear_error():
-    r = subprocess.run([sys.executable, "-m", "bench", "up", "dev"], cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "bench", "up", "dev", "--yes"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2
     assert r.stderr.startswith("error: the Pulumi CLI is not on PATH") and "Traceback" not in r.stderr
 
@@ -47,3 +47,26 @@ def test_status_reads_the_projects_results_wherever_python_runs(tmp_path, monkey
     monkeypatch.chdir(elsewhere)
     st = automation.status("dev", root=project)
     assert "r1" in json.dumps(st["local_runs"], default=str)
+
+
+def test_what_spends_or_deletes_takes_yes_explicitly_with_no_default():
+    import inspect
+
+    for call in (automation.run, automation.up, automation.destroy):
+        yes = inspect.signature(call).parameters["yes"]
+        assert yes.kind is yes.KEYWORD_ONLY and yes.default is yes.empty, call.__name__
+    with pytest.raises(TypeError, match="yes"):
+        automation.run("dev")
+
+
+@pytest.mark.parametrize("verb", ["run", "destroy"])
+def test_yes_false_shows_the_cost_asks_and_a_no_does_nothing(verb, tmp_path, monkeypatch, capsys):
+    asked = []
+    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or "n")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Pulumi CLI: a yes would stop there, a no never gets there
+    kwargs = {"results_root": tmp_path / "r"} if verb == "run" else {}
+    with pytest.raises(automation.AutomationError, match=f"^eksbench {verb} dev not confirmed: nothing was done"):
+        getattr(automation, verb)("dev", yes=False, **kwargs)
+    out = capsys.readouterr().out
+    assert asked == ["Proceed? [y/N] "] and "$49.30/hour on demand while up" in out
+    assert not (tmp_path / "r").exists()

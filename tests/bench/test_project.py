@@ -111,3 +111,31 @@ def test_pip_install_e_gives_the_eksbench_command_anywhere(tmp_path):
                           timeout=300)
     assert plan.returncode == 0, plan.stderr[-2000:]
     assert '"stack": "dev"' in plan.stdout
+
+
+def test_results_root_expands_home_and_refuses_an_empty_one_everywhere_it_is_set(tmp_path, monkeypatch, capsys):
+    """Before: ``--results-root '~/eksres'`` wrote to ``<project>/~/eksres`` and ``--results-root ''`` to
+    ``<project>/dev/...``."""
+    import argparse
+    import re
+
+    from bench import automation
+    from bench.cli import main, settle_paths
+    from bench.results import load
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    args = argparse.Namespace(project_dir=str(ROOT), results_root="~/eksres")
+    assert settle_paths(args) is None and args.results_root == str(tmp_path / "eksres")
+    assert automation._results(ROOT, "~/x") == tmp_path / "x"
+    for blank in ("", "   ", "\t"):
+        for argv in (["status", "dev"], ["run", "dev", "--local", "--dry-run"], ["compare", "a", "b"],
+                     ["report", "results/dev"]):
+            assert main([*argv, "--results-root", blank]) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert err == [f"error: --results-root={blank!r}: empty; give a folder, e.g. --results-root "
+                           "~/eksbench-results, or leave it out for results/ in the project"], err
+        for call in (lambda: automation.status("dev", results_root=blank),
+                     lambda: load("dev", results_root=blank)):
+            with pytest.raises(ValueError, match="^" + re.escape(f"results_root={blank!r}: empty; give a folder, "
+                                                                 "e.g. results_root=~/eksbench-results")):
+                call()

@@ -148,7 +148,7 @@ class Project:
         return env
 
     def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "bench", "run", *args, "--project-dir", str(self.dir),
+        return [sys.executable, "-m", "bench", "run", *args, "--yes", "--project-dir", str(self.dir),
                 "--results-root", str(self.results), "--poll", "0.1", "--progress-every", "0.5"]
 
     def run(self, *args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:

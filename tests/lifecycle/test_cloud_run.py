@@ -282,11 +282,11 @@ def test_automation_run_from_a_notebook_returns_the_rows(project, monkeypatch):
     project.scenario = ok_scenario(project)
     for k, v in project.env().items():
         monkeypatch.setenv(k, v)
-    rows = automation.run(stack, root=project.dir, results_root=project.results, poll=0.1)
+    rows = automation.run(stack, yes=True, root=project.dir, results_root=project.results, poll=0.1)
     assert [(r["experiment"], r["status"]) for r in rows] == [("alpha", "succeeded"), ("beta", "succeeded")]
     assert project.events()[-1] == "destroyed"
     with pytest.raises(automation.AutomationError, match="above --max-cost"):
-        automation.run(stack, root=project.dir, results_root=project.results, max_cost=0.01, resume=True)
+        automation.run(stack, yes=True, root=project.dir, results_root=project.results, max_cost=0.01, resume=True)
 
 
 def test_ctrl_c_during_destroy_does_not_cut_it_short(project):

@@ -153,6 +153,50 @@ def test_a_mount_not_finished_is_a_fatal_reason_until_the_kubelet_moves_past_it(
     assert kube.mount_reasons(scheduled(uid="u3"), [event("FailedMount", "x"), event("Pulled", uid="u3")]) == []
 
 
+GROUP = {"eksbench.io/pool": "p5"}  # infra.environment.GPU_NODE_LABEL_KEY
+FSX_SELECTOR = {**GROUP, "eksbench.io/lustre-client": "ready"}
+UNSCHEDULED = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+               "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."}
+
+
+def waiting_for_lustre(selector=None):
+    p = pod(phase="Pending", conditions=[UNSCHEDULED])
+    p["spec"] = {"nodeSelector": dict(FSX_SELECTOR if selector is None else selector)}
+    return p
+
+
+def node(name, labels, ready=True):
+    """A core/v1 Node as GET /api/v1/nodes lists it."""
+    return {"metadata": {"name": name, "labels": labels},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def test_a_ready_node_without_the_lustre_label_is_a_fatal_named_reason():
+    """The node whose client install failed joins anyway (nodeadm-run does not require the user data to succeed);
+    the FSx pod it would have taken waits for a label that never comes."""
+    failed = [node("ip-10-0-1-7", GROUP), node("ip-10-0-1-8", GROUP)]
+    state, reasons = kube.summarize([waiting_for_lustre()], [], failed)
+    assert state == "pending"
+    assert reasons == ["job-0: node: LustreClientMissing: ip-10-0-1-7, ip-10-0-1-8 Ready without "
+                       "eksbench.io/lustre-client=ready: the Lustre client did not install at boot (the node's console "
+                       "output says why), so FSx pods never run there",
+                       "job-0: Unschedulable: 0/3 nodes are available: 3 node(s) didn't match Pod's node "
+                       "affinity/selector."]
+    assert kube.is_fatal(reasons[0])
+    assert kube.summarize([waiting_for_lustre()], [])[1] != reasons  # without the nodes, only the scheduler's words
+
+
+def test_lustre_waits_that_may_still_end_are_not_fatal():
+    labelled = node("ip-10-0-1-7", {**GROUP, "eksbench.io/lustre-client": "ready"})
+    booting = node("ip-10-0-1-8", GROUP, ready=False)  # not Ready: its user data may still be running
+    other_group = node("ip-10-0-2-9", {"eksbench.io/pool": "p4d"})
+    for nodes in ([], [labelled], [booting], [other_group]):
+        assert kube.lustre_reasons(waiting_for_lustre(), nodes) == [], nodes
+    # an EFS pod selects no Lustre label; a scheduled pod is the kubelet's business (mount_reasons)
+    assert kube.lustre_reasons(waiting_for_lustre(GROUP), [node("ip-10-0-1-7", GROUP)]) == []
+    assert kube.lustre_reasons(scheduled(), [node("ip-10-0-1-7", GROUP)]) == []
+
+
 def test_the_run_reads_the_events_and_marks_the_experiment_fatal(tmp_path):
     """bench run's watch (bench.cloud.backend): a FailedMount Event starts the fatal clock, as ImagePullBackOff
     does; the experiment then ends failed after fatal_after_s and the run tears down."""
@@ -175,3 +219,31 @@ def test_the_run_reads_the_events_and_marks_the_experiment_fatal(tmp_path):
     backend.kube, watched = Cluster(), Watched(name="e", uri="s3://b/p/", timeout_s=60, deadline=1e12, experiment="e")
     backend._kube_look(watched)
     assert watched.fatal_since is not None and "FailedMount" in watched.reasons[0]
+
+
+def test_the_run_reads_the_nodes_of_an_fsx_stack_and_marks_a_failed_lustre_install_fatal(tmp_path):
+    from types import SimpleNamespace
+
+    from bench.cloud.backend import CloudBackend, Watched
+
+    class Cluster:
+        def pods(self, namespace, selector):
+            return [waiting_for_lustre()]
+
+        def events(self, namespace):
+            return []
+
+        def nodes(self):
+            return [node("ip-10-0-1-7", GROUP)]
+
+    def look(kind):
+        cfg = SimpleNamespace(namespace="ns", run_id="r", region="us-west-2", storage=SimpleNamespace(kind=kind))
+        backend = CloudBackend(stack="s", cfg=cfg, root=tmp_path, results_root=tmp_path)
+        backend.kube, watched = Cluster(), Watched(name="e", uri="s3://b/p/", timeout_s=60, deadline=1e12,
+                                                   experiment="e")
+        backend._kube_look(watched)
+        return watched
+
+    fsx = look("fsx")
+    assert fsx.fatal_since is not None and "LustreClientMissing" in fsx.reasons[0]
+    assert look("efs").fatal_since is None  # an EFS stack's pods select no Lustre label

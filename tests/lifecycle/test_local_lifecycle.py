@@ -129,9 +129,46 @@ def test_a_signal_stops_the_nodes_and_etcd_and_exits_128_plus_signal(tmp_path, s
     assert "received: stopping" in out
     assert any(line.startswith("long") and "interrupted" in line for line in out.splitlines()), out
     summary = json.loads((run / "long" / "summary.json").read_text())  # the record says so too, not "failed"
-    assert summary["status"] == "interrupted" and summary["stop_reason"].startswith("SIGTERM: an interrupt"), summary
+    told = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP (the terminal hung up)"}
+    assert (summary["status"], summary["stop_reason"], summary["signal"], summary["exit_code"]) == (
+        "interrupted", told[sig], sig.name, code), summary  # the signal the user sent, not the launchers' SIGTERM
     assert wait_gone(str(run), 10) == []
     assert not (run / "_tmp").exists()
+
+
+def test_a_ctrl_c_in_the_first_of_two_experiments_is_told_as_ctrl_c_and_the_second_is_a_not_run_row(tmp_path):
+    """Before: status said ``interrupted (SIGTERM: an interrupt (Ctrl-C, or the run stopp…``, the summary
+    ``exit_code: 143``, and the experiment that never started had no row in status nor in results.load."""
+    project = write_project(tmp_path, [exp("first"), exp("second")], steps=5000)
+    results = tmp_path / "results"
+    run = results / "loc" / "t"
+    proc = start(argv(project, results))
+    try:
+        wait_training(run)
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole foreground group
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, out
+    assert [line.split()[:3] for line in out.splitlines() if line.startswith("first")] == [
+        ["first", "interrupted", "(Ctrl-C)"]], out  # the results table says so as status does
+    first = json.loads((run / "first" / "summary.json").read_text())
+    assert (first["status"], first["stop_reason"], first["exit_code"]) == ("interrupted", "Ctrl-C", 130), first
+    second = json.loads((run / "second" / "summary.json").read_text())
+    assert (second["status"], second["stop_reason"]) == ("not run", "Ctrl-C before it started"), second
+    assert [line.split()[:3] for line in out.splitlines() if line.startswith("second")] == [["second", "not", "run"]]
+    status = subprocess.run([sys.executable, "-m", "bench", "status", "loc", "--project-dir", str(project),
+                             "--results-root", str(results)], cwd=ROOT, env=env(), capture_output=True, text=True,
+                            timeout=60)
+    rows = {line.split()[1]: " ".join(line.split()[2:]) for line in status.stdout.splitlines() if line.startswith("t ")}
+    assert rows["first"].startswith("interrupted (Ctrl-C) "), status.stdout
+    assert rows["second"].startswith("not run (Ctrl-C before it started) "), status.stdout
+    from bench import results as loaded
+
+    df = loaded.load(str(run))
+    assert dict(zip(df["experiment"], df["status"])) == {"first": "interrupted", "second": "not run"}
+    assert wait_gone(str(run), 10) == []
 
 
 def test_a_run_whose_reader_closes_after_the_first_line_runs_to_its_end(tmp_path):

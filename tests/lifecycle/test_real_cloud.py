@@ -61,7 +61,7 @@ def _run_tiny(tmp_path, group: dict) -> None:
               "eksbench:experiments": [{"name": "tiny", "workload": "resnet50", "nodes": 1, "steps": 20,
                                         "batch_size": 16, "dataset": "synthetic", "timeout_minutes": 20}]}
     (project / "Pulumi.tiny.yaml").write_text(yaml.safe_dump({"config": config}))
-    done = subprocess.run([sys.executable, "-m", "bench", "run", "tiny", "--project-dir", str(project),
+    done = subprocess.run([sys.executable, "-m", "bench", "run", "tiny", "--yes", "--project-dir", str(project),
                            "--results-root", str(tmp_path / "results"), "--max-cost", "5"],
                           cwd=ROOT, capture_output=True, text=True, timeout=3 * 3600)
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]

@@ -7,6 +7,7 @@ import copy
 import pytest
 import yaml
 
+from core.catalog import aws as catalog
 from core.config.fields import ConfigError
 from core.config.model import Cluster
 from core.config.pulumi_config import decode_config, to_pulumi_config
@@ -196,14 +197,19 @@ def test_every_default_less_project_key_is_set_in_every_stack_file():
             assert f"eksbench:{key}" in config, f"{stack_file.name} leaves {key} unset; pulumi up would refuse it"
 
 
-def test_the_default_kubernetes_version_is_the_newest_eks_offers_and_has_a_schema():
+def test_the_default_kubernetes_version_is_the_newest_every_pin_covers_and_has_a_schema():
     import kubernetes_validate  # noqa: F401
 
-    from core.catalog import aws as catalog
+    from core.catalog.pins import CLUSTER_AUTOSCALER_CHARTS
     from tests.support.k8s_schema import schema_errors
 
-    assert Cluster().kubernetes_version == catalog.NEWEST_EKS_VERSION == max(
-        catalog.EKS_VERSIONS, key=lambda v: tuple(map(int, v.split("."))))
+    newest = max(catalog.EKS_VERSIONS, key=lambda v: tuple(map(int, v.split("."))))
+    assert catalog.NEWEST_EKS_VERSION == newest
+    covered = max(CLUSTER_AUTOSCALER_CHARTS, key=lambda v: tuple(map(int, v.split("."))))
+    assert Cluster().kubernetes_version == min(newest, covered, key=lambda v: tuple(map(int, v.split("."))))
+    autoscaled = with_(["gpu_node_groups", 0, "autoscale"], True)
+    assert "kubernetes_version" not in autoscaled["cluster"]
+    assert parse(autoscaled).cluster.kubernetes_version in CLUSTER_AUTOSCALER_CHARTS  # the default plans
     assert schema_errors({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}) == []
 
 
@@ -231,6 +237,47 @@ def test_extended_support_version_is_a_warning_with_its_cost():
     items = hourly_cost(cfg, nat_gateways=0, today=TODAY)
     assert items["EKS control plane (extended support for 1.33)"] == 0.60
     assert hourly_cost(parse(GOOD), nat_gateways=0, today=TODAY)["EKS control plane"] == 0.10
+
+
+def test_eks_136_is_offered_with_its_approximate_dates_said():
+    from infra.cluster.offerings import advisories
+
+    assert "1.36" in catalog.EKS_VERSIONS
+    cfg = parse(with_(["cluster", "kubernetes_version"], "1.36"))
+    [note] = [n for n in advisories(cfg, today=TODAY) if "approximate" in n]
+    assert note.startswith('cluster.kubernetes_version="1.36": its support dates are approximate (released about '
+                           "2026-06-10")
+    assert not [n for n in advisories(parse(GOOD), today=TODAY) if "approximate" in n]
+
+
+def test_every_eks_version_names_its_al2023_kernel():
+    # awslabs/amazon-eks-ami CHANGELOG.md, v20260714: kernel-6.18 for 1.36, 6.12 for 1.33-1.35, 6.1 for 1.30-1.32.
+    assert {v: catalog.EKS_CALENDAR[v].al2023_kernel for v in ("1.32", "1.33", "1.35", "1.36")} == {
+        "1.32": "6.1", "1.33": "6.12", "1.35": "6.12", "1.36": "6.18"}
+
+
+@pytest.mark.parametrize("version, ami, warned", [
+    ("1.35", "AL2023_x86_64_NVIDIA", "system, gpu_node_groups[0]"),
+    ("1.36", "AL2023_x86_64_NVIDIA", "system, gpu_node_groups[0]"),
+    ("1.36", "BOTTLEROCKET_x86_64_NVIDIA", "system"),
+    ("1.32", "AL2023_x86_64_NVIDIA", None),
+])
+def test_fsx_on_a_kernel_without_a_known_lustre_client_is_warned(version, ami, warned):
+    from infra.cluster.offerings import version_notes
+
+    raw = with_(["cluster", "kubernetes_version"], version)
+    raw["storage"] = {"kind": "fsx"}
+    raw["gpu_node_groups"][0]["ami_type"] = ami
+    notes = [n for n in version_notes(parse(raw, today="2026-11-22")) if "lustre-client" in n]
+    if warned is None:
+        assert notes == []
+        return
+    [note] = notes
+    kernel = catalog.EKS_CALENDAR[version].al2023_kernel
+    assert note.startswith(f'storage.kind="fsx" on cluster.kubernetes_version="{version}": the AL2023 nodes '
+                           f"({warned}) run kernel {kernel}, for which no lustre-client package")
+    efs = with_(["cluster", "kubernetes_version"], version)
+    assert not [n for n in version_notes(parse(efs)) if "lustre-client" in n]
 
 
 @pytest.mark.parametrize("group, expected", [

@@ -106,7 +106,7 @@ def test_every_flag_reaches_each_stacks_child_as_given(tmp_path):
     assert argv[:5] == [sys.executable, "-m", "bench", "run", "fabric"]
     child = parser.parse_args(argv[3:])
     assert {**vars(child), "stacks": args.stacks} == vars(args)
-    aws = parser.parse_args(["run", "dev", "fabric", "--keep", "--max-cost", "150", "--poll", "20"])
+    aws = parser.parse_args(["run", "dev", "fabric", "--keep", "--max-cost", "150", "--poll", "20", "--yes"])
     assert {**vars(parser.parse_args(child_argv(aws, "dev")[3:])), "stacks": aws.stacks} == vars(aws)
 
 

@@ -46,7 +46,7 @@ def project(tmp_path, monkeypatch):
 def test_destroy_refuses_a_name_that_is_not_a_stack_name_and_touches_nothing(project, name):
     proj, victim = project
     with pytest.raises(ConfigError, match=r"^stack=.*: must be 1-100 letters, digits"):
-        automation.destroy(name, root=proj, on_output=None)
+        automation.destroy(name, root=proj, on_output=None, yes=True)
     assert (victim / "bench" / "precious.txt").read_text() == "keep me"
     assert not (victim / "Pulumi.yaml").is_symlink() and (victim / "Pulumi.yaml").read_text() == "keep me too"
     assert not (proj / ".eksbench").exists()

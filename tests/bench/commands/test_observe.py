@@ -46,13 +46,16 @@ def test_the_local_backend_lists_runs_and_reads_logs(tmp_path):
     assert by_run(local.status()["rows"]) == {"r1": {EXPERIMENT: "failed"}, "r2": {
         EXPERIMENT: "no summary (running, or stopped before its launcher finished)"}}
     assert list(local.logs(EXPERIMENT, run_id="r1")) == ["node-0: a", "node-0: b", "node-1: c"]
-    with pytest.raises(FileNotFoundError, match=f"^not under {tmp_path / 'dev'}$"):
+    with pytest.raises(ValueError, match="^run r2 of stack dev has no experiment 'absent'; its experiments: "
+                                         f"{EXPERIMENT}$"):
         local.logs("absent")
+    with pytest.raises(FileNotFoundError, match=f"^no run r3 under {tmp_path / 'dev'}$"):
+        local.logs(EXPERIMENT, run_id="r3")
 
 
 def test_status_asks_both_backends(tmp_path):
     node_logs(tmp_path, "r1", {"node-0": "x\n"}, summary='{"status": "succeeded"}')
-    st = observe.stack_status("dev", ROOT, tmp_path)
+    st = observe.stack_status("dev", ROOT, tmp_path, cloud=True)
     assert st["local_runs"] == {"r1": {EXPERIMENT: "succeeded"}} and st["s3_runs"] == {} and st["state"] is None
     assert st["notes"][0] == "stack state unknown: the Pulumi CLI is not on PATH"
     assert st["notes"][1].startswith("no S3 results location known")
@@ -114,7 +117,7 @@ def test_status_is_a_table_of_runs_oldest_first_with_why_when_how_long_how_fast_
     assert "succeeded 2026-01-01 00:00:00 1m 23s 100.8 samples/s" in rows[0]
     assert "7.3s 1.28 GB/s busbw" in rows[1]
     assert f"{tmp_path / 'dev' / 'b-first' / 'nccl-allreduce'}" in rows[1]
-    assert "failed (exit code 1: RuntimeError: CUDA out of memory. …) 2026-01-02 10:00:00 1h 06m" in rows[2]
+    assert "failed (exit code 1: RuntimeError: CUDA out of memory.…) 2026-01-02 10:00:00 1h 06m" in rows[2]
     assert "unknown (summary.json unreadable or without a status)" in rows[3]
     assert "warning:" in err and "0-third" in err
 
@@ -202,3 +205,108 @@ def test_following_a_log_dates_the_lines_written_after_it_started(tmp_path):
     assert dated.at(0) == 1764236000.0 and dated.at(6) is None
     times.write_text("0 1764236000.0\n6 1764236002.0\n12 1764236003.0\n")
     assert dated.at(6) == 1764236002.0 and dated.at(12) == 1764236003.0
+
+
+def run_folder(results: Path, run: str, exps: dict[str, str | None], age: int) -> None:
+    """A run's experiments, each with a node log (its text) or none (None), the run ``age`` seconds old."""
+    import os
+    import time
+
+    for exp, text in exps.items():
+        (results / "dev" / run / exp / "logs").mkdir(parents=True)
+        if text is not None:
+            (results / "dev" / run / exp / "logs" / "node-0.log").write_text(text)
+    os.utime(results / "dev" / run, (time.time() - age, time.time() - age))
+
+
+def logs(capsys, results: Path, *args: str) -> tuple[int, str, str]:
+    from bench.cli import main
+
+    code = main(["logs", *args, "--project-dir", str(ROOT), "--results-root", str(results)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_logs_of_an_experiment_the_run_lacks_says_so_naming_its_experiments(tmp_path, capsys):
+    """Before: the latest run without the experiment gave an older run's logs, or, where its folder held no log,
+    nothing, and exit 0."""
+    run_folder(tmp_path, "r1", {EXPERIMENT: "old\n"}, age=600)
+    run_folder(tmp_path, "r2", {"cifar10-elastic": "new\n"}, age=0)
+    run_folder(tmp_path, "r3", {EXPERIMENT: None, "cifar10-elastic": "x\n"}, age=300)
+    lacks = "error: run r2 of stack dev has no experiment 'resnet50-synthetic'; its experiments: cifar10-elastic"
+    for args in ([EXPERIMENT], [f"dev/r2/{EXPERIMENT}"], ["dev/r2", EXPERIMENT], [EXPERIMENT, "--run-id", "r2"]):
+        code, out, err = logs(capsys, tmp_path, *(["dev"] if not args[0].startswith("dev") else []), *args)
+        assert (code, out, err.strip()) == (2, "", lacks), args
+    code, out, err = logs(capsys, tmp_path, f"dev/r3/{EXPERIMENT}")
+    assert (code, out) == (2, "") and err.strip() == (
+        "error: run r3 of stack dev: experiment 'resnet50-synthetic' has no node logs (it never started, or stopped "
+        "before its launcher wrote one)")
+    assert logs(capsys, tmp_path, f"dev/r1/{EXPERIMENT}")[:2] == (0, "node-0: old\n")
+    code, _, err = logs(capsys, tmp_path, f"dev/r1/{EXPERIMENT}", "cifar10-elastic")
+    assert code == 2 and "names experiment 'resnet50-synthetic' and the command line experiment" in err
+    code, _, err = logs(capsys, tmp_path, "dev/r1")
+    assert code == 2 and err.startswith("error: which experiment of dev/r1? name one (resnet50-synthetic, ")
+
+
+def test_status_of_a_run_handle_shows_that_run_or_experiment(tmp_path, capsys):
+    summaries(tmp_path)
+    code, out, _ = status(capsys, tmp_path)
+    assert code == 0
+    for handle, rows in (("dev/b-first", [["b-first", EXPERIMENT], ["b-first", "nccl-allreduce"]]),
+                         ("dev/b-first/nccl-allreduce", [["b-first", "nccl-allreduce"]])):
+        from bench.cli import main
+
+        assert main(["status", handle, "--project-dir", str(ROOT), "--results-root", str(tmp_path)]) == 0
+        out = capsys.readouterr().out
+        assert [r.split()[:2] for r in out.split("\n\n", 1)[1].splitlines()[2:]] == rows
+    assert main(["status", "dev/nope", "--project-dir", str(ROOT), "--results-root", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == ("error: stack dev has no run 'nope'; its runs: b-first, a-second, "
+                                               "0-third")
+    assert main(["status", "dev/a-second/x", "--project-dir", str(ROOT), "--results-root", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == ("error: run a-second of stack dev has no experiment 'x'; its "
+                                               f"experiments: {EXPERIMENT}")
+
+
+def test_status_asks_pulumi_and_s3_only_where_the_stack_was_deployed_or_when_told(tmp_path, capsys):
+    """Before: every status on a machine without Pulumi or AWS said 'stack state unknown: the Pulumi CLI is not
+    on PATH' and 'no S3 results location known'."""
+    import shutil
+
+    from bench.cli import main
+
+    project, results = tmp_path / "proj", tmp_path / "results"
+    project.mkdir()
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):
+        shutil.copy(ROOT / name, project / name)
+    node_logs(results, "r1", {"node-0": "x\n"}, summary='{"status": "succeeded"}')
+
+    def said(*extra: str) -> str:
+        assert main(["status", "dev", "--project-dir", str(project), "--results-root", str(results), *extra]) == 0
+        return capsys.readouterr().out
+
+    quiet = said()
+    assert "Pulumi" not in quiet and "S3" not in quiet and quiet.splitlines()[:2] == ["stack dev", ""]
+    assert "stack state unknown: the Pulumi CLI is not on PATH" in said("--cloud")
+    (results / "dev" / "r1" / "timeline.json").write_text("{}")  # a cloud run's record, copied home
+    assert "no S3 results location known" in said()
+    (results / "dev" / "r1" / "timeline.json").unlink()
+    (project / ".eksbench" / "work" / "dev").mkdir(parents=True)  # eksbench drove Pulumi for it from here
+    assert "stack state unknown" in said()
+    assert said("--json").count('"cloud": true') == 1
+
+
+def test_a_status_cell_is_cut_at_a_word_and_shows_what_the_run_is_flagged_with():
+    """Before: ``interrupted (SIGTERM: an interrupt (Ctrl-C, or the run stopp…``, cut mid-word."""
+    from bench.terminal import shorten
+
+    assert shorten("short enough", 12) == "short enough"
+    assert shorten("SIGTERM: an interrupt (Ctrl-C, or the run stopping)", 30) == "SIGTERM: an interrupt (Ctrl-C…"
+    assert shorten("a-single-word-longer-than-the-width", 10) == "a-single…"
+    assert shorten("onewordlongerthanthewidth", 10) == "onewordlo…"
+    cell = observe.status_cell({"status": "interrupted",
+                                "stop_reason": "SIGTERM: from outside (a Job's deadline, a node drain, a deletion)"})
+    assert cell == "interrupted (SIGTERM: from outside (a Job's deadline, a node…)"
+    assert len(cell) <= len("interrupted () ") + observe.WHY_WIDTH
+    assert observe.status_cell({"status": "interrupted", "stop_reason": "Ctrl-C"}) == "interrupted (Ctrl-C)"
+    flagged = {"status": "succeeded", "stop_reason": None, "flags": ["shared the CPU with local run dev/b (pid 7)"]}
+    assert observe.status_cell(flagged) == "succeeded (shared the CPU with local run dev/b (pid 7))"

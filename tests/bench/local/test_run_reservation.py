@@ -29,7 +29,7 @@ def test_a_taken_default_id_moves_on_and_an_explicit_one_is_refused(tmp_path):
     assert first == ("20261127-031500", tmp_path / "stack" / "20261127-031500")
     assert second == ("20261127-031500-2", tmp_path / "stack" / "20261127-031500-2")
     assert read_holder(first[1]).pid == os.getpid()
-    with pytest.raises(RunTaken, match=rf"^run 20261127-031500 is in use by another bench run \(pid {os.getpid()} "
+    with pytest.raises(RunTaken, match=rf"^run 20261127-031500 is in use by another eksbench run \(pid {os.getpid()} "
                                        r"on .*\) in .*: wait for it, or pick another --run-id$"):
         reserve(folder(tmp_path), "20261127-031500", explicit=True, resume=False)
 
@@ -99,7 +99,63 @@ def test_two_bench_runs_of_one_stack_started_together_write_two_folders(tmp_path
     assert [p.returncode for p in procs] == [0, 0], outs
     runs = sorted(p.name for p in (tmp_path / "results" / "loc").iterdir())
     assert len(runs) == 2, runs
+    # the run that found the other one training says so; both summaries carry it (each measured a shared CPU)
+    assert all("warning: shared the CPU with local run loc/" in out for out in outs), outs  # at its start or end
     for run in runs:
         s = json.loads((tmp_path / "results" / "loc" / run / "one" / "summary.json").read_text())
         assert s["status"] == "succeeded" and s["throughput"]["processes"] == 1
+        assert any(f.startswith("shared the CPU with local run loc/") for f in s["flags"]), s["flags"]
+        assert json.loads((tmp_path / "results" / "loc" / run / MARKER).read_text())["shared_cpu"].startswith(
+            "shared the CPU with local run loc/")
         assert s["coverage"] == {"steps": 4, "duplicate_lines": 0, "missing_steps": []}
+
+
+def _marker(run_dir: Path, pid: int, started_at: str) -> None:
+    run_dir.mkdir(parents=True)
+    (run_dir / MARKER).write_text(json.dumps({"pid": pid, "host": os.uname().nodename, "started_at": started_at}))
+
+
+def _now() -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 1))
+
+
+def test_a_live_run_is_named_in_a_flag_for_both_runs_and_a_stale_or_reused_pid_is_not(tmp_path):
+    """Before: two local runs at once each measured about 57% of one run alone, and neither said so."""
+    from bench.local.run_reservation import MARKER as M, flags_file, note_shared_cpu
+
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    try:
+        _marker(tmp_path / "loc" / "killed", int(gone.stdout), "2026-11-27T00:00:00Z")  # kill -9 left it
+        # a live pid whose process started after the marker was written: a dead run's pid, reused
+        _marker(tmp_path / "loc" / "reused", live.pid, "2026-11-27T00:00:00Z")
+        mine = tmp_path / "loc" / "mine"
+        _marker(mine, os.getpid(), _now())
+        assert note_shared_cpu(tmp_path, mine, "loc/mine") is None
+        assert not flags_file(mine).exists() and "shared_cpu" not in json.loads((mine / M).read_text())
+
+        _marker(tmp_path / "fab" / "other", live.pid, _now())  # a live run of another stack of the project
+        flag = note_shared_cpu(tmp_path, mine, "loc/mine")
+        assert flag == (f"shared the CPU with local run fab/other (pid {live.pid}): its throughput is lower than "
+                        "the machine gives one run alone")
+        assert flags_file(mine).read_text() == flag + "\n"
+        assert json.loads((mine / M).read_text())["shared_cpu"] == flag
+        assert flags_file(tmp_path / "fab" / "other").read_text().startswith(
+            f"shared the CPU with local run loc/mine (pid {os.getpid()})")
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_the_launcher_adds_the_runs_flags_to_its_summary(tmp_path):
+    from workloads.train.harness.launch import run_flags
+
+    from core.contract import summary_fields as F
+
+    assert run_flags({}) == [] and run_flags({F.RUN_FLAGS_ENV: str(tmp_path / "none")}) == []
+    (tmp_path / "flags").write_text("shared the CPU with local run a/b (pid 7)\n\n" + "x" * 400 + "\n"
+                                    "shared the CPU with local run a/b (pid 7)\n")
+    assert run_flags({F.RUN_FLAGS_ENV: str(tmp_path / "flags")}) == ["shared the CPU with local run a/b (pid 7)",
+                                                                    "x" * 300]

@@ -137,20 +137,16 @@ def test_failing_training_script_leaves_log_and_failed_summary(tmp_path):
 
 
 @pytest.mark.local_run
-@pytest.mark.parametrize("sig, code, cause, status", [
-    (signal.SIGTERM, 143, None, "interrupted"), (signal.SIGHUP, 129, None, "interrupted"),
-    (signal.SIGTERM, 143, "deadline", "deadline"), (signal.SIGTERM, 143, "timeout", "timeout"),
-    (signal.SIGTERM, 143, "\x1b[2Jrm -rf", "interrupted")])
-def test_a_signal_is_forwarded_and_the_summary_says_why_the_run_stopped(tmp_path, sig, code, cause, status):
-    """SIGTERM and a hang-up reach the command; the summary records interrupted, or the cause whoever stopped the
-    run wrote (bench run's deadline, an experiment's timeout), never a word outside those."""
+def stopped_launcher(tmp_path: Path, sig: signal.Signals, stop: str | None) -> tuple[int, str, dict]:
+    """(exit code, node log, summary) of a launcher whose command waits, sent ``sig`` once the command runs;
+    ``stop``: what whoever stopped it wrote in the stop file first."""
     script = ("import signal, sys, time\n"
               "signal.signal(signal.SIGTERM, lambda *a: (print('child got SIGTERM', flush=True), sys.exit(143)))\n"
               "print('ready', flush=True)\n"
               "time.sleep(60)\n")
     env = child_env()
-    if cause is not None:
-        (tmp_path / "stop").write_text(cause)
+    if stop is not None:
+        (tmp_path / "stop").write_text(stop)
         env[F.STOP_REASON_ENV] = str(tmp_path / "stop")
     proc = subprocess.Popen([sys.executable, "-m", "workloads.train.harness.launch", "--results-dir", str(tmp_path / "r"),
                              "--node-id", "node-0", "--", sys.executable, "-c", script],
@@ -158,12 +154,47 @@ def test_a_signal_is_forwarded_and_the_summary_says_why_the_run_stopped(tmp_path
     log = tmp_path / "r" / "logs" / "node-0.log"
     wait_for(lambda: log.exists() and "ready" in log.read_text(), 30, "the child to start", [proc])
     proc.send_signal(sig)
-    assert proc.wait(timeout=30) == code
+    code = proc.wait(timeout=30)
+    return code, log.read_text(), json.loads((tmp_path / "r" / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("sig, code, cause, status", [
+    (signal.SIGTERM, 143, None, "interrupted"), (signal.SIGHUP, 129, None, "interrupted"),
+    (signal.SIGTERM, 143, "deadline", "deadline"), (signal.SIGTERM, 143, "timeout", "timeout"),
+    (signal.SIGTERM, 143, "\x1b[2Jrm -rf", "interrupted")])
+def test_a_signal_is_forwarded_and_the_summary_says_why_the_run_stopped(tmp_path, sig, code, cause, status):
+    """SIGTERM and a hang-up reach the command; the summary records interrupted, or the cause whoever stopped the
+    run wrote (bench run's deadline, an experiment's timeout), never a word outside those."""
+    exited, log, summary = stopped_launcher(tmp_path, sig, cause)
+    assert exited == code
     if sig == signal.SIGTERM:
-        assert "child got SIGTERM" in log.read_text()
-    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+        assert "child got SIGTERM" in log
     assert summary["status"] == status and summary["signal"] == sig.name and summary["exit_code"] == code
     assert summary["stop_reason"].startswith(f"{sig.name}: ")
+
+
+@pytest.mark.parametrize("sent, code, reason", [("SIGINT", 130, "Ctrl-C"), ("SIGTERM", 143, "SIGTERM"),
+                                                ("SIGHUP", 129, "SIGHUP (the terminal hung up)")])
+def test_the_signal_the_user_sent_to_bench_run_is_the_one_its_summary_records(tmp_path, sent, code, reason):
+    """bench run stops its launchers with SIGTERM whatever the user sent it. Before: a Ctrl-C was recorded as
+    ``SIGTERM: an interrupt (Ctrl-C, or the run stopping)``, exit code 143."""
+    exited, _, summary = stopped_launcher(tmp_path, signal.SIGTERM, F.stop_text(F.INTERRUPTED, sent))
+    assert exited == code
+    assert (summary["status"], summary["stop_reason"], summary["signal"], summary["exit_code"]) == (
+        "interrupted", reason, sent, code)
+
+
+def test_a_stop_file_names_its_cause_and_the_users_signal_and_nothing_else():
+    causes = launch.STOP_CAUSES
+    assert F.stop_text("interrupted", "SIGINT") == "interrupted SIGINT" and F.stop_text("deadline") == "deadline"
+    assert F.stop_text("interrupted", "SIGKILL") == "interrupted"
+    assert F.parse_stop("interrupted SIGINT\n", causes) == ("interrupted", "SIGINT")
+    assert F.parse_stop("timeout", causes) == ("timeout", None)
+    assert F.parse_stop("interrupted SIGUSR1", causes) == ("interrupted", None)
+    assert F.parse_stop("\x1b[2J SIGINT", causes) == (None, None) and F.parse_stop("", causes) == (None, None)
+    # only an interrupt is told by the user's signal: a deadline or a timeout stays what it was
+    assert launch.run_status(143, "SIGTERM", None, "interrupted", "SIGINT") == ("interrupted", "Ctrl-C")
+    assert launch.run_status(143, "SIGTERM", None, "deadline", "SIGINT") == ("deadline", "SIGTERM: the run's deadline")
 
 
 def test_run_status_puts_divergence_first_and_names_each_stop():

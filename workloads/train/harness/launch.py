@@ -182,27 +182,48 @@ def exit_code(returncode: int) -> int:
 STOP_CAUSES = (F.INTERRUPTED, F.DEADLINE, F.TIMEOUT)
 
 
-def stop_cause(environ: Mapping[str, str]) -> str | None:
-    """What ``F.STOP_REASON_ENV``'s file says stopped us (one of STOP_CAUSES), None when nothing (usable) does."""
+def stop_cause(environ: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """(what ``F.STOP_REASON_ENV``'s file says stopped us: one of STOP_CAUSES, the signal the user sent where it
+    names one); (None, None) when nothing (usable) does."""
     path = environ.get(F.STOP_REASON_ENV)
     if not path:
-        return None
+        return None, None
     try:
         with open(path, "rb") as f:
-            word = f.read(64).decode("ascii", "replace").strip()
+            text = f.read(64).decode("ascii", "replace")
     except OSError:
-        return None
-    return word if word in STOP_CAUSES else None
+        return None, None
+    return F.parse_stop(text, STOP_CAUSES)
+
+
+def run_flags(environ: Mapping[str, str]) -> list[str]:
+    """The flags ``F.RUN_FLAGS_ENV``'s file gives this run (another local run shared the CPU)."""
+    return read_flags(environ.get(F.RUN_FLAGS_ENV))
+
+
+def read_flags(path: str | None, most: int = 10, width: int = 300) -> list[str]:
+    """A flags file's first ``most`` different lines, each cut to ``width`` characters; none when there is none."""
+    if not path:
+        return []
+    try:
+        with open(path, "rb") as f:
+            lines = f.read(most * (width + 1)).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    return list(dict.fromkeys(line.strip()[:width] for line in lines if line.strip()))[:most]
 
 
 def run_status(code: int, signal_name: str | None, divergence: Mapping[str, Any] | None,
-               cause: str | None) -> tuple[str, str | None]:
+               cause: str | None, sent: str | None = None) -> tuple[str, str | None]:
     """(status, stop reason): diverged before anything else (the numbers are wrong whatever the exit), then
-    succeeded on exit 0, then a signal's cause (interrupted unless told otherwise), else failed."""
+    succeeded on exit 0, then a signal's cause (interrupted unless told otherwise; ``sent``: the signal the user
+    sent to ``bench run``, told in its words: "Ctrl-C"), else failed."""
     if divergence:
         return F.DIVERGED, divergence.get("reason") or "non-finite loss"
     if code == 0:
         return F.SUCCEEDED, None
+    if signal_name and cause == F.INTERRUPTED and sent in F.USER_SIGNALS:
+        return F.INTERRUPTED, F.USER_SIGNALS[sent]
     if signal_name:
         status = cause or F.INTERRUPTED
         told = {F.DEADLINE: "the run's deadline", F.TIMEOUT: "the experiment's timeout",
@@ -243,15 +264,18 @@ def summary_document(*, experiment: str | None, node_id: str, command: Sequence[
                      signal_name: str | None, started: float, ended: float, metrics: Mapping[str, Any],
                      config: Mapping[str, Any] | None, environ: Mapping[str, str], log_tail: Sequence[str],
                      results_uri: str | None, nodes: int | None = None,
-                     procs_per_node: int | None = None, cause: str | None = None,
+                     procs_per_node: int | None = None, cause: str | None = None, sent: str | None = None,
                      self_stopped: bool = False, trainer: bool = False) -> dict[str, Any]:
     """The summary; ``self_stopped``: the launcher itself signalled the command (``fabric: strict``), so its
     signal is a failure of the run, not a stop from outside. ``trainer``: the command trains and records its own
     steps (not an evaluation, a staging step or a pserver whose outcome is its trainers'), so exiting 0 without
-    one recorded step is a failure (``NO_STEP``)."""
+    one recorded step is a failure (``NO_STEP``). ``sent``: the signal the user sent to ``bench run``, which
+    stopped us with a SIGTERM: the summary records the user's signal and its exit code (Ctrl-C: SIGINT, 130)."""
     code = exit_code(returncode)
     divergence = metrics.get(F.DIVERGENCE)
-    status, why = run_status(code, None if self_stopped else signal_name, divergence, cause)
+    status, why = run_status(code, None if self_stopped else signal_name, divergence, cause, sent)
+    if status == F.INTERRUPTED and sent in F.USER_SIGNALS and why == F.USER_SIGNALS[sent]:  # the user's signal
+        signal_name, code = sent, F.signal_exit_code(sent)
     if status == F.FAILED:
         why = rendezvous_lost(log_tail, command) or why
     if status == F.DIVERGED and code == 0:
@@ -578,12 +602,15 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
             metrics.update(what_ran_record(environ, metrics, results, args.nodes))
         except Exception as e:  # noqa: BLE001 - as above
             metrics["what_ran_error"] = f"{type(e).__name__}: {e}"
+        cause, sent = stop_cause(environ) if signal_name else (None, None)
+        if flags := run_flags(environ):  # bench run --local: another local run shared the CPU
+            metrics[F.FLAGS] = [*(metrics.get(F.FLAGS) or []), *flags]
         doc = summary_document(experiment=args.experiment, node_id=node_id, command=command,
                                returncode=returncode, signal_name=signal_name,
                                started=started, ended=time.time(), metrics=metrics, config=config,
                                environ=environ, log_tail=tail, results_uri=args.results_uri,
                                nodes=args.nodes, procs_per_node=args.procs_per_node,
-                               cause=stop_cause(environ) if signal_name else None,
+                               cause=cause, sent=sent,
                                trainer=config is not None and not args.stop_with,
                                self_stopped=bool(fabric_error) or (child is not None and (
                                    child.watch.tripped or child.peer_status is not None)))
