@@ -415,16 +415,17 @@ def steps(*sources: str, max_rows: int | None = None,
     return step_frame(parts)
 
 
-def telemetry(*sources: str, strict: bool = True) -> "pandas.DataFrame":  # noqa: F821
+def telemetry(*sources: str, strict: bool = True,
+              results_root: str | Path | None = None) -> "pandas.DataFrame":  # noqa: F821
     """The runs' hardware samples, one row per sample and device (``bench.results.hardware``: node, t, device,
-    util_pct, memory, power, clocks, temperature, throttled, energy_j so far), at most ``MAX_TELEMETRY_ROWS``.
-    Raises NoResults (a FileNotFoundError) for a source that does not exist, as ``load`` does (``strict``: False
-    warns instead, as ``runs``)."""
+    util_pct, memory, power, clocks, temperature, throttled, energy_j so far), at most ``MAX_TELEMETRY_ROWS``;
+    sources as ``load`` takes them. Raises NoResults (a FileNotFoundError) for a source that does not exist, as
+    ``load`` does (``strict``: False warns instead, as ``runs``)."""
     import bench.results.hardware as T
 
     rows: list[tuple] = []
     budget = [T.MAX_TELEMETRY_ROWS]
-    for exp in _experiments(sources, strict):
+    for exp in _experiments(sources, strict, results_root):
         T.read_samples(exp, rows, budget)
         if budget[0] <= 0:
             break
