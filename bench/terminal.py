@@ -98,6 +98,21 @@ def throughput(row: dict) -> str:
     return "-" if rate is None else f"{rate:,.1f} samples/s"
 
 
+def energy(row: dict) -> str:
+    """A row's energy per result: ``2.13 J/sample, 0.0042 kWh``; ``-`` where the run measured no power."""
+    per, kwh = row.get("joules_per_sample"), row.get("kwh")
+    parts = ([f"{per:.3g} J/sample"] if per is not None else []) + ([f"{kwh:.3g} kWh"] if kwh is not None else [])
+    return ", ".join(parts) or "-"
+
+
+def with_energy(head: Sequence[str], body: Sequence[Sequence[object]], column: int = -2) -> tuple[list, list]:
+    """(head, body) without the energy column (``column``) where no row measured energy: runs without telemetry."""
+    if any(r[column] != "-" for r in body):
+        return list(head), [list(r) for r in body]
+    drop = lambda r: [c for i, c in enumerate(r) if i != len(r) + column]  # noqa: E731
+    return drop(head), [drop(r) for r in body]
+
+
 def table(head: Sequence[str], body: Sequence[Sequence[object]]) -> str:
     """Columns padded to their widest cell, a header and a rule; each cell one safe line (text from a run)."""
     cells = [tuple(map(safe_line, head)), *(tuple("-" if c is None else safe_line(c) for c in r) for r in body)]
@@ -107,11 +122,12 @@ def table(head: Sequence[str], body: Sequence[Sequence[object]]) -> str:
 
 
 def results_table(rows: Sequence[dict]) -> str:
-    """Fixed-width table of experiment, status, shape, steps, samples/s, wall time, path. An all-reduce row
-    (``busbw_peak_gbps``) shows its peak bus bandwidth where the others show samples/s, and no steps."""
+    """Fixed-width table of experiment, status, shape, steps, samples/s, wall time, energy per result, path. An
+    all-reduce row (``busbw_peak_gbps``) shows its peak bus bandwidth where the others show samples/s, and no steps."""
     head = ("experiment", "status", "nodes x procs", "steps", "samples/s", "per proc", "wall s", "accuracy",
-            "results")
+            "energy", "results")
     body = [(row.get("experiment"), row.get("status"), row.get("shape"), row.get("steps"),
              bandwidth(row["busbw_peak_gbps"]) if row.get("busbw_peak_gbps") is not None else row.get("total"),
-             row.get("per_process"), row.get("wall"), row.get("accuracy"), row.get("path")) for row in rows]
-    return table(head, body)
+             row.get("per_process"), row.get("wall"), row.get("accuracy"), energy(row), row.get("path"))
+            for row in rows]
+    return table(*with_energy(head, body))

@@ -10,6 +10,13 @@ control) in alternating order, so slow drifts of a shared machine cancel and the
 ratio shows how much of a difference is noise.
 The loop time covers all steps and in-loop checkpoints; the final checkpoint, written once
 after the last step, is reported apart (``final_save_s``) and in ``overhead_ratio_with_final``.
+
+``--sampler`` measures the launcher's hardware sampler instead (``workloads.train.harness.telemetry``): the same
+loop run as a local run runs it, the launcher wrapping ``python -m workloads.train.pytorch`` in a child process,
+with the sampler (``--telemetry-interval 1``) and without it (``0``), in the same paired, alternating order with its
+A/A control, the trainer's loop time read from each summary.json; and the cost of one sample, timed in this process.
+Without a GPU it measures the CPU path: RAPL's counters under /sys/class/powercap where they are readable, else a
+stand-in tree of the same files (one package counter), and no NVML.
 """
 
 from __future__ import annotations
@@ -40,7 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--precision", default="bf16")
     p.add_argument("--repeats", type=int, default=6)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--sampler", action="store_true", help="measure the launcher's telemetry sampler instead")
     args = p.parse_args(argv)
+    if args.sampler:
+        from bench.benchmarks.sampler_overhead import measure_sampler
+
+        return measure_sampler(args)
 
     import torch
 

@@ -408,7 +408,8 @@ class CloudBackend(CloudObservation):
             rows.append({"experiment": e.label, "status": status, "shape": shape, "steps": fig["steps"],
                          "total": fig["samples_per_s"], "per_process": fig["samples_per_s_per_process"],
                          "busbw_peak_gbps": fig["busbw_peak_gbps"], "wall": fig["wall_s"],
-                         "accuracy": evaluation.get("accuracy"), "path": show(dest)})
+                         "accuracy": evaluation.get("accuracy"), "path": show(dest),
+                         "joules_per_sample": fig["joules_per_sample"], "kwh": fig["kwh"]})
         if self.watched:
             progress.line(f"results copied to {show(self.run_dir)} (checkpoints stay on S3)")
         return rows

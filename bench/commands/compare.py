@@ -92,6 +92,7 @@ def render(doc: Mapping[str, Any]) -> str:
     lines = [f"A: {safe_line(doc['a'], 1000)}", f"B: {safe_line(doc['b'], 1000)}", ""]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines += [textwrap.fill(paragraph, 110) for paragraph in legend(doc)]
+    lines += energy_lines(doc)
     changed = [e for e in doc["experiments"] if e["differences"]]
     if changed:
         lines += ["", "What differs (A -> B):"]
@@ -105,6 +106,19 @@ def render(doc: Mapping[str, Any]) -> str:
         if doc[f"only_in_{side}"]:
             lines.append(f"only in {side.upper()}: {safe_line(', '.join(doc[f'only_in_{side}']), 2000)}")
     return "\n".join(lines)
+
+
+def energy_lines(doc: Mapping[str, Any]) -> list[str]:
+    """Energy per sample a side (the runs' GPU or CPU power over their throughput), where either side measured it."""
+    out = []
+    for e in doc["experiments"]:
+        a, b = e.get("a_joules_per_sample"), e.get("b_joules_per_sample")
+        if a is None and b is None:
+            continue
+        ratio = f" (B/A {b / a:.3f})" if a and b is not None else ""
+        out.append(f"  {safe_line(e['experiment'], SHOWN)}: A {_num(a, '.3g')} J/sample, B {_num(b, '.3g')} "
+                   f"J/sample{ratio}")
+    return ["", "Energy per sample:", *out] if out else []
 
 
 def main(args) -> int:

@@ -25,7 +25,7 @@ from typing import Any
 from bench.automation import experiment_logs, stack_status
 from bench.errors import fail
 from bench.project import add_project_options
-from bench.terminal import duration, safe, safe_line, shorten, show, table, throughput
+from bench.terminal import duration, energy, safe, safe_line, shorten, show, table, throughput, with_energy
 
 WHY_WIDTH = 48  # characters of why a run stopped shown in the status column (--json has it whole)
 
@@ -136,10 +136,10 @@ def where(row: dict[str, Any]) -> str:
 def status_table(rows: list[dict[str, Any]]) -> str:
     from bench.results.overview import label
 
-    head = ("RUN", "EXPERIMENT", "STATUS", "STARTED (UTC)", "DURATION", "THROUGHPUT", "RESULTS")
-    return table(head, [(r["run"], label(r), status_cell(r),
-                         started(r), duration(r.get("wall_s")), throughput(r), where(r))
-                        for r in rows])
+    head = ("RUN", "EXPERIMENT", "STATUS", "STARTED (UTC)", "DURATION", "THROUGHPUT", "ENERGY", "RESULTS")
+    body = [(r["run"], label(r), status_cell(r), started(r), duration(r.get("wall_s")), throughput(r), energy(r),
+             where(r)) for r in rows]
+    return table(*with_energy(head, body))
 
 
 def render_status(st: dict[str, Any]) -> str:
@@ -176,7 +176,7 @@ def status_document(st: dict[str, Any]) -> dict[str, Any]:
     """``--json``: what the table shows, whole (the stack's outputs stay out: they hold its kubeconfig)."""
     keys = ("run", "experiment", "repeat", "status", "stop_reason", "error", "started_at", "wall_s", "steps",
             "samples_per_s", "samples_per_s_per_process", "busbw_peak_gbps", "busbw_peak_at_bytes", "message_sizes",
-            "flags", "results", "local", "s3")
+            "flags", "joules_per_sample", "kwh", "results", "local", "s3")
     return {"stack": st["stack"], "cloud": st.get("cloud"), "state": st["state"],
             "after_autostop_usd": st.get("after_autostop_usd"),
             "after_autostop_prices": st.get("after_autostop_prices"),

@@ -255,7 +255,8 @@ class ExperimentRun:
         return {"experiment": e.label, "status": status, "shape": shape_text(e), "steps": fig["steps"],
                 "total": fig["samples_per_s"], "per_process": fig["samples_per_s_per_process"],
                 "busbw_peak_gbps": fig["busbw_peak_gbps"], "wall": round(wall, 1),
-                "accuracy": acc, "path": show(Path(e.results_dir))}
+                "accuracy": acc, "path": show(Path(e.results_dir)),
+                "joules_per_sample": fig["joules_per_sample"], "kwh": fig["kwh"]}
 
 
 def shape_text(e: Any) -> str:

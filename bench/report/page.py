@@ -14,6 +14,7 @@ from typing import Any, Iterable
 from bench.errors import NotWritten
 from bench.report.blocks import EmptySection, empty_section, esc
 from bench.report.fabric import fabric_section
+from bench.report.hardware import hardware_section
 from bench.report.scaling import repeats_section, scaling_section
 from bench.results.frames import INPUT_BOUND_SHARE, input_bound
 from bench.results.overview import run_figures
@@ -34,7 +35,7 @@ CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222;margin:0;background:#fafafa}
 main{max-width:1240px;margin:0 auto;padding:20px 28px;background:#fff;min-height:100vh}
 h1{font-size:24px;margin:4px 0}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
-.meta,.note,.empty{color:#666}.estimate{color:#8a5a00;font-weight:600}
+.meta,.note,.empty{color:#666}.estimate{color:#8a5a00;font-weight:600}.flag{color:#b3261e}
 table{border-collapse:collapse;margin:8px 0;font-size:12px}
 th,td{border:1px solid #ddd;padding:3px 5px;text-align:left;vertical-align:top}
 th{background:#f0f3f7;font-weight:600}td.error{max-width:320px;word-break:break-word}td.num{text-align:right;font-variant-numeric:tabular-nums}
@@ -316,9 +317,9 @@ def cut_notes(df) -> list[str]:
 
 
 def build_html(df, steps, *, sources: list[str], baseline: str | None = None, notes: list[str] = (),
-               timelines: list | None = None, runs: list | None = None) -> str:
+               timelines: list | None = None, runs: list | None = None, telemetry=None) -> str:
     """The whole page (draws the figures); ``timelines``: ``bench.report.timeline.load_timelines``'s;
-    ``runs`` (bench.results.frames.runs) for the change between runs."""
+    ``runs`` (bench.results.frames.runs) for the change between runs; ``telemetry``: ``results.telemetry``'s frame."""
     from bench.report.timeline import timeline_section
 
     if baseline:
@@ -328,7 +329,8 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
                 throughput_section(df), scaling_section(df, figure=figure, table=table),
                 repeats_section(df, figure=figure, table=table),
                 fabric_section(df, figure=figure, table=table),
-                steps_section(steps, df), accuracy_section(df), change_section(runs or []),
+                steps_section(steps, df), hardware_section(df, telemetry, figure=figure, table=table),
+                accuracy_section(df), change_section(runs or []),
                 cost_section(df, timelines), what_ran_section(df)]
     empty = [s for s in sections if isinstance(s, EmptySection)]
     body = [f"<h1>eksbench report</h1><p class='meta'>{esc(', '.join(sources))} — generated {when}</p>",
@@ -364,6 +366,7 @@ def write_report(sources: list[str], out: str | Path, baseline: str | None = Non
         steps = results.step_frame(((r["stack"], r["run_id"], r["experiment"]), r["repeat"], lines)
                                    for r, lines in runs)
         timelines = load_timelines(list(sources))
+        telemetry = results.telemetry(*sources, strict=False)
     notes = list(dict.fromkeys(str(w.message) for w in caught))
     if df.empty:
         raise LookupError(f"nothing loadable under {', '.join(sources)}"
@@ -372,7 +375,7 @@ def write_report(sources: list[str], out: str | Path, baseline: str | None = Non
         raise LookupError(f"--baseline={baseline!r}: no such experiment; found: {', '.join(sorted(set(df['experiment'])))}")
     try:
         page = build_html(df, steps, sources=sources, baseline=baseline, notes=notes, timelines=timelines,
-                          runs=runs)
+                          runs=runs, telemetry=telemetry)
     except KeyError:
         raise LookupError(f"--baseline={baseline!r}: no succeeded run with a throughput") from None
     path = Path(out)

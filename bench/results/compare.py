@@ -93,12 +93,21 @@ def differences(a_rows: Sequence[Mapping[str, Any]], b_rows: Sequence[Mapping[st
     return out
 
 
+def joules_per_sample(runs: Sequence[Run]) -> float | None:
+    """The runs' mean energy per sample (``bench.results.hardware``), over those whose telemetry measured power."""
+    values = [r["joules_per_sample"] for r, _ in runs if isinstance(r.get("joules_per_sample"), (int, float))
+              and r["joules_per_sample"] == r["joules_per_sample"]]
+    return sum(values) / len(values) if values else None
+
+
 def compare_experiment(name: str, a_runs: Sequence[Run], b_runs: Sequence[Run],
                        confidence: float = S.CONFIDENCE) -> dict[str, Any]:
     a, b = usable(a_runs), usable(b_runs)
     rate = lambda rs: sum(r["samples_per_s"] for r, _ in rs) / len(rs) if rs else None  # noqa: E731
     doc: dict[str, Any] = {"experiment": name, "a_runs": len(a), "b_runs": len(b), "a_samples_per_s": rate(a),
-                           "b_samples_per_s": rate(b), "ratio": None, "low": None, "high": None, "verdict": None,
+                           "b_samples_per_s": rate(b), "a_joules_per_sample": joules_per_sample(a),
+                           "b_joules_per_sample": joules_per_sample(b), "ratio": None, "low": None, "high": None,
+                           "verdict": None,
                            "method": None, "n_a": None, "n_b": None, "p_value": None, "df": None, "note": None,
                            "indicative": None,
                            "differences": differences([r for r, _ in a_runs], [r for r, _ in b_runs])}

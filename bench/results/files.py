@@ -22,7 +22,7 @@ from core.contract.results_location import is_run_summary, repeat_number
 
 MARKERS = (re.compile(re.escape(SUMMARY_FILE)), re.compile(re.escape(METRICS_DIR) + r"/rank-\d+\.jsonl"),
            re.compile(re.escape(LOGS_DIR) + r"/[^/]+\.log"))
-WANTED = re.compile(r"summary\.json|metrics/[^/]+\.jsonl|logs/[^/]+\.log|eval/eval\.json")
+WANTED = re.compile(r"summary\.json|metrics/[^/]+\.jsonl|logs/[^/]+\.log|eval/eval\.json|telemetry/[^/]+\.jsonl")
 ENDS = tuple(re.compile(rf"(?:^|/)({m.pattern})$") for m in MARKERS)
 SKIP_DIRS = {CHECKPOINT_DIR, "_data", "__pycache__"}
 CHUNK_BYTES = 4 * 1024 * 1024  # a streamed file's piece: one local read, or one S3 range GET

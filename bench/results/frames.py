@@ -6,6 +6,7 @@
     df = results.load("s3://bucket/dev/run-001")     # the same from the results bucket
     curves = results.steps("results/dev")            # per-rank, per-step lines
     stats = results.repeats(df)                      # per experiment: runs, mean samples/s, 95% interval
+    hw = results.telemetry("results/dev")            # per node and device: utilisation, memory, power over time
 
 A source is read at any level: the experiment folders are found by their ``summary.json``
 (or, for a run that died before writing one, by its ``metrics/`` or ``logs/``), and
@@ -41,6 +42,7 @@ import bench.results.readers as R
 import bench.results.rank_lines as rank_lines
 from bench.results.files import ExperimentFiles, exists, find_experiments
 from bench.results.rank_lines import Budget, RankLines
+from bench.results.hardware import energy_figures
 from bench.results.sources import resolve_sources
 from bench.results.timeline import parse_iso
 from core.catalog import aws as catalog
@@ -57,13 +59,18 @@ EXTRA = ("hourly_usd", "usd_per_1k_samples", "region", "prices", "tflops_per_s",
          "data_wait_s", "data_wait_share",
          "started_at", "image", "git_commit", "device", "config", "command", "busbw", "fabric", "flags",
          "what_ran", "what_ran_unknown",
-         "startup", "samples_per_epoch")
+         "startup", "samples_per_epoch",
+         # what the hardware did (summary.json's telemetry block; bench.results.hardware.energy_figures)
+         "energy_j", "kwh", "power_mean_w", "joules_per_sample", "util_mean_pct", "util_p95_pct",
+         "memory_peak_bytes", "memory_total_bytes", "throttle_s", "idle_share", "telemetry_note")
 STEP_COLUMNS = ("stack", "run_id", "experiment", "repeat", "rank", "step", "loss", "step_time_s", "samples_per_s", "warmup",
                 "restart", "world_size", "wall_time", "steps")  # step_time_s: the line's interval of ``steps`` steps
 # The frame's dtypes (module docstring): measures float64; counts int64 when complete, else float64; times UTC.
 MEASURES = ("samples_per_s", "samples_per_s_per_gpu", "step_time_p50_s", "step_time_p95_s", "mfu", "wall_s",
             "cost_usd", "accuracy", "time_to_accuracy_s", "hourly_usd", "usd_per_1k_samples", "tflops_per_s",
-            "flops_per_sample", "loop_seconds", "data_wait_s", "data_wait_share")
+            "flops_per_sample", "loop_seconds", "data_wait_s", "data_wait_share", "energy_j", "kwh", "power_mean_w",
+            "joules_per_sample", "util_mean_pct", "util_p95_pct", "memory_peak_bytes", "memory_total_bytes",
+            "throttle_s", "idle_share")
 COUNTS = ("repeat", "nodes", "gpus_per_node", "world_size", "batch_size", "restarts", "samples_per_epoch")
 TIMES = ("started_at",)
 LOCAL_IMAGE = what_ran.LOCAL_IMAGE
@@ -165,6 +172,7 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
         "flags": ("; ".join(str(f) for f in s[F.FLAGS] if f) or None) if isinstance(s.get(F.FLAGS), list) else None,
         "what_ran": s.get(F.WHAT_RAN), "what_ran_unknown": s.get(F.WHAT_RAN_UNKNOWN), "startup": s.get(F.STARTUP),
         "samples_per_epoch": s.get(F.SAMPLES_PER_EPOCH),
+        **energy_figures(s.get(F.TELEMETRY), rate),
     }
 
 
@@ -405,6 +413,23 @@ def steps(*sources: str, max_rows: int | None = None,
              for exp in _experiments(sources, strict=True, results_root=results_root)]
     _warn(budget.warning(", ".join(map(str, sources))))
     return step_frame(parts)
+
+
+def telemetry(*sources: str, strict: bool = True,
+              results_root: str | Path | None = None) -> "pandas.DataFrame":  # noqa: F821
+    """The runs' hardware samples, one row per sample and device (``bench.results.hardware``: node, t, device,
+    util_pct, memory, power, clocks, temperature, throttled, energy_j so far), at most ``MAX_TELEMETRY_ROWS``;
+    sources as ``load`` takes them. Raises NoResults (a FileNotFoundError) for a source that does not exist, as
+    ``load`` does (``strict``: False warns instead, as ``runs``)."""
+    import bench.results.hardware as T
+
+    rows: list[tuple] = []
+    budget = [T.MAX_TELEMETRY_ROWS]
+    for exp in _experiments(sources, strict, results_root):
+        T.read_samples(exp, rows, budget)
+        if budget[0] <= 0:
+            break
+    return T.frame(rows)
 
 
 REPEAT_COLUMNS = ("stack", "run_id", "experiment", "runs", "succeeded", "samples_per_s_mean", "samples_per_s_std",

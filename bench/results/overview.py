@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from bench.results.hardware import energy_figures
 from bench.results.readers import integer, number, positive, text
 from bench.results.timeline import parse_iso
 from core.contract import summary_fields as F
@@ -28,7 +29,8 @@ def run_figures(summary: Any) -> dict[str, Any]:
     is no time: not ISO 8601, or outside ``timeline.parse_iso``'s years), ``wall_s``, ``steps``,
     ``samples_per_s`` and ``samples_per_s_per_process`` (None for the all-reduce workload), ``busbw_peak_gbps`` with
     ``busbw_peak_at_bytes`` and ``message_sizes`` (the all-reduce workload's, else None), ``flags`` (what the run
-    is marked with: a CPU another local run shared, NCCL on sockets; None where nothing)."""
+    is marked with: a CPU another local run shared, NCCL on sockets; None where nothing), ``joules_per_sample`` and
+    ``kwh`` (energy per result, where the run's telemetry measured power: ``bench.results.hardware``)."""
     s = summary if isinstance(summary, Mapping) else {}
     tp = s.get(F.THROUGHPUT) if isinstance(s.get(F.THROUGHPUT), Mapping) else {}
     coverage = s.get("coverage") if isinstance(s.get("coverage"), Mapping) else {}
@@ -57,6 +59,8 @@ def run_figures(summary: Any) -> dict[str, Any]:
         "message_sizes": len(curve) if peak is not None and isinstance(curve, list) else None,
         # what the run is marked with (another local run shared the CPU; NCCL on sockets), as text
         "flags": ([f for f in s[F.FLAGS] if text(f)] or None) if isinstance(s.get(F.FLAGS), list) else None,
+        **{k: v for k, v in energy_figures(s.get(F.TELEMETRY), tp.get(F.SAMPLES_PER_S_TOTAL)).items()
+           if k in ("joules_per_sample", "kwh")},
     }
 
 

@@ -12,6 +12,7 @@ and its name, keeps every field of the expected type, drops the others, and give
     metrics/rank-N.jsonl read_rank_lines (its rules; bench.results.rank_lines streams the files through LineCheck)
     metrics/eval.jsonl   read_eval_lines
     metrics/events.jsonl read_event_lines
+    telemetry/<node>.jsonl  bench.results.hardware (its TELEMETRY_LINE rules, streamed like the rank files)
     timeline.json        read_timeline   (bench report; the run's own record, beside the experiments)
     autostop.json        read_autostop   (bench status; the cluster's controller, beside the experiments)
 
@@ -112,6 +113,10 @@ ACCURACY: Schema = {F.BEST_ACCURACY: number, F.TIME_TO_ACCURACY_S: number, "targ
 CONFIG: Schema = {"workload": text, "batch_size": integer, "precision": text, "epochs": integer, "steps": integer}
 STARTUP: Schema = {"time_to_first_step_s": number, "phases_s": map_of(number)}
 LAUNCH: Schema = {F.LAUNCH_NODES: integer, F.LAUNCH_PROCS_PER_NODE: integer}
+TELEMETRY: Schema = {F.TELEMETRY_SOURCE: text, F.TELEMETRY_REASON: text, "nodes": integer, "gpus": integer,
+                     "samples": integer, "seconds": number, F.UTIL_MEAN_PCT: number, F.UTIL_P95_PCT: number,
+                     F.MEMORY_PEAK_BYTES: integer, F.MEMORY_TOTAL_BYTES: integer, F.POWER_MEAN_W: number,
+                     F.ENERGY_J: number, F.THROTTLE_S: number, F.IDLE_SHARE: number}
 SUMMARY: Schema = {
     F.EXPERIMENT: text, F.STATUS: text, F.EXIT_CODE: integer, F.ERROR: text, F.STARTED_AT: text, "ended_at": text,
     F.WALL_TIME_S: number, F.IMAGE: text, F.GIT_COMMIT: text, F.RESULTS_URI: text, F.COMMAND: list_of(text),
@@ -120,7 +125,7 @@ SUMMARY: Schema = {
     F.THROUGHPUT: THROUGHPUT, F.ACCURACY: ACCURACY, F.MFU: number, F.TFLOPS_PER_S: number,
     F.FLOPS_PER_SAMPLE: number, F.LOOP_SECONDS: number, F.DATA_WAIT_S: number, "coverage": {"steps": integer},
     F.WHAT_RAN: flat_object, F.WHAT_RAN_UNKNOWN: map_of(text), F.STARTUP: STARTUP,
-    F.SAMPLES_PER_EPOCH: integer,
+    F.SAMPLES_PER_EPOCH: integer, F.TELEMETRY: TELEMETRY,
 }
 PROGRESS: Schema = {"step": integer, "total": integer, "samples_per_s": number, "world_size": integer,
                     "updated_at": text}

@@ -102,7 +102,10 @@ STAGING_IMAGE = "python:3.11.11-slim-bookworm"
 
 # Python packages installed at container start when the image lacks them (the DLC has boto3
 # but not python-etcd): python-etcd for torch's etcd-v2 rendezvous, boto3 for S3.
-PIP_PINS = {"etcd": "python-etcd==0.4.5", "boto3": "boto3==1.43.11"}
+# pynvml (nvidia-ml-py, PyPI 13.615.71): the launcher's GPU sampler (workloads/train/harness/telemetry.py) reads the
+# GPUs through it; the pods do not install it at start (a run without it records its reason instead of samples),
+# workloads/Dockerfile bakes it in.
+PIP_PINS = {"etcd": "python-etcd==0.4.5", "boto3": "boto3==1.43.11", "pynvml": "nvidia-ml-py==13.615.71"}
 # NVIDIA DALI, for the input path "dali" (workloads/train/common/dali_input.py); no DLC has it. Its wheels are built
 # per CUDA major (nvidia-dali-cuda120 for 12.x, nvidia-dali-cuda130 for 13.x; PyPI, 2.4.0 for both), so the pin
 # follows the image's CUDA (core/catalog/compat.py; the pinned DLC's, 13.0, for an image it does not know). DALI's

@@ -19,6 +19,7 @@ CHECKPOINT_DIR = "checkpoints"
 CHECKPOINT_FILE = f"{CHECKPOINT_DIR}/latest.pt"  # rank 0 writes it atomically; every rank resumes from it
 CHECKPOINT_META_FILE = f"{CHECKPOINT_DIR}/latest.json"
 LOGS_DIR = "logs"
+TELEMETRY_DIR = "telemetry"  # each node's hardware samples (workloads/train/harness/telemetry.py)
 LOCAL_RESULTS_ROOT = "results"  # where local runs land and S3 runs are copied home, under the working folder
 
 
@@ -40,6 +41,12 @@ def node_log_times(node: str) -> str:
     ``<byte offset of the log line> <epoch seconds>`` (the launcher writes it, ``bench logs --timestamps``
     reads it; the log itself stays the command's output, byte for byte)."""
     return f"{node_log(node)}{LOG_TIMES_SUFFIX}"
+
+
+def node_telemetry(node: str) -> str:
+    """``telemetry/<node>.jsonl``: a node's hardware samples (GPUs through NVML, else the CPU's RAPL energy), one
+    JSON object a line, relative to the experiment's results folder."""
+    return f"{TELEMETRY_DIR}/{node}.jsonl"
 
 
 def repeat_suffix(repeat: int | str) -> str:

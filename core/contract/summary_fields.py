@@ -130,3 +130,17 @@ def parse_stop(text: str, causes: tuple[str, ...]) -> tuple[str | None, str | No
 def signal_exit_code(signal_name: str) -> int:
     """128 + the signal's number, as a shell reports a process a signal ended: SIGINT 130, SIGTERM 143."""
     return 128 + signal.Signals[signal_name].value
+
+
+# The node's hardware as the launcher's sampler read it (workloads.train.harness.telemetry_summary): one object.
+TELEMETRY = "telemetry"
+TELEMETRY_SOURCE = "source"  # in TELEMETRY: "nvml" (GPUs), "rapl" (the CPU's energy counters) or null
+TELEMETRY_REASON = "reason"  # in TELEMETRY: why there is no (GPU) telemetry, one line; null where there is
+UTIL_MEAN_PCT = "util_mean_pct"  # in TELEMETRY: the GPUs' SM utilisation, mean over samples and GPUs
+UTIL_P95_PCT = "util_p95_pct"
+MEMORY_PEAK_BYTES = "memory_peak_bytes"  # in TELEMETRY: the most memory one GPU held
+MEMORY_TOTAL_BYTES = "memory_total_bytes"  # in TELEMETRY: that GPU's total
+POWER_MEAN_W = "power_mean_w"  # in TELEMETRY: all nodes' GPUs (or CPU packages) together
+ENERGY_J = "energy_j"  # in TELEMETRY: the power integral over the run, all nodes together
+THROTTLE_S = "throttle_s"  # in TELEMETRY: GPU-seconds spent with a clock held down (power, thermal, slowdown)
+IDLE_SHARE = "idle_share"  # in TELEMETRY: share of the steady time's GPU samples with SM utilisation 0

@@ -2,7 +2,7 @@
 
 ``python -m workloads.train.harness.launch --results-dir DIR [--results-uri s3://bucket/prefix/]
 [--experiment NAME] [--node-id ID] [--summary auto|always|never] [--nodes N --procs-per-node P]
-[--train-config JSON] -- torchrun ...``
+[--train-config JSON] [--telemetry-interval SECONDS] -- torchrun ...``
 
 What the summary records about the command (its launch shape, the trainer's arguments) comes from
 these arguments, built with the command by ``core.contract.launch_command``; the command is never read back.
@@ -26,6 +26,9 @@ these arguments, built with the command by ``core.contract.launch_command``; the
 6. ``--setup-failed CODE`` records a pod whose set-up (package install, prelude) failed or was
    stopped before the command could start: a failed summary with ``--setup-error`` as its
    error, uploaded like any other, and exit code CODE; the command is not run.
+7. Samples the node's GPUs through NVML (else the CPU's RAPL energy) every second in a thread of its own, outside
+   the command's processes, into ``telemetry/<node id>.jsonl``; the summary node sums every node's file into the
+   summary's ``telemetry`` block (``workloads.train.harness.telemetry``).
 
 Several nodes of one Job share the results directory: the node id defaults to
 ``node-<JOB_COMPLETION_INDEX>`` (the Indexed Job's pod index) or the hostname, so each node
@@ -75,6 +78,8 @@ from workloads.train.harness.exit_paths import (
 )
 from workloads.train.harness.fabric_check import TransportWatch, busbw_summary, judge
 from workloads.train.harness.progress import ProgressPublisher
+from workloads.train.harness.telemetry import POWERCAP, Sampler
+from workloads.train.harness.telemetry_summary import steady_window, summarise_files
 from workloads.train.harness.upload import in_upload_order, upload, upload_plan
 from workloads.train.harness.what_ran import read_efa_installer, what_ran
 
@@ -99,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--procs-per-node", type=int, default=None, help="its processes per node, for the summary")
     p.add_argument("--train-config", type=train_config, default=None, metavar="JSON",
                    help="the trainer's arguments (core.contract.train_args.TrainArgs as a JSON object), for the summary")
+    p.add_argument("--telemetry-interval", type=float, default=1.0, metavar="SECONDS",
+                   help="seconds between samples of the node's GPUs (or CPU energy) into telemetry/<node>.jsonl; "
+                        "0: no sampler (to measure what it costs)")
+    p.add_argument("--powercap", type=Path, default=POWERCAP, help=argparse.SUPPRESS)  # RAPL's sysfs root
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
     return p
 
@@ -340,10 +349,18 @@ def _iso(t: float) -> str:
 
 
 def collect_metrics(results_dir: Path, target: float | None, precision: str | None = None, *,
-                    instance_type: str | None = None) -> dict[str, Any]:
+                    instance_type: str | None = None, sampler: Sampler | None = None,
+                    node_id: str = "", local: Path | None = None) -> dict[str, Any]:
+    """The run's figures from the results folder; ``sampler``: this node's (stopped), whose files and those of the
+    other nodes give the ``telemetry`` block (``local``: this node's fallback folder, where its file may be)."""
     mdir = metrics_dir(results_dir)
-    out = figures.metrics_summary(read_rank_metrics(results_dir), read_jsonl(mdir / "eval.jsonl"),
+    by_rank = read_rank_metrics(results_dir)
+    out = figures.metrics_summary(by_rank, read_jsonl(mdir / "eval.jsonl"),
                                   read_jsonl(mdir / "events.jsonl"), target, precision)
+    if sampler is not None:
+        out[F.TELEMETRY] = summarise_files([results_dir] + ([local] if local else []), own=node_id,
+                                           source=sampler.kind, reason=sampler.reason,
+                                           window=steady_window(by_rank))
     out.update(nccl_transport(read_logs(results_dir)))
     busbw = read_jsonl(mdir / ALLREDUCE_LINES_FILE)  # the allreduce workload's lines, where it ran
     if busbw:
@@ -522,6 +539,9 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
     publisher = child = None
     signal_name = None
     log, local, results_error = open_log(dirs, node_id)
+    sampler = (Sampler.open(local, node_id, interval=args.telemetry_interval, powercap=args.powercap)
+               if args.telemetry_interval > 0 else  # the node's GPUs (or CPU energy) from here to the command's end
+               Sampler(None, node_id, source=None, reason="no telemetry: the launcher ran without its sampler"))
     if results_error:
         print(f"cannot write the results directory ({results_error}); log and summary go to {local}",
               file=sys.stderr)
@@ -559,16 +579,19 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals)
             stop.child = None  # from here on a signal is only recorded
             if publisher is not None:
                 publisher.stop()
+            sampler.stop()
         tail = list(child.tail)
         signal_name = child.signal_name
         if child.watch.tripped:
             returncode = FABRIC_EXIT_CODE
         elif child.peer_status is not None:  # stopped with its peers (--stop-with): their outcome is ours
             returncode = 0 if child.peer_status == F.SUCCEEDED else 1
+    sampler.stop()  # a command that never started: no sample past this point either (stopping twice is a no-op)
     if summary_node:
         try:
             metrics = collect_metrics(results, (config or {}).get("target_accuracy"), (config or {}).get("precision"),
-                                      instance_type=environ.get(ENV_INSTANCE_TYPE))
+                                      instance_type=environ.get(ENV_INSTANCE_TYPE), sampler=sampler,
+                                      node_id=node_id, local=local if local != results else None)
         except Exception as e:  # noqa: BLE001 - a summary with the error beats no summary
             metrics = {"metrics_error": f"{type(e).__name__}: {e}"}
         checked, fabric_error = judge(metrics, environ, provenance(environ, command, config)[F.FRAMEWORK])

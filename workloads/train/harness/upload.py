@@ -1,8 +1,9 @@
 """Uploading a node's results to S3 without stepping on the other nodes of the same job.
 
 Ownership rule (see ``upload_plan``): the summary node (index 0) uploads the whole results
-directory except other nodes' logs; every other node uploads only ``logs/<its node id>.log`` (and the
-``.log.times`` beside it: when each line was captured).
+directory except other nodes' logs and telemetry; every other node uploads only ``logs/<its node id>.log`` (and
+the ``.log.times`` beside it: when each line was captured) and ``telemetry/<its node id>.jsonl``, which it may
+still be writing when the summary node uploads.
 The launcher uploads them ``in_upload_order``: summary.json first.
 The results directory lives on the shared file system, so node 0, which finishes after the
 final barrier of all ranks, sees every rank's final metrics file; no two nodes ever upload the
@@ -15,13 +16,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core.contract.names import CHECKPOINT_DIR, LOGS_DIR, SUMMARY_FILE, node_log, node_log_times
+from core.contract.names import CHECKPOINT_DIR, LOGS_DIR, SUMMARY_FILE, TELEMETRY_DIR, node_log, node_log_times, node_telemetry
 
 
 def upload_plan(results_dir: str | Path, *, node_id: str, summary_node: bool, prefix: str) -> list[tuple[Path, str]]:
     """(local file, key) pairs this node owns."""
     root = Path(results_dir)
-    own = [node_log(node_id), node_log_times(node_id)]  # its log, and when each line of it was captured
+    # its log, when each line of it was captured, and its hardware samples
+    own = [node_log(node_id), node_log_times(node_id), node_telemetry(node_id)]
     if not summary_node:
         return [(root / rel, f"{prefix}{rel}") for rel in own if (root / rel).is_file()]
     out = []
@@ -29,7 +31,7 @@ def upload_plan(results_dir: str | Path, *, node_id: str, summary_node: bool, pr
         if not p.is_file() or p.name.startswith("."):  # temp files of atomic writes
             continue
         rel = p.relative_to(root).as_posix()
-        if rel.startswith(f"{LOGS_DIR}/") and rel not in own:
+        if rel.startswith((f"{LOGS_DIR}/", f"{TELEMETRY_DIR}/")) and rel not in own:
             continue
         out.append((p, prefix + rel))
     return out
