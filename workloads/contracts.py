@@ -91,6 +91,11 @@ MAX_BASE_NAME = 40
 NAME_SUFFIXES = {"pserver": "ps", "eval": "eval", "gate": "gate", "eval-gate": "eval-gate"}
 
 
+# What the results launcher imports in every training pod: boto3 to upload, pynvml to sample the GPUs
+# (workloads.train.harness.telemetry; no DLC promises it, and without it a run has no GPU telemetry).
+LAUNCHER_MODULES = ("boto3", "pynvml")
+
+
 @dataclass(frozen=True)
 class Launch:
     """What one framework needs in every pod of the training Job."""
@@ -98,7 +103,7 @@ class Launch:
     env: Mapping[str, str] = field(default_factory=dict)  # the same in every pod
     prelude: str = ""  # shell run first; may read $JOB_COMPLETION_INDEX
     port: int | None = None  # where peers reach a pod through the headless Service
-    modules: tuple[str, ...] = ("boto3",)  # imported by the launcher/rendezvous; pip-installed if missing
+    modules: tuple[str, ...] = LAUNCHER_MODULES  # imported by the launcher/rendezvous; pip-installed if missing
     pins: Mapping[str, str] = field(default_factory=lambda: dict(pins.PIP_PINS))  # module -> what pip installs
     launched: Launched = Launched()  # what the launcher records beside argv (torchrun's shape, the trainer's args)
 
@@ -327,7 +332,7 @@ def pytorch_launch(e: Experiment, env: Environment, *, job: str, service: str, g
     agent = Torchrun(min_nodes=e.min_nodes, max_nodes=e.max_nodes, nproc_per_node=gpus, max_restarts=e.max_restarts,
                      rdzv_backend=e.rdzv_backend, rdzv_endpoint=endpoint, rdzv_id=job, rdzv_conf=rdzv_conf())
     train = train_args_for(e, env, instance_type=instance_type)
-    modules = trainer_modules(e, ("etcd", "boto3") if e.rdzv_backend == "etcd-v2" else ("boto3",))
+    modules = trainer_modules(e, ("etcd", *LAUNCHER_MODULES) if e.rdzv_backend == "etcd-v2" else LAUNCHER_MODULES)
     return Launch(argv=torchrun_argv(agent) + trainer_argv(train, e.args, module=ENTRY_MODULES[e.framework]),
                   port=port, modules=modules, pins=image_pins(e), env={ENV_FRAMEWORK: "pytorch"},
                   launched=launched_torchrun(agent, train, e.args))
@@ -360,7 +365,7 @@ def horovod_launch(e: Experiment, env: Environment, *, job: str, service: str, g
     # gpus ranks per pod, each "python3 -m workloads.train.horovod <args>"
     argv, launched = entry_command(e, env, nodes=e.max_nodes, procs_per_node=gpus,
                                    prefix=("python3", "-m", HOROVOD_BOOTSTRAP_MODULE, "python3"))
-    return Launch(argv=argv, port=HOROVOD_PORT, launched=launched, modules=trainer_modules(e, ("boto3",)),
+    return Launch(argv=argv, port=HOROVOD_PORT, launched=launched, modules=trainer_modules(e, LAUNCHER_MODULES),
                   pins=image_pins(e), env={ENV_FRAMEWORK: "horovod", ENV_HVD_HOSTS: hosts, ENV_HVD_SLOTS: str(gpus),
                        ENV_HVD_PORT: str(HOROVOD_PORT)})
 

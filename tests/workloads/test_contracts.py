@@ -366,3 +366,19 @@ def test_dali_is_installed_in_the_pods_that_decode_with_it_for_their_images_cuda
     for e in (E, replace(imagenet, input_path="pillow")):  # synthetic data; Pillow asked for
         launch = c.launch_for(e, ENV, job="j", service="s", gpus=8)
         assert pins.DALI_MODULE not in launch.modules and "--input-path=dali" not in launch.argv
+
+
+def test_every_training_pod_installs_nvml_where_its_image_lacks_it():
+    """The launcher samples the GPUs through pynvml (workloads.train.harness.telemetry); an image without it gave a
+    run no GPU telemetry at all. The script installs the pinned wheel only where the import fails."""
+    from core.catalog import pins
+
+    for e, role in ((E, "TRAINER"), (replace(E, framework="tensorflow"), "TRAINER"),
+                    (replace(E, framework="horovod", image="horovod/horovod:0.28.1"), "TRAINER"),
+                    (replace(E, framework="paddle", pservers=1), "TRAINER")):
+        launch = c.launch_for(e, ENV, job="j", service="s", gpus=8, role=role)
+        assert "pynvml" in launch.modules, e.framework
+        script = c.launcher_script(launch.argv, results_dir="/r", results_uri="s3://b/p/", experiment="e",
+                                   modules=launch.modules, pins=launch.pins)
+        assert 'python3 -c "import pynvml"' in script and f"pip install --no-cache-dir --quiet " \
+            f"{pins.PIP_PINS['pynvml']}" in script, e.framework
