@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from core.config.fields import ConfigError, problem, shorten
+from core.config.local_defaults import for_local_run
 from core.config.model import StackConfig
 from core.config.overrides import Overrides, SetError, Setting, parse_path, select, split_setting
 from core.config.pulumi_config import PROJECT, decode_config, to_pulumi_config
@@ -181,7 +182,8 @@ def load_stack_config(stack: str, root: Path = ROOT, *, cluster: bool = True,
     """The stack's validated config (shape, then meaning; offerings are checked by ``bench plan``), ``overrides``
     applied (a problem of a value they set says so), only ``overrides.experiment`` where one is named. Raises
     ConfigError. ``cluster`` False: for a local run or a command that only reads results, which need not refuse what
-    the cluster alone cannot run (``program.validation.meaning_problems``)."""
+    the cluster alone cannot run (``program.validation.meaning_problems``), nor need the cluster's node groups
+    (``core.config.local_defaults``)."""
     from program.validation import validated_config
     from workloads.code_files import read_code_files
 
@@ -189,6 +191,8 @@ def load_stack_config(stack: str, root: Path = ROOT, *, cluster: bool = True,
         raw, region = stack_raw_config(stack, root, overrides)
     except SetError as e:
         raise ConfigError([str(e)]) from None
+    if not cluster:
+        raw = for_local_run(raw)
     try:
         cfg = validated_config(raw, project=PROJECT, stack=stack, region=region, code_files=read_code_files(),
                                cluster=cluster)
