@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.config.fields import ConfigError
+from core.config.overrides import Overrides, SetError
 from infra.labels import SKIP_AWAIT_ANNOTATION
 from program.stack_files import PROJECT, ROOT
 
@@ -43,8 +45,10 @@ class Plan:
                 "warnings": self.warnings, "estimate": self.estimate}
 
 
-def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None, today: str | None = None) -> Plan:
-    """Run the program for ``stack`` (Pulumi.<stack>.yaml) under the mock engine. Raises ConfigError.
+def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None, today: str | None = None,
+             overrides: Overrides = Overrides()) -> Plan:
+    """Run the program for ``stack`` (Pulumi.<stack>.yaml) under the mock engine, with the command line's
+    ``overrides`` (``--set``, ``--experiment``) as ``__main__.py`` applies them. Raises ConfigError.
 
     The mock engine drives an asyncio loop of its own; where this thread already runs one (a
     Jupyter kernel), the plan is evaluated on a worker thread instead.
@@ -57,15 +61,16 @@ def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None, today: str
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return evaluate_config(stack, config, mocks=mocks, monitor=monitor, today=today)
+        return evaluate_config(stack, config, mocks=mocks, monitor=monitor, today=today, overrides=overrides)
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1, thread_name_prefix="eksbench-plan") as pool:
-        return pool.submit(evaluate_config, stack, config, mocks=mocks, monitor=monitor, today=today).result()
+        return pool.submit(evaluate_config, stack, config, mocks=mocks, monitor=monitor, today=today,
+                           overrides=overrides).result()
 
 
 def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, monitor=None,
-                    today: str | None = None) -> Plan:
+                    today: str | None = None, overrides: Overrides = Overrides()) -> Plan:
     """Like ``evaluate``, for a stack file's ``config:`` mapping given in memory. ``today`` (ISO date):
     the clock for the EKS version calendar; None is the system clock, read here."""
     import datetime
@@ -84,7 +89,10 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     from program.stack import export_stack
 
     today = today or datetime.date.today().isoformat()
-    pulumi_config = to_pulumi_config(stack_config)
+    try:
+        pulumi_config = overrides.apply(to_pulumi_config(stack_config))
+    except SetError as e:
+        raise ConfigError([str(e)]) from None
     raw, region = decode_config(pulumi_config)
     built = []
     started = time.perf_counter()
@@ -93,10 +101,13 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     logger.propagate = False
     logger.handlers[:] = [collect]
     # The very function __main__.py runs; a ConfigError comes out of it typed, before any registration.
-    monitor = run_program(lambda: built.append(export_stack(raw, project=PROJECT, stack=stack, region=region,
-                                                              today=today)),
-                          project=PROJECT, stack=stack, config=pulumi_config, mocks=mocks, logger=logger,
-                          monitor=monitor)
+    try:
+        monitor = run_program(lambda: built.append(export_stack(raw, project=PROJECT, stack=stack, region=region,
+                                                                  today=today, experiment=overrides.experiment)),
+                              project=PROJECT, stack=stack, config=pulumi_config, mocks=mocks, logger=logger,
+                              monitor=monitor)
+    except ConfigError as e:
+        raise ConfigError(overrides.annotate(e.problems)) from None
     cfg = built[0]
     seconds = time.perf_counter() - started
     regs = monitor.registrations

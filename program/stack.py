@@ -22,6 +22,7 @@ import pulumi_aws as aws
 from core.catalog import aws as catalog
 from core.config.fields import ConfigError
 from core.config.model import HomeConfig, StackConfig
+from core.config.overrides import select
 from core.config.shape import parse_stack_config, stack_role
 from core.contract.names import cluster_name
 from core.contract.results_location import ResultsLocation
@@ -75,12 +76,14 @@ def lookup_offerings(cfg: StackConfig) -> tuple[dict[str, str], dict[str, set[st
 
 
 def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None,
-                today: str | None = None) -> tuple[StackConfig, dict[str, Any]]:
+                today: str | None = None, experiment: str | None = None) -> tuple[StackConfig, dict[str, Any]]:
     """Validate ``raw`` (the ``eksbench:*`` keys), register every resource; return the config and the outputs.
 
-    ``today`` (ISO date) is the clock the EKS version calendar is read with; None reads the system clock here."""
+    ``today`` (ISO date) is the clock the EKS version calendar is read with; None reads the system clock here.
+    ``experiment``: only that experiment is checked and gets Jobs (``eksbench run --experiment``); the cluster is
+    the stack's whole."""
     today = today or datetime.date.today().isoformat()
-    cfg = parse_stack_config(raw, project=project, stack=stack, region=region)
+    cfg = select(parse_stack_config(raw, project=project, stack=stack, region=region), experiment)
     zones, offered = lookup_offerings(cfg)
     code_files = read_code_files()
     problems = meaning_problems(cfg, offered=offered, code_files=code_files, today=today, zones=zones)
@@ -257,13 +260,14 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
 
 
 def export_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None,
-                 today: str | None = None) -> StackConfig | HomeConfig:
+                 today: str | None = None, experiment: str | None = None) -> StackConfig | HomeConfig:
     """``build_stack`` (or, for ``eksbench:role: home``, ``program.home.build_home``) and export each
-    output (what both ``__main__.py`` and ``bench plan`` run)."""
+    output (what both ``__main__.py`` and ``bench plan`` run); ``experiment``: build only that one's Jobs."""
     if stack_role(raw) == "home":
         cfg, outputs = build_home(raw, project=project, stack=stack, region=region)
     else:
-        cfg, outputs = build_stack(raw, project=project, stack=stack, region=region, today=today)
+        cfg, outputs = build_stack(raw, project=project, stack=stack, region=region, today=today,
+                                   experiment=experiment)
     for key, value in outputs.items():
         pulumi.export(key, value)
     return cfg

@@ -18,7 +18,9 @@ from typing import Any
 import yaml
 
 from core.config.fields import ConfigError, problem, shorten
+from core.config.local_defaults import for_local_run
 from core.config.model import StackConfig
+from core.config.overrides import Overrides, SetError, Setting, parse_path, select, split_setting
 from core.config.pulumi_config import PROJECT, decode_config, to_pulumi_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,18 +170,68 @@ def read_stack_yaml(stack: str, root: Path = ROOT) -> dict[str, Any]:
     return config
 
 
-def stack_raw_config(stack: str, root: Path = ROOT) -> tuple[dict[str, Any], str | None]:
-    """The ``eksbench:*`` keys of a stack file (namespace stripped) and its ``aws:region``, as the program gets them."""
-    return decode_config(to_pulumi_config(read_stack_yaml(stack, root)))
+def stack_raw_config(stack: str, root: Path = ROOT,
+                     overrides: Overrides = Overrides()) -> tuple[dict[str, Any], str | None]:
+    """The ``eksbench:*`` keys of a stack file (namespace stripped) and its ``aws:region``, as the program gets them,
+    with the command line's ``--set`` values (``overrides``) applied. Raises SetError."""
+    return decode_config(overrides.apply(to_pulumi_config(read_stack_yaml(stack, root))))
 
 
-def load_stack_config(stack: str, root: Path = ROOT, *, cluster: bool = True) -> StackConfig:
-    """The stack's validated config (shape, then meaning; offerings are checked by ``bench plan``). Raises ConfigError.
-    ``cluster`` False: for a local run or a command that only reads results, which need not refuse what the cluster
-    alone cannot run (``program.validation.meaning_problems``)."""
+def load_stack_config(stack: str, root: Path = ROOT, *, cluster: bool = True,
+                      overrides: Overrides = Overrides()) -> StackConfig:
+    """The stack's validated config (shape, then meaning; offerings are checked by ``bench plan``), ``overrides``
+    applied (a problem of a value they set says so), only ``overrides.experiment`` where one is named. Raises
+    ConfigError. ``cluster`` False: for a local run or a command that only reads results, which need not refuse what
+    the cluster alone cannot run (``program.validation.meaning_problems``), nor need the cluster's node groups
+    (``core.config.local_defaults``)."""
     from program.validation import validated_config
     from workloads.code_files import read_code_files
 
-    raw, region = stack_raw_config(stack, root)
-    return validated_config(raw, project=PROJECT, stack=stack, region=region, code_files=read_code_files(),
-                            cluster=cluster)
+    try:
+        raw, region = stack_raw_config(stack, root, overrides)
+    except SetError as e:
+        raise ConfigError([str(e)]) from None
+    if not cluster:
+        raw = for_local_run(raw)
+    try:
+        cfg = validated_config(raw, project=PROJECT, stack=stack, region=region, code_files=read_code_files(),
+                               cluster=cluster)
+    except ConfigError as e:
+        raise ConfigError(overrides.annotate(e.problems)) from None
+    return select(cfg, overrides.experiment)
+
+
+class _ValueLoader(_StackFileLoader):
+    """A ``--set`` value as YAML 1.2's core schema reads a scalar, as the Pulumi CLI (go-yaml v3) reads a stack file:
+    ``2`` an integer, ``0.5`` a number, ``true`` a boolean, and ``1:4`` or ``010`` text, where PyYAML's YAML 1.1
+    would read 64 (base 60) and 8 (octal)."""
+
+    yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in rules if tag.rsplit(":", 1)[-1] not in
+                                       ("bool", "int", "float", "null", "timestamp")]
+                               for first, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+
+for _tag, _rule, _first in (
+        ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+        ("int", r"^[-+]?[0-9]+$", "-+0123456789"),
+        ("float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                  r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", "-+.0123456789"),
+        ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""])):
+    _ValueLoader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_rule), list(_first))
+_ValueLoader.add_constructor("tag:yaml.org,2002:int", lambda loader, node: int(loader.construct_scalar(node)))
+
+
+def parse_setting(text: str) -> Setting:
+    """One ``--set KEY=VALUE``: the key a Pulumi config path, the value YAML (``_ValueLoader``): a scalar, or a
+    flow list or mapping (``[1, 2, 4]``). A key with no path keeps its value's text, as ``pulumi config set`` does.
+    Raises SetError."""
+    key_text, value_text = split_setting(text)
+    key, path = parse_path(key_text)
+    try:
+        value = yaml.load(value_text, Loader=_ValueLoader)
+    except yaml.YAMLError as e:
+        raise SetError(f"--set {shorten(text, 120)}: the value is not YAML ({shorten(' '.join(str(e).split()), 120)})"
+                       ) from None
+    if not path and not isinstance(value, (list, dict)):
+        value = value_text
+    return Setting(text=text, key=key, path=path, value=value)

@@ -43,8 +43,8 @@ def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None
     version calendar) and ``zones`` (the region's usable zone names -> zone ids) are checked when given.
     ``cluster``: the config is for the cluster (the program, ``bench run``, preflight); False for a local run and
     for commands that only read results, which need not refuse what only the cluster cannot run."""
-    problems = (_region(cfg) + _cluster(cfg, today) + _node_groups(cfg) + _network(cfg, zones) + _storage(cfg)
-                + _datasets(cfg) + _experiments(cfg) + name_collisions(cfg) + image_problems(cfg)
+    problems = (_region(cfg) + _cluster(cfg, today, cluster) + _node_groups(cfg) + _network(cfg, zones)
+                + _storage(cfg) + _datasets(cfg, cluster) + _experiments(cfg) + name_collisions(cfg) + image_problems(cfg)
                 + (gpu_training_problems(cfg) if cluster else []))
     problems += _fsx_deployment(cfg) + _parallel_gpus(cfg) + deadline_problems(cfg)
     if offered is not None:
@@ -79,14 +79,15 @@ PRIVATE_ENDPOINT_HINT = ('your own addresses, e.g. ["<your public IP>/32"] (curl
                          'or [] for a private endpoint only (then run pulumi up from inside the VPC)')
 
 
-def _cluster(cfg: StackConfig, today: str | None) -> list[str]:
-    """The API endpoint's exposure is an explicit choice; the version can still be created on ``today``."""
+def _cluster(cfg: StackConfig, today: str | None, cluster: bool = True) -> list[str]:
+    """The API endpoint's exposure is an explicit choice (for a stack that builds the cluster); the version can
+    still be created on ``today``."""
     out, c = [], cfg.cluster
-    if c.public_access_cidrs is None:
+    if c.public_access_cidrs is None and cluster:
         out.append(f"cluster.public_access_cidrs: is required: who may reach the Kubernetes API endpoint; "
                    f"{PRIVATE_ENDPOINT_HINT}")
     else:
-        for i, cidr in enumerate(c.public_access_cidrs):
+        for i, cidr in enumerate(c.public_access_cidrs or ()):
             if documentation_cidr(cidr):
                 out.append(problem(f"cluster.public_access_cidrs[{i}]", cidr,
                                    "is a documentation range (RFC 5737) that routes nowhere, so nobody, you included, "
@@ -238,12 +239,13 @@ def _storage(cfg: StackConfig) -> list[str]:
     return out
 
 
-def _datasets(cfg: StackConfig) -> list[str]:
+def _datasets(cfg: StackConfig, cluster: bool = True) -> list[str]:
     """Results and prepared datasets need a place that outlives this stack and exists before it does.
 
     That is the home stack (``results.home_stack``: its bucket holds ``<project>/<stack>/...`` results and
     ``datasets/``) or an existing ``results.bucket``; an experiment stack never creates or deletes it.
-    ``datasets_uri`` moves the datasets elsewhere but the results still need one of the two.
+    ``datasets_uri`` moves the datasets elsewhere but the results still need one of the two. A local run
+    (``cluster`` False) needs neither: its results stay on this machine.
     """
     out = []
     needs = [(i, e.dataset) for i, e in enumerate(cfg.experiments)
@@ -251,7 +253,7 @@ def _datasets(cfg: StackConfig) -> list[str]:
     if cfg.results.home_stack and cfg.results.bucket:
         out.append(problem("results.bucket", cfg.results.bucket, "and results.home_stack are both set; results go "
                            "to one place: keep home_stack (the home stack's bucket) or bucket (an existing one)"))
-    elif not cfg.results.home_stack and not cfg.results.bucket:
+    elif not cfg.results.home_stack and not cfg.results.bucket and cluster:  # a local run writes here only
         why = (f"{cfg.experiment_key(needs[0][0])} trains on the prepared dataset {needs[0][1]!r}, read from the home "
                f"stack's datasets/ prefix, and results" if needs else "results")
         out.append(f"results.home_stack: is required: {why} go to a bucket this stack never creates or deletes; "

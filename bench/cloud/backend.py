@@ -114,7 +114,7 @@ class CloudBackend(CloudObservation):
     # -- provision
     def provision(self, ctl: Control) -> None:
         try:
-            self.stk = pulumi_cli.open_stack(self.stack, self.root, check_config=False)
+            self.stk = pulumi_cli.open_stack(self.stack, self.root, check_config=False, overrides=self.ready.overrides)
         except Exception as e:  # noqa: BLE001 - CommandError from stack select/init
             raise BackendError(f"could not select or create stack {self.stack}: {last_line(e)}") from None
         self.up_progress = UpProgress([r["urn"] for r in self.ready.plan.resources])

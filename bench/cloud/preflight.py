@@ -21,6 +21,7 @@ from typing import Any, Callable
 from bench import progress
 from bench.cloud import pulumi_cli
 from bench.cloud.pulumi_cli import CLI_MISSING
+from core.config.overrides import Overrides
 from core.contract.results_location import ResultsLocation, datasets_uri, results_bucket
 from bench.results.files import existing_summaries
 
@@ -50,6 +51,7 @@ class Ready:
     unpriced: list[str] = field(default_factory=list)  # catalog.no_price of each such type
     prices: str = ""  # where the instance prices come from: region, source, date (catalog.price_label)
     home: dict[str, Any] | None = None  # the home stack's outputs (results.home_stack), read by check_home
+    overrides: Overrides = Overrides()  # the command line's --set and --experiment, which pulumi up's program gets too
 
     @property
     def hourly_text(self) -> str:
@@ -74,14 +76,14 @@ def estimate_usd(hourly: float, provision_minutes: float, window_minutes: float)
     return hourly * (provision_minutes + window_minutes + TEARDOWN_MINUTES) / 60
 
 
-def check_config(stack: str, root: Path) -> Ready:
+def check_config(stack: str, root: Path, overrides: Overrides = Overrides()) -> Ready:
     from core.config.fields import ConfigError
     from program.offline import evaluate
     from program.stack_files import load_stack_config
 
     try:
-        plan = evaluate(stack, root)
-        cfg = load_stack_config(stack, root)
+        plan = evaluate(stack, root, overrides=overrides)
+        cfg = load_stack_config(stack, root, overrides=overrides)
     except ConfigError as e:
         raise Refusal(f"invalid config for stack {stack!r}: " + "; ".join(e.problems)) from None
     est = plan.estimate
@@ -89,7 +91,8 @@ def check_config(stack: str, root: Path) -> Ready:
     hourly, minutes = est["hourly_cost_usd"], float(est["provision_minutes"])
     return Ready(cfg=cfg, plan=plan, hourly_usd=hourly, provision_minutes=minutes, run_minutes=window,
                  estimate_usd=estimate_usd(hourly, minutes, window) if hourly is not None else None,
-                 unpriced=list(est.get("unpriced") or []), prices=(est.get("prices") or {}).get("instances", ""))
+                 unpriced=list(est.get("unpriced") or []), prices=(est.get("prices") or {}).get("instances", ""),
+                 overrides=overrides)
 
 
 def check_cost(ready: Ready, max_cost: float | None) -> str:
@@ -307,14 +310,15 @@ def check_rerun(cfg: Any, results_root: Path, resume: bool, home: dict[str, Any]
 
 
 def preflight(stack: str, root: Path, *, max_cost: float | None, results_root: Path, resume: bool,
-              log: Callable[[str], None] = progress.line,
+              log: Callable[[str], None] = progress.line, overrides: Overrides = Overrides(),
               confirm: Callable[[list[str]], bool] | None = None) -> Ready:
-    """Run every check in order; raises Refusal at the first failure. ``confirm``: shown what the run creates and
-    what it costs an hour once the config and the cost are checked, it says whether to go on
+    """Run every check in order; raises Refusal at the first failure. ``overrides``: the command line's
+    ``--set`` and ``--experiment``, applied to the config every check reads. ``confirm``: shown what the run creates
+    and what it costs an hour once the config and the cost are checked, it says whether to go on
     (``bench.cloud.confirm.ask``); None asks nothing."""
     from bench.cloud.confirm import change_lines, declined
 
-    ready = check_config(stack, root)
+    ready = check_config(stack, root, overrides)
     log(f"preflight: config ok ({len(ready.plan.resources)} resources, {len(ready.cfg.experiments)} experiment(s))")
     log(f"preflight: {check_cost(ready, max_cost)}")
     if confirm is not None and not confirm(change_lines("run", stack, ready.plan)):

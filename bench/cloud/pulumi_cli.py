@@ -22,7 +22,8 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from core.contract.names import LOCAL_RESULTS_ROOT
+from core.config.overrides import Overrides
+from core.contract.names import ENV_OVERRIDES, LOCAL_RESULTS_ROOT
 from program.stack_files import ROOT, check_stack_name, load_stack_config, stack_file
 
 CLI_MISSING = ("the Pulumi CLI is not on PATH: install it (https://www.pulumi.com/docs/install/), "
@@ -134,19 +135,23 @@ def sync_stack_file(stack: str, root: Path = ROOT) -> None:
         linked.symlink_to(target)
 
 
-def open_stack(stack: str, root: Path = ROOT, *, check_config: bool = True, create: bool = True):
+def open_stack(stack: str, root: Path = ROOT, *, check_config: bool = True, create: bool = True,
+               overrides: Overrides = Overrides()):
     """``create_or_select_stack`` in the stack's own work dir (``stack select``, else ``stack init``);
-    ``create=False``: select only (status, logs, destroy must not create a stack)."""
+    ``create=False``: select only (status, logs, destroy must not create a stack). ``overrides`` (``--set``,
+    ``--experiment``) go to every CLI command of the stack in ``ENV_OVERRIDES``, which the CLI passes on to the
+    program it runs (``__main__.py``); the stack file stays as the user wrote it."""
     check_stack_name(stack)  # always, config checked or not: the name becomes folder names
     if check_config:
-        load_stack_config(stack, root)  # raises ConfigError before anything runs
+        load_stack_config(stack, root, overrides=overrides)  # raises ConfigError before anything runs
     if shutil.which("pulumi") is None:
         raise AutomationError(CLI_MISSING)
     from pulumi import automation as auto
 
     isolate_cli()
     opener = auto.create_or_select_stack if create else auto.select_stack
-    stk = opener(stack_name=stack, work_dir=str(work_dir(stack, root)))
+    env = {ENV_OVERRIDES: overrides.to_env()} if overrides else None
+    stk = opener(stack_name=stack, work_dir=str(work_dir(stack, root)), opts=auto.LocalWorkspaceOptions(env_vars=env))
     sync_stack_file(stack, root)
     return stk
 

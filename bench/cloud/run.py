@@ -23,6 +23,7 @@ from bench.errors import USAGE_ERROR, fail
 from bench.project import results_root_problem
 from bench.results.timeline import PREFLIGHT
 from core.catalog import aws as catalog
+from core.config.overrides import Overrides
 from core.contract.names import LOCAL_RESULTS_ROOT
 from program.stack_files import ROOT
 
@@ -42,6 +43,7 @@ class CloudRunOptions:
     progress_every: float = 30.0
     resume: bool = False
     confirm: Callable[[list[str]], bool] | None = None  # asked once config and cost are checked (preflight)
+    overrides: Overrides = field(default_factory=Overrides)  # --set and --experiment (core.config.overrides)
 
 
 @dataclass
@@ -64,7 +66,7 @@ def run_stack(stack: str, opts: CloudRunOptions) -> CloudOutcome:
     started = time.time()
     try:
         ready = preflight(stack, Path(opts.root), max_cost=opts.max_cost, results_root=results_root,
-                          resume=opts.resume, confirm=opts.confirm)
+                          resume=opts.resume, overrides=opts.overrides, confirm=opts.confirm)
     except Refusal as e:
         return CloudOutcome(code=USAGE_ERROR, refusal=str(e))
     timeline = run_timeline.recorder(stack, ready, started=started)
@@ -126,7 +128,7 @@ def run_cloud(args) -> int:
         from program.stack_files import load_stack_config
 
         try:
-            cfg = load_stack_config(args.stack, Path(args.project_dir))
+            cfg = load_stack_config(args.stack, Path(args.project_dir), overrides=args.overrides)
         except ConfigError as e:
             return fail(f"invalid config for stack {args.stack!r}: " + "; ".join(e.problems))
         if args.run_id != cfg.run_id:
@@ -138,7 +140,8 @@ def run_cloud(args) -> int:
     outcome = run_stack(args.stack, CloudRunOptions(
         root=Path(args.project_dir), results_root=Path(args.results_root), max_cost=args.max_cost, keep=args.keep,
         deadline_minutes=args.deadline, poll=poll, progress_every=max(args.progress_every, poll),
-        resume=args.resume, confirm=lambda lines: ask(lines, yes=args.yes, write=progress.line)))
+        resume=args.resume, overrides=args.overrides,
+        confirm=lambda lines: ask(lines, yes=args.yes, write=progress.line)))
     if outcome.refusal:
         print(f"error: {outcome.refusal}", file=sys.stderr)
         return USAGE_ERROR

@@ -30,6 +30,8 @@ def child_argv(args: Any, stack: str) -> list[str]:
                         ("--project-dir", args.project_dir)):
         if value is not None:
             argv += [flag, str(value)]
+    for setting in args.settings:
+        argv += ["--set", setting]
     return argv
 
 

@@ -14,7 +14,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.errors import config_error
+from bench.commands.settings import add_set_option, overrides_of
+from bench.errors import config_error, fail
 from bench.project import add_project_options
 from core.contract import strict_json
 from program.offline import Plan, evaluate
@@ -27,11 +28,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Evaluate the stack's program offline, under Pulumi's mock engine: nothing is created and no AWS\n"
                     "account is needed. Prints the resources, the stack outputs, warnings, the on-demand cost per\n"
                     "hour, the provisioning time along the critical path and when each experiment's first pod runs.",
-        epilog="examples:\n  eksbench plan dev\n  eksbench plan p5-fsx --json | jq .estimate.hourly_cost_usd")
+        epilog="examples:\n  eksbench plan dev\n  eksbench plan p5-fsx --json | jq .estimate.hourly_cost_usd\n"
+               "  eksbench plan dev --experiment resnet50-synthetic --set 'experiments[0].nodes=1'")
     p.add_argument("stack", help="stack name (reads Pulumi.<stack>.yaml)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document; its Kubernetes objects are as the API gets them, so a $ that a "
                         "container receives shows as $$ in its command, args and env values")
+    p.add_argument("--experiment", metavar="NAME", help="plan only this experiment's Jobs, as eksbench run "
+                                                         "--experiment NAME builds them")
+    add_set_option(p)
     add_project_options(p, results=False)
     p.set_defaults(func=main)
 
@@ -147,9 +152,12 @@ def render_first_steps(rows: list[dict[str, Any]]) -> list[str]:
 
 def main(args: argparse.Namespace) -> int:
     from core.config.fields import ConfigError
+    from core.config.overrides import SetError
 
     try:
-        plan = evaluate(args.stack, Path(args.project_dir))
+        plan = evaluate(args.stack, Path(args.project_dir), overrides=overrides_of(args, args.experiment))
+    except SetError as e:
+        return fail(str(e))
     except ConfigError as e:
         return config_error(args.stack, e.problems)
     if args.json:

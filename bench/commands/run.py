@@ -13,6 +13,7 @@ torch is never imported here (the children import it).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import shutil
@@ -20,8 +21,10 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench.commands.settings import add_set_option, overrides_of
 from bench.errors import USAGE_ERROR, fail
 from bench.project import add_project_options, nearest_existing, results_root_problem
+from core.config.overrides import SetError, not_an_experiment
 from core.contract.names import repeat_suffix
 from core.contract.results_location import ResultsLocation, check_run_id
 from bench.results.files import existing_summaries
@@ -68,6 +71,7 @@ examples:
   eksbench run dev --local                        the dev stack's experiments on this machine
   eksbench run dev --local --dry-run              the plan and the node commands, nothing run
   eksbench run dev --local --experiment cifar10-elastic --run-id try-2
+  eksbench run dev --local --set 'experiments[0].nodes=1' --set local.steps=50
   eksbench run dev --max-cost 150 --deadline 120  on AWS, within $150 and two hours (asks first)
   eksbench run dev --yes --max-cost 150           on AWS without the question (scripts, CI)
   eksbench run dev fabric --local                 two stacks side by side"""
@@ -77,9 +81,7 @@ AWS_ONLY = {"keep": "it keeps the cluster with its GPU groups at zero",
             "yes": "it answers the question asked before resources are created",
             "max_cost": "it caps the AWS run's estimated and spent cost",
             "poll": "it sets how often the cluster's results are checked"}
-LOCAL_ONLY = {"experiment": "on AWS every experiment of the stack file runs: to run one, use a stack file with "
-                            "just that one",
-              "dry_run": "for AWS, eksbench plan STACK shows what pulumi up would build and what it costs"}
+LOCAL_ONLY = {"dry_run": "for AWS, eksbench plan STACK shows what pulumi up would build and what it costs"}
 
 
 def positive(unit: str, example: str):
@@ -103,7 +105,8 @@ def register(subparsers) -> None:
     p.add_argument("stacks", nargs="+", metavar="stack",
                    help="stack name(s), e.g. dev (reads Pulumi.<stack>.yaml); several run side by side")
     p.add_argument("--local", action="store_true", help="run on this machine, scaled down by the stack's local:")
-    p.add_argument("--experiment", metavar="NAME", help="run only this experiment (--local only)")
+    p.add_argument("--experiment", metavar="NAME", help="run only this experiment (on AWS: only its Jobs are created)")
+    add_set_option(p)
     p.add_argument("--run-id", metavar="ID", help="results folder name (--local; default: UTC timestamp; "
                                                     "on AWS the stack's eksbench:run_id)")
     p.add_argument("--resume", action="store_true",
@@ -140,6 +143,10 @@ def cmd_run(args) -> int:
     problems = flag_problems(args)
     if not problems and (unusable := results_root_problem(args.results_root)):
         problems = [unusable]
+    try:
+        args.overrides = overrides_of(args, args.experiment)
+    except SetError as e:
+        problems.append(str(e))
     for problem in problems:
         fail(problem)
     if problems:
@@ -166,7 +173,8 @@ def run_local(args) -> int:
     from workloads.train.common.cpu_choice import read_cpu_facts
 
     try:
-        cfg = load_stack_config(args.stack, Path(args.project_dir), cluster=False)
+        cfg = load_stack_config(args.stack, Path(args.project_dir), cluster=False,
+                                overrides=dataclasses.replace(args.overrides, experiment=None))
     except ConfigError as e:
         for problem in e.problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -179,8 +187,7 @@ def run_local(args) -> int:
     root = Path(args.results_root).resolve()
     names = [e.name for e in cfg.experiments]
     if args.experiment and args.experiment not in names:
-        return fail(f"--experiment={args.experiment!r}: not in stack {args.stack}; experiments: "
-                    f"{', '.join(names) or 'none'}")
+        return fail(not_an_experiment(args.experiment, args.stack, names))
     if not names:
         return fail(f"stack {args.stack} has no experiments (eksbench:experiments)")
     run_dir_for = lambda rid: ResultsLocation(None, cfg.project, args.stack, rid).local_dir(root)  # noqa: E731

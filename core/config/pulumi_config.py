@@ -15,19 +15,23 @@ from typing import Any
 PROJECT = "eksbench"
 
 
+SECRET = "<secret>"  # what a secure value is serialised as offline (its plain text is never read here)
+
+
+def to_pulumi_value(value: Any) -> str:
+    """One value as the CLI passes it: a scalar as a string, an object or array as JSON."""
+    if isinstance(value, dict) and set(value) == {"secure"}:
+        return SECRET
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def to_pulumi_config(config: dict[str, Any]) -> dict[str, str]:
     """Serialise like the CLI does for PULUMI_CONFIG: scalars as strings, the rest as JSON."""
-    out = {}
-    for key, value in config.items():
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            out[key] = "<secret>"
-        elif isinstance(value, (dict, list)):
-            out[key] = json.dumps(value)
-        elif isinstance(value, bool):
-            out[key] = "true" if value else "false"
-        else:
-            out[key] = str(value)
-    return out
+    return {key: to_pulumi_value(value) for key, value in config.items()}
 
 
 # Namespaces a stack file may hold besides the project's own: the providers the program uses or a user may

@@ -77,6 +77,7 @@ ENV_CACHE = "EKSBENCH_CACHE"  # where a local run keeps what it measured of this
 # logical CPU devices a TensorFlow worker mirrors over: a local run's stand-in for the GPUs one pod's worker drives
 ENV_CPU_DEVICES = "EKSBENCH_CPU_DEVICES"
 ENV_PROJECT_DIR = "EKSBENCH_PROJECT_DIR"  # the project the CLI reads stacks from, when not --project-dir
+ENV_OVERRIDES = "EKSBENCH_OVERRIDES"  # eksbench run's --set values and --experiment, CLI to program (JSON)
 ENV_TF_WORKERS = "EKSBENCH_TF_WORKERS"
 ENV_HVD_HOSTS = "EKSBENCH_HVD_HOSTS"
 ENV_HVD_SLOTS = "EKSBENCH_HVD_SLOTS"

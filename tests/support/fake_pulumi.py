@@ -19,7 +19,7 @@ recording every invocation):
     stack export --show-secrets --stack S     -> the resources left
 
 State lives in $FAKE_PULUMI_STATE (a directory): state.json and calls.jsonl (one JSON line per
-invocation: argv, pid, and events such as "sigint"). The scenario is JSON in
+invocation: argv, pid, $EKSBENCH_OVERRIDES where the invocation got it, and events such as "sigint"). The scenario is JSON in
 $FAKE_PULUMI_SCENARIO:
 
     {"up": "ok" | "fail" | "hang", "up_step_s": 0.05, "resources": [[type, name, group], ...],
@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 STATE = Path(os.environ.get("FAKE_PULUMI_STATE", "/tmp/fake-pulumi"))
+OVERRIDES = "EKSBENCH_OVERRIDES"  # core.contract.names.ENV_OVERRIDES (this file runs as a script, outside the tree)
 VERSION = "v3.272.0"
 DEFAULT_RESOURCES = [
     ["eksbench:infra:Network", "network", None],
@@ -333,7 +334,8 @@ def cmd_destroy(argv: list[str], stack: str) -> int:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["__jobs"]:
         return run_jobs()
-    record(argv=argv)
+    # The environment the real CLI hands the program it runs: eksbench's --set and --experiment (core.config.overrides).
+    record(argv=argv, **({"overrides": os.environ[OVERRIDES]} if OVERRIDES in os.environ else {}))
     args = [a for a in argv if a != "--non-interactive"]
     stack = opt(args, "--stack")
     words = [a for a in args if not a.startswith("-")]
