@@ -116,7 +116,7 @@ def test_an_aws_run_of_one_experiment_plans_only_it(capsys, monkeypatch):
         raise preflight.Refusal("the Pulumi CLI is not on PATH")
 
     monkeypatch.setattr(preflight, "check_pulumi", no_cli)
-    code, out, err = run_cli(capsys, "run", "dev", "--experiment", "resnet50-synthetic")
+    code, out, err = run_cli(capsys, "run", "dev", "--yes", "--experiment", "resnet50-synthetic")
     assert (code, err) == (2, ["error: the Pulumi CLI is not on PATH"])
     (ok,) = [x for x in out if x.startswith("preflight: config ok")]
     assert ok.endswith(", 1 experiment(s))")
