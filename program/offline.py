@@ -37,10 +37,12 @@ class Plan:
     estimate: dict[str, Any]
     seconds: float
     cost_items: dict[str, float] = field(default_factory=dict)
+    # The outputs whose value the mock engine made up in part or whole (program.mocks.placeholder_outputs)
+    placeholders: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {"stack": self.stack, "resources": self.resources, "outputs": self.outputs,
-                "warnings": self.warnings, "estimate": self.estimate}
+                "placeholders": self.placeholders, "warnings": self.warnings, "estimate": self.estimate}
 
 
 def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None, today: str | None = None) -> Plan:
@@ -81,6 +83,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
         sweep_idle,
     )
     from program.mock_run import run_program
+    from program.mocks import placeholder_outputs
     from program.stack import export_stack
 
     today = today or datetime.date.today().isoformat()
@@ -118,8 +121,10 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
         estimate["lr_schedules"] = lr_schedules(cfg)
         estimate["gpu_defaults"] = gpu_defaults(cfg)
         estimate["sweep_idle"] = sweep_idle(cfg)
+    placeholders = placeholder_outputs(monitor.stack_outputs, getattr(monitor.mocks, "invented", set()))
     return Plan(stack=stack, resources=[r.as_json() for r in regs], outputs=monitor.stack_outputs,
-                warnings=collect.messages, estimate=estimate, seconds=seconds, cost_items=items)
+                warnings=collect.messages, estimate=estimate, seconds=seconds, cost_items=items,
+                placeholders=placeholders)
 
 
 def cost_estimate(cfg: Any, items: dict[str, float | None]) -> dict[str, Any]:

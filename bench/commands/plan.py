@@ -43,11 +43,7 @@ def render(plan: Plan) -> str:
     lines.append(f"\nResources ({len(custom)}, plus {len(plan.resources) - len(custom)} eksbench components):")
     for typ, n in sorted(Counter(r["type"] for r in custom).items()):
         lines.append(f"  {n:3d}  {typ}")
-    lines.append("\nOutputs:")
-    width = max(map(len, plan.outputs), default=0)
-    for key, value in plan.outputs.items():
-        shown = value if isinstance(value, str) else json.dumps(value)
-        lines.append(f"  {key:<{width}}  {shown}")
+    lines += render_outputs(plan.outputs, plan.placeholders)
     if plan.warnings:
         lines.append("\nWarnings:")
         lines += [f"  ! {w}" for w in plan.warnings]
@@ -63,6 +59,22 @@ def render(plan: Plan) -> str:
     lines += render_lr_schedules(est.get("lr_schedules") or [])
     lines += render_gpu_defaults(est.get("gpu_defaults") or [])
     return "\n".join(lines)
+
+
+PLACEHOLDER = "(offline placeholder)"
+
+
+def render_outputs(outputs: dict[str, Any], placeholders: list[str]) -> list[str]:
+    """The stack outputs, each value the mock engine made up labelled PLACEHOLDER (``Plan.placeholders``)."""
+    lines = ["\nOutputs:"]
+    if placeholders:
+        lines.append(f"  (a value marked {PLACEHOLDER} is made up by the mock engine; `pulumi up` exports the real "
+                     "one there)")
+    width = max(map(len, outputs), default=0)
+    for key, value in outputs.items():
+        shown = value if isinstance(value, str) else json.dumps(value)
+        lines.append(f"  {key:<{width}}  {shown}" + (f"  {PLACEHOLDER}" if key in placeholders else ""))
+    return lines
 
 
 def render_cost(est: dict[str, Any], items: dict[str, float | None]) -> list[str]:

@@ -37,7 +37,7 @@ def test_every_stack_plans_cleanly_as_json(stack):
         return
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc) == {"stack", "resources", "outputs", "warnings", "estimate"}
+    assert set(doc) == {"stack", "resources", "outputs", "placeholders", "warnings", "estimate"}
     assert {"urn", "type", "name", "parent", "provider", "dependencies", "inputs"} <= set(doc["resources"][0])
     # a home stack runs no experiment, so it has no estimate of their first steps nor their learning rates
     assert set(doc["estimate"]) == {"hourly_cost_usd", "unpriced", "prices", "provision_minutes", "critical_path"} | (
