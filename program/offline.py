@@ -135,9 +135,24 @@ def cost_estimate(cfg: Any, items: dict[str, float | None]) -> dict[str, Any]:
     from infra.cluster.estimate import total, unpriced
 
     if not isinstance(cfg, StackConfig):  # a home stack bills by use only (S3 and ECR storage): nothing per hour
-        return {"hourly_cost_usd": 0.0, "unpriced": [], "prices": {}}
+        return {"hourly_cost_usd": 0.0, "unpriced": [], "prices": {}, "storage_prices": storage_prices(cfg.region)}
     return {"hourly_cost_usd": total(items), "unpriced": unpriced(cfg),
             "prices": {"instances": catalog.price_label(cfg.region), "other": catalog.OTHER_PRICES}}
+
+
+def storage_prices(region: str) -> dict[str, Any]:
+    """What a home stack's bucket bills by use in ``region``: S3 Standard storage per GB-month and requests per
+    1,000, with their source (core.catalog.aws.S3_STANDARD_PRICES); the figures are None where the catalog has no
+    price for the region, and ``source`` says where AWS publishes them."""
+    from core.catalog import aws as catalog
+
+    found = catalog.S3_STANDARD_PRICES.get(region)
+    return {"region": region,
+            "s3_usd_per_gb_month": found.usd_per_gb_month if found else None,
+            "s3_usd_per_1000_put_copy_post_list": found.usd_per_1000_writes if found else None,
+            "s3_usd_per_1000_get_and_other": found.usd_per_1000_reads if found else None,
+            "source": found.source if found else f"no S3 price for {region} in eksbench's catalog: "
+                                                 f"{catalog.S3_PRICING_PAGE}"}
 
 
 class _NoPaths:

@@ -1,5 +1,6 @@
 """What `eksbench plan` prints tells what is real: the values the mock engine made up are labelled as such, a
-warning is said once, whole, under the setting that chose what it warns about."""
+warning is said once, whole, under the setting that chose what it warns about, and a home stack's plan gives what
+its bucket costs by use."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import copy
 import pytest
 
 from bench.commands.plan import PLACEHOLDER, render
-from program.offline import evaluate, evaluate_config
+from core.catalog import aws as catalog
+from program.offline import evaluate, evaluate_config, storage_prices
 from tests.program.test_program import DEV
 
 
@@ -64,3 +66,19 @@ def test_a_default_images_warning_is_said_once_under_the_instance_type_that_chos
     assert not [w for w in dev.warnings if w.endswith(":")]  # none stops before what it says to do
     assert sum(f"! {w}" in render(dev) for w in dev.warnings) == len(dev.warnings)  # each printed in full
 
+
+def test_the_home_stacks_plan_gives_s3_storage_and_request_prices_of_its_region_with_their_source(home):
+    text = render(home)
+    prices = catalog.S3_STANDARD_PRICES["us-west-2"]
+    assert "at us-west-2 prices (AWS Price List, AmazonS3 us-west-2, version 20260918174747)" in text
+    assert f"${prices.usd_per_gb_month:g} per GB-month stored (S3 Standard" in text
+    assert f"${prices.usd_per_1000_writes:g} per 1,000 PUT, COPY, POST or LIST requests" in text
+    assert f"${prices.usd_per_1000_reads:g} per 1,000 GET and other requests" in text
+    assert home.as_json()["estimate"]["storage_prices"]["s3_usd_per_gb_month"] == prices.usd_per_gb_month
+
+
+def test_a_region_with_no_s3_price_is_said_so_never_priced_from_another():
+    assert "ap-south-2" not in catalog.S3_STANDARD_PRICES
+    unknown = storage_prices("ap-south-2")
+    assert unknown["s3_usd_per_gb_month"] is None and unknown["s3_usd_per_1000_get_and_other"] is None
+    assert unknown["source"].startswith("no S3 price for ap-south-2 in eksbench's catalog")
