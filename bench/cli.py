@@ -83,17 +83,29 @@ def settle_paths(args: argparse.Namespace) -> str | None:
     return None
 
 
+def stack_path(args: argparse.Namespace, argv: list[str]) -> str | None:
+    """The one-line problem when a command's stack argument is a path (a stack file's, or a folder of them): the
+    same check for every command that takes a stack name (``bench.project.stack_path_problem``)."""
+    from bench.project import stack_path_problem
+
+    given = getattr(args, "stacks", None) or [getattr(args, "stack", None)]
+    project = getattr(args, "project_dir", None) or "."
+    return next((p for value in given if isinstance(value, str)
+                 for p in [stack_path_problem(value, argv, project)] if p), None)
+
+
 def _terminate(_signum, _frame) -> None:
     raise Terminated
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    if not (sys.argv[1:] if argv is None else argv):  # bare `eksbench`: the help, as `pulumi` gives it
+    given = sys.argv[1:] if argv is None else list(argv)
+    if not given:  # bare `eksbench`: the help, as `pulumi` gives it
         parser.print_help()
         return 0
-    args = parser.parse_args(argv)
-    if problem := settle_paths(args):
+    args = parser.parse_args(given)
+    if problem := settle_paths(args) or stack_path(args, given):
         return fail(problem)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import os
 import re
 import tempfile
@@ -143,6 +144,45 @@ def out_file_problem(out: str | os.PathLike, *, flag: str = "--out", example: st
     except OSError as e:
         return f"{shown}: {path.parent} {_refusal(e, 'files')}, choose another place"
     return None
+
+
+def stack_path_problem(given: str, argv: list[str], project_dir: str | os.PathLike) -> str | None:
+    """One line when ``given``, where a stack name is expected, is a path: a stack file's (``dir/Pulumi.x.yaml``)
+    or a folder of stack files; it names the command that works (``argv`` with ``--project-dir <dir> <stack>``).
+    None for anything else, a stack name or a run's handle (``dev/run-001``), which other checks judge."""
+    from program.stack_files import available_stacks, stack_file_parts
+
+    parts, what, there = stack_file_parts(given), "a stack file's path", ""
+    if parts is None and ("/" in given or os.sep in given) and has_stacks(Path(given).expanduser()):
+        stacks = available_stacks(Path(given).expanduser())
+        parts, what = (given.rstrip("/" + os.sep) or "/", stacks[0] if len(stacks) == 1 else "STACK"), "a folder of stack files"
+        there = f" (STACK: {', '.join(stacks)})" if len(stacks) > 1 else ""
+    if parts is None:
+        return None
+    folder, stack = parts
+    same = Path(folder).expanduser().resolve() == Path(project_dir).resolve()
+    command = _with_stack(argv, given, stack, None if same else folder)
+    return f"stack={json.dumps(given)}: is {what} where a stack name is expected; use: {command}{there}"
+
+
+def _with_stack(argv: list[str], given: str, stack: str, folder: str | None) -> str:
+    """The command line ``argv`` with ``stack`` for ``given`` and, when ``folder``, ``--project-dir folder`` (any
+    other --project-dir dropped), as one shell line."""
+    import shlex
+
+    words, skip = [], False
+    for word in argv:
+        if skip or word.startswith("--project-dir="):
+            skip = False
+            continue
+        if word == "--project-dir" and folder is not None:
+            skip = True
+            continue
+        words.append(stack if word == given else word)
+    if folder is not None:
+        at = next((i for i, w in enumerate(words) if not w.startswith("-")), len(words) - 1) + 1
+        words[at:at] = ["--project-dir", folder]
+    return "eksbench " + shlex.join(words)
 
 
 def add_project_options(parser: argparse.ArgumentParser, *, results: bool = True) -> None:

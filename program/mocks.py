@@ -202,8 +202,20 @@ class EksbenchMocks(pmocks.Mocks):
     # StackReference name -> that stack's outputs; a name not here answers as a home stack would
     # (program.mocks.home_stack_outputs), None answers as a stack that does not exist.
     stacks: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    # Every value these mocks made up (ids, ARNs, generated names, a home stack's outputs), for the plan to label
+    # what it prints of them as placeholders (``placeholder_outputs``): AWS gives other values.
+    invented: set[str] = field(default_factory=set)
 
     def new_resource(self, args: pmocks.MockResourceArgs):
+        rid, state = self._new_resource(args)
+        if args.typ == "pulumi:pulumi:StackReference":  # its made-up outputs are recorded where they are made
+            return rid, state
+        given = set(_strings(dict(args.inputs)))
+        self.invented.update(v for v in _strings([rid, {k: v for k, v in state.items() if k != "name"}])
+                             if len(v) >= MIN_INVENTED and v not in given)
+        return rid, state
+
+    def _new_resource(self, args: pmocks.MockResourceArgs):
         name, typ, inputs = args.name, args.typ, dict(args.inputs)
         rid = f"{name}-id"
         state: dict[str, Any] = dict(inputs)
@@ -232,7 +244,10 @@ class EksbenchMocks(pmocks.Mocks):
             ref = args.resource_id or inputs.get("name") or name
             if ref in self.stacks and self.stacks[ref] is None:
                 raise KeyError(f"unknown stack {ref!r}")
-            outputs = self.stacks[ref] if ref in self.stacks else home_stack_outputs(ref, self.region)
+            if ref in self.stacks:
+                return ref, {"name": ref, "outputs": self.stacks[ref], "secretOutputNames": []}
+            outputs = home_stack_outputs(ref, self.region)
+            self.invented.update(v for k, v in outputs.items() if k != "region")
             return ref, {"name": ref, "outputs": outputs, "secretOutputNames": []}
         elif typ == "aws:ecr/repository:Repository":
             repo = inputs.get("name") or name
@@ -317,6 +332,27 @@ class EksbenchMocks(pmocks.Mocks):
 
 
 MOCK_BUCKET_SUFFIX = "20261122"
+# Shorter made-up values ("ACTIVE", "v1") are words a real value may also be, so they are not told as placeholders.
+MIN_INVENTED = 8
+
+
+def _strings(value: Any):
+    """Every string in ``value`` (a state or inputs mapping, nested lists and mappings)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
+def placeholder_outputs(outputs: dict[str, Any], invented: set[str]) -> list[str]:
+    """The stack outputs whose value holds a value the mocks made up (a bucket name, an id, an ARN, in a URI too):
+    what ``pulumi up`` would export there differs."""
+    return [key for key, value in outputs.items()
+            if any(made in text for text in _strings(value) for made in invented)]
 
 
 def home_stack_outputs(reference: str, region: str) -> dict[str, Any]:

@@ -39,10 +39,12 @@ class Plan:
     estimate: dict[str, Any]
     seconds: float
     cost_items: dict[str, float] = field(default_factory=dict)
+    # The outputs whose value the mock engine made up in part or whole (program.mocks.placeholder_outputs)
+    placeholders: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {"stack": self.stack, "resources": self.resources, "outputs": self.outputs,
-                "warnings": self.warnings, "estimate": self.estimate}
+                "placeholders": self.placeholders, "warnings": self.warnings, "estimate": self.estimate}
 
 
 def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None, today: str | None = None,
@@ -86,6 +88,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
         sweep_idle,
     )
     from program.mock_run import run_program
+    from program.mocks import placeholder_outputs
     from program.stack import export_stack
 
     today = today or datetime.date.today().isoformat()
@@ -129,8 +132,10 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
         estimate["lr_schedules"] = lr_schedules(cfg)
         estimate["gpu_defaults"] = gpu_defaults(cfg)
         estimate["sweep_idle"] = sweep_idle(cfg)
+    placeholders = placeholder_outputs(monitor.stack_outputs, getattr(monitor.mocks, "invented", set()))
     return Plan(stack=stack, resources=[r.as_json() for r in regs], outputs=monitor.stack_outputs,
-                warnings=collect.messages, estimate=estimate, seconds=seconds, cost_items=items)
+                warnings=collect.messages, estimate=estimate, seconds=seconds, cost_items=items,
+                placeholders=placeholders)
 
 
 def cost_estimate(cfg: Any, items: dict[str, float | None]) -> dict[str, Any]:
@@ -141,9 +146,24 @@ def cost_estimate(cfg: Any, items: dict[str, float | None]) -> dict[str, Any]:
     from infra.cluster.estimate import total, unpriced
 
     if not isinstance(cfg, StackConfig):  # a home stack bills by use only (S3 and ECR storage): nothing per hour
-        return {"hourly_cost_usd": 0.0, "unpriced": [], "prices": {}}
+        return {"hourly_cost_usd": 0.0, "unpriced": [], "prices": {}, "storage_prices": storage_prices(cfg.region)}
     return {"hourly_cost_usd": total(items), "unpriced": unpriced(cfg),
             "prices": {"instances": catalog.price_label(cfg.region), "other": catalog.OTHER_PRICES}}
+
+
+def storage_prices(region: str) -> dict[str, Any]:
+    """What a home stack's bucket bills by use in ``region``: S3 Standard storage per GB-month and requests per
+    1,000, with their source (core.catalog.aws.S3_STANDARD_PRICES); the figures are None where the catalog has no
+    price for the region, and ``source`` says where AWS publishes them."""
+    from core.catalog import aws as catalog
+
+    found = catalog.S3_STANDARD_PRICES.get(region)
+    return {"region": region,
+            "s3_usd_per_gb_month": found.usd_per_gb_month if found else None,
+            "s3_usd_per_1000_put_copy_post_list": found.usd_per_1000_writes if found else None,
+            "s3_usd_per_1000_get_and_other": found.usd_per_1000_reads if found else None,
+            "source": found.source if found else f"no S3 price for {region} in eksbench's catalog: "
+                                                 f"{catalog.S3_PRICING_PAGE}"}
 
 
 class _NoPaths:

@@ -33,10 +33,26 @@ STACK_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 STACK_NAME_RULE = 'must be 1-100 letters, digits, ".", "_" or "-", not starting with "." (as Pulumi allows, less ".")'
 
 
+# A stack file's name, as Pulumi spells it (``Pulumi.<stack>.yaml``; ``.yml`` is a common slip of the hand).
+STACK_FILE = re.compile(r"Pulumi\.(?P<stack>.+)\.ya?ml")
+
+
+def stack_file_parts(given: str) -> tuple[str, str] | None:
+    """(its folder, the stack) when ``given``, where a stack name was expected, is the path of a stack file
+    (``tests/stacks/Pulumi.frameworks.yaml`` -> ``("tests/stacks", "frameworks")``); None when it is not one."""
+    folder, _, name = given.replace(os.sep, "/").rpartition("/")
+    match = STACK_FILE.fullmatch(name)
+    return (folder or ".", match["stack"]) if match else None
+
+
 def check_stack_name(stack: Any) -> str:
     """``stack`` when it is a valid stack name; ConfigError (one line: the name, the rule, an example) when not.
     Every command and API entry point asks this before a path is built from the name."""
     if not isinstance(stack, str) or not STACK_NAME.fullmatch(stack):
+        parts = stack_file_parts(stack) if isinstance(stack, str) else None
+        if parts:
+            raise ConfigError([f"stack={json.dumps(stack)}: is a stack file's path, not a stack name; name the stack "
+                               f"({parts[1]}) and give its folder ({parts[0]}) as the project folder"])
         raise ConfigError([problem("stack", stack, STACK_NAME_RULE, '"dev"')])
     return stack
 # A stack file is a few kilobytes; anything far larger is a mistake, and YAML aliases can expand a

@@ -392,27 +392,56 @@ def gpu_training_problems(cfg: StackConfig) -> list[str]:
 def image_advisories(cfg: StackConfig, today: str | None = None) -> list[str]:
     """Warnings: an image eksbench has no CUDA build for (custom images, other frameworks) is not checked; a
     framework whose GPU path has not run yet (``compat.NOT_VERIFIED_ON_GPUS``) is not verified; an image past
-    AWS's patch support on ``today`` (ISO date; None: no date check) is named with what to use instead."""
-    out = []
+    AWS's patch support on ``today`` (ISO date; None: no date check) is named with what to use instead.
+
+    Each is said once for all the experiments it concerns, and names the setting that chose what it is about: the
+    experiments' own ``image``/``framework`` keys where the stack file sets them, else the node group's
+    ``instance_type``, from which ``core.config.shape`` picks an experiment's default image."""
+    found: dict[tuple[tuple[str, ...], str], list[tuple[int, Experiment]]] = {}
     for i, e, group, row in _image_pairs(cfg):
-        cc = compat.gpu_arch(group.instance_type)
-        if row is not None and today and compat.past_patch_support(row, today):
-            instead = (compat.SM70_AFTER_SUPPORT if cc == "7.0" else
-                       f"set image: to a supported {row.framework} image (core/catalog/compat.py IMAGES)")
-            out.append(f"{cfg.experiment_key(i)}.image={show(e.image)}: {row.name} left AWS's patch support on "
-                       f"{row.end_of_patch} (no security fixes since); {instead}")
-        if row is None and cc is not None:
-            driver = compat.AMI_DRIVERS.get(group.ami_type)
-            on_driver = f" and runs on its NVIDIA driver {driver.branch} without the compat package" if driver else ""
-            out.append(f"{cfg.experiment_key(i)}.image={show(e.image)}: not in core/catalog/compat.py, so eksbench cannot "
-                       f"check that its CUDA build has kernels for node group {group.name!r} "
-                       f"({catalog.INSTANCE_TYPES[group.instance_type].gpu_model}, {compat.sm(cc)}){on_driver}; "
-                       "check it, or add its row to core/catalog/compat.py IMAGES")
-        why = compat.NOT_VERIFIED_ON_GPUS.get(e.framework)
-        if why and cc is not None:
-            out.append(f"{cfg.experiment_key(i)}.framework={show(e.framework)}: not verified on GPUs: {why}; its "
-                       f"numbers on node group {group.name!r} may fail or mislead until a GPU run has checked it")
+        for setter, body in _image_notes(cfg, e, group, row, today):
+            found.setdefault((setter, body), []).append((i, e))
+    return [f"{_setter_text(cfg, setter, members)}: {body}" for (setter, body), members in found.items()]
+
+
+def _image_notes(cfg: StackConfig, e: Experiment, group: GpuNodeGroup, row: Any,
+                 today: str | None) -> list[tuple[tuple[str, ...], str]]:
+    """(what set it, the advisory) for one experiment's image and framework on its node group."""
+    out = []
+    cc = compat.gpu_arch(group.instance_type)
+    region = cfg.region or catalog.DEFAULT_REGION
+    defaulted = e.image == compat.default_image(group.instance_type, group.ami_type, region, e.framework)
+    image_setter = ("default image", group.name, e.image) if defaulted else ("image", e.image)
+    if row is not None and today and compat.past_patch_support(row, today):
+        instead = (compat.SM70_AFTER_SUPPORT if cc == "7.0" else
+                   f"set image: to a supported {row.framework} image (core/catalog/compat.py IMAGES)")
+        out.append((image_setter, f"{row.name} left AWS's patch support on {row.end_of_patch} (no security fixes "
+                                  f"since); {instead}"))
+    if row is None and cc is not None:
+        driver = compat.AMI_DRIVERS.get(group.ami_type)
+        on_driver = f" and runs on its NVIDIA driver {driver.branch} without the compat package" if driver else ""
+        out.append((("image", e.image), "not in core/catalog/compat.py, so eksbench cannot check that its CUDA build "
+                    f"has kernels for node group {group.name!r} ({catalog.INSTANCE_TYPES[group.instance_type].gpu_model}, "
+                    f"{compat.sm(cc)}){on_driver}; check it, or add its row to core/catalog/compat.py IMAGES"))
+    why = compat.NOT_VERIFIED_ON_GPUS.get(e.framework)
+    if why and cc is not None:
+        out.append((("framework", e.framework), f"not verified on GPUs: {why}; its numbers on node group "
+                    f"{group.name!r} may fail or mislead until a GPU run has checked it"))
     return out
+
+
+def _setter_text(cfg: StackConfig, setter: tuple[str, ...], members: list[tuple[int, Experiment]]) -> str:
+    """Whom an advisory is about: ``experiments[0].image="..."`` (every experiment that sets it, each key once), or
+    for a default image the node group's instance type that chose it and the experiments that get it."""
+    kind, *rest = setter
+    if kind == "default image":
+        group, image = rest
+        index = next(k for k, g in enumerate(cfg.gpu_node_groups) if g.name == group)
+        names = ", ".join(dict.fromkeys(e.name for _, e in members))
+        return (f"gpu_node_groups[{index}].instance_type={show(cfg.gpu_node_groups[index].instance_type)}: the "
+                f"default image it gives {names} (no image: set), {show(image)}")
+    keys = ", ".join(dict.fromkeys(f"{cfg.experiment_key(i)}.{kind}" for i, _ in members))
+    return f"{keys}={show(rest[0])}"
 
 
 # FSx links /datasets and /results to S3 through data repository associations, which exist on

@@ -48,11 +48,7 @@ def render(plan: Plan) -> str:
     lines.append(f"\nResources ({len(custom)}, plus {len(plan.resources) - len(custom)} eksbench components):")
     for typ, n in sorted(Counter(r["type"] for r in custom).items()):
         lines.append(f"  {n:3d}  {typ}")
-    lines.append("\nOutputs:")
-    width = max(map(len, plan.outputs), default=0)
-    for key, value in plan.outputs.items():
-        shown = value if isinstance(value, str) else json.dumps(value)
-        lines.append(f"  {key:<{width}}  {shown}")
+    lines += render_outputs(plan.outputs, plan.placeholders)
     if plan.warnings:
         lines.append("\nWarnings:")
         lines += [f"  ! {w}" for w in plan.warnings]
@@ -70,6 +66,22 @@ def render(plan: Plan) -> str:
     return "\n".join(lines)
 
 
+PLACEHOLDER = "(offline placeholder)"
+
+
+def render_outputs(outputs: dict[str, Any], placeholders: list[str]) -> list[str]:
+    """The stack outputs, each value the mock engine made up labelled PLACEHOLDER (``Plan.placeholders``)."""
+    lines = ["\nOutputs:"]
+    if placeholders:
+        lines.append(f"  (a value marked {PLACEHOLDER} is made up by the mock engine; `pulumi up` exports the real "
+                     "one there)")
+    width = max(map(len, outputs), default=0)
+    for key, value in outputs.items():
+        shown = value if isinstance(value, str) else json.dumps(value)
+        lines.append(f"  {key:<{width}}  {shown}" + (f"  {PLACEHOLDER}" if key in placeholders else ""))
+    return lines
+
+
 def render_cost(est: dict[str, Any], items: dict[str, float | None]) -> list[str]:
     """The hourly cost, each price's region, source and date, and by name every instance type with no price in the
     stack's region (its item says so; the total is then unknown, never made up from another region's price)."""
@@ -81,12 +93,28 @@ def render_cost(est: dict[str, Any], items: dict[str, float | None]) -> list[str
         lines.append("  (`eksbench prices refresh` fetches AWS's prices of today, with AWS credentials)")
     else:
         lines = [f"\nEstimated cost: ${hourly:.2f}/hour on demand (approximate; not a bill)"]
+    lines += render_storage_prices(est.get("storage_prices"))
     prices = est.get("prices") or {}
     if prices:
         lines += [f"  instances at {prices['instances']}",
                   f"  control plane, NAT gateways and FSx at {prices['other']}"]
     lines += [f"  ${usd:8.2f}  {item}" if usd is not None else f"  no price   {item}" for item, usd in items.items()]
     return lines
+
+
+def render_storage_prices(storage: dict[str, Any] | None) -> list[str]:
+    """A home stack's costs by use: S3 storage per GB-month and requests per 1,000 in its region, with their source;
+    nothing made up where the catalog has no price there (``program.offline.storage_prices``)."""
+    if not storage:
+        return []
+    head = f"  nothing bills by the hour; the bucket bills by use, at {storage['region']} prices"
+    ecr = "  (and the image repository, ECR, per GB-month stored: not in eksbench's catalog)"
+    if storage["s3_usd_per_gb_month"] is None:
+        return [f"{head}: {storage['source']}", ecr]
+    return [f"{head} ({storage['source']}):",
+            f"    ${storage['s3_usd_per_gb_month']:g} per GB-month stored (S3 Standard, first 50 TB)",
+            f"    ${storage['s3_usd_per_1000_put_copy_post_list']:g} per 1,000 PUT, COPY, POST or LIST requests",
+            f"    ${storage['s3_usd_per_1000_get_and_other']:g} per 1,000 GET and other requests", ecr]
 
 
 def render_sweep_idle(rows: list[dict[str, Any]]) -> list[str]:

@@ -99,6 +99,28 @@ FSX_PERSISTENT_2_USD_PER_GIB_MONTH = {125: 0.145, 250: 0.21, 500: 0.34, 1000: 0.
 FSX_SCRATCH_2_USD_PER_GIB_MONTH = 0.14
 HOURS_PER_MONTH = 730
 
+
+@dataclass(frozen=True)
+class S3Prices:
+    """S3 Standard's prices in one region: what a home stack's bucket (results and datasets) bills by use."""
+    usd_per_gb_month: float  # storage, first 50 TB tier; S3 counts a GB as 2^30 bytes
+    usd_per_1000_writes: float  # PUT, COPY, POST and LIST requests (usage type <REGION>-Requests-Tier1)
+    usd_per_1000_reads: float  # GET, SELECT and every other request (<REGION>-Requests-Tier2)
+    source: str
+
+
+# Source: the AWS Price List offer file of AmazonS3 for the region, version 20260918174747 (published
+# 2026-09-18T17:47:47Z), https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonS3/20260918174747/us-west-2/
+# index.json: Standard storage SKU Z3FQZG73HYSPVABR, first 50 TB, 0.0230000000 USD per GB-Mo; USW2-Requests-Tier1
+# rate code D4PMUVH6F64HK2D6.JRTCKXETXF.6YS6EN2CT7, 0.0000050000 USD per request; USW2-Requests-Tier2 rate code
+# E77AQEM2DC4VV3FC.JRTCKXETXF.6YS6EN2CT7, 0.0000004000 USD per request (as a public cost model quoting that file with
+# its rate codes records them; read 2026-11-28). A region not here has no S3 price in eksbench: the plan says so,
+# and never prices it from another region.
+S3_STANDARD_PRICES: dict[str, S3Prices] = {
+    "us-west-2": S3Prices(0.023, 0.005, 0.0004, "AWS Price List, AmazonS3 us-west-2, version 20260918174747"),
+}
+S3_PRICING_PAGE = "https://aws.amazon.com/s3/pricing/"
+
 # Kubernetes versions on EKS: release date, end of standard support, end of extended support, and the
 # kernel of the AL2023 EKS AMIs built for it. Sources: the EKS user guide, "Understand the Kubernetes version
 # lifecycle on EKS" (14 months of standard support from the EKS release, then 12 months of extended support at

@@ -183,7 +183,8 @@ GPU_ARCH: dict[str, str] = {
 SM70_AFTER_SUPPORT = ("no PyTorch DLC in AWS's patch support has V100 (sm_70) kernels; for a patched image build "
                       "one FROM public.ecr.aws/deep-learning-containers/base:runtime-cu129-amzn2023 (in support "
                       "until 2028-06-30) with torch from https://download.pytorch.org/whl/cu126 (PyTorch's cu126 "
-                      "wheels keep sm_70 through 2.14) and what workloads/Dockerfile adds, push it and set image:")
+                      "wheels keep sm_70 through 2.14) and what workloads/Dockerfile adds, push it, and set the "
+                      "experiments' image: to its URI")
 
 
 def past_patch_support(row: TrainingImage, today: str) -> bool:

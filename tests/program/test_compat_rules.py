@@ -98,10 +98,35 @@ def test_an_image_past_awss_patch_support_is_named_with_what_to_use_instead():
     row = compat.find_image(v100.experiments[0].image)
     assert row.framework_version == "2.6.0" and row.end_of_patch == "2026-01-29"
     [note] = [n for n in image_advisories(v100, "2026-11-27") if "patch support" in n]
-    assert note.startswith('experiments[0].image="') and "left AWS's patch support on 2026-01-29" in note
+    assert note.startswith('gpu_node_groups[0].instance_type="p3.16xlarge": the default image it gives x')
+    assert "left AWS's patch support on 2026-01-29" in note
     assert "base:runtime-cu129-amzn2023" in note and "whl/cu126" in note
     assert not [n for n in image_advisories(v100, "2026-01-29") if "patch support" in n]  # its last day
     assert not [n for n in image_advisories(v100) if "patch support" in n]  # no clock, no date check
     a100 = stack("p4d.24xlarge", "AL2023_x86_64_NVIDIA")
     assert compat.find_image(a100.experiments[0].image).end_of_patch == "2027-01-21"
     assert not [n for n in image_advisories(a100, "2026-11-27") if "patch support" in n]
+
+
+def test_a_default_images_warning_names_the_group_setting_that_chose_it_once_for_all_its_experiments():
+    """Two experiments that set no image get the V100 default, past patch support: one warning, attributed to the
+    node group's instance_type (the key the user set), naming both experiments, whole (it ends on what to do)."""
+    raw = {"results": {"home_stack": "organization/eksbench/home"}, "cluster": {"public_access_cidrs": []},
+           "gpu_node_groups": [{"name": "gpu", "instance_type": "p3.16xlarge", "ami_type": "AL2023_x86_64_NVIDIA",
+                                "max_size": 2}],
+           "experiments": [{"name": "a", "steps": 10}, {"name": "b", "steps": 10}]}
+    cfg = parse_stack_config(raw, project="eksbench", stack="t", region=REGION)
+    [note] = image_advisories(cfg, "2026-11-27")
+    assert note.startswith('gpu_node_groups[0].instance_type="p3.16xlarge": the default image it gives a, b '
+                           f'(no image: set), "{cfg.experiments[0].image}": ')
+    assert "experiments[" not in note and note.endswith("set the experiments' image: to its URI")
+
+
+def test_an_image_the_stack_sets_is_warned_once_by_every_key_that_sets_it():
+    raw = {"results": {"home_stack": "organization/eksbench/home"}, "cluster": {"public_access_cidrs": []},
+           "gpu_node_groups": [{"name": "gpu", "instance_type": "p3.16xlarge", "ami_type": "AL2023_x86_64_NVIDIA",
+                                "max_size": 2}],
+           "experiments": [{"name": n, "steps": 10, "image": "example.com/team/trainer:1.0"} for n in ("a", "b")]}
+    cfg = parse_stack_config(raw, project="eksbench", stack="t", region=REGION)
+    [note] = image_advisories(cfg, "2026-11-27")
+    assert note.startswith('experiments[0].image, experiments[1].image="example.com/team/trainer:1.0": not in ')
