@@ -97,6 +97,16 @@ def _pixels(png: bytes):
         return np.asarray(im.convert("RGB"), dtype=np.int16)
 
 
+def screenshot(page, tmp_path, height: int):
+    """``page`` as headless Chromium draws it, 1400 px wide and ``height`` tall, unscaled: its pixels."""
+    shot = tmp_path / "shot.png"
+    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'p'}", f"--screenshot={shot}",
+                           f"--window-size=1400,{height}", "--force-device-scale-factor=1", "--hide-scrollbars",
+                           "--force-color-profile=srgb", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert shot.is_file(), done.stderr[-2000:]
+    return _pixels(shot.read_bytes())
+
+
 def _find(screen, image) -> tuple[int, int]:
     """(x, y) of ``image`` drawn unscaled in ``screen``: its busiest row is searched for in each row of the screen."""
     import numpy as np
@@ -139,14 +149,10 @@ def test_the_browser_shows_the_loss_charts_tick_labels(tmp_path):
     write_interval_run(tmp_path)
     page = report.write_report([str(tmp_path / "dev")], tmp_path / "report.html")
     (png,) = [base64.b64decode(data) for alt, data in IMG.findall(page.read_text()) if alt == "loss curves"]
-    shot = tmp_path / "shot.png"
-    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'p'}", f"--screenshot={shot}",
-                           "--window-size=1400,3000", "--force-device-scale-factor=1", "--hide-scrollbars",
-                           "--force-color-profile=srgb", page.as_uri()], capture_output=True, text=True, timeout=120)
-    assert shot.is_file(), done.stderr[-2000:]
     chart = _pixels(png)
-    x, y = _find(_pixels(shot.read_bytes()), chart)
-    on_screen = _pixels(shot.read_bytes())[y:y + chart.shape[0], x:x + chart.shape[1]]
+    screen = screenshot(page, tmp_path, 3000)
+    x, y = _find(screen, chart)
+    on_screen = screen[y:y + chart.shape[0], x:x + chart.shape[1]]
     assert (on_screen == chart).all()
 
     fig = plots.loss_figure(results.steps(str(tmp_path / "dev")), results.load(str(tmp_path / "dev")))

@@ -12,7 +12,7 @@ import pytest
 from bench.report import page as report
 from bench.report.hardware import NO_GPU
 from tests.bench.report.test_report import CHROMIUM, FLAGS, IMG
-from tests.bench.report.test_report_figures import _find, _pixels, write_interval_run
+from tests.bench.report.test_report_figures import _find, _pixels, screenshot, write_interval_run
 from tests.support.fake_nvml import FakeGpu, FakeNvml
 from workloads.train.harness.telemetry import Sampler, open_source
 from workloads.train.harness.telemetry_summary import summarise_files
@@ -76,12 +76,7 @@ def test_the_browser_shows_the_gpu_timeline(tmp_path):
     add_telemetry(exp, idle_first=15)
     page = report.write_report([str(tmp_path / "dev")], tmp_path / "report.html")
     (png,) = [base64.b64decode(data) for alt, data in IMG.findall(page.read_text()) if alt == "GPU timeline per node"]
-    shot = tmp_path / "shot.png"
-    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'p'}", f"--screenshot={shot}",
-                           "--window-size=1400,6000", "--force-device-scale-factor=1", "--hide-scrollbars",
-                           "--force-color-profile=srgb", page.as_uri()], capture_output=True, text=True, timeout=120)
-    assert shot.is_file(), done.stderr[-2000:]
-    chart, screen = _pixels(png), _pixels(shot.read_bytes())
+    chart, screen = _pixels(png), screenshot(page, tmp_path, 6000)
     x, y = _find(screen, chart)
     assert (screen[y:y + chart.shape[0], x:x + chart.shape[1]] == chart).all()
     dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'p2'}", "--dump-dom", page.as_uri()],
