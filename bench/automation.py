@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from bench.cloud.backend import CloudBackend
 from bench.cloud.pulumi_cli import (
@@ -46,10 +46,22 @@ __all__ = ["AutomationError", "CLI_MISSING", "destroy", "logs", "open_stack", "o
            "stack_outputs", "status", "up"]
 
 
-def plan(stack: str, root: Path = ROOT):
-    """The offline plan (no CLI, no AWS): resources, outputs, warnings, cost and build time."""
+def overrides(settings: Sequence[str] = (), experiment: str | None = None):
+    """``--set KEY=VALUE`` texts and ``--experiment`` as the command line reads them (``core.config.overrides``).
+    Raises ValueError (SetError: its one line) for a malformed setting."""
+    from core.config.overrides import Overrides
+    from program.stack_files import parse_setting
+
+    if isinstance(settings, str):
+        raise TypeError("settings: a list of KEY=VALUE texts, e.g. ['experiments[0].nodes=2']")
+    return Overrides(settings=tuple(parse_setting(text) for text in settings), experiment=experiment)
+
+
+def plan(stack: str, root: Path = ROOT, *, settings: Sequence[str] = (), experiment: str | None = None):
+    """The offline plan (no CLI, no AWS): resources, outputs, warnings, cost and build time. ``settings`` and
+    ``experiment``: what ``--set`` and ``--experiment`` give ``eksbench plan``."""
     from program.offline import evaluate
-    return evaluate(stack, root)
+    return evaluate(stack, root, overrides=overrides(settings, experiment))
 
 
 def up(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = print, *,
@@ -92,9 +104,10 @@ def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | Non
 
 def run(stack: str, *, yes: bool, max_cost: float | None = None, keep: bool = False, root: Path = ROOT,
         results_root: str | Path | None = None, deadline_minutes: float | None = None, poll: float = 15.0,
-        resume: bool = False) -> list[dict[str, Any]]:
+        resume: bool = False, settings: Sequence[str] = (), experiment: str | None = None) -> list[dict[str, Any]]:
     """The whole lifecycle (what ``eksbench run <stack>`` does); returns the results rows. ``yes``: go on after
-    showing what it creates and costs (True, as ``--yes``), or ask first (False).
+    showing what it creates and costs (True, as ``--yes``), or ask first (False). ``settings`` and ``experiment``:
+    ``--set`` and ``--experiment``.
 
     Raises AutomationError on a preflight refusal or an answer other than yes (nothing was created), and
     KeyboardInterrupt after the teardown when interrupted. Failed experiments are rows with their status."""
@@ -103,7 +116,7 @@ def run(stack: str, *, yes: bool, max_cost: float | None = None, keep: bool = Fa
 
     outcome = run_stack(stack, CloudRunOptions(root=Path(root), results_root=_results(root, results_root),
                                                max_cost=max_cost, keep=keep, deadline_minutes=deadline_minutes,
-                                               poll=poll, resume=resume,
+                                               poll=poll, resume=resume, overrides=overrides(settings, experiment),
                                                confirm=lambda lines: ask(lines, yes=yes)))
     if outcome.refusal:
         raise AutomationError(outcome.refusal)

@@ -15,6 +15,21 @@ def test_plan_needs_no_cli():
     assert automation.plan("dev").outputs["cluster_name"] == "eksbench-dev"
 
 
+def test_the_notebook_plans_with_set_values_and_one_experiment_as_the_command_line_does():
+    """plan(settings=..., experiment=...) is `eksbench plan dev --set ... --experiment ...`; a malformed setting is
+    its one line, and a lone string (not a list of settings) is refused rather than read letter by letter."""
+    from core.config.overrides import SetError
+
+    jobs = {r["name"]: r["inputs"] for r in automation.plan(
+        "dev", settings=["experiments[1].nodes=2"], experiment="cifar10-elastic").resources
+        if r["type"] == "kubernetes:batch/v1:Job" and r["name"].endswith("-job")}
+    assert list(jobs) == ["experiments-cifar10-elastic-job"] and jobs[next(iter(jobs))]["spec"]["parallelism"] == 2
+    with pytest.raises(SetError):
+        automation.plan("dev", settings=["experiments[1].nodes"])
+    with pytest.raises(TypeError, match="a list of KEY=VALUE texts"):
+        automation.plan("dev", settings="experiments[1].nodes=2")
+
+
 def test_bad_stack_fails_before_the_cli(tmp_path):
     (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
     (tmp_path / "Pulumi.x.yaml").write_text("config:\n  aws:region: us-west-2\n  eksbench:storage: {kind: nfs}\n")
