@@ -64,11 +64,16 @@ def evaluate(stack: str, root: Path = ROOT, mocks=None, monitor=None, today: str
         asyncio.get_running_loop()
     except RuntimeError:
         return evaluate_config(stack, config, mocks=mocks, monitor=monitor, today=today, overrides=overrides)
+    import contextvars
     from concurrent.futures import ThreadPoolExecutor
 
+    # In a copy of this thread's context, where a plan run here would find Pulumi's settings (context variables,
+    # pulumi/_utils.py ContextProperty): a fresh thread's context starts without them and falls back to defaults
+    # that a plan failed earlier in the process could leave holding its pending outputs, bound to its closed loop,
+    # and the run waited for them for ever.
     with ThreadPoolExecutor(1, thread_name_prefix="eksbench-plan") as pool:
-        return pool.submit(evaluate_config, stack, config, mocks=mocks, monitor=monitor, today=today,
-                           overrides=overrides).result()
+        return pool.submit(contextvars.copy_context().run, evaluate_config, stack, config, mocks=mocks,
+                           monitor=monitor, today=today, overrides=overrides).result()
 
 
 def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, monitor=None,
