@@ -107,11 +107,13 @@ def test_a_results_root_without_room_is_refused_in_one_line_before_anything_is_w
     from types import SimpleNamespace
 
     from bench.commands import run
+    from core.config.overrides import Overrides
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(run.shutil, "disk_usage", lambda path: usage(6 * 2**20, 0, 6 * 2**20))
     args = SimpleNamespace(stack="dev", project_dir=str(ROOT), results_root=str(tmp_path / "results"), run_id=None,
-                           experiment=None, resume=False, dry_run=False, deadline=None, progress_every=5.0)
+                           experiment=None, resume=False, dry_run=False, deadline=None, progress_every=5.0,
+                           overrides=Overrides())
     assert run.run_local(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "6 MiB free on its file system" in err[0] and "--results-root=" in err[0]
