@@ -234,8 +234,9 @@ def run_local(args) -> int:
         say(text)
     if not args.dry_run:  # another local run trains now: both measure less than alone (bench.local.run_reservation)
         from bench.local.run_reservation import note_shared_cpu
+        from core.contract.results_location import RunHandle
 
-        if shared := note_shared_cpu(root, run_dir, f"{args.stack}/{run_id}"):
+        if shared := note_shared_cpu(root, run_dir, str(RunHandle(args.stack, run_id))):
             say(f"warning: {shared}", err=True)
     if args.dry_run:
         for e in plan:

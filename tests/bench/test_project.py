@@ -4,6 +4,7 @@ against the project it finds (``bench.project``) or is given, and says its versi
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import venv
@@ -65,9 +66,13 @@ def cli(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
                           timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
+
+# The version, and the commit where eksbench runs from a git checkout (bench.version).
+VERSION = re.compile(re.escape(f"eksbench {__version__}") + r"( \(git [0-9a-f]{7,40}(-dirty)?\))?")
+
 def test_version_is_printed(tmp_path):
     done = cli("--version", cwd=tmp_path)
-    assert done.returncode == 0 and done.stdout.strip() == f"eksbench {__version__}"
+    assert done.returncode == 0 and VERSION.fullmatch(done.stdout.strip()), done.stdout
 
 
 def test_a_bad_project_dir_is_one_line_and_exit_2(tmp_path):
@@ -106,7 +111,7 @@ def test_pip_install_e_gives_the_eksbench_command_anywhere(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", ENV_PROJECT_DIR)}
     exe = str(env_dir / "bin" / "eksbench")
     version = subprocess.run([exe, "--version"], cwd=elsewhere, capture_output=True, text=True, env=env, timeout=60)
-    assert version.stdout.strip() == f"eksbench {__version__}", version.stderr
+    assert VERSION.fullmatch(version.stdout.strip()), version.stderr
     plan = subprocess.run([exe, "plan", "dev", "--json"], cwd=elsewhere, capture_output=True, text=True, env=env,
                           timeout=300)
     assert plan.returncode == 0, plan.stderr[-2000:]
