@@ -21,7 +21,8 @@ def add_set_option(p: argparse.ArgumentParser) -> None:
 
 
 def overrides_of(args: argparse.Namespace, experiment: str | None = None) -> Overrides:
-    """The command's ``--set`` values, in order, and ``experiment``. Raises SetError (one line) for a malformed one."""
-    from program.stack_files import parse_setting
+    """The command's ``--set`` values, in order, and ``experiment`` (``bench.automation.overrides``, which the
+    notebook's API calls too). Raises SetError (one line) for a malformed one."""
+    from bench.automation import overrides
 
-    return Overrides(settings=tuple(parse_setting(text) for text in args.settings), experiment=experiment)
+    return overrides(args.settings, experiment)
