@@ -172,7 +172,7 @@ def storage_prices(region: str) -> dict[str, Any]:
 
 
 class _NoPaths:
-    """A ``workloads.contracts.TrainPaths`` for arguments whose paths nobody reads (the schedule)."""
+    """A ``workloads.launch.common.TrainPaths`` for arguments whose paths nobody reads (the schedule)."""
     datasets_dir = ""
 
     def experiment_results_dir(self, experiment: Any) -> str:
@@ -185,7 +185,7 @@ def lr_schedules(cfg: Any) -> list[dict[str, Any]]:
     from core.catalog.workload_facts import WORKLOADS
     from core.config.gpu_defaults import TORCH_FRAMEWORKS
     from core.contract.train_args import apply_train_args
-    from workloads.contracts import train_args_for
+    from workloads.launch.common import train_args_for
     from workloads.train.common.schedule import default_lr, warmup_note
 
     out = []
@@ -207,7 +207,7 @@ def gpu_defaults(cfg: Any) -> list[dict[str, Any]]:
     ``core.config.gpu_defaults.INPUT_PATHS``; ``workers`` its DataLoader workers per process; ``notes`` what its
     pods do differently in that shape, which only the hardware can show."""
     from core.config.gpu_defaults import EFA_FORK_NOTE, INPUT_PATHS, compile_choice, forks_loader_workers, input_path
-    from workloads.contracts import loader_workers
+    from workloads.launch.common import loader_workers
 
     out = []
     for e in cfg.experiments:
@@ -225,14 +225,14 @@ def gpu_defaults(cfg: Any) -> list[dict[str, Any]]:
 def first_steps(cfg: Any, nodes: list) -> list[dict[str, Any]]:
     """Per run of each experiment, in the order they run: when its Job exists, its GPU nodes joined and its
     image is pulled (``infra.cluster.estimate``). A run that waits for another (``execution: sequential``, or
-    a repeat after the one before it; ``workloads.experiment_suite.run_order``) starts once that one ends, at
+    a repeat after the one before it; ``workloads.experiment_suite_component.run_order``) starts once that one ends, at
     a time the plan cannot know: ``after`` names it, ``image_running`` is None, ``not_before`` is when the
     run it waits for starts, and ``latest_running`` adds the longest the runs before it may take (their
     timeouts, evaluation and start-up) to when its own first pod could run."""
     from core.catalog import compat
     from core.contract.names import repeat_suffix
     from infra.cluster.estimate import finish_times, first_step_minutes
-    from workloads.experiment_suite import run_order
+    from workloads.experiment_suite_component import run_order
 
     finish = finish_times(nodes)
     by_name = {n.urn.rsplit("::", 1)[-1]: n.urn for n in nodes}
@@ -240,7 +240,7 @@ def first_steps(cfg: Any, nodes: list) -> list[dict[str, Any]]:
     earliest: dict[str, float | None] = {}
     for prior, run, waited in run_order(cfg.experiments, cfg.execution):
         # resource names: infra/cluster/node_group.py f"{name}-ng" of program/stack.py's f"gpu-{group}"; the suite's
-        # f"{name}-job" of workloads/training_job.py (the suite names its children experiments-<run>[-r<k>])
+        # f"{name}-job" of workloads/training_job_component.py (the suite names its children experiments-<run>[-r<k>])
         suffix = repeat_suffix(run.repeat) if run.repeat else ""
         job = next((urn for name, urn in by_name.items() if name.endswith(f"-{run.name}{suffix}-job")), None)
         group = by_name.get(f"gpu-{run.node_group}-ng")

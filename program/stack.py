@@ -50,11 +50,11 @@ from infra.storage.efs import EfsStorage, EfsStorageArgs
 from infra.storage.fsx import FSX_EXPORT_PREFIX, FsxStorage, FsxStorageArgs
 from program.home import build_home, results_bucket_name
 from program.validation import image_advisories, meaning_problems
-from workloads.autostop import AutostopController, AutostopControllerArgs, autostop_owner
+from workloads.autostop_component import AutostopController, AutostopControllerArgs, autostop_owner
 from workloads.autostop_manifests import autostop_generation
-from workloads.job_manifests import code_config_map_manifest
 from workloads.code_files import read_code_files
-from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs
+from workloads.code_manifests import code_config_map_manifest
+from workloads.experiment_suite_component import ExperimentSuite, ExperimentSuiteArgs
 
 
 def cluster_name_for(cfg: StackConfig) -> str:
@@ -127,7 +127,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
             node_role_policies=cluster.node_role_policies, tags=tags),
             pulumi.ResourceOptions.merge(after_network, pulumi.ResourceOptions(depends_on=list(after))))
 
-    # Autostop's generation is recorded before the GPU groups get their sizes back (workloads.autostop.autostop_owner):
+    # Autostop's generation is recorded before the GPU groups get their sizes back (workloads.autostop_component.autostop_owner):
     # a controller of an earlier run that is still running then stands down instead of scaling them to zero.
     generation, owner = "", ()
     if cfg.autostop.enabled:

@@ -4,7 +4,7 @@
 to each other and to the world: node group sizes (min <= desired <= max), EFA on a type
 that has it, an existing VPC with two private subnets, FSx-only options, unique names, each
 experiment's node group, nodes and GPUs, its dataset in the catalog, its framework/workload
-pairing (``workloads.contracts``), Kubernetes object names no two runs share, the region's
+pairing (``workloads.experiment_checks``), Kubernetes object names no two runs share, the region's
 instance offerings and the shipped entry points. It runs only on a config whose shape is clean,
 so a default that stood in for a bad value is never judged. ``program.stack`` calls it before
 registering any resource; ``bench`` calls it (without offerings) before a local run.
@@ -32,7 +32,8 @@ from core.contract.s3_uri import parse_s3_uri
 from datasets.catalog import DATASET_NAMES, dataset
 from infra.cluster.autoscaling import missing_efa_tags, node_template_tags
 from infra.cluster.offerings import offering_problems
-from workloads import contracts
+from workloads.experiment_checks import check_experiment, missing_entry_points
+from workloads.object_names import object_names
 
 
 def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None = None,
@@ -50,7 +51,7 @@ def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None
     if offered is not None:
         problems += offering_problems(cfg, offered)
     if code_files is not None:
-        problems += contracts.missing_entry_points(cfg.experiments, code_files)
+        problems += missing_entry_points(cfg.experiments, code_files)
     return list(dict.fromkeys(problems))  # the experiments of one sweep (core.config.sweep) share their entry's key
 
 
@@ -288,11 +289,11 @@ def _experiments(cfg: StackConfig) -> list[str]:
             out.append(problem(f"{key}.dataset", e.dataset, f"must be one of {', '.join(DATASET_NAMES)}",
                                show(DATASET_NAMES[0])))
         else:
-            out += [f"{key}.{p}" for p in contracts.check_experiment(e)]
+            out += [f"{key}.{p}" for p in check_experiment(e)]
     return out
 
 
-# How a message names each object of a run (the roles of contracts.object_names).
+# How a message names each object of a run (the roles of object_names.object_names).
 OBJECT_ROLES = {"svc": "Service", "job": "training Job", "pserver": "pserver Job", "eval": "evaluation Job",
                 "eval-gate": "evaluation gate", "gate": "gate Job and its RBAC"}
 
@@ -311,7 +312,7 @@ def name_collisions(cfg: StackConfig) -> list[str]:
     for i, e in enumerate(cfg.experiments):
         for run in e.runs():
             mine: dict[str, list[str]] = {}
-            for role, name in contracts.object_names(run, cfg.run_id).items():
+            for role, name in object_names(run, cfg.run_id).items():
                 mine.setdefault(name, []).append(role)
             for name, roles in mine.items():
                 j, other, other_roles = first.setdefault(name, (i, run, roles))

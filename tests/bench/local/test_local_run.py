@@ -67,7 +67,7 @@ def test_two_agents_rendezvous_over_etcd_train_and_summarise(tmp_path, etcd):
     logs = {n: (results / "logs" / f"node-{n}.log").read_text() for n in (0, 1)}
     assert all("[workloads.train] rank" in text for text in logs.values()), logs
     assert "finished at step 12" in logs[0] + logs[1]
-    # a fixed-size synthetic run is a throughput measurement: no checkpoint at all (contracts.checkpoint_policy)
+    # a fixed-size synthetic run is a throughput measurement: no checkpoint at all (launch.common.checkpoint_policy)
     assert exp.train.checkpoint_every == exp.train.checkpoint_minutes == 0 and not (results / "checkpoints").exists()
 
 

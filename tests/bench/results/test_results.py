@@ -213,8 +213,8 @@ def test_a_cluster_run_that_never_reported_keeps_its_launch_shape():
     """The launcher records the nodes and processes per node it is given beside the command (core.contract.launch_command
     builds both); results read that field, whatever the torchrun flags' spelling."""
     from core.contract.launch_command import launcher_argv
-    from tests.workloads.test_contracts import ENV, E
-    from workloads.contracts import pytorch_launch
+    from tests.workloads.test_launch import ENV, E
+    from workloads.launch.pytorch import pytorch_launch
     from workloads.train.harness.launch import build_parser, summary_document
 
     launch = pytorch_launch(E, ENV, job="j", service="s", gpus=8)
