@@ -55,7 +55,8 @@ from infra.network.vpc import Network, NetworkArgs
 from infra.storage.efs import EfsStorage, EfsStorageArgs
 from infra.storage.fsx import FSX_EXPORT_PREFIX, FsxStorage, FsxStorageArgs
 from program.home import build_home, results_bucket_name
-from program.validation import image_advisories, meaning_problems
+from program.image_checks import image_advisories
+from program.validation import meaning_problems
 from workloads.autostop import AutostopController, AutostopControllerArgs, autostop_owner
 from workloads.autostop_manifests import autostop_generation
 from workloads.job_manifests import code_config_map_manifest

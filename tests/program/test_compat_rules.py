@@ -14,7 +14,8 @@ import pytest
 from core.catalog import aws as catalog
 from core.catalog import compat, pins
 from core.config.shape import parse_stack_config
-from program.validation import image_advisories, meaning_problems
+from program.image_checks import image_advisories
+from program.validation import meaning_problems
 from tests.core.test_compat import GPU_TYPES, REGION
 from tests.support.compat_oracle import oracle_runs
 
