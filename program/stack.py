@@ -116,7 +116,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
     ``today`` (ISO date) is the clock the EKS version calendar is read with; None reads the system clock here.
     ``experiment``: only that experiment is checked and gets Jobs (``eksbench run --experiment``); the cluster is
     the stack's whole."""
-    given = check(raw, project=project, stack=stack, region=region,
+    given = check_stack(raw, project=project, stack=stack, region=region,
                   today=today or datetime.date.today().isoformat(), experiment=experiment)
     network = build_network(given)
     bucket = results_bucket_name(given.cfg)  # the home stack's, read (or an existing one): never created here
@@ -128,8 +128,8 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
     return given.cfg, stack_outputs(given, network, cluster, storage, suite, bucket)
 
 
-def check(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None, today: str,
-          experiment: str | None) -> Given:
+def check_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None, today: str,
+                experiment: str | None) -> Given:
     """Shape, the region's offerings, then every meaning rule (ConfigError with all problems); warn the advisories."""
     cfg = select(parse_stack_config(raw, project=project, stack=stack, region=region), experiment)
     zones, offered = lookup_offerings(cfg)

@@ -1,4 +1,4 @@
-"""The plan's rule built on the image/GPU/driver table (``program.validation``: an image without kernels for
+"""The plan's rule built on the image/GPU/driver table (``program.image_checks``: an image without kernels for
 the group's GPUs, or needing a newer driver than its AMI's, is a meaning problem; an image outside the table a
 warning), checked with the oracle written from the table's raw rows (tests/support/compat_oracle.py): every
 (image, node group) pair of generated stacks is rejected exactly when it cannot run; every default runs.
