@@ -82,28 +82,41 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     the clock for the EKS version calendar; None is the system clock, read here."""
     import datetime
 
-    from core.config.model import StackConfig
-    from core.config.pulumi_config import decode_config, to_pulumi_config
-    from infra.cluster.estimate import (
-        DURATIONS,
-        Node,
-        critical_path,
-        hourly_cost,
-        minutes_for,
-        sweep_idle,
-    )
-    from program.mock_run import run_program
     from program.mocks import placeholder_outputs
-    from program.stack import export_stack
 
     today = today or datetime.date.today().isoformat()
+    pulumi_config = _pulumi_config(stack_config, overrides)
+    started = time.perf_counter()
+    cfg, monitor, warnings = _run(stack, pulumi_config, mocks=mocks, monitor=monitor, today=today,
+                                  overrides=overrides)
+    seconds = time.perf_counter() - started
+    regs = monitor.registrations
+    items, estimate = _estimate(cfg, regs, today)
+    placeholders = placeholder_outputs(monitor.stack_outputs, getattr(monitor.mocks, "invented", set()))
+    return Plan(stack=stack, resources=[r.as_json() for r in regs], outputs=monitor.stack_outputs,
+                warnings=warnings, estimate=estimate, seconds=seconds, cost_items=items,
+                placeholders=placeholders)
+
+
+def _pulumi_config(stack_config: dict[str, Any], overrides: Overrides) -> dict[str, Any]:
+    """The stack file's config as Pulumi would hand it to the program, the command line's ``--set`` applied."""
+    from core.config.pulumi_config import to_pulumi_config
+
     try:
-        pulumi_config = overrides.apply(to_pulumi_config(stack_config))
+        return overrides.apply(to_pulumi_config(stack_config))
     except SetError as e:
         raise ConfigError([str(e)]) from None
+
+
+def _run(stack: str, pulumi_config: dict[str, Any], *, mocks, monitor, today: str,
+         overrides: Overrides) -> tuple[Any, Any, list[str]]:
+    """The program under the mock engine: the config it built, the monitor that recorded it, the warnings it logged."""
+    from core.config.pulumi_config import decode_config
+    from program.mock_run import run_program
+    from program.stack import export_stack
+
     raw, region = decode_config(pulumi_config)
     built = []
-    started = time.perf_counter()
     collect = _Collect()
     logger = logging.getLogger(f"eksbench.plan.{stack}")
     logger.propagate = False
@@ -116,9 +129,22 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
                               monitor=monitor)
     except ConfigError as e:
         raise ConfigError(overrides.annotate(e.problems)) from None
-    cfg = built[0]
-    seconds = time.perf_counter() - started
-    regs = monitor.registrations
+    return built[0], monitor, collect.messages
+
+
+def _estimate(cfg: Any, regs: list, today: str) -> tuple[dict[str, float], dict[str, Any]]:
+    """The hourly cost items and the plan's estimate: cost, provisioning time and its critical path, and for an
+    experiment stack each run's first step, learning rates, GPU defaults and a sweep's idle nodes."""
+    from core.config.model import StackConfig
+    from infra.cluster.estimate import (
+        DURATIONS,
+        Node,
+        critical_path,
+        hourly_cost,
+        minutes_for,
+        sweep_idle,
+    )
+
     nodes = [Node(urn=r.urn, type=r.type, parent=r.parent, dependencies=tuple(r.dependencies), custom=r.custom,
                   skip_await=((r.inputs.get("metadata") or {}).get("annotations") or {}).get(SKIP_AWAIT_ANNOTATION) == "true")
              for r in regs]
@@ -137,10 +163,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
         estimate["lr_schedules"] = lr_schedules(cfg)
         estimate["gpu_defaults"] = gpu_defaults(cfg)
         estimate["sweep_idle"] = sweep_idle(cfg)
-    placeholders = placeholder_outputs(monitor.stack_outputs, getattr(monitor.mocks, "invented", set()))
-    return Plan(stack=stack, resources=[r.as_json() for r in regs], outputs=monitor.stack_outputs,
-                warnings=collect.messages, estimate=estimate, seconds=seconds, cost_items=items,
-                placeholders=placeholders)
+    return items, estimate
 
 
 def cost_estimate(cfg: Any, items: dict[str, float | None]) -> dict[str, Any]:

@@ -46,8 +46,8 @@ class ExperimentSuiteArgs:
     code_files: read_code_files(), shipped in the code ConfigMap.
     git_commit: read_git_commit() of the shipped code; None: the suite reads it itself.
 
-    Checked before the suite is built (the program calls experiment_checks.check_experiment and
-    experiment_checks.missing_entry_points once, before registering anything). The Kubernetes provider
+    Checked before the suite is built (the program calls framework_support.check_experiment and
+    framework_support.missing_entry_points once, before registering anything). The Kubernetes provider
     and what the suite waits for come through ``opts``.
     """
     experiments: tuple[Experiment, ...]

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from core.config.fields import ConfigError
 from core.config.model import Experiment
+from program.experiment_checks import name_collisions
 from program.stack_files import ROOT, load_stack_config
-from program.validation import name_collisions
 from tests.program.test_config import parse, problems
 from tests.program.test_sweep import stack
 from workloads.object_names import object_names, service_name

@@ -18,8 +18,8 @@ from tests.support.k8s_schema import assert_valid
 from tests.support.mock_engine import K8S_API, k8s_manifest, of_type, register
 from workloads.code_files import read_code_files
 from workloads.code_manifests import code_config_map_manifest
-from workloads.experiment_checks import check_experiment, missing_entry_points
 from workloads.experiment_suite_component import ExperimentSuite, ExperimentSuiteArgs
+from workloads.framework_support import check_experiment, missing_entry_points
 from workloads.training_job_component import TrainingJob, TrainingJobArgs
 
 RAW = {

@@ -13,7 +13,7 @@ from core.config.fields import ConfigError
 from core.config.model import Experiment
 from core.config.shape import parse_stack_config
 from tests.workloads.conftest import ROOT
-from workloads.experiment_checks import check_experiment
+from workloads.framework_support import check_experiment
 from workloads.launch.common import CLUSTER_COLLECTIVE_TIMEOUT_S, checkpoint_policy, train_args_for
 
 GROUP = {"name": "gpu", "instance_type": "p5.48xlarge"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from core.catalog import compat, pins
 from core.config.model import Experiment
-from workloads.experiment_checks import check_experiment
+from workloads.framework_support import check_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILT = pins.horovod_image("123456789012", "us-west-2")

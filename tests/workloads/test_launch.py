@@ -14,7 +14,7 @@ from core.config.model import DEFAULT_IMAGE, Experiment
 from core.contract.results_location import ResultsLocation
 from infra.environment import Environment
 from tests.workloads.conftest import ROOT
-from workloads.experiment_checks import check_experiment
+from workloads.framework_support import check_experiment
 from workloads.gate_manifests import gate_spec
 from workloads.launch.by_framework import launch_for
 from workloads.launch.common import compiles, evaluation_argv, train_args_for, train_argv

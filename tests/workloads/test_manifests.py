@@ -18,7 +18,7 @@ from infra.environment import (
 from tests.support.k8s_schema import assert_valid
 from tests.support.pod_placement import place
 from workloads.code_manifests import code_config_map_manifest
-from workloads.experiment_checks import check_experiment
+from workloads.framework_support import check_experiment
 from workloads.gate_manifests import completion_waits
 from workloads.job_manifests import experiment_manifests, suite_budget_minutes, training_job_manifest
 from workloads.launch.common import CODE_ROOT

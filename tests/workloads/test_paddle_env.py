@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from core.catalog.pins import PADDLE_IMAGE
 from core.config.model import Experiment
-from workloads.experiment_checks import check_experiment, entry_file, missing_entry_points
+from workloads.framework_support import check_experiment, entry_file, missing_entry_points
 from workloads.launch.by_framework import launch_for
 from workloads.launch.paddle import PADDLE_GLOO_PORT, PADDLE_PORT, paddle_env, paddle_ps_env
 

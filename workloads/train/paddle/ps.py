@@ -113,7 +113,7 @@ def resnet50_net(paddle: Any, a: TrainArgs) -> tuple[Any, int]:
     return ResNet(BottleneckBlock, 50, width=a.width_per_group, num_classes=1000), 1000
 
 
-# The workloads this trainer runs (workloads.experiment_checks.SUPPORTED["paddle"]) -> (network, classes):
+# The workloads this trainer runs (workloads.framework_support.SUPPORTED["paddle"]) -> (network, classes):
 # paddle.vision's ResNet-50, or the CIFAR net; both as wide as --width-per-group, as the PyTorch
 # models are (workloads/train/pytorch/models.py build_classifier).
 MODELS: dict[str, Callable[[Any, TrainArgs], tuple[Any, int]]] = {
