@@ -78,7 +78,7 @@ def test_report_numbers_scaling_baseline_cost_and_failures(page, scaling_tree):
     assert "RuntimeError: NCCL timeout" in text and 'class="failed"' in text
     assert "(estimate)" in text and "p4d.24xlarge" in text
     assert "Restarts: resnet50-4n (1)." in text
-    from bench.report.plots import scaling_table
+    from bench.report.scaling_plot import scaling_table
     t = scaling_table(results.load(scaling_tree))
     assert t["efficiency"].tolist() == [1.0, 0.95, 0.85]
 
@@ -177,14 +177,14 @@ def test_the_loss_charts_log_axis_is_labelled_in_plain_numbers(tmp_path):
     ``$\\mathdefault{10^{0}}$``, which then showed as markup on the loss chart's axis."""
     import matplotlib
 
-    from bench.report import plots
+    from bench.report import figures, step_plots
     from tests.bench.conftest import summary, write_experiment
 
     root = tmp_path / "results"
     write_experiment(root, "gpu/r1/resnet", summary("resnet"))
-    fig = plots.loss_figure(results.steps(str(root)), results.load(str(root)))
-    with matplotlib.rc_context(plots.SAFE_TEXT):
-        plots.png_data_uri(fig)  # draws it, so the tick labels exist
+    fig = step_plots.loss_figure(results.steps(str(root)), results.load(str(root)))
+    with matplotlib.rc_context(figures.SAFE_TEXT):
+        figures.png_data_uri(fig)  # draws it, so the tick labels exist
     ax = fig.axes[0]
     assert ax.get_yscale() == "log"
     labels = [t.get_text() for t in ax.get_yticklabels() + ax.get_yticklabels(minor=True) if t.get_text()]

@@ -128,10 +128,10 @@ def _page(root: Path) -> tuple[str, list[str]]:
 @pytest.fixture(scope="module")
 def no_drawing():
     """Figures are made but not rendered to PNG (the slow part); their Text is checked by the mathtext test."""
-    from bench.report import plots
+    from bench.report import figures
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(plots, "png_data_uri", lambda fig, dpi=96: "data:image/png;base64,iVBORw0KGgo=")
+    mp.setattr(figures, "png_data_uri", lambda fig, dpi=96: "data:image/png;base64,iVBORw0KGgo=")
     yield
     mp.undo()
 
