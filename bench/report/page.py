@@ -17,7 +17,7 @@ from bench.report.blocks import EmptySection, empty_section, esc
 from bench.report.fabric import fabric_section
 from bench.report.hardware import hardware_section
 from bench.report.scaling import repeats_section, scaling_section
-from bench.results.frames import INPUT_BOUND_SHARE, input_bound
+from bench.results.run_row import INPUT_BOUND_SHARE, input_bound
 from bench.results.overview import run_figures
 from bench.terminal import safe
 from workloads.train.common.files import atomic_write
@@ -361,16 +361,18 @@ def write_report(sources: list[str], out: str | Path, baseline: str | None = Non
     one left whole."""
     from bench.report.timeline import load_timelines
     from bench.results import frames as results
+    from bench.results.run_frame import frame
     from bench.results.sources import resolve_sources
+    from bench.results.step_frame import step_frame
 
     sources = resolve_sources(sources, results_root=results_root)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = results.runs(*sources)  # each rank file read once, as a stream: the steps come from the same lines
-        df = results.frame([r for r, _ in runs])
-        steps = results.step_frame(((r["stack"], r["run_id"], r["experiment"]), r["repeat"], lines)
-                                   for r, lines in runs)
+        df = frame([r for r, _ in runs])
+        steps = step_frame(((r["stack"], r["run_id"], r["experiment"]), r["repeat"], lines)
+                           for r, lines in runs)
         timelines = load_timelines(list(sources))
         telemetry = results.telemetry(*sources, strict=False)
     notes = list(dict.fromkeys(str(w.message) for w in caught))

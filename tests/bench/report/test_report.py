@@ -13,6 +13,7 @@ import pytest
 
 from bench.report import page as report
 from bench.results import frames as results
+from bench.results import run_row
 from tests.bench.conftest import ROOT
 
 IMG = re.compile(r'<img class="plot" alt="([^"]*)" src="data:image/png;base64,([^"]+)"')
@@ -97,7 +98,7 @@ def test_single_size_says_so_and_cpu_cost_is_na(tmp_path, scaling_tree):
     text = page.read_text()
     assert "<b>Scaling efficiency:</b> one size per workload only" in text
     from tests.bench.conftest import summary, write_experiment
-    write_experiment(tmp_path, "dev/r1/cpu", summary("cpu", image=results.LOCAL_IMAGE, device=None,
+    write_experiment(tmp_path, "dev/r1/cpu", summary("cpu", image=run_row.LOCAL_IMAGE, device=None,
                                                      instance_type=None))
     assert "<b>Cost:</b> none for local CPU runs" in report.write_report([str(tmp_path / "dev")], out).read_text()
 
@@ -250,7 +251,7 @@ def test_an_input_bound_run_is_flagged_with_its_share_of_time_waiting_for_data(t
 
 
 def test_the_share_of_time_waiting_for_data_is_none_where_it_cannot_be_known():
-    share = results.data_wait_share
+    share = run_row.data_wait_share
     assert share(2.0, 8.0) == 0.25 and share(9.0, 8.0) == 1.0
     assert [share(*a) for a in ((None, 8.0), (2.0, None), (2.0, 0.0), (-1.0, 8.0), (True, 8.0), ("2", 8.0))] == \
         [None] * 6

@@ -14,6 +14,7 @@ import pytest
 from bench.report import page as report
 from bench.report import figures, step_plots
 from bench.results import frames as results
+from bench.results import run_row
 from tests.bench.conftest import summary
 from tests.bench.report.test_report import CHROMIUM, FLAGS, IMG
 from workloads.train.harness.summary import throughput
@@ -175,7 +176,7 @@ def test_a_local_runs_page_opens_with_what_it_shows_and_ends_with_one_line_per_e
 
     for name, extra in (("cifar", {"accuracy": {"best_accuracy": 0.61, "target_accuracy": None,
                                                 "time_to_accuracy_s": None}}), ("resnet", {})):
-        write_experiment(tmp_path, f"dev/r1/{name}", summary(name, image=results.LOCAL_IMAGE, device=None,
+        write_experiment(tmp_path, f"dev/r1/{name}", summary(name, image=run_row.LOCAL_IMAGE, device=None,
                                                              instance_type=None, **extra))
     text = report.write_report([str(tmp_path / "dev")], tmp_path / "r.html").read_text()
     main = text[text.index("<main>"):]
