@@ -60,7 +60,7 @@ def image_advisories(cfg: StackConfig, today: str | None = None) -> list[str]:
 
     Each is said once for all the experiments it concerns, and names the setting that chose what it is about: the
     experiments' own ``image``/``framework`` keys where the stack file sets them, else the node group's
-    ``instance_type``, from which ``core.config.shape`` picks an experiment's default image."""
+    ``instance_type``, from which ``core.config.experiment_shape`` picks an experiment's default image."""
     found: dict[tuple[tuple[str, ...], str], list[tuple[int, Experiment]]] = {}
     for i, e, group, row in _image_pairs(cfg):
         for setter, body in _image_notes(cfg, e, group, row, today):
