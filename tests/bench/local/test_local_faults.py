@@ -106,7 +106,7 @@ def test_a_results_root_without_room_is_refused_in_one_line_before_anything_is_w
     from collections import namedtuple
     from types import SimpleNamespace
 
-    from bench.commands import run
+    from bench.local import run
     from core.config.overrides import Overrides
 
     usage = namedtuple("usage", "total used free")
