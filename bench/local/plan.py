@@ -5,7 +5,7 @@ through the stack's ``local`` section to a ``LocalExperiment`` whose node comman
 same launcher + torchrun + ``workloads.train`` command lines the cluster Jobs run, only with
 loopback rendezvous and smaller numbers: each experiment's ``TrainArgs`` start from the
 cluster's (``workloads.launch.common.train_args_for``) and the evaluation command is the
-cluster's (``launch.common.evaluation_argv``). ``bench.commands.run`` executes the plan.
+cluster's (``launch.common.evaluation_argv``). ``bench.local.run`` executes the plan.
 """
 
 from __future__ import annotations

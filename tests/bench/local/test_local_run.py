@@ -180,9 +180,9 @@ def test_without_etcd_on_path_the_local_run_uses_c10d(tmp_path):
 
 
 def test_a_failing_experiment_is_reported_failed_with_its_log(tmp_path, capsys):
-    from bench.local.backend import ExperimentRun
-    from bench.local.backend import child_env as _child_env
-    from bench.local.backend import drive as _drive
+    from bench.local.experiment_run import ExperimentRun
+    from bench.local.experiment_run import child_env as _child_env
+    from bench.local.experiment_run import drive as _drive
     from bench.local.plan import with_rendezvous
 
     exp = with_rendezvous(scale_experiment(Experiment(name="bad", workload="cifar10", dataset="cifar10",

@@ -108,7 +108,7 @@ def test_status_lists_each_repeat_locally_and_on_s3(repeats_tree, tmp_path, monk
     from moto import mock_aws
 
     from bench.cloud.observe import s3_runs
-    from bench.local.backend import local_runs
+    from bench.local.observe import local_runs
     from core.contract.results_location import ResultsLocation
 
     shutil.copytree(repeats_tree, tmp_path / "gpu")
@@ -132,7 +132,7 @@ def test_status_lists_each_repeat_locally_and_on_s3(repeats_tree, tmp_path, monk
 
 
 def test_logs_of_a_repeated_experiment_are_read_per_repeat(tmp_path):
-    from bench.local.backend import local_logs
+    from bench.local.observe import local_logs
 
     for k in (1, 2):
         (tmp_path / "rn" / f"repeat_{k}" / "logs").mkdir(parents=True)
@@ -145,7 +145,7 @@ def test_following_a_repeated_experiment_ends_with_its_last_repeat(tmp_path):
     ends once the last repeat's is there (it followed forever before)."""
     import threading
 
-    from bench.local.backend import local_logs
+    from bench.local.observe import local_logs
 
     for k in (1, 2):
         (tmp_path / "rn" / f"repeat_{k}" / "logs").mkdir(parents=True)
