@@ -61,7 +61,7 @@ from core.contract.results_location import (
 )
 from program.stack_files import PROJECT, ROOT
 from workloads.train.harness.exit_paths import write_summary
-from workloads.train.harness.launch import read_flags
+from workloads.train.harness.collect import read_flags
 from workloads.train.harness.what_ran import LOCAL_IMAGE
 
 

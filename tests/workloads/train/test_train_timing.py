@@ -15,7 +15,7 @@ from core.catalog.peaks import gpu_model, peak_tflops
 from core.contract.train_args import TrainArgs
 from tests.workloads.conftest import child_env, run_training
 from workloads.train.common.metrics import read_jsonl
-from workloads.train.harness.launch import nccl_transport
+from workloads.train.harness.collect import nccl_transport
 from workloads.train.harness.summary import (
     efficiency,
     metrics_summary,
