@@ -134,7 +134,6 @@ def progress_total(config: Mapping[str, Any] | None) -> int | None:
     return config.get("steps")
 
 
-
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     stop = StopSignals().install()  # first: a SIGTERM from here on never kills us before the upload
     try:
@@ -142,8 +141,6 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
                    dict(os.environ) if environ is None else environ, stop)
     finally:
         stop.restore()
-
-
 
 
 def run(args: argparse.Namespace, environ: Mapping[str, str], stop: StopSignals) -> int:
