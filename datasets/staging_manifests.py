@@ -118,6 +118,30 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source
     of every file it ships goes into the pod template, so a change to any of them replaces
     the Job and staging reruns with it.
     """
+    mode = _checked_mode(ds, source_uri=source_uri, storage_kind=storage_kind, preload=preload)
+    minutes = timeout_minutes or staging_timeout_minutes(ds, mode=mode, preload=preload)
+    dest, sub_path = staging_dest(ds, env=env)
+    args = _stage_args(source_uri, dest=dest, mode=mode, minutes=minutes, preload=preload)
+    container = _stage_container(image, args=args, region=region, dest=dest, sub_path=sub_path)
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": staging_job_metadata(ds, env=env),
+        "spec": {
+            "backoffLimit": 2,
+            "activeDeadlineSeconds": minutes * 60,
+            "template": {
+                "metadata": {"labels": staging_labels(ds),
+                             "annotations": {"eksbench.io/stage-program-sha256": program_digest(program),
+                                             "eksbench.io/source": source_uri}},
+                "spec": _stage_pod_spec(container, env=env, program=program, mode=mode),
+            },
+        },
+    }
+
+
+def _checked_mode(ds: Dataset, *, source_uri: str, storage_kind: str, preload: bool) -> str:
+    """The staging mode for ``storage_kind``, once the dataset, its source and ``preload`` are known to fit it;
+    ValueError names what does not."""
     if not ds.needs_staging:
         raise ValueError(f"dataset {ds.name!r} is generated in memory by the training script; nothing to stage")
     if not source_uri.startswith("s3://") or not source_uri.endswith("/"):
@@ -126,15 +150,24 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source
     mode = staging_mode(storage_kind)
     if preload and mode != "fsx":
         raise ValueError(f"preload=True applies to FSx only (storage kind is {storage_kind!r})")
-    minutes = timeout_minutes or staging_timeout_minutes(ds, mode=mode, preload=preload)
-    dest, sub_path = staging_dest(ds, env=env)
+    return mode
+
+
+def _stage_args(source_uri: str, *, dest: str, mode: str, minutes: int, preload: bool) -> list[str]:
+    """The staging program's command line (``python -m datasets.stage``): on FSx it waits for the import until
+    5 minutes before the Job's deadline (at least a minute)."""
     args = ["--source", source_uri, "--dest", dest, "--mode", mode]
     if mode == "fsx":
         args += ["--wait-seconds", str(max(60, (minutes - 5) * 60))]
     if preload:
         args.append("--preload")
-    pod_labels = staging_labels(ds)
-    container = {
+    return args
+
+
+def _stage_container(image: str, *, args: list[str], region: str, dest: str, sub_path: str) -> dict:
+    """The staging container: the installer then the program, the region for boto3, and two mounts: the
+    dataset's folder of the shared claim and the shipped code."""
+    return {
         "name": "stage",
         "image": image,
         "command": ["/bin/sh", "-c", ENTRYPOINT, "stage"],  # "stage" is $0; the args are "$@"
@@ -146,27 +179,18 @@ def staging_job_manifest(ds: Dataset, *, env: Environment, program: dict, source
         "volumeMounts": [{"name": "shared", "mountPath": dest, "subPath": sub_path},
                          {"name": "code", "mountPath": CODE_ROOT, "readOnly": True}],
     }
+
+
+def _stage_pod_spec(container: dict, *, env: Environment, program: dict, mode: str) -> dict:
+    """The pod: once, on a system node that reaches the claim, as the trainer service account, with the shared
+    claim and the staging ConfigMap's files at their repository paths."""
     items = [{"key": key, "path": key.replace("--", "/")} for key in sorted(program["data"])]
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": staging_job_metadata(ds, env=env),
-        "spec": {
-            "backoffLimit": 2,
-            "activeDeadlineSeconds": minutes * 60,
-            "template": {
-                "metadata": {"labels": pod_labels,
-                             "annotations": {"eksbench.io/stage-program-sha256": program_digest(program),
-                                             "eksbench.io/source": source_uri}},
-                # Non-root, no capabilities, read-only root (infra/access/pod_security.py); no API token.
-                "spec": harden_pod_spec({
-                    "restartPolicy": "Never",
-                    "serviceAccountName": env.service_account,
-                    "nodeSelector": {**SYSTEM_NODE_LABEL, **env.claim_node_selector},
-                    "containers": [container],
-                    "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": env.claim_name}},
-                                {"name": "code", "configMap": {"name": program["metadata"]["name"],
-                                                               "items": items}}],
-                }, automount_token=False, fs_group=mode != "fsx"),  # fsGroup could re-own all of FSx
-            },
-        },
-    }
+    # Non-root, no capabilities, read-only root (infra/access/pod_security.py); no API token.
+    return harden_pod_spec({
+        "restartPolicy": "Never",
+        "serviceAccountName": env.service_account,
+        "nodeSelector": {**SYSTEM_NODE_LABEL, **env.claim_node_selector},
+        "containers": [container],
+        "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": env.claim_name}},
+                    {"name": "code", "configMap": {"name": program["metadata"]["name"], "items": items}}],
+    }, automount_token=False, fs_group=mode != "fsx")  # fsGroup could re-own all of FSx

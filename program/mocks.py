@@ -216,15 +216,21 @@ class EksbenchMocks(pmocks.Mocks):
         return rid, state
 
     def _new_resource(self, args: pmocks.MockResourceArgs):
+        """The id and state AWS, pulumi-eks or the engine would give a new resource of ``args.typ``."""
         name, typ, inputs = args.name, args.typ, dict(args.inputs)
-        rid = f"{name}-id"
-        state: dict[str, Any] = dict(inputs)
-        arn = f"arn:aws:{typ.split(':')[1].split('/')[0]}:{self.region}:123456789012:{name}"
+        if typ.startswith("eks:"):
+            return f"{name}-id", self._eks_component(name, typ, inputs)
+        if typ == "pulumi:pulumi:StackReference":
+            return self._stack_reference(args.resource_id or inputs.get("name") or name)
+        return self._resource(name, typ, inputs)
+
+    def _eks_component(self, name: str, typ: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        """The outputs of a pulumi-eks remote component (EKS_CLUSTER_OUTPUTS, EKS_MANAGED_NODE_GROUP_OUTPUTS)."""
         if typ == "eks:index:Cluster":
             cluster_name = inputs.get("name", name)
             self.clusters[cluster_name] = inputs
             kubeconfig = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": cluster_name}]}
-            state = {k: None for k in EKS_CLUSTER_OUTPUTS}
+            state: dict[str, Any] = {k: None for k in EKS_CLUSTER_OUTPUTS}
             state.update(kubeconfig=kubeconfig, kubeconfigJson=json.dumps(kubeconfig),
                          eksCluster=f"{cluster_name}", core={}, instanceRoles=[],
                          clusterSecurityGroup=PULUMI_EKS_CLUSTER_SG, nodeSecurityGroup=PULUMI_EKS_NODE_SG,
@@ -233,23 +239,29 @@ class EksbenchMocks(pmocks.Mocks):
                          fargateProfileId="", fargateProfileStatus="", oidcProviderArn="",
                          oidcProviderUrl=f"https://oidc.eks.{self.region}.amazonaws.com/id/EXAMPLE",
                          oidcIssuer=f"oidc.eks.{self.region}.amazonaws.com/id/EXAMPLE", autoModeNodeRoleName="")
-        elif typ == "eks:index:ManagedNodeGroup":
-            state = {"nodeGroup": f"{name}-nodegroup-id", "placementGroupName": ""}
-        elif typ.startswith("eks:"):
-            raise NotImplementedError(f"EksbenchMocks does not know the outputs of {typ} ({name}); add them from "
-                                      "the pulumi-eks source before using it")
-        elif typ == "pulumi:pulumi:StackReference":
-            # The engine's answer to a StackReference read (pulumi/stack_reference.py: name, outputs,
-            # secretOutputNames); its id is the referenced stack's name.
-            ref = args.resource_id or inputs.get("name") or name
-            if ref in self.stacks and self.stacks[ref] is None:
-                raise KeyError(f"unknown stack {ref!r}")
-            if ref in self.stacks:
-                return ref, {"name": ref, "outputs": self.stacks[ref], "secretOutputNames": []}
-            outputs = home_stack_outputs(ref, self.region)
-            self.invented.update(v for k, v in outputs.items() if k != "region")
-            return ref, {"name": ref, "outputs": outputs, "secretOutputNames": []}
-        elif typ == "aws:ecr/repository:Repository":
+            return state
+        if typ == "eks:index:ManagedNodeGroup":
+            return {"nodeGroup": f"{name}-nodegroup-id", "placementGroupName": ""}
+        raise NotImplementedError(f"EksbenchMocks does not know the outputs of {typ} ({name}); add them from "
+                                  "the pulumi-eks source before using it")
+
+    def _stack_reference(self, ref: str):
+        """The engine's answer to a StackReference read (pulumi/stack_reference.py: name, outputs,
+        secretOutputNames); its id is the referenced stack's name."""
+        if ref in self.stacks and self.stacks[ref] is None:
+            raise KeyError(f"unknown stack {ref!r}")
+        if ref in self.stacks:
+            return ref, {"name": ref, "outputs": self.stacks[ref], "secretOutputNames": []}
+        outputs = home_stack_outputs(ref, self.region)
+        self.invented.update(v for k, v in outputs.items() if k != "region")
+        return ref, {"name": ref, "outputs": outputs, "secretOutputNames": []}
+
+    def _resource(self, name: str, typ: str, inputs: dict[str, Any]):
+        """Any other resource: its inputs, with the ids, ARNs and names AWS would add to its type's state."""
+        rid = f"{name}-id"
+        state: dict[str, Any] = dict(inputs)
+        arn = f"arn:aws:{typ.split(':')[1].split('/')[0]}:{self.region}:123456789012:{name}"
+        if typ == "aws:ecr/repository:Repository":
             repo = inputs.get("name") or name
             state.update(arn=f"arn:aws:ecr:{self.region}:123456789012:repository/{repo}", registryId="123456789012",
                          repositoryUrl=f"123456789012.dkr.ecr.{self.region}.amazonaws.com/{repo}")

@@ -82,28 +82,41 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
     the clock for the EKS version calendar; None is the system clock, read here."""
     import datetime
 
-    from core.config.model import StackConfig
-    from core.config.pulumi_config import decode_config, to_pulumi_config
-    from infra.cluster.estimate import (
-        DURATIONS,
-        Node,
-        critical_path,
-        hourly_cost,
-        minutes_for,
-        sweep_idle,
-    )
-    from program.mock_run import run_program
     from program.mocks import placeholder_outputs
-    from program.stack import export_stack
 
     today = today or datetime.date.today().isoformat()
+    pulumi_config = _pulumi_config(stack_config, overrides)
+    started = time.perf_counter()
+    cfg, monitor, warnings = _run(stack, pulumi_config, mocks=mocks, monitor=monitor, today=today,
+                                  overrides=overrides)
+    seconds = time.perf_counter() - started
+    regs = monitor.registrations
+    items, estimate = _estimate(cfg, regs, today)
+    placeholders = placeholder_outputs(monitor.stack_outputs, getattr(monitor.mocks, "invented", set()))
+    return Plan(stack=stack, resources=[r.as_json() for r in regs], outputs=monitor.stack_outputs,
+                warnings=warnings, estimate=estimate, seconds=seconds, cost_items=items,
+                placeholders=placeholders)
+
+
+def _pulumi_config(stack_config: dict[str, Any], overrides: Overrides) -> dict[str, Any]:
+    """The stack file's config as Pulumi would hand it to the program, the command line's ``--set`` applied."""
+    from core.config.pulumi_config import to_pulumi_config
+
     try:
-        pulumi_config = overrides.apply(to_pulumi_config(stack_config))
+        return overrides.apply(to_pulumi_config(stack_config))
     except SetError as e:
         raise ConfigError([str(e)]) from None
+
+
+def _run(stack: str, pulumi_config: dict[str, Any], *, mocks, monitor, today: str,
+         overrides: Overrides) -> tuple[Any, Any, list[str]]:
+    """The program under the mock engine: the config it built, the monitor that recorded it, the warnings it logged."""
+    from core.config.pulumi_config import decode_config
+    from program.mock_run import run_program
+    from program.stack import export_stack
+
     raw, region = decode_config(pulumi_config)
     built = []
-    started = time.perf_counter()
     collect = _Collect()
     logger = logging.getLogger(f"eksbench.plan.{stack}")
     logger.propagate = False
@@ -116,9 +129,22 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
                               monitor=monitor)
     except ConfigError as e:
         raise ConfigError(overrides.annotate(e.problems)) from None
-    cfg = built[0]
-    seconds = time.perf_counter() - started
-    regs = monitor.registrations
+    return built[0], monitor, collect.messages
+
+
+def _estimate(cfg: Any, regs: list, today: str) -> tuple[dict[str, float], dict[str, Any]]:
+    """The hourly cost items and the plan's estimate: cost, provisioning time and its critical path, and for an
+    experiment stack each run's first step, learning rates, GPU defaults and a sweep's idle nodes."""
+    from core.config.model import StackConfig
+    from infra.cluster.estimate import (
+        DURATIONS,
+        Node,
+        critical_path,
+        hourly_cost,
+        minutes_for,
+        sweep_idle,
+    )
+
     nodes = [Node(urn=r.urn, type=r.type, parent=r.parent, dependencies=tuple(r.dependencies), custom=r.custom,
                   skip_await=((r.inputs.get("metadata") or {}).get("annotations") or {}).get(SKIP_AWAIT_ANNOTATION) == "true")
              for r in regs]
@@ -137,10 +163,7 @@ def evaluate_config(stack: str, stack_config: dict[str, Any], *, mocks=None, mon
         estimate["lr_schedules"] = lr_schedules(cfg)
         estimate["gpu_defaults"] = gpu_defaults(cfg)
         estimate["sweep_idle"] = sweep_idle(cfg)
-    placeholders = placeholder_outputs(monitor.stack_outputs, getattr(monitor.mocks, "invented", set()))
-    return Plan(stack=stack, resources=[r.as_json() for r in regs], outputs=monitor.stack_outputs,
-                warnings=collect.messages, estimate=estimate, seconds=seconds, cost_items=items,
-                placeholders=placeholders)
+    return items, estimate
 
 
 def cost_estimate(cfg: Any, items: dict[str, float | None]) -> dict[str, Any]:
@@ -172,7 +195,7 @@ def storage_prices(region: str) -> dict[str, Any]:
 
 
 class _NoPaths:
-    """A ``workloads.contracts.TrainPaths`` for arguments whose paths nobody reads (the schedule)."""
+    """A ``workloads.launch.common.TrainPaths`` for arguments whose paths nobody reads (the schedule)."""
     datasets_dir = ""
 
     def experiment_results_dir(self, experiment: Any) -> str:
@@ -185,7 +208,7 @@ def lr_schedules(cfg: Any) -> list[dict[str, Any]]:
     from core.catalog.workload_facts import WORKLOADS
     from core.config.gpu_defaults import TORCH_FRAMEWORKS
     from core.contract.train_args import apply_train_args
-    from workloads.contracts import train_args_for
+    from workloads.launch.common import train_args_for
     from workloads.train.common.schedule import default_lr, warmup_note
 
     out = []
@@ -207,7 +230,7 @@ def gpu_defaults(cfg: Any) -> list[dict[str, Any]]:
     ``core.config.gpu_defaults.INPUT_PATHS``; ``workers`` its DataLoader workers per process; ``notes`` what its
     pods do differently in that shape, which only the hardware can show."""
     from core.config.gpu_defaults import EFA_FORK_NOTE, INPUT_PATHS, compile_choice, forks_loader_workers, input_path
-    from workloads.contracts import loader_workers
+    from workloads.launch.common import loader_workers
 
     out = []
     for e in cfg.experiments:
@@ -225,14 +248,14 @@ def gpu_defaults(cfg: Any) -> list[dict[str, Any]]:
 def first_steps(cfg: Any, nodes: list) -> list[dict[str, Any]]:
     """Per run of each experiment, in the order they run: when its Job exists, its GPU nodes joined and its
     image is pulled (``infra.cluster.estimate``). A run that waits for another (``execution: sequential``, or
-    a repeat after the one before it; ``workloads.experiment_suite.run_order``) starts once that one ends, at
+    a repeat after the one before it; ``workloads.experiment_suite_component.run_order``) starts once that one ends, at
     a time the plan cannot know: ``after`` names it, ``image_running`` is None, ``not_before`` is when the
     run it waits for starts, and ``latest_running`` adds the longest the runs before it may take (their
     timeouts, evaluation and start-up) to when its own first pod could run."""
     from core.catalog import compat
     from core.contract.names import repeat_suffix
     from infra.cluster.estimate import finish_times, first_step_minutes
-    from workloads.experiment_suite import run_order
+    from workloads.experiment_suite_component import run_order
 
     finish = finish_times(nodes)
     by_name = {n.urn.rsplit("::", 1)[-1]: n.urn for n in nodes}
@@ -240,7 +263,7 @@ def first_steps(cfg: Any, nodes: list) -> list[dict[str, Any]]:
     earliest: dict[str, float | None] = {}
     for prior, run, waited in run_order(cfg.experiments, cfg.execution):
         # resource names: infra/cluster/node_group.py f"{name}-ng" of program/stack.py's f"gpu-{group}"; the suite's
-        # f"{name}-job" of workloads/training_job.py (the suite names its children experiments-<run>[-r<k>])
+        # f"{name}-job" of workloads/training_job_component.py (the suite names its children experiments-<run>[-r<k>])
         suffix = repeat_suffix(run.repeat) if run.repeat else ""
         job = next((urn for name, urn in by_name.items() if name.endswith(f"-{run.name}{suffix}-job")), None)
         group = by_name.get(f"gpu-{run.node_group}-ng")

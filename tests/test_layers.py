@@ -44,7 +44,7 @@ ROOMS: dict[str, dict[str, set[str]]] = {
     "infra": {"base": set(), "access": {"base"}, "network": {"base", "access"},
               "cluster": {"base", "access"}, "storage": {"base", "access", "cluster"},
               "addons": {"base", "access", "cluster"}},
-    "workloads": {"train": set(), "top": {"train"}},
+    "workloads": {"train": set(), "names": set(), "launch": {"train", "names"}, "top": {"train", "launch", "names"}},
     "workloads.train": {"common": set(), "control": set(), "harness": {"common"},
                         "pytorch": {"common", "harness"}, "tensorflow": {"common"}, "paddle": {"common"},
                         "horovod": {"common", "harness", "pytorch"}},
@@ -61,7 +61,7 @@ ROOMS: dict[str, dict[str, set[str]]] = {
 TOP = {
     "infra": {"component_options": "base", "k8s_objects": "base", "labels": "base", "environment": "base",
               "container_text": "base"},
-    "workloads": {"*": "top"},
+    "workloads": {"object_names": "names", "*": "top"},
     "bench": {"proc": "base", "progress": "base", "project": "base", "errors": "base", "terminal": "base",
               "version": "base", "lifecycle": "lifecycle",
               "automation": "automation", "cli": "cli", "__main__": "cli"},
@@ -188,12 +188,15 @@ def test_the_room_checks_find_planted_imports(tmp_path):
         "core/catalog/aws.py": "def f():\n    from core.config import model\n",  # up: catalog -> config
         "core/config/model.py": "from core.catalog import aws\nfrom core.contract import names\n",  # allowed
         "core/contract/names.py": "",
-        "workloads/__init__.py": "", "workloads/contracts.py": "from workloads.train.harness import launch\n",
+        "workloads/__init__.py": "", "workloads/job_manifests.py": "from workloads.train.harness import launch\n",
+        "workloads/object_names.py": "from workloads import job_manifests\n",  # names -> top
+        "workloads/launch/__init__.py": "",
+        "workloads/launch/pytorch.py": "from workloads import object_names\nfrom workloads import job_manifests\n",
         "workloads/train/__init__.py": "", "workloads/train/harness/__init__.py": "",
         "workloads/train/pytorch/__init__.py": "", "workloads/train/common/__init__.py": "",
         "workloads/train/harness/launch.py": "from workloads.train.pytorch import trainer\nimport torch\n",
         "workloads/train/pytorch/trainer.py": "from workloads.train.common import data\n",
-        "workloads/train/common/data.py": "from workloads import contracts\n",  # train -> workloads' top
+        "workloads/train/common/data.py": "from workloads import job_manifests\n",  # train -> workloads' top
         "infra/__init__.py": "", "infra/labels.py": "", "infra/access/__init__.py": "",
         "infra/cluster/__init__.py": "", "infra/access/policies.py": "from infra.cluster import eks\n",
         "infra/cluster/eks.py": "from infra import labels\nfrom infra.access import policies\n",
@@ -214,7 +217,9 @@ def test_the_room_checks_find_planted_imports(tmp_path):
         "core.catalog.aws -> core.config.model (core: catalog may not import config)",
         "infra.access.policies -> infra.cluster (infra: access may not import cluster)",
         "infra.access.policies -> infra.cluster.eks (infra: access may not import cluster)",
-        "workloads.train.common.data -> workloads.contracts (workloads: train may not import top)",
+        "workloads.launch.pytorch -> workloads.job_manifests (workloads: launch may not import top)",
+        "workloads.object_names -> workloads.job_manifests (workloads: names may not import top)",
+        "workloads.train.common.data -> workloads.job_manifests (workloads: train may not import top)",
         "workloads.train.harness.launch -> workloads.train.pytorch (workloads.train: harness may not import pytorch)",
         "workloads.train.harness.launch -> workloads.train.pytorch.trainer "
         "(workloads.train: harness may not import pytorch)",

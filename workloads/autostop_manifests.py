@@ -1,4 +1,6 @@
-"""The autostop controller's Kubernetes objects, as plain dicts (pure; ``workloads/autostop.py`` registers them).
+"""Autostop, part 2 of 4, the manifests (pure): the controller's Kubernetes objects, as plain dicts.
+
+``workloads/autostop_component.py`` registers them.
 
 One pod on the system nodes runs ``python3 -m workloads.train.control.autostop`` from the code ConfigMap
 (the trainer's code, so no image of our own) in the pinned staging image, which gets boto3 the
@@ -28,8 +30,8 @@ from core.contract.names import AUTOSTOP_OWNER_CONFIG_MAP, ENV_AUTOSTOP
 from infra.access.pod_security import harden_pod_spec
 from infra.environment import SYSTEM_NODE_LABEL
 from infra.labels import labels, metadata
-from workloads import contracts
-from workloads.job_manifests import code_mount, code_volume
+from workloads.code_manifests import code_mount, code_volume
+from workloads.launch.common import CODE_ROOT
 
 NAME = "eksbench-autostop"
 MODULE = "workloads.train.control.autostop"
@@ -113,7 +115,7 @@ def autostop_deployment_manifest(*, namespace: str, spec: str, code_config_map: 
     alive = ["python3", "-c", f"import os,sys,time; sys.exit(time.time() - os.path.getmtime('{HEARTBEAT}') > 300)"]
     container = {"name": "autostop", "image": STAGING_IMAGE, "command": ["sh", "-c", ENTRYPOINT],
                  "env": [{"name": ENV_AUTOSTOP, "value": spec},
-                         {"name": "PYTHONPATH", "value": contracts.CODE_ROOT}],
+                         {"name": "PYTHONPATH", "value": CODE_ROOT}],
                  "volumeMounts": [code_mount()],
                  # The installer runs first: give it two minutes before the heartbeat counts.
                  "livenessProbe": {"exec": {"command": alive}, "initialDelaySeconds": 120, "periodSeconds": 60},

@@ -1,6 +1,6 @@
 """The sources the pods run and the commit they came from: what the code ConfigMap ships.
 
-Kept apart from ``workloads.experiment_suite`` (which registers Pulumi resources) so that the
+Kept apart from ``workloads.experiment_suite_component`` (which registers Pulumi resources) so that the
 stack's validation, and so ``bench run --local``, read them without importing Pulumi.
 """
 
@@ -16,7 +16,7 @@ def read_code_files(root: Path = REPO_ROOT) -> dict[str, str]:
 
     ``workloads/train`` (every ``*.py``, subfolders too) with the package files above it, and
     ``core/**/*.py``, the dependency-free layer the training code imports (``core.contract.train_args``,
-    ``core.contract.s3_uri``). They are mounted at ``contracts.CODE_ROOT`` with the same layout.
+    ``core.contract.s3_uri``). They are mounted at ``launch.common.CODE_ROOT`` with the same layout.
     """
     paths = [root / "workloads" / "__init__.py", *sorted((root / "core").rglob("*.py")),
              *sorted((root / "workloads" / "train").rglob("*.py"))]

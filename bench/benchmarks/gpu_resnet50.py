@@ -37,12 +37,22 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 def bare_loop(*, batch: int, image_size: int, width: int, precision: str, steps: int, warmup: int,
               compile_model: bool, compile_mode: str, device: Any) -> dict[str, Any]:
     """img/s and per-step times of a plain torchvision training loop; nothing else around it."""
+    one = _bare_step(batch=batch, image_size=image_size, width=width, precision=precision,
+                     compile_model=compile_model, compile_mode=compile_mode, device=device)
+    warm_s, times, loss = _timed_steps(one, steps=steps, warmup=warmup, device=device)
+    return _loop_figures(batch=batch, steps=steps, times=times, warm_s=warm_s, loss=loss)
+
+
+def _bare_step(*, batch: int, image_size: int, width: int, precision: str, compile_model: bool, compile_mode: str,
+               device: Any) -> Callable[[], Any]:
+    """One training step of the bare loop (a seeded torchvision ResNet-50, channels_last, autocast and the
+    trainer's SGD on one fixed batch), as a function that returns the step's loss."""
     import torch
     import torchvision
 
@@ -59,7 +69,6 @@ def bare_loop(*, batch: int, image_size: int, width: int, precision: str, steps:
     dtype = {"bf16": torch.bfloat16, "amp-fp16": torch.float16}.get(precision)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "amp-fp16")
     ce = torch.nn.CrossEntropyLoss()
-    cuda = device.type == "cuda"
 
     def one() -> Any:
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
@@ -69,7 +78,15 @@ def bare_loop(*, batch: int, image_size: int, width: int, precision: str, steps:
         scaler.step(opt)
         scaler.update()
         return loss
+    return one
 
+
+def _timed_steps(one: Callable[[], Any], *, steps: int, warmup: int, device: Any) -> tuple[float, list[float], Any]:
+    """(the warm-up's seconds, each timed step's seconds, the last loss): ``warmup`` steps untimed, then ``steps``
+    steps timed with CUDA events on a GPU (the host clock on a CPU)."""
+    import torch
+
+    cuda = device.type == "cuda"
     t0 = time.perf_counter()
     for _ in range(warmup):
         one()
@@ -95,6 +112,12 @@ def bare_loop(*, batch: int, image_size: int, width: int, precision: str, steps:
         times = [a.elapsed_time(b) / 1000 for a, b in zip(marks, marks[1:])]
     else:
         times = [b - a for a, b in zip(marks, marks[1:])]
+    return warm_s, times, loss
+
+
+def _loop_figures(*, batch: int, steps: int, times: list[float], warm_s: float, loss: Any) -> dict[str, Any]:
+    """The bare loop's figures: img/s over the timed steps, their p50/p95, the warm-up's seconds and the last loss
+    (None, and ``finite_loss`` False, where it is not a finite number: the figure is then not a result)."""
     import math
 
     from workloads.train.harness.summary import quantile
@@ -190,6 +213,29 @@ def result_name(device_name: str | None, when: datetime, benchmark: str = "gpu_r
 def main(argv: list[str] | None = None) -> int:
     from bench.errors import fail
 
+    args = parse_args(argv)
+    settings = settings_of(args)
+    if isinstance(settings, str):
+        return fail(settings)
+    device = pick_device(smoke=args.smoke)
+    os.environ.pop("MASTER_ADDR", None)  # one process, no process group
+    tmp = Path(tempfile.mkdtemp(prefix="eksbench-gpu-resnet50-"))
+    shape = dict(image_size=args.image_size, width=args.width_per_group, steps=args.steps, warmup=args.warmup)
+    rows: list[dict[str, Any]] = []
+    started, text = datetime.now(timezone.utc), ""
+    try:
+        for k, setting in enumerate(settings):
+            rows.append(measure_setting(setting, shape, log_every=args.log_every, tmp=tmp / str(k), device=device))
+            print_row(rows[-1])
+            text = write_results(rows, args, started)  # after every setting: a run cut short keeps what finished
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    say_where(rows, args, started, text)
+    return 0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, with ``--smoke``'s tiny sizes put in."""
     p = argparse.ArgumentParser(prog="python -m bench.benchmarks.gpu_resnet50", description=__doc__.splitlines()[0])
     p.add_argument("--settings", nargs="+", default=None,
                    help="MODE/PRECISION/BATCH each (e.g. eager/amp-fp16/256 default/amp-fp16/384), or h100-table")
@@ -212,53 +258,51 @@ def main(argv: list[str] | None = None) -> int:
         args.steps, args.warmup, args.log_every = 6, 2, 3
         if args.compile == "off,on":
             args.compile = "off"  # compiling takes minutes on a CPU; pass --compile off,on to include it
-    settings = settings_of(args)
-    if isinstance(settings, str):
-        return fail(settings)
+    return args
 
+
+def pick_device(*, smoke: bool) -> Any:
+    """The first GPU (cuDNN autotuning on), else the CPU with a warning unless this is a smoke run."""
     import torch
-
-    from core.catalog.peaks import peak_tflops
 
     cuda = torch.cuda.is_available()
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    if not cuda and not args.smoke:
+    if not cuda and not smoke:
         print("warning: no CUDA device: these are CPU figures, not GPU ones", file=sys.stderr)
     if cuda:
         torch.backends.cudnn.benchmark = True
-    os.environ.pop("MASTER_ADDR", None)  # one process, no process group
-    tmp = Path(tempfile.mkdtemp(prefix="eksbench-gpu-resnet50-"))
-    shape = dict(image_size=args.image_size, width=args.width_per_group, steps=args.steps, warmup=args.warmup)
-    rows: list[dict[str, Any]] = []
-    started, text = datetime.now(timezone.utc), ""
-    try:
-        for k, setting in enumerate(settings):
-            on = setting["compile_mode"] != "eager"
-            mode = setting["compile_mode"] if on else "default"
-            run = dict(shape, batch=setting["batch"], precision=setting["precision"], compile_model=on,
-                       compile_mode=mode)
-            trainer = trainer_run(**run, log_every=args.log_every, tmp=tmp / str(k))
-            bare = bare_loop(**run, device=device)
-            flops = trainer["flops_per_sample"]
-            device_name = (trainer["device"] or {}).get("name")
-            peak, why = peak_tflops(device_name, setting["precision"])
-            bare_mfu = round(flops * bare["img_per_s"] / 1e12 / peak, 4) if flops and peak else None
-            overhead = (round(bare["img_per_s"] / trainer["img_per_s"], 4)
-                        if trainer["img_per_s"] and bare["img_per_s"] else None)
-            rows.append({"setting": "/".join(str(setting[x]) for x in ("compile_mode", "precision", "batch")),
-                         **setting, "compile": on, "trainer": trainer,
-                         "bare": {**bare, "mfu": bare_mfu, "mfu_note": why}, "overhead": overhead})
-            print_row(rows[-1])
-            text = write_results(rows, args, started)  # after every setting: a run cut short keeps what finished
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return device
+
+
+def measure_setting(setting: dict[str, Any], shape: dict[str, Any], *, log_every: int, tmp: Path,
+                    device: Any) -> dict[str, Any]:
+    """One setting's row: the trainer and the bare loop on the same shape, the bare loop's MFU, and their ratio."""
+    from core.catalog.peaks import peak_tflops
+
+    on = setting["compile_mode"] != "eager"
+    mode = setting["compile_mode"] if on else "default"
+    run = dict(shape, batch=setting["batch"], precision=setting["precision"], compile_model=on, compile_mode=mode)
+    trainer = trainer_run(**run, log_every=log_every, tmp=tmp)
+    bare = bare_loop(**run, device=device)
+    flops = trainer["flops_per_sample"]
+    device_name = (trainer["device"] or {}).get("name")
+    peak, why = peak_tflops(device_name, setting["precision"])
+    bare_mfu = round(flops * bare["img_per_s"] / 1e12 / peak, 4) if flops and peak else None
+    overhead = (round(bare["img_per_s"] / trainer["img_per_s"], 4)
+                if trainer["img_per_s"] and bare["img_per_s"] else None)
+    return {"setting": "/".join(str(setting[x]) for x in ("compile_mode", "precision", "batch")),
+            **setting, "compile": on, "trainer": trainer,
+            "bare": {**bare, "mfu": bare_mfu, "mfu_note": why}, "overhead": overhead}
+
+
+def say_where(rows: list[dict[str, Any]], args: argparse.Namespace, started: datetime, text: str) -> None:
+    """The closing lines: why there is no MFU, where the JSON was saved, or the JSON itself when it went nowhere."""
     if rows and rows[0]["trainer"]["mfu"] is None:
         print(f"MFU: {rows[0]['trainer']['mfu_note']}")
     if args.save and rows:
         print(f"saved {RESULTS_DIR / result_name((rows[0]['trainer']['device'] or {}).get('name'), started)}")
     if not args.json and not args.save:
         print(text)
-    return 0
 
 
 def print_row(r: dict[str, Any]) -> None:

@@ -35,7 +35,7 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bench.benchmarks.gpu_resnet50 import RESULTS_DIR, result_name, save_json
 from datasets.synthetic import SyntheticSpec, generate
@@ -124,6 +124,33 @@ def _forever(loader: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else \
+        f"cpu {platform.processor() or platform.machine()}"
+    skipped = skipped_paths(args.paths)
+    paths = [p for p in args.paths if p not in skipped]
+    print(f"# {platform.processor() or platform.machine()}, python {platform.python_version()}, "
+          f"torch {torch.__version__}, device {device}, {args.threads} torch thread(s) in the training process")
+    rows: list[dict[str, Any]] = []
+    started = datetime.now(timezone.utc)
+
+    def write() -> None:
+        write_results(args, started=started, device=device, device_name=device_name, skipped=skipped, rows=rows)
+    with tempfile.TemporaryDirectory(prefix="eksbench-pipeline-") as tmp:
+        for resolution in args.resolution:
+            row = measure_resolution(Path(tmp), resolution, args, paths=paths, device=device, rows=rows, write=write)
+            print(json.dumps(row), flush=True)
+    if args.save:
+        print(f"saved {RESULTS_DIR / result_name(device_name, started, 'input_pipeline')}")
+    return 0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, with ``--smoke``'s tiny sizes put in."""
     p = argparse.ArgumentParser(prog="python -m bench.benchmarks.input_pipeline", description=__doc__.splitlines()[0])
     p.add_argument("--images", type=int, default=512)
     p.add_argument("--resolution", type=int, nargs="+", default=[256, 433])
@@ -141,56 +168,56 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.images, args.resolution, args.workers = 16, [48], [0]
         args.batch, args.batches, args.image_size = 4, 2, 32
-    import torch
+    return args
 
-    torch.set_num_threads(args.threads)
-    device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else \
-        f"cpu {platform.processor() or platform.machine()}"
+
+def skipped_paths(paths: list[str]) -> dict[str, str]:
+    """{input path: why it cannot run here}: DALI where it does not import, said as it is found."""
     skipped = {}
-    if "dali" in args.paths:
+    if "dali" in paths:
         from workloads.train.common.dali_input import available
 
         why = available()
         if why:
             skipped["dali"] = why
             print(f"# dali skipped: {why}")
-    paths = [p for p in args.paths if p not in skipped]
-    print(f"# {platform.processor() or platform.machine()}, python {platform.python_version()}, "
-          f"torch {torch.__version__}, device {device}, {args.threads} torch thread(s) in the training process")
-    rows: list[dict[str, Any]] = []
-    started = datetime.now(timezone.utc)
+    return skipped
 
-    def write() -> None:
-        text = json.dumps({"benchmark": "input_pipeline", "smoke": args.smoke,
-                           "date": started.strftime("%Y-%m-%d %H:%M UTC"), "device": str(device),
-                           "device_name": device_name, "skipped": skipped,
-                           "config": {k: v for k, v in vars(args).items() if k not in ("json", "save")},
-                           "results": rows}, indent=2)
-        save_json(text, args.json, result_name(device_name, started, "input_pipeline") if args.save else None)
-    with tempfile.TemporaryDirectory(prefix="eksbench-pipeline-") as tmp:
-        for resolution in args.resolution:
-            root = Path(tmp) / f"r{resolution}"
-            generate(SyntheticSpec(images=args.images, classes=min(8, args.images), resolution=resolution,
-                                   val_images=0), root, workers=2)
-            train = root / "train"
-            shape = dict(batch=args.batch, batches=args.batches, device=device)
-            row: dict[str, Any] = {"resolution": resolution, "batch": args.batch, "batches": args.batches,
-                                   "image_size": args.image_size, "device": str(device),
-                                   "bare_decode_images_per_s": round(bare_decode(train, **shape), 1)}
-            rows.append(row)
-            for workers in args.workers:
-                for path in paths:
-                    row[f"{path}_{workers}_workers_images_per_s"] = round(
-                        measure(train, workers=workers, path=path, image_size=args.image_size, **shape), 1)
-                    write()  # after every figure: a run cut short keeps what finished
-                row[f"bare_pillow_{workers}_workers_images_per_s"] = round(
-                    bare_pillow(train, workers=workers, image_size=args.image_size, **shape), 1)
-                write()
-            print(json.dumps(row), flush=True)
-    if args.save:
-        print(f"saved {RESULTS_DIR / result_name(device_name, started, 'input_pipeline')}")
-    return 0
+
+def write_results(args: argparse.Namespace, *, started: datetime, device: Any, device_name: str,
+                  skipped: dict[str, str], rows: list[dict[str, Any]]) -> None:
+    """The results so far as JSON, to ``--json`` and (``--save``) the results folder."""
+    text = json.dumps({"benchmark": "input_pipeline", "smoke": args.smoke,
+                       "date": started.strftime("%Y-%m-%d %H:%M UTC"), "device": str(device),
+                       "device_name": device_name, "skipped": skipped,
+                       "config": {k: v for k, v in vars(args).items() if k not in ("json", "save")},
+                       "results": rows}, indent=2)
+    save_json(text, args.json, result_name(device_name, started, "input_pipeline") if args.save else None)
+
+
+def measure_resolution(tmp: Path, resolution: int, args: argparse.Namespace, *, paths: list[str], device: Any,
+                       rows: list[dict[str, Any]], write: Callable[[], None]) -> dict[str, Any]:
+    """One resolution's row, added to ``rows`` once the bare decode is measured: synthetic JPEGs generated at it,
+    then per worker count each input path and the bare Pillow loop, ``write`` called after every figure so a run
+    cut short keeps what finished."""
+    root = tmp / f"r{resolution}"
+    generate(SyntheticSpec(images=args.images, classes=min(8, args.images), resolution=resolution,
+                           val_images=0), root, workers=2)
+    train = root / "train"
+    shape = dict(batch=args.batch, batches=args.batches, device=device)
+    row: dict[str, Any] = {"resolution": resolution, "batch": args.batch, "batches": args.batches,
+                           "image_size": args.image_size, "device": str(device),
+                           "bare_decode_images_per_s": round(bare_decode(train, **shape), 1)}
+    rows.append(row)
+    for workers in args.workers:
+        for path in paths:
+            row[f"{path}_{workers}_workers_images_per_s"] = round(
+                measure(train, workers=workers, path=path, image_size=args.image_size, **shape), 1)
+            write()  # after every figure: a run cut short keeps what finished
+        row[f"bare_pillow_{workers}_workers_images_per_s"] = round(
+            bare_pillow(train, workers=workers, image_size=args.image_size, **shape), 1)
+        write()
+    return row
 
 
 if __name__ == "__main__":

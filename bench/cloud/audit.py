@@ -22,8 +22,9 @@ left, 0 if nothing, 2 when the audit could not run (credentials, config).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from core.catalog.aws import is_no_credentials, no_credentials
 from core.contract.names import cluster_name
@@ -158,6 +159,10 @@ def _pages(client: Any, operation: str, key: str, **kwargs: Any) -> list:
     return [item for page in client.get_paginator(operation).paginate(**kwargs) for item in page.get(key) or []]
 
 
+# What a leftover finder yields: (ARN, kind, why it is the stack's), the first finder of an ARN naming it.
+Found = Iterator[tuple[str, str, str]]
+
+
 def find_leftovers(session: Any, *, project: str, stack: str, cluster: str,
                    vpc_id: str | None = None) -> list[Leftover]:
     """Every leftover of the stack, tagged or of a kind known to leak; ``session``: a boto3 Session in
@@ -165,11 +170,24 @@ def find_leftovers(session: Any, *, project: str, stack: str, cluster: str,
     with the stack, if it still exists."""
     region = session.region_name
     account = session.client("sts").get_caller_identity()["Account"]
+    ec2 = session.client("ec2")
     found: dict[str, Leftover] = {}
-
-    def add(arn: str, kind: str, why: str) -> None:
+    for arn, kind, why in chain(_tagged(session, project=project, stack=stack),
+                                _in_stack_vpcs(session, ec2, project=project, stack=stack, cluster=cluster,
+                                               vpc_id=vpc_id, account=account),
+                                _cluster_volumes(session, ec2, cluster=cluster, account=account),
+                                _cluster_log_group(session, cluster=cluster, account=account)):
         found.setdefault(arn, Leftover(arn=arn, kind=kind, why=why, delete=delete_command(arn, region)))
+    return sorted(found.values(), key=lambda x: (x.kind, x.arn))
 
+
+def _ec2_arn(session: Any, account: str, kind: str, ident: str) -> str:
+    """The ARN of an EC2 resource of ``kind`` (network-interface, security-group, volume) in the session's region."""
+    return f"arn:aws:ec2:{session.region_name}:{account}:{kind}/{ident}"
+
+
+def _tagged(session: Any, *, project: str, stack: str) -> Found:
+    """What the tagging API lists with the stack's tags and its own service still has."""
     tagging = session.client("resourcegroupstaggingapi")
     filters = [{"Key": "eksbench:project", "Values": [project]}, {"Key": "eksbench:stack", "Values": [stack]}]
     clients: dict[str, Any] = {}
@@ -178,53 +196,69 @@ def find_leftovers(session: Any, *, project: str, stack: str, cluster: str,
         if not still_there(session, arn, clients):  # the tagging API still lists what was just deleted
             continue
         parts = arn.split(":", 5)
-        add(arn, f"{parts[2]}:{parts[5].split('/')[0]}" if len(parts) == 6 else "?", "tagged with the stack")
+        yield arn, f"{parts[2]}:{parts[5].split('/')[0]}" if len(parts) == 6 else "?", "tagged with the stack"
 
-    ec2 = session.client("ec2")
-    arn_of = lambda kind, ident: f"arn:aws:ec2:{region}:{account}:{kind}/{ident}"  # noqa: E731
+
+def _ours(item: dict, name: str, *, cluster: str, vpc_id: str | None) -> bool:
+    """In a VPC of our own everything is ours; in an existing one (``vpc_id``) only what names the cluster: the VPC
+    CNI tags its ENIs cluster.k8s.amazonaws.com/name (aws/amazon-vpc-cni-k8s pkg/awsutils), EKS describes its
+    control-plane ENIs "Amazon EKS <cluster>" and tags its cluster security group aws:eks:cluster-name."""
+    tags = {t["Key"]: t["Value"] for t in item.get("TagSet") or item.get("Tags") or []}
+    return (not vpc_id or cluster in name
+            or cluster in (tags.get("cluster.k8s.amazonaws.com/name"), tags.get("aws:eks:cluster-name")))
+
+
+def _in_stack_vpcs(session: Any, ec2: Any, *, project: str, stack: str, cluster: str, vpc_id: str | None,
+                   account: str) -> Found:
+    """The network interfaces and security groups (not ``default``: it goes with the VPC) of the stack's VPC
+    (``vpc_id``, else the one tagged with the stack), and in a VPC of its own its load balancers."""
     tagged = [{"Name": "tag:eksbench:project", "Values": [project]}, {"Name": "tag:eksbench:stack", "Values": [stack]}]
     vpcs = [vpc_id] if vpc_id else [v["VpcId"] for v in ec2.describe_vpcs(Filters=tagged)["Vpcs"]]
-    # In a VPC of our own everything is ours; in an existing one only what names the cluster: the VPC CNI
-    # tags its ENIs cluster.k8s.amazonaws.com/name (aws/amazon-vpc-cni-k8s pkg/awsutils), EKS describes its
-    # control-plane ENIs "Amazon EKS <cluster>" and tags its cluster security group aws:eks:cluster-name.
-    def ours(item: dict, name: str) -> bool:
-        tags = {t["Key"]: t["Value"] for t in item.get("TagSet") or item.get("Tags") or []}
-        return (not vpc_id or cluster in name
-                or cluster in (tags.get("cluster.k8s.amazonaws.com/name"), tags.get("aws:eks:cluster-name")))
-
     for vpc in vpcs:
         in_vpc = [{"Name": "vpc-id", "Values": [vpc]}]
         for eni in _pages(ec2, "describe_network_interfaces", "NetworkInterfaces", Filters=in_vpc):
-            if ours(eni, eni.get("Description") or ""):
-                add(arn_of("network-interface", eni["NetworkInterfaceId"]), "ec2:network-interface",
-                    f"network interface in the stack's VPC {vpc} "
-                    f"({eni.get('Description') or eni.get('InterfaceType')})")
+            if _ours(eni, eni.get("Description") or "", cluster=cluster, vpc_id=vpc_id):
+                yield (_ec2_arn(session, account, "network-interface", eni["NetworkInterfaceId"]),
+                       "ec2:network-interface", f"network interface in the stack's VPC {vpc} "
+                       f"({eni.get('Description') or eni.get('InterfaceType')})")
         for sg in _pages(ec2, "describe_security_groups", "SecurityGroups", Filters=in_vpc):
-            if sg["GroupName"] != "default" and ours(sg, sg["GroupName"]):  # default goes with the VPC
-                add(arn_of("security-group", sg["GroupId"]), "ec2:security-group",
-                    f"security group {sg['GroupName']!r} in the stack's VPC {vpc}")
-        if vpc_id:
-            continue  # load balancers of a shared VPC cannot be told apart here
-        elbv2 = session.client("elbv2")
-        for lb in _pages(elbv2, "describe_load_balancers", "LoadBalancers"):
-            if lb.get("VpcId") == vpc:
-                add(lb["LoadBalancerArn"], "elasticloadbalancing:loadbalancer",
-                    f"load balancer in the stack's VPC {vpc}")
-        elb = session.client("elb")
-        for lb in _pages(elb, "describe_load_balancers", "LoadBalancerDescriptions"):
-            if lb.get("VPCId") == vpc:
-                add(f"arn:aws:elasticloadbalancing:{region}:{account}:loadbalancer/{lb['LoadBalancerName']}",
-                    "elasticloadbalancing:loadbalancer", f"classic load balancer in the stack's VPC {vpc}")
+            if sg["GroupName"] != "default" and _ours(sg, sg["GroupName"], cluster=cluster, vpc_id=vpc_id):
+                yield (_ec2_arn(session, account, "security-group", sg["GroupId"]), "ec2:security-group",
+                       f"security group {sg['GroupName']!r} in the stack's VPC {vpc}")
+        if not vpc_id:  # load balancers of a shared VPC cannot be told apart here
+            yield from _load_balancers(session, vpc, account=account)
+
+
+def _load_balancers(session: Any, vpc: str, *, account: str) -> Found:
+    """The load balancers in ``vpc``, through both ELB APIs (application/network, and classic)."""
+    elbv2 = session.client("elbv2")
+    for lb in _pages(elbv2, "describe_load_balancers", "LoadBalancers"):
+        if lb.get("VpcId") == vpc:
+            yield lb["LoadBalancerArn"], "elasticloadbalancing:loadbalancer", f"load balancer in the stack's VPC {vpc}"
+    elb = session.client("elb")
+    for lb in _pages(elb, "describe_load_balancers", "LoadBalancerDescriptions"):
+        if lb.get("VPCId") == vpc:
+            yield (f"arn:aws:elasticloadbalancing:{session.region_name}:{account}:loadbalancer/"
+                   f"{lb['LoadBalancerName']}", "elasticloadbalancing:loadbalancer",
+                   f"classic load balancer in the stack's VPC {vpc}")
+
+
+def _cluster_volumes(session: Any, ec2: Any, *, cluster: str, account: str) -> Found:
+    """The EBS volumes Kubernetes made for the cluster (tag ``kubernetes.io/cluster/<cluster>``)."""
     for vol in _pages(ec2, "describe_volumes", "Volumes",
                       Filters=[{"Name": "tag-key", "Values": [f"kubernetes.io/cluster/{cluster}"]}]):
-        add(arn_of("volume", vol["VolumeId"]), "ec2:volume", f"volume Kubernetes created for cluster {cluster}")
+        yield _ec2_arn(session, account, "volume", vol["VolumeId"]), "ec2:volume", \
+            f"volume Kubernetes created for cluster {cluster}"
+
+
+def _cluster_log_group(session: Any, *, cluster: str, account: str) -> Found:
+    """The cluster's control-plane log group, ``/aws/eks/<cluster>/cluster``."""
     logs = session.client("logs")
     log_group = f"/aws/eks/{cluster}/cluster"
     for g in _pages(logs, "describe_log_groups", "logGroups", logGroupNamePrefix=log_group):
         if g["logGroupName"] == log_group:
-            add(g.get("arn") or f"arn:aws:logs:{region}:{account}:log-group:{log_group}:*", "logs:log-group",
-                "the cluster's control-plane log group")
-    return sorted(found.values(), key=lambda x: (x.kind, x.arn))
+            yield (g.get("arn") or f"arn:aws:logs:{session.region_name}:{account}:log-group:{log_group}:*",
+                   "logs:log-group", "the cluster's control-plane log group")
 
 
 def report(leftovers: list[Leftover], *, stack: str, region: str) -> str:

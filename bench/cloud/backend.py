@@ -8,13 +8,15 @@ start: nothing; the training Jobs are created by ``up`` (they do not block it: s
 watch: ``summary.json`` at each experiment's results URI is the authority (the launcher writes
     it even on failure); ``progress.json`` (``workloads.train.harness.progress``) gives step/total and
     samples/s; the Kubernetes API, when it answers, says why a pod is not running and shows a
-    failing pod's last log lines. Each experiment has a deadline (its timeout_minutes, counted
-    from the start of the watch; cumulative when the stack runs its experiments sequentially).
+    failing pod's last log lines (``bench.cloud.pod_watch``). Each experiment has a deadline (its
+    timeout_minutes, counted from the start of the watch; cumulative when the stack runs its experiments
+    sequentially): each experiment run watched is a ``bench.cloud.watched.Watched``.
 teardown: ``pulumi destroy``, retried once, then reported with the resources left and the
     command to finish it. With ``keep``: the GPU node groups are scaled to zero instead.
 collect: the results prefix of each experiment copied to ./results/<stack>/<run-id>/<exp>/
-    (checkpoints skipped), one row each for the results table. An experiment with ``repeats: N`` is
-    watched and collected as N runs, ``<exp>/repeat_<k>/`` each (core.contract.results_location).
+    (checkpoints skipped), one row each for the results table (``bench.cloud.result_rows``). An experiment
+    with ``repeats: N`` is watched and collected as N runs, ``<exp>/repeat_<k>/`` each
+    (core.contract.results_location).
 Each phase leaves its marks in the run's timeline (``bench.results.timeline``, ``bench.cloud.run_timeline``).
 status, logs (observing a stack outside any run): ``bench.cloud.observe.CloudObservation``.
 """
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from typing import Any
 from bench import progress
 from bench.cloud import pulumi_cli, run_timeline
 from bench.cloud.observe import CloudObservation
+from bench.cloud.pod_watch import PodWatch
+from bench.cloud.result_rows import collected_row, read_local_json, shape_text
 from bench.cloud.stack_operations import (
     UpProgress,
     clock_text,
@@ -38,32 +41,11 @@ from bench.cloud.stack_operations import (
     last_line,
     scale_to_zero,
 )
+from bench.cloud.watched import Watched, watch_line, watched_runs
 from bench.lifecycle import BackendError, Control
 from bench.results import timeline as T
 from core.contract.names import EVAL_DIR, EVAL_FILE, PROGRESS_FILE, SUMMARY_FILE
-from core.contract.results_location import ResultsLocation, repeat_folder
-from core.contract.s3_uri import parse_s3_uri
-
-
-@dataclass
-class Watched:
-    name: str  # the experiment, or "<experiment> repeat <k>/<N>" (Experiment.label)
-    uri: str
-    timeout_s: float
-    experiment: str = ""
-    repeat: int = 0  # 1..N for one repeat of an experiment with repeats: N
-    deadline: float = 0.0  # monotonic
-    state: str = "waiting"  # waiting | pending | running | failing | succeeded | failed | timeout | stopped
-    summary: dict[str, Any] | None = None
-    progress: dict[str, Any] | None = None
-    reasons: list[str] = field(default_factory=list)
-    fatal_since: float | None = None
-    ended_at: float | None = None
-    shown_log: bool = False
-
-    @property
-    def finished(self) -> bool:
-        return self.state in ("succeeded", "failed", "timeout")
+from core.contract.results_location import ResultsLocation
 
 
 class CloudBackend(CloudObservation):
@@ -86,12 +68,11 @@ class CloudBackend(CloudObservation):
         self.up_error: BaseException | None = None
         self.up_progress: UpProgress | None = None
         self.watched: list[Watched] = []
-        self.kube: Any = None
-        self.kube_state = "unknown"  # unknown | ok | unreachable
         self.last_summary_at: float | None = None  # monotonic: when the last summary was seen
         self.teardown_started_at: float | None = None
         self._s3: Any = None
         self.timeline = timeline or T.Recorder(stack=stack, run_id=self.cfg.run_id, gpu_nodes=0, gpu_hourly_usd=0.0)
+        self.pods = PodWatch(self.cfg, self.timeline)  # what the Kubernetes API says of the pods, when it answers
 
     # -- helpers
     @property
@@ -113,17 +94,36 @@ class CloudBackend(CloudObservation):
 
     # -- provision
     def provision(self, ctl: Control) -> None:
-        try:
-            self.stk = pulumi_cli.open_stack(self.stack, self.root, check_config=False, overrides=self.ready.overrides)
-        except Exception as e:  # noqa: BLE001 - CommandError from stack select/init
-            raise BackendError(f"could not select or create stack {self.stack}: {last_line(e)}") from None
-        self.up_progress = UpProgress([r["urn"] for r in self.ready.plan.resources])
+        """``pulumi up`` in a worker thread, its progress said while it runs; a BackendError when it failed."""
+        self._open_stack()
         progress.line(f"pulumi up -s {self.stack}: about {self.ready.provision_minutes:.0f} min "
                       f"(billing from now: {self.ready.hourly_text})")
         ctl.start_billing()
         self.timeline.begin(T.UP, "pulumi up through the Automation API, start to return")
         self.up_thread = threading.Thread(target=self._up, name=f"pulumi-up-{self.stack}", daemon=True)
         self.up_thread.start()
+        self._wait_for_up(ctl)
+        pulumi_cli.sync_stack_file(self.stack, self.root)
+        run_timeline.record_up(self.timeline, self.up_progress)
+        if ctl.stopping:
+            return
+        if self.up_error is not None:
+            detail = (self.up_progress.errors[-1:] or [last_line(self.up_error)])[0]
+            raise BackendError(f"pulumi up failed: {detail}")
+        self.up_progress.finish()
+        progress.line(f"pulumi up: done in {clock_text(time.monotonic() - self.up_progress.t0).strip()}")
+
+    def _open_stack(self) -> None:
+        """The stack selected (or created) with the run's overrides, and ``up``'s progress for its resources."""
+        try:
+            self.stk = pulumi_cli.open_stack(self.stack, self.root, check_config=False, overrides=self.ready.overrides)
+        except Exception as e:  # noqa: BLE001 - CommandError from stack select/init
+            raise BackendError(f"could not select or create stack {self.stack}: {last_line(e)}") from None
+        self.up_progress = UpProgress([r["urn"] for r in self.ready.plan.resources])
+
+    def _wait_for_up(self, ctl: Control) -> None:
+        """Until ``up`` returns: a line of the groups in progress every ``every`` s, and one SIGINT to the CLI when
+        the run stops (the deadline, the budget, an interrupt)."""
         cancelled = False
         next_note = time.monotonic() + self.every
         while self.up_thread.is_alive():
@@ -137,15 +137,6 @@ class CloudBackend(CloudObservation):
                 progress.line(f"[{clock_text(time.monotonic() - self.up_progress.t0)}] up: in progress: "
                               + ", ".join(self.up_progress.pending()))
                 next_note = time.monotonic() + self.every
-        pulumi_cli.sync_stack_file(self.stack, self.root)
-        run_timeline.record_up(self.timeline, self.up_progress)
-        if ctl.stopping:
-            return
-        if self.up_error is not None:
-            detail = (self.up_progress.errors[-1:] or [last_line(self.up_error)])[0]
-            raise BackendError(f"pulumi up failed: {detail}")
-        self.up_progress.finish()
-        progress.line(f"pulumi up: done in {clock_text(time.monotonic() - self.up_progress.t0).strip()}")
 
     def _up(self) -> None:
         try:
@@ -164,112 +155,16 @@ class CloudBackend(CloudObservation):
 
     # -- start
     def start(self, ctl: Control) -> None:
-        uris = self.outputs.get("experiment_results") or {}
+        """The experiment runs to watch (the Jobs were created by ``up``), their deadlines counted from now."""
+        self.watched = watched_runs(self.cfg, self.outputs, self.run_results, time.monotonic())
         prefix = self.outputs.get("results_prefix") or ""
-        cumulative = 0.0
-        now = time.monotonic()
-        for e in self.cfg.experiments:
-            uri = uris.get(e.name) or (self.run_results.in_bucket(parse_s3_uri(prefix)[0]).child(e.name).uri
-                                       if prefix else "")
-            if not uri:
-                raise BackendError(f"the stack has no results URI for experiment {e.name} (output experiment_results)")
-            uri = uri if uri.endswith("/") else uri + "/"
-            if self.cfg.execution != "sequential":
-                cumulative = 0.0  # experiments start together; an experiment's repeats run in turn
-            for run in e.runs():
-                timeout = run.timeout_minutes * 60.0
-                cumulative += timeout
-                self.watched.append(Watched(name=run.label, uri=uri + (f"{repeat_folder(run.repeat)}/" if run.repeat
-                                                                       else ""),
-                                            timeout_s=timeout, deadline=now + cumulative, experiment=e.name,
-                                            repeat=run.repeat))
         progress.line(f"{len(self.watched)} experiment(s) running as Jobs; results: {prefix or '(see outputs)'}")
 
     # -- watch
-    def _connect_kube(self) -> None:
-        from bench.cloud import kube
-
-        try:
-            access = kube.access_from_kubeconfig(self.outputs.get("kubeconfig"),
-                                                 self.outputs.get("cluster_name") or "", self.cfg.region)
-            self.kube = kube.KubeClient(access)
-        except Exception as e:  # noqa: BLE001
-            self.kube_state = "unreachable"
-            progress.line(f"warning: no Kubernetes access ({type(e).__name__}: {e}); following S3 only", err=True)
-
-    def _kube_look(self, w: Watched) -> None:
-        from bench.cloud import kube
-
-        if self.kube is None or self.kube_state == "unreachable":
-            return
-        try:
-            pods = self.kube.pods(self.cfg.namespace, kube.experiment_selector(w.experiment or w.name, self.cfg.run_id,
-                                                                               w.repeat))
-            self.kube_state = "ok"
-        except Exception as e:  # noqa: BLE001 - an unreachable API is a warning, never a failure
-            self.kube_state = "unreachable"
-            progress.line(f"warning: the Kubernetes API does not answer ({type(e).__name__}: "
-                          f"{str(e).splitlines()[0] if str(e) else ''}); following S3 only", err=True)
-            return
-        try:  # a volume that does not mount shows only in the pods' Events
-            events = self.kube.events(self.cfg.namespace)
-        except Exception:  # noqa: BLE001 - without them, the pods' own states still count
-            events = []
-        nodes = self._nodes_if_fsx()
-        state, w.reasons = kube.summarize(pods, events, nodes)
-        if getattr(self.kube, "clock_offset", None) is not None:  # cluster marks onto our clock (timeline)
-            self.timeline.cluster_offset = self.kube.clock_offset
-        self.timeline.experiment(w.name, pods_started=kube.containers_started_at(pods),
-                                 source="Kubernetes API: the first container's startedAt")
-        run_timeline.record_nodes_ready(self.timeline, self.kube)
-        if state and not w.finished:
-            w.state = state if state != "succeeded" else "running"
-        if any(kube.is_fatal(r) for r in w.reasons):
-            w.fatal_since = w.fatal_since or time.monotonic()
-        else:
-            w.fatal_since = None
-        if state == "failing" and not w.shown_log:
-            w.shown_log = True
-            for pod in pods:
-                if kube.pod_failed(pod):
-                    name = pod["metadata"]["name"]
-                    try:
-                        tail = self.kube.log_tail(self.cfg.namespace, name, lines=15, previous=True) or \
-                            self.kube.log_tail(self.cfg.namespace, name, lines=15)
-                    except Exception:  # noqa: BLE001
-                        tail = []
-                    progress.line(f"[{w.name}] {name}: " + "; ".join(w.reasons[:3]), err=True)
-                    for line in tail[-15:]:
-                        progress.line(f"[{w.name}]   | {line}", err=True)
-                    break
-
-    def _nodes_if_fsx(self) -> list:
-        """The cluster's nodes on an FSx stack (a node whose Lustre client failed shows only there), else []."""
-        if getattr(getattr(self.cfg, "storage", None), "kind", None) != "fsx":
-            return []
-        try:
-            return self.kube.nodes()
-        except Exception:  # noqa: BLE001 - without them, the pods' own states still count
-            return []
-
-    def _line(self, w: Watched, t0: float) -> str:
-        if w.summary is not None:
-            s = w.summary
-            tp = (s.get("throughput") or {}).get("samples_per_s_total")
-            steps = (s.get("coverage") or {}).get("steps")
-            return (f"[{w.name}] {w.state:<9} " + (f"{steps} steps  " if steps is not None else "")
-                    + (f"{tp} samples/s  " if tp else "") + f"{s.get('wall_time_s', '-')}s in the pod")
-        p = w.progress or {}
-        step = f"step {p.get('step', 0)}/{p.get('total') or '?'}" if p else "step -"
-        rate = f"{p['samples_per_s']:.1f} samples/s" if p.get("samples_per_s") else "- samples/s"
-        why = f"  ({w.reasons[0]})" if w.reasons and not w.finished else ""
-        return f"[{w.name}] {w.state:<9} {step}  {rate}  {clock_text(time.monotonic() - t0).strip()}{why}"
-
     def watch(self, ctl: Control) -> None:
-        from bench.cloud import s3_results
-
+        """Poll every experiment run until all ended or the run stops, the board shown every ``every`` s."""
         if self.outputs.get("kubeconfig"):
-            self._connect_kube()
+            self.pods.connect(self.outputs)
         t0 = time.monotonic()
         next_kube = t0
         next_show = t0 + self.every
@@ -278,41 +173,48 @@ class CloudBackend(CloudObservation):
                 now = time.monotonic()
                 look_kube = now >= next_kube
                 for w in self.watched:
-                    if w.finished:
-                        continue
-                    try:
-                        w.summary = s3_results.read_json(self.s3, w.uri, SUMMARY_FILE, self.not_before)
-                        if w.summary is None:
-                            w.progress = s3_results.read_json(self.s3, w.uri, PROGRESS_FILE,
-                                                              self.not_before) or w.progress
-                    except Exception as e:  # noqa: BLE001 - S3 hiccup: try again next poll
-                        progress.line(f"warning: reading {w.uri}: {type(e).__name__}: {e}", err=True)
-                    if w.summary is not None:
-                        self._ended(w, "succeeded" if w.summary.get("status") == "succeeded" else "failed")
-                        continue
-                    if look_kube:
-                        self._kube_look(w)
-                    if w.fatal_since is not None and now - w.fatal_since > self.fatal_after_s:
-                        progress.line(f"[{w.name}] giving up: {w.reasons[0]} for "
-                                      f"{(now - w.fatal_since) / 60:.0f} min", err=True)
-                        self._ended(w, "failed")
-                    elif now > w.deadline:
-                        progress.line(f"[{w.name}] timed out after {w.timeout_s / 60:.0f} min (timeout_minutes)",
-                                      err=True)
-                        self._ended(w, "timeout")
+                    if not w.finished:
+                        self._poll(w, now, look_kube=look_kube)
                 if look_kube:
                     next_kube = now + self.kube_every
                 if all(w.finished for w in self.watched):
-                    board.show([self._line(w, t0) for w in self.watched]) if progress.interactive() else None
+                    board.show(self._board(t0)) if progress.interactive() else None
                     return
                 if time.monotonic() >= next_show or progress.interactive():
-                    board.show([self._line(w, t0) for w in self.watched])
+                    board.show(self._board(t0))
                     next_show = time.monotonic() + self.every
                 if ctl.wait(self.poll):
                     for w in self.watched:
                         if not w.finished:
                             w.state = "stopped"
                     return
+
+    def _poll(self, w: Watched, now: float, *, look_kube: bool) -> None:
+        """One look at an experiment run: its summary (it ended) or progress on S3, its pods when it is time,
+        then the end of one whose pods cannot run or whose deadline passed."""
+        from bench.cloud import s3_results
+
+        try:
+            w.summary = s3_results.read_json(self.s3, w.uri, SUMMARY_FILE, self.not_before)
+            if w.summary is None:
+                w.progress = s3_results.read_json(self.s3, w.uri, PROGRESS_FILE, self.not_before) or w.progress
+        except Exception as e:  # noqa: BLE001 - S3 hiccup: try again next poll
+            progress.line(f"warning: reading {w.uri}: {type(e).__name__}: {e}", err=True)
+        if w.summary is not None:
+            self._ended(w, "succeeded" if w.summary.get("status") == "succeeded" else "failed")
+            return
+        if look_kube:
+            self.pods.look(w)
+        if w.fatal_since is not None and now - w.fatal_since > self.fatal_after_s:
+            progress.line(f"[{w.name}] giving up: {w.reasons[0]} for {(now - w.fatal_since) / 60:.0f} min", err=True)
+            self._ended(w, "failed")
+        elif now > w.deadline:
+            progress.line(f"[{w.name}] timed out after {w.timeout_s / 60:.0f} min (timeout_minutes)", err=True)
+            self._ended(w, "timeout")
+
+    def _board(self, t0: float) -> list[str]:
+        """The progress board: a line per experiment run, ``t0`` the watch's start."""
+        return [watch_line(w, time.monotonic() - t0) for w in self.watched]
 
     def _ended(self, w: Watched, state: str) -> None:
         w.state = state
@@ -371,8 +273,8 @@ class CloudBackend(CloudObservation):
 
     # -- collect
     def collect(self, ctl: Control) -> list[dict[str, Any]]:
+        """Each experiment run's results copied home (checkpoints stay on S3), and its row of the results table."""
         from bench.cloud import s3_results
-        from bench.results.overview import run_figures
         from bench.terminal import show
 
         rows = []
@@ -380,45 +282,21 @@ class CloudBackend(CloudObservation):
         for e in (run for x in self.cfg.experiments for run in x.runs()):
             w = by_name.get(e.label)
             dest = self.run_results.child(e.name).repeat_run(e.repeat).local_dir(self.results_root)
-            shape = (f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)) + f"x{e.gpus_per_node}"
             if w is None:
-                rows.append({"experiment": e.label, "status": "not run", "shape": shape})
+                rows.append({"experiment": e.label, "status": "not run", "shape": shape_text(e)})
                 continue
             try:
                 n = s3_results.download(self.s3, w.uri, dest)
             except Exception as ex:  # noqa: BLE001 - one experiment that cannot be copied stops no other
                 progress.line(f"warning: could not copy {w.uri} to {dest}: {type(ex).__name__}: {ex}; its results "
                               "stay on S3", err=True)
-                rows.append({"experiment": e.label, "status": "failed (not copied home)", "shape": shape})
+                rows.append({"experiment": e.label, "status": "failed (not copied home)", "shape": shape_text(e)})
                 continue
-            summary = _read_local_json(dest / SUMMARY_FILE) if n else None
+            summary = read_local_json(dest / SUMMARY_FILE) if n else None
             if self.not_before is not None and w.summary is None:
                 summary = None  # a previous attempt's summary, not this run's
-            fig = run_figures(summary)
-            # The launcher's status (summary_fields: succeeded, failed, diverged, interrupted, deadline, timeout);
-            # a pod cannot tell why it got SIGTERM, this run can: its timeout, deadline, budget or an interrupt.
-            status = fig["status"] or ("interrupted" if ctl.reason == "interrupted" else "failed (no summary)")
-            if w.state == "timeout" and status in ("failed", "interrupted", "failed (no summary)"):
-                status = "timeout"
-            elif w.state == "stopped" and status in ("failed", "interrupted", "failed (no summary)"):
-                status = ctl.reason if ctl.reason in ("interrupted", "deadline") else f"stopped ({ctl.reason})"
-            elif w.state == "failed" and not summary:
-                status = "failed (" + (w.reasons[0].split(": ", 2)[-1] if w.reasons else "no summary") + ")"
-            evaluation = _read_local_json(dest / EVAL_DIR / EVAL_FILE) or {}
-            rows.append({"experiment": e.label, "status": status, "shape": shape, "steps": fig["steps"],
-                         "total": fig["samples_per_s"], "per_process": fig["samples_per_s_per_process"],
-                         "busbw_peak_gbps": fig["busbw_peak_gbps"], "wall": fig["wall_s"],
-                         "accuracy": evaluation.get("accuracy"), "path": show(dest),
-                         "joules_per_sample": fig["joules_per_sample"], "kwh": fig["kwh"]})
+            rows.append(collected_row(e, w, dest, summary=summary, reason=ctl.reason,
+                                      evaluation=read_local_json(dest / EVAL_DIR / EVAL_FILE) or {}))
         if self.watched:
             progress.line(f"results copied to {show(self.run_dir)} (checkpoints stay on S3)")
         return rows
-
-
-def _read_local_json(path: Path) -> dict[str, Any] | None:
-    from bench.results.readers import reader_for
-
-    try:
-        return reader_for(path.name)(path.read_bytes(), str(path))
-    except (OSError, ValueError):
-        return None

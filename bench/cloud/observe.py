@@ -23,9 +23,9 @@ from core.contract.results_location import (
     ResultsLocation,
     log_name,
     repeat_number,
-    segment_problem,
 )
 from core.contract.results_location import results_bucket as resolve_results_bucket
+from core.contract.results_location import segment_problem
 from core.contract.s3_uri import parse_s3_uri
 
 
@@ -60,7 +60,7 @@ def s3_status_rows(stack_results: ResultsLocation, region: str | None,
     ``<exp>/repeat_<k>/``), runs by name; each run's ``autostop.json`` goes into ``autostops``."""
     from bench.cloud import s3_results
     from bench.results.overview import status_row
-    from workloads.autostop import RECORD
+    from workloads.autostop_component import RECORD
 
     s3 = s3_results.client(region)
     rows: list[dict[str, Any]] = []

@@ -11,7 +11,7 @@ logs: the experiment's node logs, from where they are: the cluster while its pod
     summary.json appears).
 
 Each backend of the lifecycle says what it knows (``status``, ``logs``: ``bench.cloud.observe`` for AWS,
-``bench.local.backend`` for local runs); ``bench.automation`` asks both; this module prints.
+``bench.local.observe`` for local runs); ``bench.automation`` asks both; this module prints.
 """
 
 from __future__ import annotations

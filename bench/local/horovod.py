@@ -1,7 +1,7 @@
 """Horovod's entry in the local launch table (``bench.local.launch.LOCAL_LAUNCHES["horovod"]``): two
 "nodes" on loopback.
 
-Each node is what a Horovod pod runs (``workloads.contracts.horovod_launch``): the results
+Each node is what a Horovod pod runs (``workloads.launch.horovod.horovod_launch``): the results
 launcher wrapping ``workloads.train.horovod.bootstrap``, which on node 0 serves Horovod's HTTP
 Gloo rendezvous and on every node starts ``workloads.train.horovod.trainer`` once per slot with
 ``horovod_env``. Locally the pods' DNS names become loopback addresses (node 0 is 127.0.0.1,
@@ -29,7 +29,7 @@ from core.contract.names import (
     ENV_HVD_SLOTS,
     node_name,
 )
-from workloads.contracts import HOROVOD_BOOTSTRAP_MODULE
+from workloads.launch.horovod import HOROVOD_BOOTSTRAP_MODULE
 
 RENDEZVOUS = "horovod-gloo-http"  # Horovod's HTTP key-value rendezvous, served by node 0's bootstrap
 

@@ -53,7 +53,8 @@ from core.contract.launch_command import (
     trainer_argv,
 )
 from core.contract.names import ENV_CPU_DEVICES, ENV_FRAMEWORK, node_name
-from workloads.contracts import rdzv_conf, tf_config
+from workloads.launch.pytorch import rdzv_conf
+from workloads.launch.tensorflow import tf_config
 
 
 def local_agent(exp: LocalExperiment, *, endpoint: str, rdzv_id: str, last_call_timeout: int = 5,
@@ -92,7 +93,7 @@ def pytorch_processes(exp: LocalExperiment, ctx: LocalContext) -> list[LocalProc
 
 def tensorflow_processes(exp: LocalExperiment, ctx: LocalContext) -> list[LocalProcess]:
     """One MultiWorkerMirroredStrategy worker per node, on loopback ports, each with the TF_CONFIG the
-    cluster's pods get (``contracts.tf_config``); worker 0 (TF's chief) writes the summary."""
+    cluster's pods get (``launch.tensorflow.tf_config``); worker 0 (TF's chief) writes the summary."""
     workers = [f"127.0.0.1:{ctx.ports()}" for _ in range(exp.max_nodes)]
     launched = launched_trainer(nodes=exp.max_nodes, procs_per_node=1, args=exp.train, extra=exp.extra_args)
     devices = {ENV_CPU_DEVICES: str(exp.devices_per_process)} if exp.devices_per_process > 1 else {}

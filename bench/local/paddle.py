@@ -1,9 +1,9 @@
 """Paddle's entry in the local launch table (``bench.local.launch.LOCAL_LAUNCHES["paddle"]``): pservers
 and trainers on loopback, free ports.
 
-The same processes as the cluster's two Jobs (``workloads.contracts.paddle_launch``): every one
+The same processes as the cluster's two Jobs (``workloads.launch.paddle.paddle_launch``): every one
 runs ``python -m workloads.train.paddle.ps`` with the experiment's trainer arguments, its role
-and endpoints in the env ``workloads.contracts.paddle_ps_env`` builds (both naming sets), here
+and endpoints in the env ``workloads.launch.paddle.paddle_ps_env`` builds (both naming sets), here
 on 127.0.0.1 with a free port each. Each is wrapped by the results launcher, as a cluster pod's
 is, and told its Job's shape (one process per pod); trainer 0 writes summary.json. The launcher
 runs on bench's python (it needs no Paddle), the Paddle processes on the paddle venv's. The
@@ -24,7 +24,7 @@ from bench.local.process import (
 )
 from core.contract.launch_command import launched_trainer
 from core.contract.names import SUMMARY_FILE, node_name
-from workloads.contracts import paddle_ps_env
+from workloads.launch.paddle import paddle_ps_env
 
 LOOPBACK = "127.0.0.1"
 

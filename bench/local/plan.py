@@ -4,8 +4,8 @@ Pure functions (no processes, no clock, no torch): ``plan_local`` maps each ``Ex
 through the stack's ``local`` section to a ``LocalExperiment`` whose node commands are the
 same launcher + torchrun + ``workloads.train`` command lines the cluster Jobs run, only with
 loopback rendezvous and smaller numbers: each experiment's ``TrainArgs`` start from the
-cluster's (``workloads.contracts.train_args_for``) and the evaluation command is the
-cluster's (``contracts.evaluation_argv``). ``bench.commands.run`` executes the plan.
+cluster's (``workloads.launch.common.train_args_for``) and the evaluation command is the
+cluster's (``launch.common.evaluation_argv``). ``bench.local.run`` executes the plan.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from core.catalog.workload_facts import WORKLOADS
 from core.config.gpu_defaults import compile_choice, trainer_input_path
 from core.config.model import Experiment, LocalRun
 from core.contract.names import EVAL_DIR
-from workloads.contracts import evaluation_argv, train_args_for
+from workloads.launch.common import evaluation_argv, train_args_for
 from workloads.train.common.cpu_choice import MIXED, CpuFacts, Measured
 from workloads.train.common.cpu_choice import choose as choose_for_cpu
 from workloads.train.pytorch.allreduce import message_sizes
@@ -60,7 +60,7 @@ def local_node_range(min_nodes: int, max_nodes: int, local_nodes: int) -> tuple[
 
 @dataclass(frozen=True)
 class LocalPaths:
-    """Where one local experiment reads data and writes results (a ``contracts.TrainPaths``)."""
+    """Where one local experiment reads data and writes results (a ``launch.common.TrainPaths``)."""
     datasets_dir: str
     results_dir: str
 
@@ -84,7 +84,7 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
     elif exp.dataset != "synthetic":
         dataset = "synthetic"
         notes.append(f"dataset {exp.dataset}: synthetic tensors locally")
-    # The cluster's arguments for this experiment (contracts.train_args_for), scaled down.
+    # The cluster's arguments for this experiment (launch.common.train_args_for), scaled down.
     cluster = train_args_for(exp, LocalPaths(datasets_dir=data_dir, results_dir=results_dir))
     collective = WORKLOADS[exp.workload].collective
     precision, channels_last = exp.precision, cluster.channels_last
@@ -216,7 +216,7 @@ def evaluation_dir(exp: LocalExperiment) -> Path:
 
 
 def evaluate_command(exp: LocalExperiment, *, python: str) -> list[str]:
-    """The cluster's evaluation command (contracts.evaluation_argv) on this experiment's results."""
+    """The cluster's evaluation command (launch.common.evaluation_argv) on this experiment's results."""
     return [python, *evaluation_argv(exp.workload, results_dir=exp.results_dir, data_dir=exp.train.data_dir)]
 
 

@@ -2,7 +2,7 @@
 and each run's NCCL transport as judged against its node group (``core.catalog.fabric``).
 
 Kept beside ``bench.report.page`` (which calls ``fabric_section`` with its own ``figure`` and ``table``) so the page's other sections stay
-in one file of their own size; the figure is ``bench.report.plots.busbw_figure``.
+in one file of their own size; the figure is ``bench.report.busbw_plot.busbw_figure``.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from bench.report.blocks import empty_section
 
 def busbw_rows(df) -> list[dict[str, Any]]:
     """One row per run with a busbw curve: peak, value at 1 GiB, the published figure and the flag."""
-    from bench.report import plots
+    from bench.report.figures import labels
 
     rows = []
-    for name, r in zip(plots.labels(df), df.itertuples()):
+    for name, r in zip(labels(df), df.itertuples()):
         b = r.busbw if isinstance(r.busbw, dict) else None
         if not b:
             continue
@@ -32,16 +32,16 @@ def busbw_rows(df) -> list[dict[str, Any]]:
 
 
 def transport_rows(df) -> list[dict[str, Any]]:
-    from bench.report import plots
+    from bench.report.figures import labels
 
     return [{"experiment": name, "status": r.status, "instance_type": r.instance_type, "fabric": r.fabric,
              "flags": r.flags}
-            for name, r in zip(plots.labels(df), df.itertuples()) if r.fabric]
+            for name, r in zip(labels(df), df.itertuples()) if r.fabric]
 
 
 def fabric_section(df, *, figure: Callable[..., str], table: Callable[..., str]) -> str:
     """The section's HTML; ``figure`` and ``table`` are ``bench.report.page``'s, which calls this."""
-    from bench.report import plots
+    from bench.report.busbw_plot import busbw_figure
     from core.catalog.fabric import BELOW_FRACTION, NOT_CHECKED
 
     rows = busbw_rows(df)
@@ -56,7 +56,7 @@ def fabric_section(df, *, figure: Callable[..., str], table: Callable[..., str])
                      f"{BELOW_FRACTION:.0%} of the published figure for its instance type and node count, at "
                      "the largest message size both measured, is flagged. A local run is gloo over loopback, "
                      "not a fabric figure.</p>")
-        parts.append(figure(plots.busbw_figure(df), "busbw per message size", ""))
+        parts.append(figure(busbw_figure(df), "busbw per message size", ""))
         cols = [("experiment", "experiment"), ("status", "status"), ("instance_type", "instance"),
                 ("nodes", "nodes"), ("world_size", "ranks"), ("peak_gbps", "peak busbw GB/s"),
                 ("peak_at_bytes", "at bytes"), ("at_1gib_gbps", "busbw at 1 GiB"),

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from bench.report.blocks import empty_section, esc
 from bench.results.hardware import telemetry_flags
 
-MAX_RUNS_DRAWN = 12  # experiment runs in the timeline figure (as the step-time figure: plots.MAX_STEP_ROWS)
+MAX_RUNS_DRAWN = 12  # experiment runs in the timeline figure (as the step-time figure: step_plots.MAX_STEP_ROWS)
 NO_GPU = "no GPU telemetry on this run"
 GIB = 2**30
 COLUMNS = [("experiment", "experiment"), ("util", "GPU util mean / p95 %"), ("memory", "peak GPU memory"),
@@ -41,21 +41,21 @@ def node_lines(tl) -> list[tuple[tuple, Any]]:
 
 def timeline_figure(tl, df):
     """Three panels sharing the time axis: utilisation, memory and power, one line per node of each run drawn."""
-    from bench.report import plots
+    from bench.report.figures import labels, new_figure, thinned
 
     lines = node_lines(tl)
     if not lines:
         return None
-    names = dict(zip(zip(df["stack"], df["run_id"], df["experiment"], df["repeat"]), plots.labels(df)))
+    names = dict(zip(zip(df["stack"], df["run_id"], df["experiment"], df["repeat"]), labels(df)))
     runs = list(dict.fromkeys(key[:4] for key, _ in lines))[:MAX_RUNS_DRAWN]
-    fig, axes = plots._figure(3, 1, figsize=(10, 7.5), sharex=True)
+    fig, axes = new_figure(3, 1, figsize=(10, 7.5), sharex=True)
     for key, per in lines:
         if key[:4] not in runs:
             continue
         name = f"{names.get(key[:4], key[2])} {key[4]}"
-        x, _, _ = plots.thinned(per["seconds"].to_numpy(), _first)
+        x, _, _ = thinned(per["seconds"].to_numpy(), _first)
         for ax, column in zip(axes, ("util", "memory", "power")):
-            _, y, _ = plots.thinned(per[column].to_numpy(), _mean)
+            _, y, _ = thinned(per[column].to_numpy(), _mean)
             ax.plot(per["seconds"].to_numpy()[x], y, label=name)
     axes[0].set(ylabel="SM utilisation %", ylim=(-2, 102), title="GPUs over the run, per node")
     axes[1].set(ylabel="memory GiB (fullest GPU)")
@@ -68,7 +68,7 @@ def timeline_figure(tl, df):
 
 
 class _Reduce:
-    """numpy's ufunc ``reduceat`` shape that ``plots.thinned`` takes, for the first value or the mean of a run."""
+    """numpy's ufunc ``reduceat`` shape that ``figures.thinned`` takes, for the first value or the mean of a run."""
 
     def __init__(self, mean: bool):
         self.mean = mean
@@ -123,9 +123,9 @@ def _memory(r: dict[str, Any]) -> str:
 def hardware_section(df, tl, *, figure: Callable[..., str], table: Callable[..., str]) -> str:
     """The section: flags first, then the figure and the table of runs with GPU telemetry, then one line per run
     without; an empty section where no run has any telemetry at all (results older than the sampler)."""
-    from bench.report import plots
+    from bench.report.figures import labels
 
-    names = plots.labels(df)
+    names = labels(df)
     rows, lines = run_rows(df, names)
     if not rows and all("no telemetry" in line for line in lines) and (tl is None or tl.empty):
         return empty_section("Hardware", "no telemetry in these results (telemetry/<node>.jsonl; launchers before "

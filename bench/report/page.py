@@ -1,6 +1,7 @@
 """The report page: one self-contained HTML file from results (``bench report``, ``bench.commands.report``).
 
-Its sections are built here and in the modules beside it; the figures come from ``bench.report.plots``."""
+Its sections are built here and in the modules beside it; the figures come from the ``*_plot(s)`` modules
+(``bench.report.figures`` holds what they share)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from bench.report.blocks import EmptySection, empty_section, esc
 from bench.report.fabric import fabric_section
 from bench.report.hardware import hardware_section
 from bench.report.scaling import repeats_section, scaling_section
-from bench.results.frames import INPUT_BOUND_SHARE, input_bound
+from bench.results.run_row import INPUT_BOUND_SHARE, input_bound
 from bench.results.overview import run_figures
 from bench.terminal import safe
 from workloads.train.common.files import atomic_write
@@ -108,7 +109,7 @@ def _missing(v: Any) -> bool:
 
 
 def figure(fig, alt: str, empty: str) -> str:
-    from bench.report.plots import png_data_uri
+    from bench.report.figures import png_data_uri
 
     if fig is None:
         return f'<p class="note">{esc(empty)}</p>'
@@ -130,7 +131,7 @@ def with_baseline(df, baseline: str):
 
 
 def summary_section(df, baseline: str | None) -> str:
-    from bench.report.plots import labels
+    from bench.report.figures import labels
 
     cols = list(SUMMARY)
     if baseline:
@@ -170,32 +171,33 @@ def _shape(r: dict[str, Any]) -> str | None:
 
 
 def throughput_section(df) -> str:
-    from bench.report import plots
+    from bench.report.bar_plots import throughput_figure
+    from bench.report.figures import per_gpu_word
 
-    word = "process (CPU run: one process stands in for a GPU)" if plots._per_gpu_word(df) == "process" else "GPU"
+    word = "process (CPU run: one process stands in for a GPU)" if per_gpu_word(df) == "process" else "GPU"
     return ("<h2>Throughput</h2>"
             f"<p>Steady-state samples/s (warm-up steps excluded), in total and per {esc(word)}.</p>"
-            + figure(plots.throughput_figure(df), "throughput per experiment", "No run reported a throughput."))
+            + figure(throughput_figure(df), "throughput per experiment", "No run reported a throughput."))
 
 
 def steps_section(steps, df) -> str:
-    from bench.report import plots
+    from bench.report import step_plots
 
     parts = ["<h2>Loss curves</h2>",
-             figure(plots.loss_figure(steps, df), "loss curves", "No metrics lines with a loss were found."),
+             figure(step_plots.loss_figure(steps, df), "loss curves", "No metrics lines with a loss were found."),
              ("<h2>Step time distribution</h2><p>Time per step: each logged interval's time over its steps, as the "
               "summary's step percentiles count it. Left: steady intervals per rank (box: quartiles, whiskers 1.5 "
               "IQR, circles: outliers). Right: every logged interval in order; shaded ones are warm-up, dashed red "
               "lines are elastic restarts.</p>"),
-             figure(plots.step_time_figure(steps, df), "step time per rank", "No step times were found.")]
-    slow = plots.stragglers(steps)
+             figure(step_plots.step_time_figure(steps, df), "step time per rank", "No step times were found.")]
+    slow = step_plots.stragglers(steps)
     if slow:
         parts.append("<p><b>Stragglers</b> (median step time over "
-                     f"{plots.STRAGGLER:g}× the experiment's typical rank):</p>")
+                     f"{step_plots.STRAGGLER:g}× the experiment's typical rank):</p>")
         parts.append(table(slow, [(k, k) for k in ("run_id", "experiment", "rank", "median_step_s", "ratio")]))
     else:
         parts.append('<p class="note">No straggling rank (none over '
-                     f"{plots.STRAGGLER:g}× the typical median step time).</p>")
+                     f"{step_plots.STRAGGLER:g}× the typical median step time).</p>")
     restarted = df[df["restarts"].fillna(0).astype(int) > 0]
     if not restarted.empty:
         parts.append("<p>Restarts: " + esc(", ".join(
@@ -204,12 +206,13 @@ def steps_section(steps, df) -> str:
 
 
 def accuracy_section(df) -> str:
-    from bench.report import plots
+    from bench.report.bar_plots import bar_figure
+    from bench.report.figures import labels
 
     head = "<h2>Time to accuracy</h2>"
-    fig = plots.bar_figure(df, "time_to_accuracy_s", "seconds to target accuracy", "Time to accuracy")
+    fig = bar_figure(df, "time_to_accuracy_s", "seconds to target accuracy", "Time to accuracy")
     acc = df[df["accuracy"].notna()]
-    reached = ", ".join(f"{name} {a:.3f}" for name, a in zip(plots.labels(acc), acc["accuracy"]))
+    reached = ", ".join(f"{name} {a:.3f}" for name, a in zip(labels(acc), acc["accuracy"]))
     if fig is None:
         return empty_section("Time to accuracy", "no run set a target accuracy (target_accuracy in the experiment)"
                              + (f"; accuracy measured: {reached}." if reached else
@@ -228,13 +231,14 @@ def _price_source(df=None) -> str:
 
 def cost_section(df, timelines: list | None = None) -> str:
     """Estimated cost per run, and per result (``timelines``: the runs' timeline.json, where they have one)."""
-    from bench.report import plots
+    from bench.report.bar_plots import bar_figure
+    from bench.report.figures import labels
 
     if (df["gpu"] == "cpu").all():
         return empty_section("Cost", "none for local CPU runs (no instance to price); runs on AWS are priced at "
                              f"{_price_source()}.")
     rows = []
-    for r, name in zip(records(df), plots.labels(df)):
+    for r, name in zip(records(df), labels(df)):
         unknown = "n/a (local CPU run)" if r["gpu"] == "cpu" else f"n/a ({r.get('prices') or 'price unknown'})"
         rows.append({"experiment": name, "instance_type": r["instance_type"], "nodes": r["nodes"],
                      "hourly_usd": r["hourly_usd"] if r["hourly_usd"] is not None else unknown,
@@ -244,11 +248,11 @@ def cost_section(df, timelines: list | None = None) -> str:
     cols = [("experiment", "experiment"), ("instance_type", "instance"), ("nodes", "nodes"),
             ("hourly_usd", "USD/hour (estimate)"), ("cost_usd", "cost USD (estimate)"),
             ("usd_per_1k_samples", "USD per 1,000 samples (estimate)")]
-    fig = plots.bar_figure(df, "cost_usd", "USD (estimate)", "Estimated cost per run")
+    fig = bar_figure(df, "cost_usd", "USD (estimate)", "Estimated cost per run")
     from bench.report import cost as report_cost
 
     by_run = {(doc.get("stack"), doc.get("run_id")): doc for _, doc in timelines or []}
-    per_result = report_cost.cost_rows(records(df), plots.labels(df), by_run)
+    per_result = report_cost.cost_rows(records(df), labels(df), by_run)
     return ("<h2>Cost <span class='estimate'>(estimate)</span></h2>"
             f"<p class='estimate'>Estimate: instance price × nodes × wall time, {esc(_price_source(df))}; "
             "per 1,000 samples at steady throughput. Not a bill.</p>"
@@ -271,10 +275,10 @@ def change_section(runs) -> str:
 def what_ran_section(df) -> str:
     import json
 
-    from bench.report import plots
+    from bench.report.figures import labels
 
     out = ["<h2>What ran</h2>"]
-    for r, name in zip(records(df), plots.labels(df)):
+    for r, name in zip(records(df), labels(df)):
         facts = [("stack", r["stack"]), ("run", r["run_id"]), ("started", r["started_at"]), ("image", r["image"]),
                  ("git commit", r["git_commit"]), ("results", r["results_uri"])]
         facts += [(f"device {k}", v) for k, v in (r["device"] or {}).items()]
@@ -308,10 +312,12 @@ def content_security_policy() -> str:
 
 def cut_notes(df) -> list[str]:
     """What the figures leave out of a large run (the tables keep every row)."""
-    from bench.report import plots
+    from bench.report.bar_plots import MAX_BARS
+    from bench.report.figures import MAX_CURVES
+    from bench.report.step_plots import MAX_STEP_ROWS
 
     n = len(df)
-    cut = [(plots.MAX_BARS, "bar charts"), (plots.MAX_CURVES, "loss plot"), (plots.MAX_STEP_ROWS, "step-time figure")]
+    cut = [(MAX_BARS, "bar charts"), (MAX_CURVES, "loss plot"), (MAX_STEP_ROWS, "step-time figure")]
     return [f"the {what} show(s) the first {limit} of {n} experiment runs; the tables list all of them"
             for limit, what in cut if n > limit]
 
@@ -355,16 +361,18 @@ def write_report(sources: list[str], out: str | Path, baseline: str | None = Non
     one left whole."""
     from bench.report.timeline import load_timelines
     from bench.results import frames as results
+    from bench.results.run_frame import frame
     from bench.results.sources import resolve_sources
+    from bench.results.step_frame import step_frame
 
     sources = resolve_sources(sources, results_root=results_root)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = results.runs(*sources)  # each rank file read once, as a stream: the steps come from the same lines
-        df = results.frame([r for r, _ in runs])
-        steps = results.step_frame(((r["stack"], r["run_id"], r["experiment"]), r["repeat"], lines)
-                                   for r, lines in runs)
+        df = frame([r for r, _ in runs])
+        steps = step_frame(((r["stack"], r["run_id"], r["experiment"]), r["repeat"], lines)
+                           for r, lines in runs)
         timelines = load_timelines(list(sources))
         telemetry = results.telemetry(*sources, strict=False)
     notes = list(dict.fromkeys(str(w.message) for w in caught))

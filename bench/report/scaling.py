@@ -14,10 +14,10 @@ from bench.report.blocks import empty_section, esc
 
 def scaling_section(df, *, figure: Callable[..., str], table: Callable[..., str]) -> str:
     """Throughput and efficiency against the ideal line and the published anchor, for each sweep over nodes."""
-    from bench.report import plots
+    from bench.report.scaling_plot import scaling_figure, scaling_table
     from core.catalog.scaling_anchors import SOURCE
 
-    t = plots.scaling_table(df)
+    t = scaling_table(df)
     head = ("<h2>Scaling efficiency</h2><p>efficiency(N) = throughput(N) / (N × per-node throughput "
             "at the smallest size), for the same workload, hardware, batch and precision at several node counts "
             "(a sweep: nodes: [1, 2, 4]); throughput is the mean of the repeats. The anchor is the "
@@ -33,12 +33,12 @@ def scaling_section(df, *, figure: Callable[..., str], table: Callable[..., str]
     cited = ("<p class='note'>Anchor" + ("s" if len(anchors) > 1 else "") + ": "
              + esc("; ".join(anchors)) + f". Source: {esc(SOURCE)}.</p>" if anchors else
              "<p class='note'>No published anchor for this workload and precision (core/catalog/scaling_anchors.py).</p>")
-    return head + figure(plots.scaling_figure(t), "scaling vs nodes", "") + table(t, cols) + cited
+    return head + figure(scaling_figure(t), "scaling vs nodes", "") + table(t, cols) + cited
 
 
 def repeats_section(df, *, figure: Callable[..., str], table: Callable[..., str]) -> str:
     """Each repeated experiment's mean throughput with its 95% interval."""
-    from bench.report import plots
+    from bench.report.bar_plots import repeats_figure
     from bench.results import frames as results
     stats = results.repeats(df)
     head = ("<h2>Repeats</h2><p>Experiments run several times (repeats: N): the mean samples/s of the "
@@ -50,6 +50,6 @@ def repeats_section(df, *, figure: Callable[..., str], table: Callable[..., str]
     cols = [("experiment", "experiment"), ("runs", "runs"), ("succeeded", "succeeded"),
             ("samples_per_s_mean", "mean samples/s"), ("samples_per_s_std", "std dev"),
             ("ci95_low", "95% CI low"), ("ci95_high", "95% CI high"), ("ci95_half_width_pct", "± % of mean")]
-    return head + figure(plots.repeats_figure(repeated), "repeats with 95% intervals",
+    return head + figure(repeats_figure(repeated), "repeats with 95% intervals",
                          "Fewer than two runs of each repeated experiment succeeded: no interval.") + \
         table(repeated, cols)

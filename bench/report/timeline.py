@@ -39,7 +39,7 @@ def _minutes(value: Any) -> str:
 def timeline_section(timelines: list[tuple[str, dict[str, Any]]], *, table: Callable[..., str],
                      figure: Callable[..., str]) -> str:
     """The section's HTML; ``table`` and ``figure`` are the report's own renderers (bench.report.page)."""
-    from bench.report import plots
+    from bench.report.timeline_plot import MAX_TIMELINES, timeline_figure
 
     head = "<h2>Where the time went</h2>"
     if not timelines:
@@ -62,9 +62,9 @@ def timeline_section(timelines: list[tuple[str, dict[str, Any]]], *, table: Call
              "step, and GPU node-minutes billed while no experiment was stepping (GPU nodes × the part of their "
              "billing window, node groups' creation to the teardown's end, that no experiment's first-to-last step "
              "covers).</p>")
-    fig = plots.timeline_figure(timelines)
-    more = (f"<p class='note'>The figure shows the first {plots.MAX_TIMELINES} of {len(timelines)} runs.</p>"
-            if len(timelines) > plots.MAX_TIMELINES else "")
+    fig = timeline_figure(timelines)
+    more = (f"<p class='note'>The figure shows the first {MAX_TIMELINES} of {len(timelines)} runs.</p>"
+            if len(timelines) > MAX_TIMELINES else "")
     return head + intro + table(rows, cols) + figure(fig, "timeline of each run", "") + more + "".join(
         f"<details><summary>{esc(label)}: audit</summary><pre>"
         f"{esc(chr(10).join((doc.get('audit') or {}).get('lines') or ['(no audit lines)']))}</pre></details>"

@@ -125,8 +125,8 @@ def cost_per_result(phases: Sequence[Phase], *, usd_per_node_hour: float | None,
 
 
 def row_cost(row: Mapping[str, Any], timeline: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``cost_per_result`` for a ``bench.results.frames`` row: its timeline when given, else its summary's timings."""
-    from bench.results.frames import instance_price
+    """``cost_per_result`` for a ``bench.results.run_row`` row: its timeline when given, else its summary's timings."""
+    from bench.results.run_row import instance_price
     from core.catalog import aws as catalog
 
     if timeline:

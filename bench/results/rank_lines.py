@@ -214,7 +214,7 @@ class RankLines(Mapping):
 
     def step_columns(self) -> dict[str, Any]:
         """The per-line columns of ``results.steps`` (rank and STEP_COLUMNS[5:]), numbers as read: integers with
-        MISSING, floats with NaN, warm-up -1/0/1; ``frames.step_frame`` gives them their frame's dtypes."""
+        MISSING, floats with NaN, warm-up -1/0/1; ``step_frame.step_frame`` gives them their frame's dtypes."""
         import numpy as np
 
         big = any(not -2 ** 63 < rank < 2 ** 63 for rank, _, _ in self.segments)  # a file named rank-<30 digits>

@@ -285,7 +285,7 @@ def pair_problems(row: TrainingImage, instance_type: str, ami_type: str) -> list
 def default_row(instance_type: str, ami_type: str, framework: str = "pytorch") -> TrainingImage:
     """The first stock image of ``framework`` in ``IMAGES`` that runs on the group; its first stock row where
     none does (the plan says why). A framework with no stock row (Horovod: its images are built by the user)
-    gets PyTorch's for the group (``contracts.check_experiment`` refuses it, saying what to build), as does an
+    gets PyTorch's for the group (``framework_support.check_experiment`` refuses it, saying what to build), as does an
     unknown framework (the stack's parser has refused it)."""
     rows = ([row for row in IMAGES if row.framework == framework and row.stock]
             or [row for row in IMAGES if row.framework == "pytorch"])

@@ -3,7 +3,7 @@ reads, whether it evaluates, its learning-rate rule and the model it names in a 
 
 The code that trains it (model, data source, loss) is the matching entry of
 ``workloads.train.pytorch.registry``; adding a workload is one entry here and one there. Everything that
-branches on a workload (the shape check's choices, ``workloads.contracts``, the trainer, its
+branches on a workload (the shape check's choices, ``workloads.framework_support``, the trainer, its
 schedule, the launcher's summary) asks these entries instead.
 """
 

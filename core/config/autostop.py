@@ -1,4 +1,4 @@
-"""Autostop, the pure part: when the GPU node groups of a run may go to zero, and why.
+"""Autostop, part 1 of 4, the rule (pure): when the GPU node groups of a run may go to zero, and why.
 
 The controller (``workloads/train/control/autostop.py``) lists the run's Jobs, turns each into a
 ``JobState`` (``job_state``) and asks ``decide``; it does the I/O, this module none. It ships

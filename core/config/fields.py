@@ -188,6 +188,24 @@ class Reader:
             self.fail(self.key(str(k)), self.data[k], f"unknown key; {hint}allowed keys here: {allowed}")
 
 
+def read_items(raw: Any, key: str, parse: Callable[[Reader], Any] | None, problems: list[str], *, non_empty: bool,
+               what: str, example: str) -> tuple:
+    """Each item of the list at ``key`` through ``parse(Reader)``; the items whose shape is clean. ``parse`` may be
+    None where ``raw`` is known not to be a list: only its problem is wanted."""
+    if not isinstance(raw, list) or (non_empty and not raw):
+        problems.append(f"{key}={show(raw)}: must be a {'non-empty ' if non_empty else ''}list of {what}, "
+                        f"e.g. {example}")
+        return ()
+    out = []
+    for i, item in enumerate(raw):
+        r = Reader(item, f"{key}[{i}]", problems)
+        parsed = parse(r)
+        r.finish()
+        if parsed is not None:
+            out.append(parsed)
+    return tuple(out)
+
+
 def cidr_rule(value: str) -> str:
     try:
         ipaddress.ip_network(value, strict=True)

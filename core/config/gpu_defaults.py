@@ -115,7 +115,7 @@ def compile_choice(e: Experiment, *, gpu: bool, instance_type: str | None = None
 
 def input_path(e: Experiment, *, gpu: bool, workers: int) -> Choice:
     """Which input path feeds ``e``'s trainer (one of ``INPUT_PATHS``) and why; ``workers``: its DataLoader
-    workers per process (``workloads.contracts.loader_workers``; 0 = in the training process)."""
+    workers per process (``workloads.launch.common.loader_workers``; 0 = in the training process)."""
     device = "GPU" if gpu else "CPU"
     by = f"{workers} workers per process" if workers else "the training process"
     facts = WORKLOADS.get(e.workload)

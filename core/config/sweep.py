@@ -3,7 +3,7 @@
 ``nodes: [1, 2, 4]`` gives ``<name>-n1``, ``<name>-n2``, ``<name>-n4``; ``batch_size: [128, 256]``
 gives ``<name>-b128``, ``<name>-b256``; both lists give their product, nodes first
 (``<name>-n2-b256``). Everything else is copied, so each expanded experiment is validated, planned
-and run like any other. This is the one place sweeps are expanded: ``core.config.shape`` calls ``expand``
+and run like any other. This is the one place sweeps are expanded: ``core.config.experiment_shape`` calls ``expand``
 on the raw ``experiments`` list before it reads any experiment, and the meaning rules
 (``program.validation``) see only single values, keyed by the stack file's index
 (``StackConfig.experiment_key``).

@@ -1,7 +1,7 @@
 """Kubernetes object names from their parts (experiment name, run id, repeat, a role's suffix).
 
 One function, ``dns1035_label``, builds every name the program gives a Kubernetes object it creates per
-experiment (``workloads.contracts`` calls it). What it returns is always a DNS-1035 label as Kubernetes
+experiment (``workloads.object_names`` calls it). What it returns is always a DNS-1035 label as Kubernetes
 checks it (apimachinery ``IsDNS1035Label``: ``[a-z]([-a-z0-9]*[a-z0-9])?``, at most 63 characters), which
 a Service name must be and which every other name (Job, ServiceAccount, Role, a pod's hostname) accepts.
 

@@ -1,6 +1,6 @@
 """The one builder of the commands that start training: the results launcher, torchrun, the trainer.
 
-The cluster's Jobs (``workloads.contracts``, ``workloads.pod_script``) and the local run
+The cluster's Jobs (``workloads.launch``) and the local run
 (``bench.local.plan``) both build their command lines here, so a flag is spelled once. torchrun's
 flags are spelled with underscores, which every torch the images carry accepts (the dashed
 aliases are newer; torch/distributed/run.py ``get_args_parser`` lists both for each flag).

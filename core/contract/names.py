@@ -108,6 +108,6 @@ LUSTRE_CLIENT_LABEL = "eksbench.io/lustre-client"
 LUSTRE_CLIENT_READY = "ready"
 
 # ---- objects two processes find by name ----
-# The ConfigMap naming the autostop generation the stack's last `pulumi up` made (workloads.autostop): a
+# The ConfigMap naming the autostop generation the stack's last `pulumi up` made (workloads.autostop_component): a
 # controller of an older generation stands down instead of scaling the groups the newer run needs.
 AUTOSTOP_OWNER_CONFIG_MAP = "eksbench-autostop-owner"

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from core.catalog import aws as catalog
 from core.catalog.fabric import EFA_HUGEPAGES_MIB_PER_NODE
-from core.contract.names import LUSTRE_CLIENT_LABEL, LUSTRE_CLIENT_READY
 from core.config.model import GpuNodeGroup
+from core.contract.names import LUSTRE_CLIENT_LABEL, LUSTRE_CLIENT_READY
 from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT
 
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
-EFA_RESOURCES = ("vpc.amazonaws.com/efa", "hugepages-2Mi")  # what EFA pods request beyond GPUs (job_manifests._efa)
+EFA_RESOURCES = ("vpc.amazonaws.com/efa", "hugepages-2Mi")  # what EFA pods request beyond GPUs (pod_manifests._efa)
 
 
 def accelerator(instance_type: str) -> str:

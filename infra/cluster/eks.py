@@ -60,15 +60,27 @@ class EksCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:infra:EksCluster", name, None, opts)
-        config, cluster_name, tags = args.config, args.cluster_name, dict(args.tags)
+        self.cluster_name = args.cluster_name
+        self.node_role, self.node_role_policies = self._node_role(name, args, opts)
+        self.cluster = self._core(name, args, opts)
+        self._read_created()
+        self.kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig_json)
+        self._addons(name, args, opts)
+        self.register_outputs({"cluster_name": self.cluster_name, "kubeconfig": self.kubeconfig})
+
+    def _node_role(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None,
+                   ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
+        """The nodes' IAM role and its policy attachments."""
         child = child_options(self, opts)
-        self.cluster_name = cluster_name
-        self.node_role = aws.iam.Role(f"{name}-node-role", assume_role_policy=json.dumps(
-            assume_role_policy("ec2.amazonaws.com")), tags=tags, opts=child)
+        role = aws.iam.Role(f"{name}-node-role", assume_role_policy=json.dumps(
+            assume_role_policy("ec2.amazonaws.com")), tags=dict(args.tags), opts=child)
         # Node groups wait for these (NodeGroupArgs.node_role_policies), so that at destroy they go first.
-        self.node_role_policies = [
-            aws.iam.RolePolicyAttachment(f"{name}-node-role-{i}", role=self.node_role.name, policy_arn=arn, opts=child)
-            for i, arn in enumerate(NODE_ROLE_POLICIES)]
+        return role, [aws.iam.RolePolicyAttachment(f"{name}-node-role-{i}", role=role.name, policy_arn=arn, opts=child)
+                      for i, arn in enumerate(NODE_ROLE_POLICIES)]
+
+    def _core(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None) -> eks.Cluster:
+        """The control-plane log group, then the control plane with its admins' access entries (pulumi-eks' core)."""
+        config, cluster_name, tags = args.config, args.cluster_name, dict(args.tags)
         admins = {f"admin-{i}": eks.AccessEntryArgs(
             principal_arn=arn, access_policies={"admin": eks.AccessPolicyAssociationArgs(
                 policy_arn=CLUSTER_ADMIN_POLICY, access_scope={"type": "cluster"})})
@@ -81,7 +93,7 @@ class EksCluster(pulumi.ComponentResource):
             f"{name}-logs", name=f"/aws/eks/{cluster_name}/cluster", retention_in_days=LOG_RETENTION_DAYS,
             tags=tags, opts=child_options(self, opts, delete_before_replace=True))
         public_cidrs = list(config.public_access_cidrs or [])
-        self.cluster = eks.Cluster(
+        return eks.Cluster(
             f"{name}-eks", name=cluster_name, version=config.kubernetes_version, vpc_id=args.vpc_id,
             public_subnet_ids=list(args.public_subnet_ids), private_subnet_ids=list(args.private_subnet_ids),
             node_associate_public_ip_address=False, endpoint_private_access=True,
@@ -101,6 +113,10 @@ class EksCluster(pulumi.ComponentResource):
             vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
             enabled_cluster_log_types=list(config.log_types), tags=tags,
             opts=child_options(self, opts, depends_on=[self.node_role, log_group]))
+
+    def _read_created(self) -> None:
+        """What EKS made for the cluster: the name once it exists, the nodes' security group, the cluster's ARN."""
+        cluster_name = self.cluster_name
         # The security group the nodes carry is the one EKS creates for the cluster
         # (vpcConfig.clusterSecurityGroupId): managed nodes without security groups in their launch
         # template get it, and pulumi-eks puts it on EFA interfaces (nodegroup.ts,
@@ -117,14 +133,15 @@ class EksCluster(pulumi.ComponentResource):
         created = aws.eks.get_cluster_output(name=self.ready_cluster_name, opts=pulumi.InvokeOutputOptions(parent=self))
         self.node_security_group_id = created.vpc_config.cluster_security_group_id
         self.cluster_arn = created.arn  # for policies scoped to this cluster (its node groups)
-        self.kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig_json)
+
+    def _addons(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None) -> None:
+        """The Kubernetes provider from the cluster's kubeconfig, the Pod Identity agent and the stack's namespace."""
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.cluster.kubeconfig_json,
-                                     enable_server_side_apply=True, opts=child)
+                                     enable_server_side_apply=True, opts=child_options(self, opts))
         # Pod Identity instead of IRSA or keys: no OIDC provider, credentials per service account.
         self.pod_identity_agent = aws.eks.Addon(
-            f"{name}-pod-identity-agent", cluster_name=cluster_name, addon_name="eks-pod-identity-agent",
-            resolve_conflicts_on_create="OVERWRITE", tags=tags,
+            f"{name}-pod-identity-agent", cluster_name=self.cluster_name, addon_name="eks-pod-identity-agent",
+            resolve_conflicts_on_create="OVERWRITE", tags=dict(args.tags),
             opts=child_options(self, opts, depends_on=[self.cluster]))
         self.namespace = k8s_objects.register(f"{name}-namespace", namespace_manifest(args.namespace),
                                               child_options(self, opts, provider=self.provider))
-        self.register_outputs({"cluster_name": cluster_name, "kubeconfig": self.kubeconfig})

@@ -219,7 +219,7 @@ def test_results_load_survives(tree):
 def test_of_2000_ranks_the_report_draws_the_slowest_and_fastest():
     import pandas as pd
 
-    from bench.report.plots import MAX_RANKS_DRAWN, drawn_ranks
+    from bench.report.step_plots import MAX_RANKS_DRAWN, drawn_ranks
 
     g = pd.DataFrame({"rank": list(range(2000)) * 2, "step_time_s": [0.1 + r / 1e5 for r in range(2000)] * 2})
     ranks, note = drawn_ranks(g, g)

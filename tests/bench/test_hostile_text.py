@@ -154,7 +154,7 @@ def test_logs_tail_5_of_a_log_with_a_64_mb_progress_line_prints_5_short_lines(tm
 
 
 def test_a_64_mb_line_is_read_in_bounded_memory(tmp_path):
-    from bench.local.backend import local_logs
+    from bench.local.observe import local_logs
 
     exp = log(tmp_path, "r1", b"head\n" + b"y" * (64 << 20) + b"\ntail\n").parent.parent
     tracemalloc.start()

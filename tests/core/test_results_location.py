@@ -73,7 +73,7 @@ HOME = "core/contract/results_location.py"
 # Lines that match a pattern but are no results location, each with why.
 NOT_THE_LAYOUT = {
     ("infra/storage/image_repository.py", 'return f"{clean(project)}/{clean(stack)}/training"'): "the ECR repository name",
-    ("bench/report/plots.py", 'f"{r.run_id}/{r.experiment}"'): "a plot label",
+    ("bench/report/figures.py", 'f"{r.run_id}/{r.experiment}"'): "a plot label",
     ("bench/automation.py", "no logs for {stack}/{experiment}"): "words in a message",
 }
 

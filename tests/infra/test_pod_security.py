@@ -19,7 +19,7 @@ def job(spec: dict) -> dict:
 
 
 def gpu_pod() -> dict:
-    """The shape of workloads.job_manifests._pod_spec: GPU limits, shared PVC, /dev/shm, code ConfigMap."""
+    """The shape of workloads.pod_manifests.pod_spec: GPU limits, shared PVC, /dev/shm, code ConfigMap."""
     return {"restartPolicy": "Never", "containers": [{
         "name": "main", "image": "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", "command": ["/bin/sh", "-c", "true"],
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],

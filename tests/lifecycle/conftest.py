@@ -87,7 +87,7 @@ def stack_config(experiments: list[dict] | None = None, **extra) -> dict:
         # A private endpoint: nothing reaches it in these tests, and the plan requires an explicit choice.
         "eksbench:cluster": {"public_access_cidrs": []},
         # max_size 3: alpha (2 nodes) and beta (1) run in parallel, and parallel experiments must fit the
-        # group's GPUs at max_size (program/validation.py _parallel_gpus).
+        # group's GPUs at max_size (program/experiment_checks.py parallel_gpu_problems).
         "eksbench:gpu_node_groups": [{"name": "g5", "instance_type": "g5.2xlarge", "min_size": 0,
                                       "desired_size": 2, "max_size": 3}],
         "eksbench:network": {"az_count": 2, "nat": "single"},

@@ -198,11 +198,12 @@ def test_lustre_waits_that_may_still_end_are_not_fatal():
 
 
 def test_the_run_reads_the_events_and_marks_the_experiment_fatal(tmp_path):
-    """bench run's watch (bench.cloud.backend): a FailedMount Event starts the fatal clock, as ImagePullBackOff
+    """bench run's watch (bench.cloud.pod_watch): a FailedMount Event starts the fatal clock, as ImagePullBackOff
     does; the experiment then ends failed after fatal_after_s and the run tears down."""
     from types import SimpleNamespace
 
-    from bench.cloud.backend import CloudBackend, Watched
+    from bench.cloud.backend import CloudBackend
+    from bench.cloud.watched import Watched
 
     class Cluster:
         def pods(self, namespace, selector):
@@ -216,15 +217,17 @@ def test_the_run_reads_the_events_and_marks_the_experiment_fatal(tmp_path):
 
     backend = CloudBackend(stack="s", cfg=SimpleNamespace(namespace="ns", run_id="r", region="us-west-2"),
                            root=tmp_path, results_root=tmp_path)
-    backend.kube, watched = Cluster(), Watched(name="e", uri="s3://b/p/", timeout_s=60, deadline=1e12, experiment="e")
-    backend._kube_look(watched)
+    backend.pods.client, watched = Cluster(), Watched(name="e", uri="s3://b/p/", timeout_s=60, deadline=1e12,
+                                                      experiment="e")
+    backend.pods.look(watched)
     assert watched.fatal_since is not None and "FailedMount" in watched.reasons[0]
 
 
 def test_the_run_reads_the_nodes_of_an_fsx_stack_and_marks_a_failed_lustre_install_fatal(tmp_path):
     from types import SimpleNamespace
 
-    from bench.cloud.backend import CloudBackend, Watched
+    from bench.cloud.backend import CloudBackend
+    from bench.cloud.watched import Watched
 
     class Cluster:
         def pods(self, namespace, selector):
@@ -239,9 +242,9 @@ def test_the_run_reads_the_nodes_of_an_fsx_stack_and_marks_a_failed_lustre_insta
     def look(kind):
         cfg = SimpleNamespace(namespace="ns", run_id="r", region="us-west-2", storage=SimpleNamespace(kind=kind))
         backend = CloudBackend(stack="s", cfg=cfg, root=tmp_path, results_root=tmp_path)
-        backend.kube, watched = Cluster(), Watched(name="e", uri="s3://b/p/", timeout_s=60, deadline=1e12,
-                                                   experiment="e")
-        backend._kube_look(watched)
+        backend.pods.client, watched = Cluster(), Watched(name="e", uri="s3://b/p/", timeout_s=60, deadline=1e12,
+                                                          experiment="e")
+        backend.pods.look(watched)
         return watched
 
     fsx = look("fsx")

@@ -17,7 +17,7 @@ from program.offline import evaluate_config
 from tests.program.test_program import DEV, P5_FILLED
 from tests.support.plan_manifests import kubernetes_objects
 from tests.support.pod_shell import launched_command, pod_containers, run_container
-from workloads.contracts import IMAGE_EXAMPLES
+from workloads.framework_support import IMAGE_EXAMPLES
 
 HOSTILE = ["--lr=$(EKSBENCH_EXPERIMENT)", "--seed=$$5", "$", "$(", "'; rm -rf /", "`id`", "a\nb", "$(AWS_REGION)",
            "${HOME}", "$$$(PYTHONPATH)"]

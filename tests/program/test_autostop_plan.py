@@ -1,5 +1,5 @@
 """The autostop controller in the plans of both example stacks: its role, RBAC, NetworkPolicy and
-Deployment, each scoped as tightly as it can be (workloads/autostop.py)."""
+Deployment, each scoped as tightly as it can be (workloads/autostop_component.py)."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_the_deployment_runs_the_shipped_code_on_the_system_nodes_and_watches_th
 
 def test_the_controllers_objects_pass_the_kubernetes_schema():
     from workloads import autostop_manifests as m
-    from workloads.job_manifests import code_config_map_manifest
+    from workloads.code_manifests import code_config_map_manifest
 
     code = code_config_map_manifest({"workloads/train/control/autostop.py": "pass"}, namespace="eksbench")
     spec = m.autostop_spec(namespace="eksbench", run_id="run-001", cluster="eksbench-dev", node_groups=["p3-1"],

@@ -1,4 +1,4 @@
-"""The plan's rule built on the image/GPU/driver table (``program.validation``: an image without kernels for
+"""The plan's rule built on the image/GPU/driver table (``program.image_checks``: an image without kernels for
 the group's GPUs, or needing a newer driver than its AMI's, is a meaning problem; an image outside the table a
 warning), checked with the oracle written from the table's raw rows (tests/support/compat_oracle.py): every
 (image, node group) pair of generated stacks is rejected exactly when it cannot run; every default runs.
@@ -14,7 +14,8 @@ import pytest
 from core.catalog import aws as catalog
 from core.catalog import compat, pins
 from core.config.shape import parse_stack_config
-from program.validation import image_advisories, meaning_problems
+from program.image_checks import image_advisories
+from program.validation import meaning_problems
 from tests.core.test_compat import GPU_TYPES, REGION
 from tests.support.compat_oracle import oracle_runs
 

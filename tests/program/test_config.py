@@ -405,8 +405,8 @@ def test_an_unknown_region_is_refused_naming_it_and_the_known_ones():
 
 
 def test_the_known_regions_are_botocores_and_a_real_one_plans():
+    from program.cluster_checks import known_regions
     from program.offline import evaluate_config
-    from program.validation import known_regions
 
     known = known_regions()
     assert {"us-east-1", "us-west-2", "eu-west-1", "ap-northeast-1", "cn-north-1", "us-gov-west-1"} <= known

@@ -19,7 +19,8 @@ from infra.cluster.node_group import gpu_node_group_spec, launch_template_data
 from infra.environment import Environment
 from program.offline import evaluate_config
 from program.stack_files import ROOT
-from workloads import job_manifests as m
+from workloads.code_manifests import code_config_map_manifest
+from workloads.job_manifests import experiment_manifests
 
 EFA_TYPES = sorted(t for t, spec in catalog.INSTANCE_TYPES.items() if spec.efa)
 ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
@@ -27,7 +28,7 @@ ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", clai
                   etcd_endpoint="etcd.eksbench.svc.cluster.local:2379",
                   results=ResultsLocation(None, "eksbench", "dev", "run-001"),
                   datasets_prefix_uri=None)
-CODE = m.code_config_map_manifest({"workloads/__init__.py": ""}, namespace="eksbench")
+CODE = code_config_map_manifest({"workloads/__init__.py": ""}, namespace="eksbench")
 P5 = yaml.safe_load((ROOT / "Pulumi.p5-fsx.yaml").read_text())["config"]
 P5_FILLED = {**P5, "eksbench:cluster": {**P5["eksbench:cluster"], "public_access_cidrs": ["198.18.7.0/32"]}}
 
@@ -41,7 +42,7 @@ def test_a_whole_node_pod_requests_every_interface_the_launch_template_creates(i
     group = GpuNodeGroup(name="g", instance_type=instance_type, efa=True, max_size=2, desired_size=2)
     gpus = catalog.INSTANCE_TYPES[instance_type].gpus
     e = Experiment(name="x", min_nodes=2, max_nodes=2, gpus_per_node=gpus)
-    job = m.experiment_manifests(e, env=ENV, node_group=group, bucket="b", run_id="run-001", code_config_map=CODE,
+    job = experiment_manifests(e, env=ENV, node_group=group, bucket="b", run_id="run-001", code_config_map=CODE,
                                  region="us-west-2")["job"]
     interfaces = launch_template_data(gpu_node_group_spec(group), security_group_id="sg-0123")["network_interfaces"]
     assert requested(job) == len(interfaces) == catalog.efa_interfaces(instance_type) >= 1
@@ -77,7 +78,7 @@ def test_efa_pods_get_huge_pages_as_aws_recipe_asks_and_p5_its_nccl_buffer_sizes
     node_gpus = catalog.INSTANCE_TYPES[instance_type].gpus
     for gpus in sorted({node_gpus, max(1, node_gpus // 2)}):
         e = Experiment(name="x", min_nodes=2, max_nodes=2, gpus_per_node=gpus)
-        job = m.experiment_manifests(e, env=ENV, node_group=group, bucket="b", run_id="run-001", code_config_map=CODE,
+        job = experiment_manifests(e, env=ENV, node_group=group, bucket="b", run_id="run-001", code_config_map=CODE,
                                      region="us-west-2")["job"]
         main = job["spec"]["template"]["spec"]["containers"][0]
         want = f"{EFA_HUGEPAGES_MIB_PER_NODE * gpus // node_gpus // 2 * 2}Mi"
@@ -87,7 +88,7 @@ def test_efa_pods_get_huge_pages_as_aws_recipe_asks_and_p5_its_nccl_buffer_sizes
         assert (env.get("NCCL_BUFFSIZE"), env.get("NCCL_P2P_NET_CHUNKSIZE")) == (
             ("8388608", "524288") if p5 else (None, None))
     plain = GpuNodeGroup(name="g", instance_type="p3.16xlarge", max_size=2, desired_size=2)
-    job = m.experiment_manifests(Experiment(name="x", min_nodes=2, max_nodes=2, gpus_per_node=8), env=ENV,
+    job = experiment_manifests(Experiment(name="x", min_nodes=2, max_nodes=2, gpus_per_node=8), env=ENV,
                                  node_group=plain, bucket="b", run_id="run-001", code_config_map=CODE,
                                  region="us-west-2")["job"]
     assert "hugepages-2Mi" not in job["spec"]["template"]["spec"]["containers"][0]["resources"].get("limits", {})

@@ -12,7 +12,7 @@ STACKS = Path(__file__).resolve().parents[2] / "tests" / "stacks"
 
 
 def test_the_plan_accepts_the_horovod_stack_and_refuses_it_on_the_dlc_default():
-    """The program ships hvd_torch.py (contracts.missing_entry_points passes), runs the pods' bootstrap, and
+    """The program ships hvd_torch.py (framework_support.missing_entry_points passes), runs the pods' bootstrap, and
     with ``image`` left at the DLC default refuses the experiment, naming what to build."""
     from core.config.fields import ConfigError
     from program.offline import evaluate, evaluate_config

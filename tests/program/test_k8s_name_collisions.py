@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from core.config.fields import ConfigError
 from core.config.model import Experiment
+from program.experiment_checks import name_collisions
 from program.stack_files import ROOT, load_stack_config
-from program.validation import name_collisions
 from tests.program.test_config import parse, problems
 from tests.program.test_sweep import stack
-from workloads import contracts
+from workloads.object_names import object_names, service_name
 
 
 def with_run_id(raw, run_id):
@@ -44,7 +44,7 @@ def test_a_training_job_named_like_another_experiments_evaluation_is_refused():
 def test_the_issues_stacks_plan_with_valid_distinct_names():
     cfg = parse(with_run_id(stack({"name": "1" + "a" * 28}, {"name": "1" + "b" * 25, "repeats": 2}), "abcdefgh-1"))
     runs = [r for e in cfg.experiments for r in e.runs()]
-    services = [contracts.service_name(r, cfg.run_id) for r in runs]
+    services = [service_name(r, cfg.run_id) for r in runs]
     assert len(set(services)) == 3 and all(s[0].isalpha() and s[-1].isalnum() for s in services), services
 
 
@@ -106,6 +106,6 @@ def test_a_stack_passes_only_if_no_two_runs_share_an_object_name(experiments, ru
     shared = False
     for i, e in enumerate(cfg.experiments):
         for run in e.runs():
-            for name in set(contracts.object_names(run, run_id).values()):
+            for name in set(object_names(run, run_id).values()):
                 shared |= owner.setdefault(name, (i, run.repeat)) != (i, run.repeat)
     assert bool(name_collisions(cfg)) == shared

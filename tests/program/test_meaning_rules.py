@@ -10,8 +10,9 @@ from core.catalog.pins import CLUSTER_AUTOSCALER_CHARTS
 from core.config.model import GpuNodeGroup
 from core.config.shape import parse_stack_config
 from infra.cluster.autoscaling import node_template_tags
+from program.node_group_checks import autoscaler_problems
 from program.stack_files import load_stack_config, stack_raw_config
-from program.validation import autoscaler_problems, meaning_problems
+from program.validation import meaning_problems
 from tests.core.examples import GOOD
 from tests.core.test_autostop import BASE
 from tests.program.test_config import parse, problems
@@ -160,7 +161,7 @@ def test_an_autoscaled_group_mounting_lustre_tells_the_autoscaler_of_its_ready_l
 
 
 def test_the_rule_names_an_efa_group_whose_tags_leave_a_resource_out(monkeypatch):
-    import program.validation as v
+    import program.node_group_checks as v
 
     cfg = parse(autoscaled_stack(autoscale=True, instance_type="p5.48xlarge", efa=True))
     monkeypatch.setattr(v, "node_template_tags", lambda g: {})

@@ -16,11 +16,11 @@ from core.config.shape import parse_stack_config
 from infra.environment import GPU_TAINT, environment_for
 from tests.support.k8s_schema import assert_valid
 from tests.support.mock_engine import K8S_API, k8s_manifest, of_type, register
-from workloads import contracts
-from workloads import job_manifests as manifests
 from workloads.code_files import read_code_files
-from workloads.experiment_suite import ExperimentSuite, ExperimentSuiteArgs
-from workloads.training_job import TrainingJob, TrainingJobArgs
+from workloads.code_manifests import code_config_map_manifest
+from workloads.experiment_suite_component import ExperimentSuite, ExperimentSuiteArgs
+from workloads.framework_support import check_experiment, missing_entry_points
+from workloads.training_job_component import TrainingJob, TrainingJobArgs
 
 RAW = {
     "run_id": "run-001",
@@ -125,7 +125,7 @@ def test_sequential_suite_chains_experiments_through_suspended_jobs_and_gates():
 def test_training_job_component_outputs_and_child_names():
     cfg = config()
     e = cfg.experiments[1]
-    code = manifests.code_config_map_manifest({"workloads/train/harness/launch.py": "pass\n"}, namespace=cfg.namespace)
+    code = code_config_map_manifest({"workloads/train/harness/launch.py": "pass\n"}, namespace=cfg.namespace)
     made = []
 
     def build():
@@ -147,18 +147,18 @@ def test_training_job_component_outputs_and_child_names():
 def test_unsupported_pairs_are_found_by_the_checks_the_program_runs_first():
     # The program (program/stack.validate) runs these before registering anything; the suite trusts them.
     cfg = config()
-    problems = contracts.check_experiment(replace(cfg.experiments[0], framework="tensorflow"))
+    problems = check_experiment(replace(cfg.experiments[0], framework="tensorflow"))
     assert any(p.startswith("image=") for p in problems), problems
 
 
 def test_frameworks_without_a_shipped_entry_point_are_found_by_the_program_checks():
     cfg = config()
     tf = replace(cfg.experiments[0], framework="tensorflow", image="tensorflow/tensorflow:2.17.0-gpu")
-    problems = contracts.missing_entry_points((tf,), CODE_FILES)
+    problems = missing_entry_points((tf,), CODE_FILES)
     assert len(problems) == 1
     assert problems[0].startswith('experiments[0].framework="tensorflow": ')
     assert "workloads/train/tensorflow/__main__.py" in problems[0]
-    assert contracts.missing_entry_points(cfg.experiments, CODE_FILES) == []
+    assert missing_entry_points(cfg.experiments, CODE_FILES) == []
 
 
 def project_imports(path: str, text: str) -> set[str]:
@@ -179,7 +179,7 @@ def test_read_code_files_ships_the_training_package():
             "workloads/train/harness/launch.py", "core/contract/train_args.py", "core/contract/s3_uri.py"} <= set(files)
     assert all(not k.startswith("/") and k.endswith(".py") and "__pycache__" not in k for k in files)
     assert {k.split("/")[0] for k in files} == {"core", "workloads"}
-    manifests.code_config_map_manifest(files, namespace="eksbench")  # fits a ConfigMap
+    code_config_map_manifest(files, namespace="eksbench")  # fits a ConfigMap
     # Everything the pods import from the project is shipped: follow the imports from workloads/train.
     shipped = {k[:-len("/__init__.py")].replace("/", ".") if k.endswith("/__init__.py")
                else k[:-len(".py")].replace("/", "."): k for k in files}

@@ -18,8 +18,8 @@ from infra.container_text import kubelet_literal
 from tests.support.pod_shell import launched_command, pod_containers, run_container
 from tests.workloads.test_manifests import CODE, ENV, P3
 from workloads import autostop_manifests as am
-from workloads import contracts as c
-from workloads import job_manifests as m
+from workloads.gate_manifests import GATE_MODULE, gate_job_manifest
+from workloads.job_manifests import experiment_manifests
 
 HOSTILE = ["--lr=$(EKSBENCH_EXPERIMENT)", "--seed=$$5", "$", "$(", "'; rm -rf /", "`id`", "a\nb", "$(POD_IP)"]
 PADDLE = replace(Experiment(name="pd"), framework="paddle", min_nodes=2, max_nodes=2, pservers=2, image=PADDLE_IMAGE,
@@ -29,7 +29,7 @@ SPEC = json.dumps({"namespace": "eksbench", "note": "$(PYTHONPATH) $$ $"})
 
 @pytest.mark.parametrize("role", ["job", "pserver"])
 def test_paddle_trainers_and_pservers_get_the_stack_files_args(role, tmp_path):
-    built = m.experiment_manifests(PADDLE, env=ENV, node_group=P3, bucket="results-bkt", run_id="run-001",
+    built = experiment_manifests(PADDLE, env=ENV, node_group=P3, bucket="results-bkt", run_id="run-001",
                                    code_config_map=CODE, region="us-west-2")
     (container,) = pod_containers(kubelet_literal(built[role]))
     env, calls = run_container(container, tmp_path, index=1)
@@ -41,11 +41,11 @@ def test_paddle_trainers_and_pservers_get_the_stack_files_args(role, tmp_path):
 
 
 def test_the_gate_reads_its_instructions_unchanged(tmp_path):
-    job = m.gate_job_manifest("g", namespace="eksbench", service_account="g", spec=SPEC, deadline_seconds=60,
+    job = gate_job_manifest("g", namespace="eksbench", service_account="g", spec=SPEC, deadline_seconds=60,
                               label_set={}, fingerprint="f", code_config_map=CODE)
     (container,) = pod_containers(kubelet_literal(job))
     env, calls = run_container(container, tmp_path)
-    assert env[ENV_GATE] == SPEC and calls == [["-m", c.GATE_MODULE]]
+    assert env[ENV_GATE] == SPEC and calls == [["-m", GATE_MODULE]]
 
 
 def test_the_autostop_controller_reads_its_instructions_unchanged(tmp_path):

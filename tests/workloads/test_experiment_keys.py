@@ -13,7 +13,8 @@ from core.config.fields import ConfigError
 from core.config.model import Experiment
 from core.config.shape import parse_stack_config
 from tests.workloads.conftest import ROOT
-from workloads import contracts as c
+from workloads.framework_support import check_experiment
+from workloads.launch.common import CLUSTER_COLLECTIVE_TIMEOUT_S, checkpoint_policy, train_args_for
 
 GROUP = {"name": "gpu", "instance_type": "p5.48xlarge"}
 
@@ -27,10 +28,10 @@ def test_new_experiment_keys_parse_and_reach_the_trainer():
     e = parse({"dataset": "cifar10", "workload": "cifar10", "target_accuracy": 0.9, "checkpoint_minutes": 5,
                "compile": True, "compile_mode": "max-autotune"}).experiments[0]
     assert (e.target_accuracy, e.checkpoint_minutes, e.compile_mode) == (0.9, 5.0, "max-autotune")
-    args = c.train_args_for(e, _Paths(), instance_type="p5.48xlarge")
+    args = train_args_for(e, _Paths(), instance_type="p5.48xlarge")
     assert args.target_accuracy == 0.9 and args.checkpoint_minutes == 5.0 and args.compile_mode == "max-autotune"
     assert args.workers == 17  # 192 vCPUs / 8 GPUs = 24, 75% of it less one
-    assert args.collective_timeout == c.CLUSTER_COLLECTIVE_TIMEOUT_S == 300
+    assert args.collective_timeout == CLUSTER_COLLECTIVE_TIMEOUT_S == 300
 
 
 class _Paths:
@@ -51,9 +52,9 @@ def test_bad_values_of_the_new_keys_are_shape_errors(bad, needle):
 
 def test_synthetic_throughput_runs_do_not_checkpoint_inside_the_timed_loop():
     synthetic = Experiment(name="s", dataset="synthetic", checkpoint_minutes=10)
-    assert c.checkpoint_policy(synthetic) == (0, 0.0)
-    assert c.checkpoint_policy(Experiment(name="e", min_nodes=1, max_nodes=2)) == (0, 10.0)  # elastic: resumable
-    assert c.checkpoint_policy(Experiment(name="i", dataset="imagenet", checkpoint_every=500)) == (500, 10.0)
+    assert checkpoint_policy(synthetic) == (0, 0.0)
+    assert checkpoint_policy(Experiment(name="e", min_nodes=1, max_nodes=2)) == (0, 10.0)  # elastic: resumable
+    assert checkpoint_policy(Experiment(name="i", dataset="imagenet", checkpoint_every=500)) == (500, 10.0)
 
 
 def test_the_default_image_is_the_dlc_in_the_stacks_region():
@@ -63,7 +64,7 @@ def test_the_default_image_is_the_dlc_in_the_stacks_region():
     assert pins.training_image("cn-north-1").startswith("727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/")
     assert pins.is_training_image(e.image) and not pins.is_training_image("horovod/horovod:0.28.1")
     # a non-pytorch framework still needs its own image, whatever the region
-    assert any("needs an image" in p for p in c.check_experiment(
+    assert any("needs an image" in p for p in check_experiment(
         Experiment(name="t", framework="tensorflow", image=e.image)))
 
 
@@ -89,9 +90,9 @@ def test_bf16_on_gpus_without_it_exits_2_naming_the_key(itype, model):
 
 def test_input_path_reaches_the_trainer_and_is_refused_where_nothing_reads_jpegs():
     e = parse({"dataset": "imagenet", "input_path": "nvjpeg"}).experiments[0]
-    assert c.check_experiment(e) == [] and c.train_args_for(e, _Paths()).input_path == "nvjpeg"
-    assert c.train_args_for(parse({"dataset": "imagenet"}).experiments[0], _Paths()).input_path == "dali"
+    assert check_experiment(e) == [] and train_args_for(e, _Paths()).input_path == "nvjpeg"
+    assert train_args_for(parse({"dataset": "imagenet"}).experiments[0], _Paths()).input_path == "dali"
     for keys in ({"input_path": "dali"},  # synthetic data
                  {"workload": "cifar10", "dataset": "cifar10", "input_path": "pillow"}):
-        (problem,) = c.check_experiment(parse(keys).experiments[0])
+        (problem,) = check_experiment(parse(keys).experiments[0])
         assert problem.startswith(f'input_path="{keys["input_path"]}"') and 'e.g. input_path: "auto"' in problem

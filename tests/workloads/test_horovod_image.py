@@ -10,7 +10,7 @@ from pathlib import Path
 
 from core.catalog import compat, pins
 from core.config.model import Experiment
-from workloads import contracts as c
+from workloads.framework_support import check_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILT = pins.horovod_image("123456789012", "us-west-2")
@@ -19,10 +19,10 @@ BUILT_CU126 = pins.horovod_image("123456789012", "us-west-2", pins.HOROVOD_TAG_C
 
 def test_the_dlc_default_is_refused_for_horovod_with_the_reason_and_what_to_build():
     e = Experiment(name="h", framework="horovod", min_nodes=2, max_nodes=2)
-    [problem] = c.check_experiment(e)
+    [problem] = check_experiment(e)
     assert problem.startswith(f'image="{pins.TRAINING_IMAGE}": a pytorch image; framework "horovod" needs an image that has it')
     assert "no AWS Deep Learning Container has Horovod" in problem and "workloads/Dockerfile.horovod" in problem
-    assert c.check_experiment(replace(e, image=BUILT)) == []
+    assert check_experiment(replace(e, image=BUILT)) == []
 
 
 def test_the_built_images_are_rows_with_their_bases_kernels():

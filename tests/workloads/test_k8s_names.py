@@ -14,8 +14,8 @@ from core.config.model import Experiment
 from core.contract.k8s_names import MAX_LABEL, dns1035_label
 from tests.support.k8s_schema import assert_valid
 from tests.workloads.test_manifests import CIFAR, CODE, ENV, P3, RESNET
-from workloads import contracts as c
-from workloads import job_manifests as m
+from workloads.job_manifests import experiment_manifests
+from workloads.object_names import MAX_BASE_NAME, base_name, object_names, paddle_job_names, service_name
 
 # Written out here, not imported: what Kubernetes checks (apimachinery validation.IsDNS1035Label).
 DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -29,33 +29,33 @@ def label(name: str, limit: int = MAX_LABEL) -> bool:
 
 def test_a_digit_led_name_that_fills_the_limit_gives_a_valid_service_name():
     e = Experiment(name="1" + "a" * 28)
-    svc, job = c.service_name(e, "abcdefgh-1"), c.base_name(e, "abcdefgh-1")
-    assert label(svc, c.MAX_BASE_NAME) and label(job, c.MAX_BASE_NAME), (svc, job)  # was "x1aaa...a-abcdefgh-"
+    svc, job = service_name(e, "abcdefgh-1"), base_name(e, "abcdefgh-1")
+    assert label(svc, MAX_BASE_NAME) and label(job, MAX_BASE_NAME), (svc, job)  # was "x1aaa...a-abcdefgh-"
     assert all(label(f"{job}-{i}") for i in range(64))  # the pods' hostnames
 
 
 def test_the_repeats_of_a_digit_led_name_get_different_names():
     e = Experiment(name="1" + "b" * 25, repeats=2)
     runs = e.runs()
-    services = [c.service_name(r, "abcdefgh-1") for r in runs]
-    jobs = [c.base_name(r, "abcdefgh-1") for r in runs]
+    services = [service_name(r, "abcdefgh-1") for r in runs]
+    jobs = [base_name(r, "abcdefgh-1") for r in runs]
     assert len(set(services)) == 2 and len(set(jobs)) == 2, services  # both were "x1bbb...b-abcdefgh-1-r"
-    assert all(label(n, c.MAX_BASE_NAME) for n in services + jobs)
+    assert all(label(n, MAX_BASE_NAME) for n in services + jobs)
 
 
 # --- names that were fine stay as they were ------------------------------------------------------------
 
 def test_valid_short_names_are_unchanged():
-    assert c.base_name(RESNET, "run-001") == c.service_name(RESNET, "run-001") == "resnet50-synthetic-run-001"
-    assert c.base_name(replace(CIFAR, repeats=3, repeat=2), "run-001") == "cifar10-elastic-run-001-r2"
-    assert c.paddle_job_names("resnet50-run-001") == ("resnet50-run-001", "resnet50-run-001-ps")
+    assert base_name(RESNET, "run-001") == service_name(RESNET, "run-001") == "resnet50-synthetic-run-001"
+    assert base_name(replace(CIFAR, repeats=3, repeat=2), "run-001") == "cifar10-elastic-run-001-r2"
+    assert paddle_job_names("resnet50-run-001") == ("resnet50-run-001", "resnet50-run-001-ps")
     assert dns1035_label("a", "b-c") == "a-b-c"
 
 
 def test_a_name_that_must_change_keeps_its_readable_start_and_ends_with_a_hash():
-    long = c.base_name(Experiment(name="a" * 32), "r" * 20)
+    long = base_name(Experiment(name="a" * 32), "r" * 20)
     assert long.startswith("a" * 31 + "-") and re.fullmatch(r"[0-9a-f]{8}", long[-8:]) and len(long) == 40
-    assert re.fullmatch(r"x3d-unet-run-1-[0-9a-f]{8}", c.service_name(Experiment(name="3d-unet"), "run-1"))
+    assert re.fullmatch(r"x3d-unet-run-1-[0-9a-f]{8}", service_name(Experiment(name="3d-unet"), "run-1"))
     assert re.fullmatch(r"resnet-run-x-[0-9a-f]{8}", dns1035_label("ResNet", "run_X"))
     assert re.fullmatch(r"x-[0-9a-f]{8}", dns1035_label("")) and re.fullmatch(r"x-[0-9a-f]{8}", dns1035_label("--"))
 
@@ -74,9 +74,9 @@ GATE_RBAC = {"gate-sa": "gate", "gate-role": "gate", "gate-binding": "gate"}  # 
 @pytest.mark.parametrize("e", [RESNET, CIFAR, replace(RESNET, framework="paddle", pservers=2, name="3d-paddle")],
                          ids=lambda e: e.name)
 def test_object_names_are_the_names_the_manifests_give(e):
-    objs = m.experiment_manifests(e, env=ENV, node_group=P3, bucket="b", run_id="run-001", code_config_map=CODE,
+    objs = experiment_manifests(e, env=ENV, node_group=P3, bucket="b", run_id="run-001", code_config_map=CODE,
                                   region="us-west-2", after=[("prev-run-001", None)], after_minutes=60)
-    names = c.object_names(e, "run-001")
+    names = object_names(e, "run-001")
     for role, obj in objs.items():
         assert obj["metadata"]["name"] == names[GATE_RBAC.get(role, role)], role
         assert_valid(obj)
@@ -99,10 +99,10 @@ def parts(name: str, run_id: str, k: int) -> tuple[str, ...]:
 @given(text, text, repeat)
 def test_any_name_run_id_and_repeat_give_valid_labels_within_their_limits(name, run_id, k):
     e = Experiment(name=name, repeat=k, framework="paddle", evaluate=True)
-    job = c.base_name(e, run_id)
-    assert label(job, c.MAX_BASE_NAME) and label(c.service_name(e, run_id), c.MAX_BASE_NAME), job
-    assert job == c.base_name(e, run_id)  # stable
-    names = c.object_names(e, run_id)
+    job = base_name(e, run_id)
+    assert label(job, MAX_BASE_NAME) and label(service_name(e, run_id), MAX_BASE_NAME), job
+    assert job == base_name(e, run_id)  # stable
+    names = object_names(e, run_id)
     assert all(label(n) for n in names.values()) and label(f"{job}-999")  # a pod's hostname, names
     assert len(set(names.values())) == len(names) - 1  # only the Service shares the Job's name
 
@@ -118,7 +118,7 @@ def test_different_inputs_give_different_names(name1, run1, k1, name2, run2, k2)
     a, b = parts(name1, run1, k1), parts(name2, run2, k2)
     assume(a != b)
     e1, e2 = Experiment(name=name1, repeat=k1), Experiment(name=name2, repeat=k2)
-    for build in (c.base_name, c.service_name):
+    for build in (base_name, service_name):
         n1, n2 = build(e1, run1), build(e2, run2)
         if n1 == n2:
             assert n1 == "-".join(a) == "-".join(b), (build.__name__, a, b, n1)

@@ -17,8 +17,12 @@ from infra.environment import (
 )
 from tests.support.k8s_schema import assert_valid
 from tests.support.pod_placement import place
-from workloads import contracts as c
-from workloads import job_manifests as m
+from workloads.code_manifests import code_config_map_manifest
+from workloads.framework_support import check_experiment
+from workloads.gate_manifests import completion_waits
+from workloads.job_manifests import experiment_manifests, suite_budget_minutes, training_job_manifest
+from workloads.launch.common import CODE_ROOT
+from workloads.pod_manifests import COMPILE_CACHE_DIR, COMPILE_CACHE_GIB
 from workloads.train.harness.what_ran import JOB_ENV
 
 ENV = Environment(namespace="eksbench", service_account="eksbench-trainer", claim_name="eksbench-shared",
@@ -33,12 +37,12 @@ RESNET = Experiment(name="resnet50-synthetic", max_nodes=2, min_nodes=2, gpus_pe
                     steps=500, timeout_minutes=60)
 CIFAR = Experiment(name="cifar10-elastic", workload="cifar10", dataset="cifar10", min_nodes=1, max_nodes=2,
                    gpus_per_node=1, epochs=20, evaluate=True, timeout_minutes=90)
-CODE = m.code_config_map_manifest({"workloads/__init__.py": "", "workloads/train/harness/launch.py": "print('hi')\n",
+CODE = code_config_map_manifest({"workloads/__init__.py": "", "workloads/train/harness/launch.py": "print('hi')\n",
                                    "core/x.py": "y = 1\n"}, namespace="eksbench")
 
 
 def build(e=RESNET, group=P3, **kw):
-    return m.experiment_manifests(e, env=ENV, node_group=group, bucket="results-bkt", run_id="run-001",
+    return experiment_manifests(e, env=ENV, node_group=group, bucket="results-bkt", run_id="run-001",
                                   code_config_map=CODE, region="us-west-2", **kw)
 
 
@@ -68,7 +72,7 @@ FRAMEWORKS = [
 @pytest.mark.parametrize("group", [P3, P4D], ids=["p3", "p4d-efa"])
 def test_every_manifest_is_schema_valid(e, group):
     objs = build(e, group, after=[("prev-run-001", None)], after_minutes=120)
-    assert c.check_experiment(e) == []
+    assert check_experiment(e) == []
     for obj in list(objs.values()) + [CODE]:
         assert_valid(obj)
 
@@ -164,9 +168,9 @@ def test_compiled_runs_keep_their_inductor_cache_out_of_the_small_tmp():
     job = build(replace(RESNET, compile=True, compile_mode="max-autotune"))["job"]
     vols = {v["name"]: v for v in pod(job)["volumes"]}
     mounts = {v["name"]: v["mountPath"] for v in main_container(job)["volumeMounts"]}
-    assert vols["compile-cache"]["emptyDir"] == {"sizeLimit": f"{m.COMPILE_CACHE_GIB}Gi"}
-    assert env_of(job)["TORCHINDUCTOR_CACHE_DIR"] == mounts["compile-cache"] == m.COMPILE_CACHE_DIR
-    assert not m.COMPILE_CACHE_DIR.startswith("/tmp/") and m.COMPILE_CACHE_GIB > 2
+    assert vols["compile-cache"]["emptyDir"] == {"sizeLimit": f"{COMPILE_CACHE_GIB}Gi"}
+    assert env_of(job)["TORCHINDUCTOR_CACHE_DIR"] == mounts["compile-cache"] == COMPILE_CACHE_DIR
+    assert not COMPILE_CACHE_DIR.startswith("/tmp/") and COMPILE_CACHE_GIB > 2
     assert vols["eksbench-tmp"]["emptyDir"] == {"sizeLimit": "2Gi"}  # what the cache used to share
     assert "compile-cache" not in {v["name"] for v in pod(build()["job"])["volumes"]}
     assert_valid(job)
@@ -175,12 +179,12 @@ def test_compiled_runs_keep_their_inductor_cache_out_of_the_small_tmp():
 def test_code_config_map_is_immutable_content_named_and_keeps_subfolders():
     assert CODE["immutable"] is True
     assert CODE["data"]["core--x.py"] == "y = 1\n"
-    other = m.code_config_map_manifest({"workloads/train/harness/launch.py": "print('bye')\n"}, namespace="eksbench")
+    other = code_config_map_manifest({"workloads/train/harness/launch.py": "print('bye')\n"}, namespace="eksbench")
     assert other["metadata"]["name"] != CODE["metadata"]["name"]
     items = {i["key"]: i["path"] for i in pod(build()["job"])["volumes"][2]["configMap"]["items"]}
     assert items["core--x.py"] == "core/x.py" and items["workloads--train--harness--launch.py"] == "workloads/train/harness/launch.py"
     with pytest.raises(ValueError, match="1 MiB"):
-        m.code_config_map_manifest({"big.py": "x" * (1024 * 1024)}, namespace="eksbench")
+        code_config_map_manifest({"big.py": "x" * (1024 * 1024)}, namespace="eksbench")
 
 
 def test_evaluation_job_is_suspended_until_its_gate_sees_training_complete():
@@ -205,8 +209,8 @@ def test_evaluation_job_is_suspended_until_its_gate_sees_training_complete():
 def test_gate_runs_the_shipped_gate_module_from_the_code_config_map():
     gate = build(CIFAR)["eval-gate"]
     assert main_container(gate)["command"] == ["python3", "-m", "workloads.train.control.gate"]
-    assert env_of(gate)["PYTHONPATH"] == c.CODE_ROOT
-    assert main_container(gate)["volumeMounts"][0] == {"name": "code", "mountPath": c.CODE_ROOT, "readOnly": True}
+    assert env_of(gate)["PYTHONPATH"] == CODE_ROOT
+    assert main_container(gate)["volumeMounts"][0] == {"name": "code", "mountPath": CODE_ROOT, "readOnly": True}
     assert [m["mountPath"] for m in main_container(gate)["volumeMounts"][1:]] == ["/home/eksbench", "/tmp"]
     assert pod(gate)["volumes"][0] == next(v for v in pod(build(CIFAR)["job"])["volumes"] if v["name"] == "code")
 
@@ -218,8 +222,8 @@ def test_evaluation_is_replaced_when_its_training_is():
 
 
 def test_a_successor_is_suspended_and_resumed_by_its_gate():
-    waits = m.completion_waits(CIFAR, run_id="run-001")
-    objs = build(after=waits, after_minutes=m.suite_budget_minutes(CIFAR))
+    waits = completion_waits(CIFAR, run_id="run-001")
+    objs = build(after=waits, after_minutes=suite_budget_minutes(CIFAR))
     assert objs["job"]["spec"]["suspend"] is True
     spec = env_of(objs["gate"])["EKSBENCH_GATE"]
     assert '["cifar10-elastic-run-001-eval", "cifar10-elastic-run-001"]' in spec
@@ -295,12 +299,12 @@ def test_cluster_autoscaler_never_evicts_a_training_or_evaluation_pod(e):
 
 def test_pods_carry_instance_type_nccl_debug_and_the_git_commit():
     e = FRAMEWORKS[0]
-    job = m.training_job_manifest(e, env=ENV, node_group=P4D, bucket="b", run_id="run-001",
+    job = training_job_manifest(e, env=ENV, node_group=P4D, bucket="b", run_id="run-001",
                                   code_config_map=CODE, git_commit="abc123")
     env = env_of(job)
     assert env["EKSBENCH_INSTANCE_TYPE"] == "p4d.24xlarge" and env["EKSBENCH_GIT_COMMIT"] == "abc123"
     assert env["NCCL_DEBUG"] == "INFO"  # its INIT lines name NET/OFI or NET/Socket for the summary
-    placed = env_of(m.training_job_manifest(e, env=ENV, node_group=P4D, bucket="b", run_id="run-001",
+    placed = env_of(training_job_manifest(e, env=ENV, node_group=P4D, bucket="b", run_id="run-001",
                                             code_config_map=CODE, region="us-east-1"))
     assert placed[JOB_ENV[F.REGION]] == "us-east-1"  # what_ran.region: what prices the run (core.catalog.aws)
     script = main_container(job)["command"][2]
@@ -337,7 +341,7 @@ def test_efa_pods_keep_root_with_ipc_lock_only():
 
 def test_on_fsx_an_init_container_hands_the_results_folder_to_the_pods_user():
     fsx = replace(ENV, storage_kind="fsx")
-    job = m.experiment_manifests(RESNET, env=fsx, node_group=P3, bucket="results-bkt", run_id="run-001",
+    job = experiment_manifests(RESNET, env=fsx, node_group=P3, bucket="results-bkt", run_id="run-001",
                                  code_config_map=CODE, region="us-west-2")["job"]
     init = pod(job)["initContainers"][0]
     assert init["command"][-1].endswith("chown 10001:10001 /data/results/run-001/resnet50-synthetic")

@@ -1,4 +1,4 @@
-"""The training container's sh script (workloads.pod_script), run for real with ``sh``: which
+"""The training container's sh script (workloads.launch.pod_script), run for real with ``sh``: which
 packages it installs, a failed install, and a SIGTERM during a slow install.
 
 ``python3`` on PATH is a wrapper: ``python3 -m pip ...`` records its arguments (and sleeps or
@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.workloads.conftest import ROOT, wait_for
-from workloads import contracts as c
-from workloads.pod_script import ensure_modules
+from workloads.launch.pod_script import ensure_modules, launcher_script
 
 
 def fake_python(tmp_path: Path) -> dict[str, str]:
@@ -56,7 +55,7 @@ exec {sys.executable} "$@"
 
 def script(tmp_path: Path) -> str:
     marker = tmp_path / "command-ran"
-    return c.launcher_script(("sh", "-c", f"touch {marker}"), results_dir=str(tmp_path / "r"),
+    return launcher_script(("sh", "-c", f"touch {marker}"), results_dir=str(tmp_path / "r"),
                              results_uri="s3://bkt/p/", experiment="e", modules=("etcd", "boto3"))
 
 

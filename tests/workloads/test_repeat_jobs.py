@@ -7,8 +7,9 @@ from dataclasses import replace
 
 from tests.support.k8s_schema import assert_valid
 from tests.workloads.test_manifests import CIFAR, CODE, ENV, P3, RESNET, env_of, main_container
-from workloads import job_manifests as m
-from workloads.experiment_suite import run_order
+from workloads.experiment_suite_component import run_order
+from workloads.gate_manifests import completion_waits
+from workloads.job_manifests import experiment_manifests, suite_budget_minutes
 
 
 def names(order):
@@ -17,7 +18,7 @@ def names(order):
 
 def test_repeats_chain_one_after_another_in_both_executions():
     rep = replace(RESNET, repeats=3)
-    budget = m.suite_budget_minutes(RESNET)
+    budget = suite_budget_minutes(RESNET)
     seq = names(run_order((rep, CIFAR), "sequential"))
     assert seq == [(None, "resnet50-synthetic repeat 1/3", 0),
                    ("resnet50-synthetic repeat 1/3", "resnet50-synthetic repeat 2/3", budget),
@@ -32,9 +33,9 @@ def test_repeats_chain_one_after_another_in_both_executions():
 
 def test_each_repeat_is_its_own_job_writing_its_own_folder():
     order = run_order((replace(RESNET, repeats=2),), "sequential")
-    built = [m.experiment_manifests(run, env=ENV, node_group=P3, bucket="results-bkt", run_id="run-001",
+    built = [experiment_manifests(run, env=ENV, node_group=P3, bucket="results-bkt", run_id="run-001",
                                     code_config_map=CODE, region="us-west-2",
-                                    after=m.completion_waits(prior, run_id="run-001") if prior else [],
+                                    after=completion_waits(prior, run_id="run-001") if prior else [],
                                     after_minutes=minutes) for prior, run, minutes in order]
     first, second = built
     assert first["job"]["metadata"]["name"] == "resnet50-synthetic-run-001-r1"

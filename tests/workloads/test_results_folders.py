@@ -12,14 +12,14 @@ import pytest
 from infra.access.pod_security import RUN_AS_USER
 from tests.support.pod_writes import Storage, check_pod
 from tests.workloads.test_manifests import CODE, ENV, FRAMEWORKS, P3, P4D
-from workloads import job_manifests as m
+from workloads.job_manifests import experiment_manifests
 from workloads.results_folders import results_folder_owners
 
 FSX = replace(ENV, storage_kind="fsx")
 
 
 def fsx_pods(e, group):
-    objs = m.experiment_manifests(e, env=FSX, node_group=group, bucket="results-bkt", run_id="run-001",
+    objs = experiment_manifests(e, env=FSX, node_group=group, bucket="results-bkt", run_id="run-001",
                                   code_config_map=CODE, region="us-west-2")
     return [(role, o["spec"]["template"]["spec"]) for role, o in objs.items()
             if role in ("job", "pserver", "eval")]

@@ -160,7 +160,7 @@ def test_logs_tail_and_node(tmp_path, capsys):
 
 
 def test_tail_finds_the_last_lines_across_chunks_without_reading_the_whole_log(tmp_path, monkeypatch):
-    from bench.local.backend import local_logs
+    from bench.local.observe import local_logs
     from bench.results import node_logs
 
     monkeypatch.setattr(node_logs, "LINE_CHUNK", 3)  # lines cross every chunk boundary

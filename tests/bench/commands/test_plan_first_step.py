@@ -88,7 +88,7 @@ def test_every_stacks_first_pod_times_follow_its_run_order(stack, config):
     the run it waits for: it has none, only the bounds; a run that waits for nothing has its own."""
     from core.config.pulumi_config import decode_config, to_pulumi_config
     from program.offline import evaluate_config
-    from workloads.experiment_suite import run_order
+    from workloads.experiment_suite_component import run_order
 
     plan = evaluate_config(stack, config)
     rows = plan.estimate["first_step"]

@@ -184,7 +184,7 @@ def test_the_watch_reads_summary_and_progress_through_their_readers(s3):
 
 def test_bench_status_reads_a_local_summary_of_the_wrong_shape_as_no_status(tmp_path):
     """Before: ``json.loads(...).get("status")`` on a list stopped ``bench status`` with a traceback."""
-    from bench.local.backend import local_runs as _local_runs
+    from bench.local.observe import local_runs as _local_runs
 
     (tmp_path / "st" / "r1" / "a").mkdir(parents=True)
     (tmp_path / "st" / "r1" / "a" / "summary.json").write_text("[1, 2]")

@@ -63,10 +63,10 @@ def test_kill_9_of_bench_during_an_evaluation_takes_the_evaluation_with_it(tmp_p
     script = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
               "import os\n"
               "from types import SimpleNamespace\n"
-              "from bench.local import backend as local_backend, plan as local_plan\n"
+              "from bench.local import experiment_run, plan as local_plan\n"
               f"local_plan.evaluate_command = lambda exp, python: [python, '-c', {sleeper!r}]\n"
               f"local_plan.evaluation_dir = lambda exp: __import__('pathlib').Path({str(tmp_path)!r})\n"
-              "run = local_backend.ExperimentRun.__new__(local_backend.ExperimentRun)\n"
+              "run = experiment_run.ExperimentRun.__new__(experiment_run.ExperimentRun)\n"
               "run.exp, run.env, run.eval = SimpleNamespace(label='e'), dict(os.environ), None\n"
               "run._evaluate()\n")
     bench = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
@@ -106,7 +106,7 @@ def test_a_results_root_without_room_is_refused_in_one_line_before_anything_is_w
     from collections import namedtuple
     from types import SimpleNamespace
 
-    from bench.commands import run
+    from bench.local import run
     from core.config.overrides import Overrides
 
     usage = namedtuple("usage", "total used free")

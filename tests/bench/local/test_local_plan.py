@@ -16,9 +16,10 @@ from core.config.model import Experiment, LocalRun
 from core.contract.train_args import parse_train_args
 from program.stack_files import load_stack_config
 from tests.workloads.conftest import ROOT, child_env
-from tests.workloads.test_contracts import ENV, E
+from tests.workloads.test_launch import ENV, E
 from tests.workloads.train.test_cpu_choice import EPYC, SPR
-from workloads import contracts as c
+from workloads.launch.common import compiles, train_args_for
+from workloads.launch.pytorch import pytorch_launch, rdzv_conf
 
 
 def test_run_id_is_the_given_utc_time():
@@ -60,7 +61,7 @@ def test_gpu_keeps_fp16_and_other_datasets_become_synthetic(tmp_path):
 def test_local_train_args_are_the_clusters_scaled_down(tmp_path):
     from dataclasses import replace
 
-    from workloads.contracts import train_args_for
+    from workloads.launch.common import train_args_for
 
     exp = Experiment(name="m", workload="maskrcnn", dataset="coco2017", compile=True, channels_last=False, steps=12)
     le = lr.scale_experiment(exp, LocalRun(), results_dir="/r/m", data_dir="/r/_data")
@@ -74,7 +75,7 @@ def test_local_train_args_are_the_clusters_scaled_down(tmp_path):
 
 
 def test_evaluate_command_is_the_clusters_on_local_paths(tmp_path):
-    from workloads.contracts import evaluation_argv
+    from workloads.launch.common import evaluation_argv
 
     le = lr.scale_experiment(Experiment(name="c", workload="cifar10", dataset="cifar10", evaluate=True), LocalRun(),
                              results_dir=str(tmp_path / "c"), data_dir=str(tmp_path / "_data"))
@@ -182,7 +183,7 @@ def test_cluster_torchrun_has_the_local_runs_rendezvous_settings():
                                              procs_per_node=1, train=TrainArgs(), extra_args=(), rdzv_backend="c10d",
                                              max_restarts=1, evaluate=False, results_dir="r"),
                              python="python", endpoint="127.0.0.1:1", rdzv_id="x")
-    assert f"--rdzv_conf={c.rdzv_conf()}" in local  # spelled by core.contract.launch_command, as on the cluster
+    assert f"--rdzv_conf={rdzv_conf()}" in local  # spelled by core.contract.launch_command, as on the cluster
 
 
 def test_the_cluster_and_the_local_run_build_torchrun_with_one_builder():
@@ -191,7 +192,7 @@ def test_the_cluster_and_the_local_run_build_torchrun_with_one_builder():
     from core.config.model import LocalRun
 
     e = replace(E, min_nodes=1, max_nodes=2)
-    cluster = c.pytorch_launch(e, ENV, job="j", service="s", gpus=1).argv
+    cluster = pytorch_launch(e, ENV, job="j", service="s", gpus=1).argv
     local = torchrun_command(scale_experiment(e, LocalRun(), results_dir="r", data_dir="d"), python="py",
                              endpoint="127.0.0.1:1", rdzv_id="j")
 
@@ -206,7 +207,7 @@ def test_a_local_cpu_run_compiles_only_when_the_stack_file_says_so():
     """The GPU default compiles a long synthetic run on the cluster; on this CPU it stays eager (Inductor takes
     minutes here), unless the stack file asks."""
     long = Experiment(name="r", steps=100_000, batch_size=256)
-    assert c.compiles(long)
+    assert compiles(long)
     assert lr.scale_experiment(long, LocalRun(), results_dir="/r/r", data_dir="/r/_data").train.compile is False
     asked = lr.scale_experiment(replace(long, compile=True), LocalRun(), results_dir="/r/r", data_dir="/r/_data")
     assert asked.train.compile is True
@@ -216,7 +217,7 @@ def test_a_local_cpu_run_decodes_with_pillow_unless_the_stack_file_says_otherwis
     """The cluster's ImageFolder runs decode with DALI on their GPUs; a CPU run uses Pillow (DALI is not among
     the local run's packages), unless the stack file asks for a path."""
     images = Experiment(name="r", dataset="imagenet", steps=10)
-    assert c.train_args_for(images, ENV).input_path == "dali"
+    assert train_args_for(images, ENV).input_path == "dali"
     assert lr.scale_experiment(images, LocalRun(), results_dir="/r/r", data_dir="/r/_data").train.input_path == "pillow"
     on_gpu = lr.scale_experiment(images, LocalRun(), results_dir="/r/r", data_dir="/r/_data", gpu=True)
     assert on_gpu.train.input_path == "dali"

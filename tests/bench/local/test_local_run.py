@@ -67,7 +67,7 @@ def test_two_agents_rendezvous_over_etcd_train_and_summarise(tmp_path, etcd):
     logs = {n: (results / "logs" / f"node-{n}.log").read_text() for n in (0, 1)}
     assert all("[workloads.train] rank" in text for text in logs.values()), logs
     assert "finished at step 12" in logs[0] + logs[1]
-    # a fixed-size synthetic run is a throughput measurement: no checkpoint at all (contracts.checkpoint_policy)
+    # a fixed-size synthetic run is a throughput measurement: no checkpoint at all (launch.common.checkpoint_policy)
     assert exp.train.checkpoint_every == exp.train.checkpoint_minutes == 0 and not (results / "checkpoints").exists()
 
 
@@ -180,9 +180,9 @@ def test_without_etcd_on_path_the_local_run_uses_c10d(tmp_path):
 
 
 def test_a_failing_experiment_is_reported_failed_with_its_log(tmp_path, capsys):
-    from bench.local.backend import ExperimentRun
-    from bench.local.backend import child_env as _child_env
-    from bench.local.backend import drive as _drive
+    from bench.local.experiment_run import ExperimentRun
+    from bench.local.experiment_run import child_env as _child_env
+    from bench.local.experiment_run import drive as _drive
     from bench.local.plan import with_rendezvous
 
     exp = with_rendezvous(scale_experiment(Experiment(name="bad", workload="cifar10", dataset="cifar10",

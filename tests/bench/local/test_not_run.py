@@ -10,7 +10,9 @@ import pytest
 
 from bench.lifecycle import Control
 from bench.local import plan as lr
-from bench.local.backend import LocalBackend, local_status_rows, not_run_reason
+from bench.local.backend import LocalBackend
+from bench.local.observe import local_status_rows
+from bench.local.result_rows import not_run_reason
 from program.stack_files import ROOT, load_stack_config
 
 

@@ -114,7 +114,7 @@ def test_the_set_up_line_of_an_allreduce_speaks_of_message_sizes_not_batches(tmp
 def test_the_local_progress_of_an_allreduce_counts_message_sizes(tmp_path):
     import time
 
-    from bench.local.backend import ExperimentRun
+    from bench.local.experiment_run import ExperimentRun
     from bench.local.plan import scale_experiment
     from core.config.model import Experiment, LocalRun
 
@@ -134,7 +134,7 @@ def test_the_results_table_shows_an_allreduces_peak_bus_bandwidth_not_steps_0(tm
     import json
     import time
 
-    from bench.local.backend import ExperimentRun
+    from bench.local.experiment_run import ExperimentRun
     from bench.local.plan import scale_experiment
     from bench.terminal import results_table
     from core.config.model import Experiment, LocalRun

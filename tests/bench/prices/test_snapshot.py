@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import shlex
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from bench.prices.snapshot import Snapshot, render
 from core.catalog import aws, aws_prices
 from program.stack_files import ROOT
 
@@ -42,6 +44,14 @@ def test_the_checked_in_snapshot_is_what_its_command_makes_of_the_kept_table(cap
     assert out.startswith(f"wrote {tmp_path / 'aws_prices.py'}: 412 prices of 28 instance types in 23 regions "
                           "(SkyPilot catalog e385a0d, after the June 2025 P4/P5 price cut)")
     assert "no price in any region: p5e.48xlarge" in out
+
+
+def test_the_module_a_build_writes_says_in_its_docstring_why_it_is_one_piece():
+    text = render(Snapshot(prices={("m6i.large", "us-east-1"): 0.096}, source="s", as_of="a", made_by="m"),
+                  ["m6i.large"])
+    doc = ast.get_docstring(ast.parse(text))
+    assert "One piece: generated data, one table" in " ".join(doc.split())
+    assert doc == ast.get_docstring(ast.parse((ROOT / "core/catalog/aws_prices.py").read_text()))
 
 
 def test_the_kept_table_is_the_extraction_of_skypilots_catalog_and_the_snapshot_holds_its_catalog_types():

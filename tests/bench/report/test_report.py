@@ -13,6 +13,7 @@ import pytest
 
 from bench.report import page as report
 from bench.results import frames as results
+from bench.results import run_row
 from tests.bench.conftest import ROOT
 
 IMG = re.compile(r'<img class="plot" alt="([^"]*)" src="data:image/png;base64,([^"]+)"')
@@ -78,7 +79,7 @@ def test_report_numbers_scaling_baseline_cost_and_failures(page, scaling_tree):
     assert "RuntimeError: NCCL timeout" in text and 'class="failed"' in text
     assert "(estimate)" in text and "p4d.24xlarge" in text
     assert "Restarts: resnet50-4n (1)." in text
-    from bench.report.plots import scaling_table
+    from bench.report.scaling_plot import scaling_table
     t = scaling_table(results.load(scaling_tree))
     assert t["efficiency"].tolist() == [1.0, 0.95, 0.85]
 
@@ -97,7 +98,7 @@ def test_single_size_says_so_and_cpu_cost_is_na(tmp_path, scaling_tree):
     text = page.read_text()
     assert "<b>Scaling efficiency:</b> one size per workload only" in text
     from tests.bench.conftest import summary, write_experiment
-    write_experiment(tmp_path, "dev/r1/cpu", summary("cpu", image=results.LOCAL_IMAGE, device=None,
+    write_experiment(tmp_path, "dev/r1/cpu", summary("cpu", image=run_row.LOCAL_IMAGE, device=None,
                                                      instance_type=None))
     assert "<b>Cost:</b> none for local CPU runs" in report.write_report([str(tmp_path / "dev")], out).read_text()
 
@@ -177,14 +178,14 @@ def test_the_loss_charts_log_axis_is_labelled_in_plain_numbers(tmp_path):
     ``$\\mathdefault{10^{0}}$``, which then showed as markup on the loss chart's axis."""
     import matplotlib
 
-    from bench.report import plots
+    from bench.report import figures, step_plots
     from tests.bench.conftest import summary, write_experiment
 
     root = tmp_path / "results"
     write_experiment(root, "gpu/r1/resnet", summary("resnet"))
-    fig = plots.loss_figure(results.steps(str(root)), results.load(str(root)))
-    with matplotlib.rc_context(plots.SAFE_TEXT):
-        plots.png_data_uri(fig)  # draws it, so the tick labels exist
+    fig = step_plots.loss_figure(results.steps(str(root)), results.load(str(root)))
+    with matplotlib.rc_context(figures.SAFE_TEXT):
+        figures.png_data_uri(fig)  # draws it, so the tick labels exist
     ax = fig.axes[0]
     assert ax.get_yscale() == "log"
     labels = [t.get_text() for t in ax.get_yticklabels() + ax.get_yticklabels(minor=True) if t.get_text()]
@@ -250,7 +251,7 @@ def test_an_input_bound_run_is_flagged_with_its_share_of_time_waiting_for_data(t
 
 
 def test_the_share_of_time_waiting_for_data_is_none_where_it_cannot_be_known():
-    share = results.data_wait_share
+    share = run_row.data_wait_share
     assert share(2.0, 8.0) == 0.25 and share(9.0, 8.0) == 1.0
     assert [share(*a) for a in ((None, 8.0), (2.0, None), (2.0, 0.0), (-1.0, 8.0), (True, 8.0), ("2", 8.0))] == \
         [None] * 6

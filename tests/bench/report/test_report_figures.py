@@ -12,8 +12,9 @@ import subprocess
 import pytest
 
 from bench.report import page as report
-from bench.report import plots
+from bench.report import figures, step_plots
 from bench.results import frames as results
+from bench.results import run_row
 from tests.bench.conftest import summary
 from tests.bench.report.test_report import CHROMIUM, FLAGS, IMG
 from workloads.train.harness.summary import throughput
@@ -49,7 +50,7 @@ def test_the_step_time_plot_shows_time_per_step_as_the_tables_p50_counts_it(tmp_
     unit of the summary's p50."""
     _, tp = write_interval_run(tmp_path)
     df, steps = results.load(str(tmp_path / "dev")), results.steps(str(tmp_path / "dev"))
-    fig = plots.step_time_figure(steps, df)
+    fig = step_plots.step_time_figure(steps, df)
     box_ax, line_ax = fig.axes
     assert box_ax.get_ylabel() == line_ax.get_ylabel() == "time per step (s)"
     drawn = [y for line in line_ax.get_lines() for y in line.get_ydata()]
@@ -63,8 +64,8 @@ def test_stragglers_are_judged_per_step_and_a_line_without_a_count_is_one_step()
     import pandas as pd
 
     s = pd.DataFrame({"step_time_s": [1.5, 0.5, 2.0, 4.0], "steps": [3, None, 0, 2]})
-    assert plots.per_step(s)["step_time_s"].tolist() == [0.5, 0.5, 2.0, 2.0]
-    assert plots.per_step(s.drop(columns="steps"))["step_time_s"].tolist() == [1.5, 0.5, 2.0, 4.0]
+    assert step_plots.per_step(s)["step_time_s"].tolist() == [0.5, 0.5, 2.0, 2.0]
+    assert step_plots.per_step(s.drop(columns="steps"))["step_time_s"].tolist() == [1.5, 0.5, 2.0, 4.0]
 
 
 def test_a_loss_within_one_decade_has_plain_tick_labels_in_its_view():
@@ -77,10 +78,10 @@ def test_a_loss_within_one_decade_has_plain_tick_labels_in_its_view():
                                 (5.0, 0.003, ["0.01", "0.1", "1"])):
         steps = pd.DataFrame({"stack": "dev", "run_id": "r", "experiment": "e", "repeat": 1, "rank": 0,
                               "step": range(1, 31), "loss": [high - (high - low) * i / 29 for i in range(30)]})
-        fig = plots.loss_figure(steps, pd.DataFrame({"stack": ["dev"], "run_id": ["r"], "experiment": ["e"],
+        fig = step_plots.loss_figure(steps, pd.DataFrame({"stack": ["dev"], "run_id": ["r"], "experiment": ["e"],
                                                      "repeat": [1]}))
-        with matplotlib.rc_context(plots.SAFE_TEXT):
-            plots.png_data_uri(fig)
+        with matplotlib.rc_context(figures.SAFE_TEXT):
+            figures.png_data_uri(fig)
         ax = fig.axes[0]
         bottom, top = ax.get_ylim()
         shown = [t.get_text() for t in ax.get_yticklabels() + ax.get_yticklabels(minor=True)
@@ -155,11 +156,11 @@ def test_the_browser_shows_the_loss_charts_tick_labels(tmp_path):
     on_screen = screen[y:y + chart.shape[0], x:x + chart.shape[1]]
     assert (on_screen == chart).all()
 
-    fig = plots.loss_figure(results.steps(str(tmp_path / "dev")), results.load(str(tmp_path / "dev")))
-    assert base64.b64decode(plots.png_data_uri(fig).split(",", 1)[1]) == png  # the page's chart, drawn again
-    with matplotlib.rc_context(plots.SAFE_TEXT):
+    fig = step_plots.loss_figure(results.steps(str(tmp_path / "dev")), results.load(str(tmp_path / "dev")))
+    assert base64.b64decode(figures.png_data_uri(fig).split(",", 1)[1]) == png  # the page's chart, drawn again
+    with matplotlib.rc_context(figures.SAFE_TEXT):
         fig.axes[0].tick_params(axis="y", which="both", labelcolor=(0, 0, 0, 0))
-    bare = _pixels(base64.b64decode(plots.png_data_uri(fig).split(",", 1)[1]))
+    bare = _pixels(base64.b64decode(figures.png_data_uri(fig).split(",", 1)[1]))
     labels = _label_bands(on_screen, bare)
     assert len(labels) >= 2, f"the browser shows {len(labels)} y tick label(s) on the loss chart"
     # plain numbers such as "1.8" are a few characters wide; markup such as $\mathdefault{10^{0}}$ is not
@@ -175,7 +176,7 @@ def test_a_local_runs_page_opens_with_what_it_shows_and_ends_with_one_line_per_e
 
     for name, extra in (("cifar", {"accuracy": {"best_accuracy": 0.61, "target_accuracy": None,
                                                 "time_to_accuracy_s": None}}), ("resnet", {})):
-        write_experiment(tmp_path, f"dev/r1/{name}", summary(name, image=results.LOCAL_IMAGE, device=None,
+        write_experiment(tmp_path, f"dev/r1/{name}", summary(name, image=run_row.LOCAL_IMAGE, device=None,
                                                              instance_type=None, **extra))
     text = report.write_report([str(tmp_path / "dev")], tmp_path / "r.html").read_text()
     main = text[text.index("<main>"):]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from bench.report import page as report
-from bench.report import plots
+from bench.report.bar_plots import throughput_figure
 from bench.results import frames as results
 from tests.bench.conftest import summary, write_experiment
 
@@ -34,7 +34,7 @@ def test_one_table_with_a_framework_column(tmp_path):
 
 def test_one_throughput_chart_coloured_by_framework(tmp_path):
     df = results.load(tree(tmp_path))
-    fig = plots.throughput_figure(df)
+    fig = throughput_figure(df)
     legend = fig.axes[1].get_legend()
     assert [t.get_text() for t in legend.get_texts()] == list(df["framework"].drop_duplicates())
     assert set(t.get_text() for t in legend.get_texts()) == set(FRAMEWORKS)
@@ -46,4 +46,4 @@ def test_one_throughput_chart_coloured_by_framework(tmp_path):
 def test_a_single_framework_needs_no_legend(tmp_path):
     root = tmp_path / "results"
     write_experiment(root, "fw/r1/a", summary("a"))
-    assert plots.throughput_figure(results.load(root / "fw")).axes[1].get_legend() is None
+    assert throughput_figure(results.load(root / "fw")).axes[1].get_legend() is None

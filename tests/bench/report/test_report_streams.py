@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from bench.report import page as report
-from bench.report import plots
+from bench.report import figures, step_plots
 from bench.results import files
 from bench.results import frames as results
 from tests.bench.conftest import summary, write_experiment
@@ -28,7 +28,7 @@ def test_the_report_reads_each_rank_file_once(tmp_path, monkeypatch):
         served[key] = served.get(key, 0) + len(data)
         return data
     monkeypatch.setattr(files, "_read_local", counted)
-    monkeypatch.setattr(plots, "png_data_uri", lambda fig, dpi=96: "data:image/png;base64,iVBORw0KGgo=")
+    monkeypatch.setattr(figures, "png_data_uri", lambda fig, dpi=96: "data:image/png;base64,iVBORw0KGgo=")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         report.write_report([str(root)], tmp_path / "r.html")
@@ -59,24 +59,24 @@ def test_a_long_run_is_drawn_in_a_bounded_number_of_points_and_its_statistics_us
 
     root = long_run(tmp_path)
     steps, df = results.steps(str(root)), results.load(str(root))
-    fig = plots.step_time_figure(steps, df)
+    fig = step_plots.step_time_figure(steps, df)
     box_ax, line_ax = fig.axes
     drawn = [line for line in line_ax.get_lines() if line.get_label().startswith("rank ")]
-    assert [len(line.get_ydata()) for line in drawn] == [2_000] * 2 and plots.MAX_POINTS == 2_000
+    assert [len(line.get_ydata()) for line in drawn] == [2_000] * 2 and figures.MAX_POINTS == 2_000
     assert max(drawn[1].get_ydata()) == 9.0 and "the slowest of 5 intervals" in line_ax.get_title()
     steady = steps[steps["warmup"] == False]  # noqa: E712
     medians = [float(np.median(steady[steady["rank"] == r]["step_time_s"])) for r in (0, 1)]
     # each box draws 7 lines: box, 2 whiskers, 2 caps, then its median
     assert [line.get_ydata()[0] for line in box_ax.get_lines()[5::7]] == pytest.approx(medians)
-    loss = plots.loss_figure(steps, df).axes[0].get_lines()[0]
+    loss = step_plots.loss_figure(steps, df).axes[0].get_lines()[0]
     assert len(loss.get_ydata()) == 2_000 and "5 steps a point" in loss.get_label()
     assert loss.get_ydata()[0] == pytest.approx(np.mean([2.0 / i for i in range(1, 6)]))
 
 
 def test_drawing_keeps_what_a_short_run_showed():
     """Runs of a few hundred steps are drawn as before: a point per logged step, one span of warm-up."""
-    assert plots.spans([0, 1, 2, 7, 9, 10]) == [(0, 2), (7, 7), (9, 10)]
-    at, y, k = plots.thinned([0.3, 0.1, 0.2], __import__("numpy").maximum)
+    assert step_plots.spans([0, 1, 2, 7, 9, 10]) == [(0, 2), (7, 7), (9, 10)]
+    at, y, k = figures.thinned([0.3, 0.1, 0.2], __import__("numpy").maximum)
     assert (list(at), list(y), k) == ([0, 1, 2], [0.3, 0.1, 0.2], 1)
 
 
@@ -90,7 +90,7 @@ def frame_stragglers(steps):
         typical = med.median()
         name = f"{exp} #{int(repeat)}" if several.get((stack, run_id, exp), 1) > 1 else exp
         for rank, m in med.items():
-            if typical and m > plots.STRAGGLER * typical:
+            if typical and m > step_plots.STRAGGLER * typical:
                 out.append({"stack": stack, "run_id": run_id, "experiment": name, "rank": int(rank),
                             "median_step_s": round(m, 4), "ratio": round(m / typical, 2)})
     return out
@@ -108,4 +108,4 @@ def test_stragglers_by_run_number_are_the_stragglers_by_name():
                  "warmup": rng.choice([True, False, None]), "step_time_s": rng.choice([None, rng.random(), 5.0])}
                 for _ in range(rng.randint(0, 60))]
         steps = pd.DataFrame(rows, columns=list(results.STEP_COLUMNS))
-        assert plots.stragglers(steps) == frame_stragglers(steps)
+        assert step_plots.stragglers(steps) == frame_stragglers(steps)

@@ -1,4 +1,4 @@
-"""The report's first section, from a run's timeline.json (bench/report/timeline.py, bench/report/plots.py)."""
+"""The report's first section, from a run's timeline.json (bench/report/timeline.py, bench/report/timeline_plot.py)."""
 
 from __future__ import annotations
 
@@ -50,10 +50,10 @@ def test_no_timeline_says_where_one_comes_from(tmp_path):
 
 
 def test_the_figure_draws_every_phase(tmp_path):
-    from bench.report import plots
+    from bench.report.timeline_plot import timeline_figure
 
-    fig = plots.timeline_figure([("stack gpu, run r1", timeline_doc())])
+    fig = timeline_figure([("stack gpu, run r1", timeline_doc())])
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels[:2] == [T.PREFLIGHT, T.UP] and "steps: resnet50-2n" in labels
-    assert plots.timeline_figure([]) is None
+    assert timeline_figure([]) is None

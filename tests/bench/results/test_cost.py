@@ -6,7 +6,7 @@ import pytest
 
 from bench.results import cost
 from bench.results import timeline as T
-from bench.results.frames import row
+from bench.results.run_row import row
 from core.catalog import aws as catalog
 from tests.bench.conftest import summary
 

@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 from bench.report import page as report
 from bench.report.blocks import EMPTY_CLASS
 from bench.results import frames as results
+from bench.results import run_row
+from bench.results import step_frame
 from bench.results import readers as R
 from tests.bench.conftest import ROOT, summary, write_experiment
 
@@ -59,10 +61,10 @@ def test_no_reader_raises_and_every_kept_field_has_its_type(doc, lines, eval_doc
         assert not bad, bad
     by_rank = {0: _quiet(R.read_rank_lines, lines, "exp/metrics/rank-0.jsonl")[0]}
     ev = _quiet(R.read_eval, json.dumps(eval_doc), "exp/eval/eval.json")[0]
-    row = results.row(s, ids=("st", "r", "exp"), by_rank=by_rank, eval_doc=ev)
+    row = run_row.row(s, ids=("st", "r", "exp"), by_rank=by_rank, eval_doc=ev)
     for key in ("samples_per_s", "wall_s", "cost_usd", "accuracy", "step_time_p50_s", "mfu"):
         assert row[key] is None or (isinstance(row[key], (int, float)) and math.isfinite(row[key])), key
-    assert results.step_rows(by_rank, ("st", "r", "exp")) is not None
+    assert step_frame.step_rows(by_rank, ("st", "r", "exp")) is not None
     for reader in (R.read_progress, R.read_eval):
         _quiet(reader, json.dumps(doc), "x.json")
     _quiet(R.read_event_lines, lines, "events.jsonl")
@@ -128,10 +130,10 @@ def _page(root: Path) -> tuple[str, list[str]]:
 @pytest.fixture(scope="module")
 def no_drawing():
     """Figures are made but not rendered to PNG (the slow part); their Text is checked by the mathtext test."""
-    from bench.report import plots
+    from bench.report import figures
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(plots, "png_data_uri", lambda fig, dpi=96: "data:image/png;base64,iVBORw0KGgo=")
+    mp.setattr(figures, "png_data_uri", lambda fig, dpi=96: "data:image/png;base64,iVBORw0KGgo=")
     yield
     mp.undo()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bench.results import frames as results
+from bench.results import run_row
 from bench.results import timeline as T
 from bench.cloud.run_timeline import summary_lines
 from tests.bench.conftest import summary
@@ -15,7 +16,7 @@ LABEL = "on-demand list prices, SkyPilot catalog e385a0d, after the June 2025 P4
 
 
 def priced_row(**extra):
-    return results.row(summary("a", nodes=2, **extra), ids=("s", "r", "a"))  # 1 h of 2 nodes
+    return run_row.row(summary("a", nodes=2, **extra), ids=("s", "r", "a"))  # 1 h of 2 nodes
 
 
 def test_a_run_is_priced_in_its_own_region_and_its_row_says_so():

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from bench.results import files
 from bench.results import frames as results
+from bench.results import step_frame
 from bench.results import rank_lines as L
 from bench.results import readers as R
 from bench.results.files import ExperimentFiles
@@ -93,7 +94,7 @@ def test_the_columns_give_the_figures_the_dicts_gave(by_rank):
     rows = [{"stack": "st", "run_id": "r", "experiment": "e", "repeat": 1, "rank": rank,
              **{k: r.get(k) for k in results.STEP_COLUMNS[5:]}} for rank, v in sorted(by_rank.items()) for r in v]
     want = pd.DataFrame(rows, columns=list(results.STEP_COLUMNS))
-    got = results.step_frame([(("st", "r", "e"), 1, L.RankLines.of(dict(sorted(by_rank.items()))))])
+    got = step_frame.step_frame([(("st", "r", "e"), 1, L.RankLines.of(dict(sorted(by_rank.items()))))])
     if rows:  # a number column no line has: float64 NaN (pandas made an object column of None)
         pd.testing.assert_frame_equal(got, want.astype({c: "float64" for c in want if want[c].isna().all()
                                                         and c != "warmup"}))

@@ -8,7 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from bench.report import plots
+from bench.report.figures import labels
+from bench.report.scaling_plot import scaling_table
 from bench.results import frames as results
 from bench.results.confidence import mean_interval, t_cdf, t_quantile
 from bench.results.files import ids_for, repeat_for
@@ -60,7 +61,7 @@ def test_each_repeat_is_a_row_and_the_summary_has_their_interval(repeats_tree, t
     df = results.load(repeats_tree)
     assert df[["run_id", "experiment", "repeat", "samples_per_s"]].values.tolist() == [
         ["r2", "resnet50-rep", 1, 1000.0], ["r2", "resnet50-rep", 2, 1100.0], ["r2", "resnet50-rep", 3, 1200.0]]
-    assert plots.labels(df) == ["resnet50-rep #1", "resnet50-rep #2", "resnet50-rep #3"]
+    assert labels(df) == ["resnet50-rep #1", "resnet50-rep #2", "resnet50-rep #3"]
     assert set(results.steps(repeats_tree)["repeat"]) == {1, 2, 3}
     # one repeat read on its own is still that experiment's row
     one = results.load(repeats_tree / "r2" / "resnet50-rep" / "repeat_2")
@@ -83,7 +84,7 @@ def _sweep(tmp_path, *, precision="amp-fp16", instance_type="p4d.24xlarge", gpu=
                       config={"workload": "resnet50", "batch_size": 256, "precision": precision},
                       device={"name": gpu})
         write_experiment(tmp_path, f"{precision}-{instance_type}/r1/rn-n{n}", doc)
-    return plots.scaling_table(results.load(tmp_path / f"{precision}-{instance_type}"))
+    return scaling_table(results.load(tmp_path / f"{precision}-{instance_type}"))
 
 
 def test_scaling_reads_against_the_anchor_of_its_gpu_and_precision(tmp_path):
@@ -107,7 +108,7 @@ def test_status_lists_each_repeat_locally_and_on_s3(repeats_tree, tmp_path, monk
     from moto import mock_aws
 
     from bench.cloud.observe import s3_runs
-    from bench.local.backend import local_runs
+    from bench.local.observe import local_runs
     from core.contract.results_location import ResultsLocation
 
     shutil.copytree(repeats_tree, tmp_path / "gpu")
@@ -131,7 +132,7 @@ def test_status_lists_each_repeat_locally_and_on_s3(repeats_tree, tmp_path, monk
 
 
 def test_logs_of_a_repeated_experiment_are_read_per_repeat(tmp_path):
-    from bench.local.backend import local_logs
+    from bench.local.observe import local_logs
 
     for k in (1, 2):
         (tmp_path / "rn" / f"repeat_{k}" / "logs").mkdir(parents=True)
@@ -144,7 +145,7 @@ def test_following_a_repeated_experiment_ends_with_its_last_repeat(tmp_path):
     ends once the last repeat's is there (it followed forever before)."""
     import threading
 
-    from bench.local.backend import local_logs
+    from bench.local.observe import local_logs
 
     for k in (1, 2):
         (tmp_path / "rn" / f"repeat_{k}" / "logs").mkdir(parents=True)

@@ -7,6 +7,8 @@ import warnings
 import pytest
 
 from bench.results import frames as results
+from bench.results import run_frame
+from bench.results import run_row
 from bench.results.files import experiment_dirs, ids_for
 from tests.bench.conftest import rank_lines, summary, write_experiment
 
@@ -14,7 +16,7 @@ from tests.bench.conftest import rank_lines, summary, write_experiment
 def test_pure_row_reads_new_keys_and_prices_the_run():
     doc = summary("a", nodes=2, rate=2000.0, mfu=0.41, throughput={"samples_per_s_total": 2000.0,
                                                                    "samples_per_s_per_process": 125.0})
-    r = results.row(doc, ids=("s", "r", "a"), by_rank={0: rank_lines(0)}, price=lambda t, region: 10.0)
+    r = run_row.row(doc, ids=("s", "r", "a"), by_rank={0: rank_lines(0)}, price=lambda t, region: 10.0)
     assert (r["nodes"], r["gpus_per_node"], r["world_size"]) == (2, 8, 16)
     assert r["gpu"] == "NVIDIA A100-SXM4-40GB" and r["mfu"] == 0.41 and r["framework"] == "pytorch"
     assert r["cost_usd"] == pytest.approx(20.0)  # $10/h x 2 nodes x 1 h
@@ -23,19 +25,19 @@ def test_pure_row_reads_new_keys_and_prices_the_run():
 
 def test_p50_p95_come_from_steady_lines_of_the_slowest_rank_unless_the_summary_has_them():
     fast, slow = rank_lines(0, step_time=0.1), rank_lines(1, step_time=1.0)
-    r = results.row(summary("a"), ids=("s", "r", "a"), by_rank={0: fast, 1: slow})
+    r = run_row.row(summary("a"), ids=("s", "r", "a"), by_rank={0: fast, 1: slow})
     steady = sorted(x["step_time_s"] for x in slow if not x["warmup"])
     assert r["step_time_p50_s"] == pytest.approx(steady[len(steady) // 2], rel=0.2)
     assert r["step_time_p95_s"] >= r["step_time_p50_s"] >= 1.0
     given = summary("a", throughput={"step_time_p50_s": 0.25, "step_time_p95_s": 0.5})
-    assert results.row(given, ids=("s", "r", "a"), by_rank={1: slow})["step_time_p50_s"] == 0.25
+    assert run_row.row(given, ids=("s", "r", "a"), by_rank={1: slow})["step_time_p50_s"] == 0.25
 
 
 def test_catalog_price_and_cpu_runs_have_no_cost_or_mfu():
-    assert results.instance_price("p4d.24xlarge", "us-west-2") > 0
-    assert results.instance_price("no-such.type", "us-west-2") is None
-    local = summary("a", image=results.LOCAL_IMAGE, device=None, instance_type=None, mfu=0.5)
-    r = results.row(local, ids=("s", "r", "a"))
+    assert run_row.instance_price("p4d.24xlarge", "us-west-2") > 0
+    assert run_row.instance_price("no-such.type", "us-west-2") is None
+    local = summary("a", image=run_row.LOCAL_IMAGE, device=None, instance_type=None, mfu=0.5)
+    r = run_row.row(local, ids=("s", "r", "a"))
     assert (r["gpu"], r["cost_usd"], r["mfu"]) == ("cpu", None, None)
 
 
@@ -58,7 +60,7 @@ def test_fake_tree_loads_at_stack_run_and_experiment_level(scaling_tree):
     assert len(results.load(scaling_tree / "r1")) == 4
     assert set(results.COLUMNS) <= set(whole.columns)
     four = whole.set_index("experiment").loc["resnet50-4n"]
-    assert four["cost_usd"] == pytest.approx(4 * results.instance_price("p4d.24xlarge", "us-west-2"), rel=1e-3)
+    assert four["cost_usd"] == pytest.approx(4 * run_row.instance_price("p4d.24xlarge", "us-west-2"), rel=1e-3)
 
 
 def test_malformed_summary_warns_with_its_path_and_is_still_a_row(tmp_path):
@@ -106,9 +108,9 @@ def test_an_existing_folder_without_experiments_is_an_empty_frame_with_its_dtype
     (tmp_path / "dev" / "r1").mkdir(parents=True)
     with pytest.warns(UserWarning, match="no experiment results found"):
         df = results.load(tmp_path / "dev")
-    assert df.empty and list(df.columns) == list(results.COLUMNS + results.EXTRA)
+    assert df.empty and list(df.columns) == list(results.COLUMNS + run_frame.EXTRA)
     assert str(df["started_at"].dtype) .startswith("datetime64") and str(df["started_at"].dt.tz) == "UTC"
-    assert all(df[c].dtype == "float64" for c in results.MEASURES)
+    assert all(df[c].dtype == "float64" for c in run_frame.MEASURES)
 
 
 def test_load_gives_utc_times_and_float_numbers_with_nan_for_missing(tmp_path):
@@ -117,14 +119,14 @@ def test_load_gives_utc_times_and_float_numbers_with_nan_for_missing(tmp_path):
 
     write_experiment(tmp_path, "dev/r1/gpu", summary("gpu", nodes=2, mfu=0.4, started_at="2026-01-01T12:30:00Z"))
     # a local CPU run: no price, no MFU; a run that died: no summary at all (no start, no counts)
-    write_experiment(tmp_path, "dev/r1/cpu", summary("cpu", image=results.LOCAL_IMAGE, device=None, instance_type=None,
+    write_experiment(tmp_path, "dev/r1/cpu", summary("cpu", image=run_row.LOCAL_IMAGE, device=None, instance_type=None,
                                                      mfu=0.5, started_at="2026-01-01T13:00:00+01:00"))
-    write_experiment(tmp_path, "dev/r2/cpu", summary("cpu", image=results.LOCAL_IMAGE, device=None, instance_type=None))
+    write_experiment(tmp_path, "dev/r2/cpu", summary("cpu", image=run_row.LOCAL_IMAGE, device=None, instance_type=None))
     df = results.load(tmp_path / "dev").set_index(["run_id", "experiment"])
     assert df["started_at"].dtype == pd.DatetimeTZDtype(unit=df["started_at"].dt.unit, tz="UTC")
     assert df.loc[("r1", "gpu"), "started_at"] == pd.Timestamp("2026-01-01T12:30:00Z")
     assert df.loc[("r1", "cpu"), "started_at"] == pd.Timestamp("2026-01-01T12:00:00Z")  # the offset read as UTC
-    for col in results.MEASURES:
+    for col in run_frame.MEASURES:
         assert df[col].dtype == np.float64, col
     assert np.isnan(df.loc[("r1", "cpu"), "cost_usd"]) and df.loc[("r1", "gpu"), "cost_usd"] > 0
     assert np.isnan(df.loc[("r1", "cpu"), "mfu"]) and df.loc[("r1", "gpu"), "mfu"] == 0.4
@@ -213,8 +215,8 @@ def test_a_cluster_run_that_never_reported_keeps_its_launch_shape():
     """The launcher records the nodes and processes per node it is given beside the command (core.contract.launch_command
     builds both); results read that field, whatever the torchrun flags' spelling."""
     from core.contract.launch_command import launcher_argv
-    from tests.workloads.test_contracts import ENV, E
-    from workloads.contracts import pytorch_launch
+    from tests.workloads.test_launch import ENV, E
+    from workloads.launch.pytorch import pytorch_launch
     from workloads.train.harness.launch import build_parser
     from workloads.train.harness.outcome import summary_document
 
@@ -224,7 +226,7 @@ def test_a_cluster_run_that_never_reported_keeps_its_launch_shape():
     doc = summary_document(experiment="x", node_id="node-0", command=launch.argv, returncode=1, signal_name=None,
                            started=0.0, ended=1.0, metrics={}, config=None, environ={}, log_tail=[],
                            results_uri=None, nodes=args.nodes, procs_per_node=args.procs_per_node)
-    r = results.row(doc, ids=("s", "r", "x"))
+    r = run_row.row(doc, ids=("s", "r", "x"))
     assert (r["nodes"], r["gpus_per_node"], r["world_size"]) == (2, 8, 16)
 
 

@@ -8,7 +8,7 @@ import sys
 
 from core.config.model import GpuNodeGroup
 from core.contract import summary_fields as F
-from workloads import job_manifests as m
+from workloads.pod_manifests import what_ran_env
 from workloads.train.harness import launch
 from workloads.train.harness.what_ran import (
     JOB_ENV,
@@ -28,7 +28,7 @@ EFA_FILE = "# EFA installer version: 1.38.0\n# Debug packages installed: no\n"
 
 def job_environ(group: GpuNodeGroup, image: str, region: str = "us-east-1") -> dict[str, str]:
     """The pod's env as the Job builder writes it (the stack's region: AWS_REGION)."""
-    return {JOB_ENV[F.IMAGE]: image, **{JOB_ENV[k]: v for k, v in m.what_ran_env(group).items()},
+    return {JOB_ENV[F.IMAGE]: image, **{JOB_ENV[k]: v for k, v in what_ran_env(group).items()},
             JOB_ENV[F.REGION]: region}
 
 
@@ -80,10 +80,10 @@ def test_digests_and_efa_versions_are_read_only_from_their_exact_forms():
 
 
 def test_the_job_passes_the_groups_facts_to_the_pod():
-    env = m.what_ran_env(P5)
+    env = what_ran_env(P5)
     assert {JOB_ENV[k] for k in env} <= set(JOB_ENV.values())
     assert env[F.ZONE] == "us-east-1a" and env[F.CAPACITY_TYPE] == "CAPACITY_BLOCK"
-    assert F.ZONE not in m.what_ran_env(GpuNodeGroup(name="g", instance_type="g5.xlarge"))
+    assert F.ZONE not in what_ran_env(GpuNodeGroup(name="g", instance_type="g5.xlarge"))
 
 
 def test_the_launcher_writes_what_ran_into_the_summary(tmp_path):

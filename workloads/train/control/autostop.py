@@ -1,6 +1,8 @@
-"""``python -m workloads.train.control.autostop``: scale the GPU node groups to zero once the run is over.
+"""Autostop, part 4 of 4, the controller in its pod: ``python -m workloads.train.control.autostop``.
 
-A Deployment of one pod on the system nodes (``workloads/autostop.py`` registers it) runs this
+It scales the GPU node groups to zero once the run is over.
+
+A Deployment of one pod on the system nodes (``workloads/autostop_component.py`` registers it) runs this
 loop: list the run's Jobs through the Kubernetes API (the gate's client, ``workloads.train.control.gate``),
 ask ``core.config.autostop.decide`` and, when it says so, set every GPU node group's scaling config to
 min 0, desired 0 through the EKS API, then write ``autostop.json`` beside the run's results.
@@ -116,7 +118,7 @@ def superseded(spec: dict, get: Callable[[str], Any] = request) -> str | None:
     """The generation a later `pulumi up` recorded in the owner ConfigMap when it is not ours, else None.
 
     Each `pulumi up` writes its generation there before it gives the GPU groups their sizes back
-    (workloads.autostop.autostop_owner); a controller of an earlier generation, still running until its
+    (workloads.autostop_component.autostop_owner); a controller of an earlier generation, still running until its
     Deployment is replaced, must then leave the groups to the run that needs them. No ConfigMap (a stack
     made before it existed) or no generation in the spec: ours."""
     if not spec.get("generation") or not spec.get("owner"):

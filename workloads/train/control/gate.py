@@ -5,7 +5,7 @@ then resumes suspended ones by patching ``spec.suspend=false``. A suspended Job 
 so nothing waiting holds a GPU, and its activeDeadlineSeconds only starts on resume ("the
 Job's .status.startTime is reset when resumed", Kubernetes docs, Jobs: "Suspending a Job").
 
-Its instructions come as JSON in ``EKSBENCH_GATE`` (``workloads.contracts.gate_spec``). Standard
+Its instructions come as JSON in ``EKSBENCH_GATE`` (``workloads.gate_manifests.gate_spec``). Standard
 library only: it runs in a plain Python image (``core.catalog.pins.GATE_IMAGE``) and talks to the API
 server with the pod's service-account token.
 """

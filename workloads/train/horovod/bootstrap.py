@@ -8,8 +8,8 @@ exit code of its processes (128 + N for a signal N); SIGTERM and SIGINT are pass
 
 Reads ``EKSBENCH_HVD_HOSTS`` (comma-separated pod hosts, pod 0 first), ``EKSBENCH_HVD_SLOTS``
 (GPUs per pod), ``EKSBENCH_HVD_PORT`` and the Indexed Job's ``JOB_COMPLETION_INDEX``.
-Standard library only, apart from Horovod itself on pod 0; ``workloads.contracts`` imports
-``horovod_env`` from here, so the cluster side and the pods share one definition.
+Standard library only, apart from Horovod itself on pod 0; ``workloads.launch.horovod`` imports
+``HOROVOD_PORT`` from here, so the cluster side and the pods share one definition.
 """
 
 from __future__ import annotations

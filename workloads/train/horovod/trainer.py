@@ -29,7 +29,7 @@ from workloads.train.pytorch.trainer import main as train_main  # noqa: E402
 
 def horovod_dist_env(hvd: Any) -> dict[str, int]:
     """The rank's place in the job as Horovod sees it (``trainer.main``'s ``env``); no restarts: a
-    Horovod job has a fixed size (contracts.check_experiment refuses elastic horovod runs)."""
+    Horovod job has a fixed size (framework_support.check_experiment refuses elastic horovod runs)."""
     return {"rank": hvd.rank(), "world_size": hvd.size(), "local_rank": hvd.local_rank(), "restart": 0}
 
 

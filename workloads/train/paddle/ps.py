@@ -1,7 +1,7 @@
 """``python -m workloads.train.paddle``: one PaddlePaddle parameter-server process, pserver or trainer.
 
 The same command line as ``python -m workloads.train.pytorch`` (``core.contract.train_args``); the role comes from
-the environment ``workloads.contracts.paddle_env`` builds (both naming sets; Paddle reads
+the environment ``workloads.launch.paddle.paddle_env`` builds (both naming sets; Paddle reads
 ``TRAINING_ROLE``, ``PADDLE_PSERVERS_IP_PORT_LIST``, ``PADDLE_TRAINERS_NUM``, ``PADDLE_TRAINER_ID``,
 ``PADDLE_PORT`` and ``POD_IP`` in ``PaddleCloudRoleMaker._ps_env``, and the trainers' barrier
 store from ``PADDLE_WITH_GLOO``/``PADDLE_GLOO_RENDEZVOUS``/``PADDLE_GLOO_HTTP_ENDPOINT`` in
@@ -113,7 +113,7 @@ def resnet50_net(paddle: Any, a: TrainArgs) -> tuple[Any, int]:
     return ResNet(BottleneckBlock, 50, width=a.width_per_group, num_classes=1000), 1000
 
 
-# The workloads this trainer runs (workloads.contracts.SUPPORTED["paddle"]) -> (network, classes):
+# The workloads this trainer runs (workloads.framework_support.SUPPORTED["paddle"]) -> (network, classes):
 # paddle.vision's ResNet-50, or the CIFAR net; both as wide as --width-per-group, as the PyTorch
 # models are (workloads/train/pytorch/models.py build_classifier).
 MODELS: dict[str, Callable[[Any, TrainArgs], tuple[Any, int]]] = {

@@ -87,6 +87,6 @@ def resnet50(tf: Any, a: TrainArgs) -> tuple[Callable[[Any], Any], int | None, i
     return synthetic(tf, a) if a.dataset == "synthetic" else image_folder(tf, a)
 
 
-# The workloads this trainer runs (workloads.contracts.SUPPORTED["tensorflow"]) -> input pipeline.
+# The workloads this trainer runs (workloads.framework_support.SUPPORTED["tensorflow"]) -> input pipeline.
 SOURCES: dict[str, Callable[[Any, TrainArgs], tuple[Callable[[Any], Any], int | None, int]]] = {
     "resnet50": resnet50, "cifar10": cifar10}

@@ -71,5 +71,5 @@ def cifar_resnet(keras: Any, *, image_size: int, num_classes: int, width_per_gro
     return keras.Model(inputs, _head(keras, x, num_classes), name="cifar_resnet")
 
 
-# The workloads this trainer runs (workloads.contracts.SUPPORTED["tensorflow"]) -> model builder.
+# The workloads this trainer runs (workloads.framework_support.SUPPORTED["tensorflow"]) -> model builder.
 MODELS: dict[str, Callable[..., Any]] = {"resnet50": resnet50, "cifar10": cifar_resnet}

@@ -1,7 +1,7 @@
 """The TensorFlow trainer (``python -m workloads.train.tensorflow``, with the PyTorch trainer's CLI).
 
 Keras models (``tf_models``) trained with ``tf.distribute.MultiWorkerMirroredStrategy`` from the
-``TF_CONFIG`` the cluster's prelude exports (``workloads.contracts.tf_config``; the local run builds
+``TF_CONFIG`` the cluster's prelude exports (``workloads.launch.tensorflow.tf_config``; the local run builds
 the same on loopback): one process per node, one replica per GPU (one on a CPU, or the logical CPU
 devices of ``EKSBENCH_CPU_DEVICES``: ``make_strategy``), gradients all-reduced with NCCL on GPUs and
 TensorFlow's ring collectives over gRPC on CPUs (``CommunicationOptions``). Precision: the Keras

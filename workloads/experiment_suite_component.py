@@ -25,9 +25,11 @@ from core.contract.names import repeat_suffix
 from infra import k8s_objects
 from infra.component_options import child_options
 from infra.environment import Environment
-from workloads import job_manifests as manifests
 from workloads.code_files import read_git_commit
-from workloads.training_job import TrainingJob, TrainingJobArgs
+from workloads.code_manifests import code_config_map_manifest
+from workloads.gate_manifests import completion_waits
+from workloads.job_manifests import suite_budget_minutes
+from workloads.training_job_component import TrainingJob, TrainingJobArgs
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,8 @@ class ExperimentSuiteArgs:
     code_files: read_code_files(), shipped in the code ConfigMap.
     git_commit: read_git_commit() of the shipped code; None: the suite reads it itself.
 
-    Checked before the suite is built (the program calls contracts.check_experiment and
-    contracts.missing_entry_points once, before registering anything). The Kubernetes provider
+    Checked before the suite is built (the program calls framework_support.check_experiment and
+    framework_support.missing_entry_points once, before registering anything). The Kubernetes provider
     and what the suite waits for come through ``opts``.
     """
     experiments: tuple[Experiment, ...]
@@ -73,7 +75,7 @@ def run_order(experiments: tuple[Experiment, ...], execution: str
             if prior is None:
                 waited = 0
             else:
-                waited += manifests.suite_budget_minutes(prior)
+                waited += suite_budget_minutes(prior)
             out.append((prior, run, waited))
             last = run
     return out
@@ -88,7 +90,7 @@ class ExperimentSuite(pulumi.ComponentResource):
     def __init__(self, name: str, args: ExperimentSuiteArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:workloads:ExperimentSuite", name, None, opts)
         env, experiments = args.env, args.experiments
-        code = manifests.code_config_map_manifest(args.code_files, namespace=env.namespace)
+        code = code_config_map_manifest(args.code_files, namespace=env.namespace)
         # What the suite waits for (namespace, service account, claim, etcd) its children wait for.
         code_map = k8s_objects.register(f"{name}-code", code, child_options(self, opts))
         self.jobs = {}
@@ -101,7 +103,7 @@ class ExperimentSuite(pulumi.ComponentResource):
                 f"{name}-{run.name}" + (repeat_suffix(run.repeat) if run.repeat else ""),
                 TrainingJobArgs(experiment=run, env=env, node_group=args.node_groups[run.node_group],
                                 bucket=args.bucket, run_id=args.run_id, code_config_map=code, region=args.region,
-                                after=manifests.completion_waits(prior, run_id=args.run_id) if prior else (),
+                                after=completion_waits(prior, run_id=args.run_id) if prior else (),
                                 after_minutes=waited_minutes, git_commit=git_commit),
                 child_options(self, opts, depends_on=[code_map] + ([previous] if previous else [])))
             self.jobs[run.label] = job

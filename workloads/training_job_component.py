@@ -24,8 +24,8 @@ from core.config.model import Experiment, GpuNodeGroup
 from infra import k8s_objects
 from infra.component_options import child_options
 from infra.environment import Environment
-from workloads import contracts
-from workloads import job_manifests as manifests
+from workloads.job_manifests import experiment_manifests
+from workloads.object_names import base_name
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class TrainingJob(pulumi.ComponentResource):
         e = args.experiment
 
         def build(bucket: str) -> dict[str, dict]:
-            return manifests.experiment_manifests(
+            return experiment_manifests(
                 e, env=args.env, node_group=args.node_group, bucket=bucket, run_id=args.run_id,
                 code_config_map=dict(args.code_config_map), region=args.region, after=list(args.after),
                 after_minutes=args.after_minutes, git_commit=args.git_commit)
@@ -92,6 +92,6 @@ class TrainingJob(pulumi.ComponentResource):
                 ignore_changes=["spec.suspend"] if job and shape["spec"].get("suspend") else None)
             self.resources[role] = k8s_objects.register(f"{name}-{role}", built.apply(lambda m, r=role: m[r]), child,
                                                         kind=shape["kind"])
-        self.job_name = contracts.base_name(e, args.run_id)
+        self.job_name = base_name(e, args.run_id)
         self.results_uri = bucket.apply(lambda b: args.env.experiment_results_uri(b, e))
         self.register_outputs({"results_uri": self.results_uri, "job_name": self.job_name})

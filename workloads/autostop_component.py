@@ -1,5 +1,7 @@
-"""``AutostopController``: the controller that scales the run's GPU node groups to zero when it is over
-(or, for groups Cluster Autoscaler sizes, suspends the run's unfinished Jobs so the autoscaler can).
+"""Autostop, part 3 of 4, the Pulumi component: ``AutostopController`` registers the controller.
+
+The controller scales the run's GPU node groups to zero when it is over (or, for groups Cluster Autoscaler
+sizes, suspends the run's unfinished Jobs so the autoscaler can).
 
 Registers the controller's IAM role (``infra.access.policies.autostop_policy``: this cluster's node
 groups and one S3 key), its Pod Identity association, its RBAC and NetworkPolicy and the
@@ -22,7 +24,7 @@ from infra.access.pod_identity import pod_identity_role
 from infra.access.policies import autostop_policy
 from infra.component_options import child_options
 from workloads import autostop_manifests as m
-from workloads.job_manifests import code_config_map_manifest
+from workloads.code_manifests import code_config_map_manifest
 
 RECORD = "autostop.json"  # beside the run's results: s3://<bucket>/<project>/<stack>/<run_id>/autostop.json
 
