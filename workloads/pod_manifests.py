@@ -122,7 +122,7 @@ def base_env(e: Experiment, *, group: GpuNodeGroup, run_id: str, region: str | N
            {"name": ENV_EXPERIMENT, "value": e.name}, {"name": "PYTHONPATH", "value": CODE_ROOT},
            {"name": "PYTHONUNBUFFERED", "value": "1"},
            # the transport NCCL picked (its INIT lines name NET/OFI or NET/Socket, and aws-ofi-nccl's
-           # version; workloads.train.harness.launch.nccl_transport and what_ran read them from the logs)
+           # version; workloads.train.harness.collect.nccl_transport and what_ran read them from the logs)
            {"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_DEBUG_SUBSYS", "value": "INIT,NET"},
            {"name": ENV_FABRIC, "value": e.fabric}]
     out += [{"name": JOB_ENV[k], "value": v} for k, v in what_ran_env(group).items()]  # the summary's what_ran

@@ -37,7 +37,7 @@ from core.contract import summary_fields as F
 from core.contract.names import LOCAL_RESULTS_ROOT
 from program.stack_files import PROJECT
 from workloads.train.harness.exit_paths import write_summary
-from workloads.train.harness.launch import read_flags
+from workloads.train.harness.collect import read_flags
 
 
 class LocalBackend(LocalObservation):

@@ -55,7 +55,7 @@ __all__ = ["COLUMNS", "STEP_COLUMNS", "NoResults", "UnreadableResults", "load", 
 
 
 def _log_error(exp: ExperimentFiles) -> str | None:
-    from workloads.train.harness.launch import root_cause
+    from workloads.train.harness.outcome import root_cause
 
     for rel in sorted(f for f in exp.files if f.startswith(f"{LOGS_DIR}/") and f.endswith(".log")):
         got = exp.read_bytes(rel, R.MAX_LOG_TAIL_BYTES, tail=True)  # the root cause is in the tail

@@ -131,7 +131,7 @@ class FabricVerdict:
 
 def fabric_verdict(transport: str | Sequence[str] | None, *, efa_expected: bool, framework: str | None,
                    mode: str = "check") -> FabricVerdict:
-    """Judge the NCCL transport(s) a run's logs named (``workloads.train.harness.launch.nccl_transport``).
+    """Judge the NCCL transport(s) a run's logs named (``workloads.train.harness.collect.nccl_transport``).
 
     Only PyTorch experiments on an EFA group are judged. Any node on ``NET/Socket`` is degraded; a
     run with no NCCL INIT line cannot show it used EFA, which ``strict`` also fails.

@@ -9,7 +9,7 @@ from core.contract.names import ENV_RUN_FLAGS_FILE, ENV_STOP_REASON_FILE
 
 EXPERIMENT = "experiment"
 STATUS = "status"
-# STATUS's values, one per way a run ends (workloads.train.harness.launch.run_status decides):
+# STATUS's values, one per way a run ends (workloads.train.harness.outcome.run_status decides):
 SUCCEEDED = "succeeded"  # the command exited 0 and its loss stayed finite
 FAILED = "failed"  # the command failed on its own (an exception, a crash, a failed pod set-up)
 DIVERGED = "diverged"  # a non-finite loss ended training (the trainer's record; DIVERGENCE says where and why)

@@ -272,7 +272,7 @@ def run_jobs() -> int:
                 break
             ok = spec.get("status", "succeeded") == "succeeded"
             iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f"{t % 1:.6f}"[1:] + "Z"  # noqa: E731
-            # the launcher's fields (workloads/train/harness/launch.py summary_document, summary.py "startup")
+            # the launcher's fields (workloads/train/harness/outcome.py summary_document, summary.py "startup")
             summary = {"started_at": iso(jobs_started + 0.01), "ended_at": iso(time.time()),
                        "startup": {"time_to_first_step_s": 0.05, "phases_s": {"first_step": 0.05}},
                        "experiment": name, "status": "succeeded" if ok else "failed", "exit_code": 0 if ok else 1,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.local import etcd as local_etcd
-from workloads.train.harness.launch import root_cause
+from workloads.train.harness.outcome import root_cause
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = [pytest.mark.local_run, pytest.mark.hostile]

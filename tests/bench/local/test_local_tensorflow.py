@@ -18,7 +18,7 @@ from workloads.train.common.metrics import read_jsonl, read_rank_metrics
 
 ROOT = Path(__file__).resolve().parents[3]
 STACK = ROOT / "tests" / "stacks" / "Pulumi.frameworks.yaml"
-# The keys of a PyTorch metrics line (workloads/train/pytorch/trainer.py): the launcher's figures read them.
+# The keys of a PyTorch metrics line (workloads/train/pytorch/run_metrics.py): the launcher's figures read them.
 LINE_KEYS = {"step", "epoch", "loss", "steps", "samples", "step_time_s", "samples_per_s", "step_times_s",
              "data_wait_s", "peak_memory_gib", "lr", "wall_time", "world_size", "rank", "restart", "warmup"}
 

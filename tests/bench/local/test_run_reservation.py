@@ -150,7 +150,7 @@ def test_a_live_run_is_named_in_a_flag_for_both_runs_and_a_stale_or_reused_pid_i
 
 
 def test_the_launcher_adds_the_runs_flags_to_its_summary(tmp_path):
-    from workloads.train.harness.launch import run_flags
+    from workloads.train.harness.collect import run_flags
 
     from core.contract import summary_fields as F
 

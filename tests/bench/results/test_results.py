@@ -217,7 +217,8 @@ def test_a_cluster_run_that_never_reported_keeps_its_launch_shape():
     from core.contract.launch_command import launcher_argv
     from tests.workloads.test_launch import ENV, E
     from workloads.launch.pytorch import pytorch_launch
-    from workloads.train.harness.launch import build_parser, summary_document
+    from workloads.train.harness.launch import build_parser
+    from workloads.train.harness.outcome import summary_document
 
     launch = pytorch_launch(E, ENV, job="j", service="s", gpus=8)
     args = build_parser().parse_args(launcher_argv(python="python3", results_dir="r", launched=launch.launched)[3:]

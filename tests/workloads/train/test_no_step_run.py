@@ -13,14 +13,14 @@ import pytest
 
 from core.contract import summary_fields as F
 from core.contract.train_args import TrainArgs
-from workloads.train.harness import launch
+from workloads.train.harness import launch, outcome
 
 TRAIN_CONFIG = json.dumps(asdict(TrainArgs(workload="cifar10", steps=20)))
 NO_LINES = {F.COVERAGE: {"steps": 0, "duplicate_lines": 0, "missing_steps": []}, F.THROUGHPUT: {}}
 
 
 def document(metrics: dict, *, trainer: bool, returncode: int = 0) -> dict:
-    return launch.summary_document(experiment="e", node_id="node-0", command=["x"], returncode=returncode,
+    return outcome.summary_document(experiment="e", node_id="node-0", command=["x"], returncode=returncode,
                                    signal_name=None, started=0.0, ended=1.0, metrics=metrics,
                                    config={"workload": "cifar10"}, environ={}, log_tail=["done"], results_uri=None,
                                    trainer=trainer)
@@ -29,7 +29,7 @@ def document(metrics: dict, *, trainer: bool, returncode: int = 0) -> dict:
 def test_a_trainer_that_exits_0_with_no_step_recorded_fails_saying_so():
     doc = document(NO_LINES, trainer=True)
     assert (doc["status"], doc["exit_code"]) == ("failed", F.NO_STEPS_EXIT_CODE)
-    assert doc["stop_reason"] == doc["error"] == launch.NO_STEP
+    assert doc["stop_reason"] == doc["error"] == outcome.NO_STEP
     assert "no training step was recorded" in doc["error"]
 
 
@@ -58,7 +58,7 @@ def run(tmp_path, *extra: str) -> tuple[int, dict]:
 def test_the_launcher_of_a_trainer_whose_metrics_went_elsewhere_exits_non_zero(tmp_path):
     code, summary = run(tmp_path, "--train-config", TRAIN_CONFIG)
     assert code == F.NO_STEPS_EXIT_CODE
-    assert summary["status"] == "failed" and summary["stop_reason"] == launch.NO_STEP
+    assert summary["status"] == "failed" and summary["stop_reason"] == outcome.NO_STEP
 
 
 def test_the_launcher_of_a_trainer_that_recorded_its_steps_succeeds(tmp_path):

@@ -13,7 +13,7 @@ from tests.workloads.conftest import child_env, run_training
 from workloads.train.common.cifar import read_split, write_standin
 from workloads.train.common.dali_input import FolderBatches
 from workloads.train.common.metrics import read_jsonl, read_rank_metrics
-from workloads.train.harness.launch import collect_metrics
+from workloads.train.harness.collect import collect_metrics
 
 
 def train(*args: str) -> subprocess.CompletedProcess:

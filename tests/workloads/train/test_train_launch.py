@@ -22,7 +22,7 @@ from core.contract.launch_command import (
 from core.contract.s3_uri import parse_s3_uri
 from core.contract.train_args import TrainArgs
 from tests.workloads.conftest import ROOT, child_env, wait_for
-from workloads.train.harness import launch
+from workloads.train.harness import child, collect, launch, outcome
 from workloads.train.harness.upload import upload_plan
 
 
@@ -39,7 +39,7 @@ def test_node_identity_and_who_writes_the_summary():
 def test_exit_codes_and_training_config_from_the_launchers_own_arguments():
     """The launcher is told the launch shape and the trainer's arguments (core.contract.launch_command builds both
     the command and these); it never reads them back out of the command."""
-    assert launch.exit_code(0) == 0 and launch.exit_code(3) == 3 and launch.exit_code(-15) == 143
+    assert outcome.exit_code(0) == 0 and outcome.exit_code(3) == 3 and outcome.exit_code(-15) == 143
     agent = Torchrun(min_nodes=1, max_nodes=2, nproc_per_node=4, max_restarts=0, rdzv_backend="c10d",
                      rdzv_endpoint="h:1", rdzv_id="j", rdzv_conf="")
     head = launcher_argv(python="python", results_dir="r",
@@ -55,7 +55,7 @@ def test_exit_codes_and_training_config_from_the_launchers_own_arguments():
 
 
 def test_summary_document_for_a_failed_run():
-    doc = launch.summary_document(experiment="e", node_id="node-0", command=["x"], returncode=-9, signal_name=None,
+    doc = outcome.summary_document(experiment="e", node_id="node-0", command=["x"], returncode=-9, signal_name=None,
                                   started=0.0, ended=90.5, metrics={"throughput": {}}, config=None,
                                   environ={"EKSBENCH_IMAGE": "img:1", "EKSBENCH_GIT_COMMIT": "abc"},
                                   log_tail=["boom"], results_uri=None)
@@ -65,8 +65,8 @@ def test_summary_document_for_a_failed_run():
 
 
 def test_child_environment_gives_each_rendezvous_round_its_own_store():
-    assert launch.child_env({})["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
-    assert launch.child_env({"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"})["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "0"
+    assert child.child_env({})["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert child.child_env({"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"})["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "0"
 
 
 def test_s3_uri_and_upload_ownership(tmp_path):
@@ -185,7 +185,7 @@ def test_the_signal_the_user_sent_to_bench_run_is_the_one_its_summary_records(tm
 
 
 def test_a_stop_file_names_its_cause_and_the_users_signal_and_nothing_else():
-    causes = launch.STOP_CAUSES
+    causes = collect.STOP_CAUSES
     assert F.stop_text("interrupted", "SIGINT") == "interrupted SIGINT" and F.stop_text("deadline") == "deadline"
     assert F.stop_text("interrupted", "SIGKILL") == "interrupted"
     assert F.parse_stop("interrupted SIGINT\n", causes) == ("interrupted", "SIGINT")
@@ -193,22 +193,22 @@ def test_a_stop_file_names_its_cause_and_the_users_signal_and_nothing_else():
     assert F.parse_stop("interrupted SIGUSR1", causes) == ("interrupted", None)
     assert F.parse_stop("\x1b[2J SIGINT", causes) == (None, None) and F.parse_stop("", causes) == (None, None)
     # only an interrupt is told by the user's signal: a deadline or a timeout stays what it was
-    assert launch.run_status(143, "SIGTERM", None, "interrupted", "SIGINT") == ("interrupted", "Ctrl-C")
-    assert launch.run_status(143, "SIGTERM", None, "deadline", "SIGINT") == ("deadline", "SIGTERM: the run's deadline")
+    assert outcome.run_status(143, "SIGTERM", None, "interrupted", "SIGINT") == ("interrupted", "Ctrl-C")
+    assert outcome.run_status(143, "SIGTERM", None, "deadline", "SIGINT") == ("deadline", "SIGTERM: the run's deadline")
 
 
 def test_run_status_puts_divergence_first_and_names_each_stop():
     diverged = {"step": 4, "reason": "non-finite loss (nan) at step 4"}
-    assert launch.run_status(0, None, diverged, None) == ("diverged", diverged["reason"])
-    assert launch.run_status(143, "SIGTERM", diverged, "deadline")[0] == "diverged"
-    assert launch.run_status(0, "SIGTERM", None, None) == ("succeeded", None)  # it finished as the signal came
-    assert launch.run_status(143, "SIGTERM", None, "timeout") == ("timeout", "SIGTERM: the experiment's timeout")
-    assert launch.run_status(3, None, None, None) == ("failed", "exit code 3")
+    assert outcome.run_status(0, None, diverged, None) == ("diverged", diverged["reason"])
+    assert outcome.run_status(143, "SIGTERM", diverged, "deadline")[0] == "diverged"
+    assert outcome.run_status(0, "SIGTERM", None, None) == ("succeeded", None)  # it finished as the signal came
+    assert outcome.run_status(143, "SIGTERM", None, "timeout") == ("timeout", "SIGTERM: the experiment's timeout")
+    assert outcome.run_status(3, None, None, None) == ("failed", "exit code 3")
 
 
 def test_a_diverged_run_exits_non_zero_even_when_its_command_exited_0():
     metrics = {"throughput": {}, F.DIVERGENCE: {"step": 7, "reason": "non-finite loss (inf) at step 7"}}
-    doc = launch.summary_document(experiment="e", node_id="node-0", command=["x"], returncode=0, signal_name=None,
+    doc = outcome.summary_document(experiment="e", node_id="node-0", command=["x"], returncode=0, signal_name=None,
                                   started=0.0, ended=1.0, metrics=metrics, config=None, environ={}, log_tail=[],
                                   results_uri=None)
     assert (doc["status"], doc["exit_code"]) == ("diverged", F.DIVERGED_EXIT_CODE)
@@ -289,8 +289,8 @@ def test_root_cause_is_the_last_exception_line():
     tail = ["[rank0]: Traceback (most recent call last):", "[rank0]:   File \"x.py\", line 1",
             "[rank0]: FileNotFoundError: no CIFAR-10 data_batch_* files in /d",
             "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "  time : 2026"]
-    assert launch.root_cause(tail) == "FileNotFoundError: no CIFAR-10 data_batch_* files in /d"
-    assert launch.root_cause(["all fine"]) is None
+    assert outcome.root_cause(tail) == "FileNotFoundError: no CIFAR-10 data_batch_* files in /d"
+    assert outcome.root_cause(["all fine"]) is None
 
 
 @pytest.mark.local_run
@@ -345,7 +345,7 @@ def test_summary_names_a_lost_etcd_rendezvous():
     tail = ["Traceback (most recent call last):",
             "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to etcd has failed. "
             "See inner exception for details."]
-    doc = launch.summary_document(experiment="e", node_id="node-0",
+    doc = outcome.summary_document(experiment="e", node_id="node-0",
                                   command=["torchrun", "--rdzv-backend=etcd-v2", "--rdzv-endpoint=etcd:2379", "t.py"],
                                   returncode=1, signal_name=None, started=0.0, ended=1.0, metrics={}, config=None,
                                   environ={}, log_tail=tail, results_uri=None)

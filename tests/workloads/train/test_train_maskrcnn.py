@@ -115,7 +115,7 @@ def test_maskrcnn_trains_on_coco_format_with_two_processes(tmp_path):
 def test_maskrcnn_resizes_like_torchvisions_reference_and_warms_up_its_lr(tmp_path):
     from core.contract.train_args import TrainArgs
     from workloads.train.common.schedule import MASKRCNN_WARMUP_STEPS, default_lr, lr_at
-    from workloads.train.harness.launch import provenance
+    from workloads.train.harness.outcome import provenance
     from workloads.train.pytorch.models import build_maskrcnn
 
     model, _ = build_maskrcnn(num_classes=3, image_size=800, data_dir=tmp_path)

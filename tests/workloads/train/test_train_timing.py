@@ -15,7 +15,7 @@ from core.catalog.peaks import gpu_model, peak_tflops
 from core.contract.train_args import TrainArgs
 from tests.workloads.conftest import child_env, run_training
 from workloads.train.common.metrics import read_jsonl
-from workloads.train.harness.launch import nccl_transport
+from workloads.train.harness.collect import nccl_transport
 from workloads.train.harness.summary import (
     efficiency,
     metrics_summary,
@@ -264,7 +264,7 @@ def test_ddp_keeps_batchnorm_buffers_per_rank_without_a_deprecation_warning(tmp_
 
 def test_ddp_gets_the_buffer_argument_its_torch_knows():
     """The cluster's images run torch 2.10 and 2.6, whose DDP has no ``forward_sync_buffers``."""
-    from workloads.train.pytorch.trainer import no_forward_buffer_sync
+    from workloads.train.pytorch.collectives import no_forward_buffer_sync
 
     class OldDDP:  # torch 2.10's signature, cut to the arguments that matter here
         def __init__(self, module, device_ids=None, broadcast_buffers=True, gradient_as_bucket_view=False,

@@ -67,7 +67,7 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.name: str | None = None
-        self.child: Any = None  # launch.Child while the command runs
+        self.child: Any = None  # child.Child while the command runs
         self.previous: dict[int, Any] = {}
 
     def install(self) -> "StopSignals":

@@ -237,18 +237,7 @@ def trainer_loop(a: TrainArgs, exe: Any, main: Any, loss: Any, source: Batches, 
     mdir = metrics_dir(a.results_dir)
     lines = JsonLines(mdir / f"rank-{rank}.jsonl") if a.harness else None
     events = JsonLines(mdir / "events.jsonl") if a.harness and rank == 0 else None
-    if events:
-        events.write({"event": "start", "step": 0, "restart": 0, "world_size": world, "saved_world_size": None,
-                      "lr": lr, "dropped_lines": 0, "wall_time": round(time.time(), 3)})
-        events.write({"event": "run_info", "step": 0, "restart": 0, "world_size": world, "nodes": world,
-                      "gpus_per_node": device["count"] and 1, "processes_per_node": 1, "device": device,
-                      "flops_per_sample": None, "flops_note": "not counted for paddle (no FLOP counter is used)",
-                      "precision": "fp32", "lr": lr, "memory_format": "contiguous",
-                      "ps_mode": f"geo, k_steps={GEO_K_STEPS}", "pservers": fleet.server_num(),
-                      "wall_time": round(time.time(), 3)})
-    print(f"[paddle_ps] trainer {rank}/{world} on {device['name']}: {a.workload}, {fleet.server_num()} pservers, "
-          f"GEO k_steps {GEO_K_STEPS}, lr {lr:g}" + (f" (precision {a.precision} runs as fp32)"
-                                                      if a.precision != "fp32" else ""), flush=True)
+    record_start(a, events, fleet, rank=rank, world=world, lr=lr, device=device)
     gb = a.batch_size * world
     step, pos, done_here, interval, data_wait, times, diverged = 0, Position(), 0, 0, 0.0, [], False
     t_prev = loop_start = mark = time.perf_counter()
@@ -268,27 +257,17 @@ def trainer_loop(a: TrainArgs, exe: Any, main: Any, loss: Any, source: Batches, 
         last = (not a.by_epochs and step >= a.steps) or (ended and a.by_epochs and pos.epoch + 1 >= a.epochs)
         warmup = done_here <= a.warmup_steps
         if step % a.log_every == 0 or last or done_here == a.warmup_steps:
-            # A non-finite loss on any trainer stops every trainer here, as the PyTorch trainer does: GEO trainers
-            # step apart between exchanges, so each says whether its own loss is finite (a gloo all-reduce).
             loss_value = float(value)
-            diverged = bool(fleet.util.all_reduce([0 if math.isfinite(loss_value) else 1], "max", "worker")[0])
+            diverged = any_trainer_diverged(fleet, loss_value)
             if lines:
-                lines.write({"step": step, "epoch": start.epoch, **health(loss_value), "steps": interval,
-                             "samples": a.batch_size * interval, "step_time_s": round(now - t_prev, 6),
-                             "samples_per_s": round(a.batch_size * interval / (now - t_prev), 3),
-                             "step_times_s": times, "data_wait_s": round(data_wait, 6), "peak_memory_gib": None,
-                             "lr": lr, "wall_time": round(time.time(), 3), "world_size": world, "rank": rank,
-                             "restart": 0, "warmup": warmup})
+                lines.write(metrics_line(a, step=step, epoch=start.epoch, loss_value=loss_value, interval=interval,
+                                         seconds=now - t_prev, times=times, data_wait=data_wait, lr=lr,
+                                         world=world, rank=rank, warmup=warmup))
             t_prev, interval, data_wait, times = now, 0, 0.0, []
             mark = time.perf_counter()
             t_prev = mark
             if diverged:
-                what = nonfinite_name(loss_value) or "on another trainer"
-                reason = f"non-finite loss ({what}) at step {step}"
-                print(f"[paddle_ps] trainer {rank}: diverged: {reason}; stopping, as every trainer does", flush=True)
-                if events:
-                    events.write({"event": "diverged", "step": step, "reason": reason,
-                                  "wall_time": round(time.time(), 3)})
+                record_divergence(events, rank=rank, step=step, loss_value=loss_value)
                 break
     loop_seconds = time.perf_counter() - loop_start
     if events:
@@ -298,13 +277,68 @@ def trainer_loop(a: TrainArgs, exe: Any, main: Any, loss: Any, source: Batches, 
     for f in (lines, events):
         if f:
             f.close()
+    stop_pservers(a, fleet, rank=rank, world=world, step=step, diverged=diverged, loop_seconds=loop_seconds)
+    return 0
+
+
+def record_start(a: TrainArgs, events: JsonLines | None, fleet: Any, *, rank: int, world: int, lr: float,
+                 device: dict[str, Any]) -> None:
+    """Trainer 0's ``start`` and ``run_info`` events, and every trainer's line on stdout saying what it trains."""
+    if events:
+        events.write({"event": "start", "step": 0, "restart": 0, "world_size": world, "saved_world_size": None,
+                      "lr": lr, "dropped_lines": 0, "wall_time": round(time.time(), 3)})
+        events.write({"event": "run_info", "step": 0, "restart": 0, "world_size": world, "nodes": world,
+                      "gpus_per_node": device["count"] and 1, "processes_per_node": 1, "device": device,
+                      "flops_per_sample": None, "flops_note": "not counted for paddle (no FLOP counter is used)",
+                      "precision": "fp32", "lr": lr, "memory_format": "contiguous",
+                      "ps_mode": f"geo, k_steps={GEO_K_STEPS}", "pservers": fleet.server_num(),
+                      "wall_time": round(time.time(), 3)})
+    print(f"[paddle_ps] trainer {rank}/{world} on {device['name']}: {a.workload}, {fleet.server_num()} pservers, "
+          f"GEO k_steps {GEO_K_STEPS}, lr {lr:g}" + (f" (precision {a.precision} runs as fp32)"
+                                                      if a.precision != "fp32" else ""), flush=True)
+
+
+def any_trainer_diverged(fleet: Any, loss_value: float) -> bool:
+    """Whether the loss is not finite on any trainer. A non-finite loss on any trainer stops every trainer at the
+    same metrics step, as the PyTorch trainer does: GEO trainers step apart between exchanges, so each says
+    whether its own loss is finite (a gloo all-reduce)."""
+    return bool(fleet.util.all_reduce([0 if math.isfinite(loss_value) else 1], "max", "worker")[0])
+
+
+def metrics_line(a: TrainArgs, *, step: int, epoch: int, loss_value: float, interval: int, seconds: float,
+                 times: list[float], data_wait: float, lr: float, world: int, rank: int,
+                 warmup: bool) -> dict[str, Any]:
+    """The metrics line of the ``interval`` steps that ended at ``step`` and took ``seconds``, as the PyTorch
+    trainer writes it (the launcher's summary reads both)."""
+    return {"step": step, "epoch": epoch, **health(loss_value), "steps": interval,
+            "samples": a.batch_size * interval, "step_time_s": round(seconds, 6),
+            "samples_per_s": round(a.batch_size * interval / seconds, 3),
+            "step_times_s": times, "data_wait_s": round(data_wait, 6), "peak_memory_gib": None,
+            "lr": lr, "wall_time": round(time.time(), 3), "world_size": world, "rank": rank,
+            "restart": 0, "warmup": warmup}
+
+
+def record_divergence(events: JsonLines | None, *, rank: int, step: int, loss_value: float) -> None:
+    """Say on stdout that the loss diverged at ``step`` (here, or on another trainer), and record it as trainer 0's
+    ``diverged`` event."""
+    what = nonfinite_name(loss_value) or "on another trainer"
+    reason = f"non-finite loss ({what}) at step {step}"
+    print(f"[paddle_ps] trainer {rank}: diverged: {reason}; stopping, as every trainer does", flush=True)
+    if events:
+        events.write({"event": "diverged", "step": step, "reason": reason,
+                      "wall_time": round(time.time(), 3)})
+
+
+def stop_pservers(a: TrainArgs, fleet: Any, *, rank: int, world: int, step: int, diverged: bool,
+                  loop_seconds: float) -> None:
+    """Every trainer's last step is done before the pservers go: the final barrier, then trainer 0 stops them
+    and says how the run ended."""
     fleet.barrier_worker()  # every trainer's last step is done before the pservers go
     fleet.stop_worker()
     if rank == 0:
         fleet.fleet._runtime_handle._worker.stop_server()  # the client's StopServer: run_server returns
         ended = f"diverged at step {step}" if diverged else f"finished at step {step}"
         print(f"[paddle_ps] {a.workload}: {ended} (trainers {world}), loop {loop_seconds:.3f}s", flush=True)
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,2 +1,2 @@
-"""The PyTorch trainer (``python -m workloads.train.pytorch``), its checkpoints, models, workloads and the
-evaluation job (``python -m workloads.train.pytorch.evaluate``)."""
+"""The PyTorch trainer (``python -m workloads.train.pytorch``: the loop, its set-up, collectives and records), its
+checkpoints, models, workloads and the evaluation job (``python -m workloads.train.pytorch.evaluate``)."""

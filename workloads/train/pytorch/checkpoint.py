@@ -15,17 +15,27 @@ inside the file, as plain values, and is also written beside it as ``latest.json
 right after the ``.pt``), readable without torch. The ``.pt`` is the authority: its tensors and
 its meta come from one atomic replace; ``latest.json`` is its readable copy, and
 ``load_latest`` warns when the two disagree (a crash between the two replaces).
+
+``Checkpointing`` is the trainer's side of this (``trainer.Run``'s ``resume`` and ``save``): every rank loads the
+latest checkpoint and rank 0 makes the metrics files agree with it; rank 0 snapshots the state and hands it to
+the ``BackgroundWriter``.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from core.contract import strict_json
 from core.contract.names import CHECKPOINT_DIR
+from workloads.train.common.data import Position
 from workloads.train.common.files import atomic_write
+from workloads.train.common.metrics import JsonLines, metrics_dir, prune_after
+from workloads.train.common.schedule import lr_at, set_lr
+from workloads.train.pytorch.optim import seed_momentum
 
 LATEST = "latest.pt"
 LATEST_META = "latest.json"
@@ -187,3 +197,75 @@ def arguments_changed(saved: dict[str, Any] | None, current: dict[str, Any]) -> 
         return []
     return [f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in RESUME_IDENTITY
             if k in saved and saved.get(k) != current.get(k)]
+
+
+class Checkpointing:
+    """``trainer.Run``'s checkpoints: ``resume`` on every (re)start, ``save`` at the loop's checkpoints and at its
+    end. They read the run's ``args``, ``env``, ``rank``, ``world``, ``model``, ``optimizer``, ``scaler``,
+    ``source`` and ``writer`` (``workloads.train.pytorch.run_setup``), and set ``lr`` and ``samples_seen``."""
+
+    def resume(self, now: float) -> tuple[int, Position, float]:
+        """Load the latest checkpoint (every rank) and make the metrics files agree with it."""
+        import torch
+
+        state = load_latest(self.args.results_dir) if self.args.harness else None
+        changed = arguments_changed((state or {}).get("args"), asdict(self.args))
+        if changed:
+            raise RuntimeError(f"{latest_path(self.args.results_dir)} was written by a run with other arguments "
+                               f"({'; '.join(changed)}); it is never resumed: use a new run id")
+        step, pos, started = 0, Position(), now
+        gb, size = self.args.batch_size * self.world, self.source.size
+        self.samples_seen = 0
+        if state is not None:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            seed_momentum(self.optimizer)  # a checkpoint taken before any step holds no buffers
+            self.scaler.load_state_dict(state["scaler"])
+            step, pos, started = state["step"], Position(state["epoch"], state["offset"]), state["run_started_at"]
+            # samples trained so far, counted across elastic resizes (older checkpoints: from the position)
+            self.samples_seen = state.get("samples_seen") or (pos.epoch * size + pos.offset if size else step * gb)
+        # load_state_dict restored the saved world's learning rate: set the one for this world.
+        saved_world = state.get("world_size") if state is not None else None
+        self.lr = lr_at(self.args, self.world, step, samples=self.samples_seen, size=size)
+        set_lr(self.optimizer, self.lr)
+        # RNG: a deterministic function of (seed, rank, step), which stays meaningful when the world size changes.
+        torch.manual_seed(self.args.seed * 7919 + self.rank * 104_729 + step)
+        if hasattr(self.source, "reseed"):
+            self.source.reseed(self.args.seed * 7919 + self.rank * 104_729 + step)
+        if hasattr(self.source, "start"):
+            self.source.start(pos, global_batch=self.args.batch_size * self.world, rank=self.rank,
+                              batch=self.args.batch_size, seed=self.args.seed)
+        if self.args.harness:
+            self.barrier()
+            if self.rank == 0:
+                dropped = prune_after(self.args.results_dir, step)
+                with JsonLines(metrics_dir(self.args.results_dir) / "events.jsonl") as ev:
+                    ev.write({"event": "resume" if state is not None else "start", "step": step,
+                              "restart": self.env["restart"], "world_size": self.world,
+                              "saved_world_size": saved_world, "lr": self.lr,
+                              "dropped_lines": dropped, "wall_time": round(time.time(), 3)})
+                    ev.write({"event": "run_info", "step": step, "restart": self.env["restart"],
+                              **self.run_info(), "wall_time": round(time.time(), 3)})
+            self.barrier()
+        return step, pos, started
+
+    def save(self, step: int, pos: Position, started: float, events: JsonLines | None, *, wait: bool = False) -> None:
+        """Rank 0: snapshot the state to CPU memory now, write it in the background (``wait``: to disk now).
+        Nothing when the run keeps no checkpoints (both checkpoint settings 0, ``checkpoint.enabled``)."""
+        if not self.args.harness or self.rank != 0 or \
+                not enabled(self.args.checkpoint_every, self.args.checkpoint_minutes):
+            return
+        t0 = time.perf_counter()
+        state = to_cpu({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                             "scaler": self.scaler.state_dict()})
+        state.update(step=step, epoch=pos.epoch, offset=pos.offset, run_started_at=started, world_size=self.world,
+                     samples_seen=self.samples_seen,
+                     args=asdict(self.args), num_classes=getattr(self, "num_classes", None), lr=self.lr,
+                     saved_at=round(time.time(), 3))
+        info = {"event": "checkpoint", "step": step, "snapshot_s": round(time.perf_counter() - t0, 4)}
+        done = [self.writer.submit(self.args.results_dir, state, info)]
+        if wait:
+            done.append(self.writer.wait())
+        for d in done:
+            if d and events:
+                events.write({**d, "wall_time": round(time.time(), 3)})

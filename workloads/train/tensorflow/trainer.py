@@ -197,21 +197,53 @@ def train(run: Run) -> tuple[int, float, dict[str, Any] | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """One worker of the job: join the others, build the model and its step, record the start, train, record the
+    end, and meet every worker once more before leaving."""
     process_started = time.time()
     a = parse_train_args(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
     import tensorflow as tf
 
+    marks = start_marks(process_started)
+    rank, workers, gpus, strategy = join_workers(tf, marks)
+    run, model, precision = build_run(a, tf, keras, strategy, rank=rank, workers=workers, gpus=gpus, marks=marks)
+    info = run_info(run, keras, gpus, precision)
+    record_start(run, info, precision)
+    done, loop, diverged = train(run)
+    record_end(run, model, info, done, loop, diverged)
+    # Every worker's last line is on disk before worker 0 (and its launcher's summary) finishes.
+    strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
+    ended = f"diverged at step {done}" if diverged else f"finished at step {done}"
+    print(f"[workloads.train.tensorflow] {a.workload}: {ended} ({workers} workers), loop {loop:.3f}s", flush=True)
+    # 0 even when diverged, as the PyTorch trainer: the "diverged" event is the record, and the results launcher
+    # turns it into the run's status and exit code.
+    return 0
+
+
+def start_marks(process_started: float) -> dict[str, float]:
+    """The start-up record's first marks: the process's start, TensorFlow imported, and the launcher's start."""
     marks = {"process": process_started, "imported": time.time()}
     if os.environ.get(ENV_LAUNCHED_AT):
         marks["launched"] = float(os.environ[ENV_LAUNCHED_AT])
+    return marks
+
+
+def join_workers(tf: Any, marks: dict[str, float]) -> tuple[int, int, list[Any], Any]:
+    """This worker's index, the number of workers, its GPUs, and the strategy that mirrors over them (joined)."""
     rank, workers = task(dict(os.environ))
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus and os.environ.get("OMP_NUM_THREADS"):  # the local run's share of the cores
         tf.config.threading.set_intra_op_parallelism_threads(int(os.environ["OMP_NUM_THREADS"]))
     strategy = make_strategy(tf, gpus, os.environ)
     marks["process_group"] = time.time()
+    return rank, workers, gpus, strategy
+
+
+def build_run(a: TrainArgs, tf: Any, keras: Any, strategy: Any, *, rank: int, workers: int, gpus: list[Any],
+              marks: dict[str, float]) -> tuple[Run, Any, str]:
+    """The precision policy, the data, the model, its optimizer and step, and the metrics files: the ``Run``, its
+    model (for the FLOPs after the loop) and the precision it trains in."""
     replicas = strategy.num_replicas_in_sync
     precision = precision_for(a.precision, bool(gpus))
     keras.mixed_precision.set_global_policy(POLICIES[precision])
@@ -232,37 +264,47 @@ def main(argv: list[str] | None = None) -> int:
               lines=JsonLines(mdir / f"rank-{rank}.jsonl") if a.harness else None,
               events=JsonLines(mdir / "events.jsonl") if a.harness and rank == 0 else None,
               gpus=bool(gpus), marks=marks)
-    info = {"event": "run_info", "step": 0, "restart": 0, "world_size": workers, "nodes": workers,
+    return run, model, precision
+
+
+def run_info(run: Run, keras: Any, gpus: list[Any], precision: str) -> dict[str, Any]:
+    """Worker 0's ``run_info`` event: the run's shape, device, model, precision and first rate (its FLOPs are
+    counted after the loop)."""
+    workers, replicas = run.workers, run.replicas
+    return {"event": "run_info", "step": 0, "restart": 0, "world_size": workers, "nodes": workers,
             "gpus_per_node": replicas // workers if gpus else 0, "processes_per_node": 1, "replicas": replicas,
             "devices_per_process": replicas // workers,
-            "device": device_info(tf, keras, gpus, replicas), "model": MODEL, "flops_per_sample": None,
+            "device": device_info(run.tf, keras, gpus, replicas), "model": MODEL, "flops_per_sample": None,
             "flops_note": "counted after the loop", "precision": precision, "lr": run.lr(0),
             "memory_format": "NHWC"}
+
+
+def record_start(run: Run, info: dict[str, Any], precision: str) -> None:
+    """Worker 0's ``start`` and ``run_info`` events, and every worker's line on stdout saying what it trains."""
     if run.events:
-        run.events.write({"event": "start", "step": 0, "restart": 0, "world_size": workers, "lr": run.lr(0),
+        run.events.write({"event": "start", "step": 0, "restart": 0, "world_size": run.workers, "lr": run.lr(0),
                           "wall_time": round(time.time(), 3)})
         run.events.write({**info, "wall_time": round(time.time(), 3)})
-    marks["resumed"] = time.time()
-    print(f"[workloads.train.tensorflow] worker {rank}/{workers}, {replicas} replica(s) on "
-          f"{'GPU' if gpus else 'CPU'}: {a.workload} {a.dataset}, {precision}, lr {run.lr(0):g}", flush=True)
-    done, loop, diverged = train(run)
+    run.marks["resumed"] = time.time()
+    print(f"[workloads.train.tensorflow] worker {run.rank}/{run.workers}, {run.replicas} replica(s) on "
+          f"{'GPU' if run.gpus else 'CPU'}: {run.a.workload} {run.a.dataset}, {precision}, lr {run.lr(0):g}",
+          flush=True)
+
+
+def record_end(run: Run, model: Any, info: dict[str, Any], done: int, loop: float,
+               diverged: dict[str, Any] | None) -> None:
+    """Worker 0's last events (``run_info`` again with the FLOPs, the ``end``), then every metrics file closed."""
+    a = run.a
     if run.events:  # FLOPs counted after the loop cost it nothing; a second run_info (the summary reads the last)
-        flops, note = flops_per_sample(tf, model, input_size(a.workload, a.image_size))
+        flops, note = flops_per_sample(run.tf, model, input_size(a.workload, a.image_size))
         run.events.write({**info, "flops_per_sample": flops, "flops_note": note, "wall_time": round(time.time(), 3)})
-        run.events.write({"event": "end", "step": done, "steps": done, "samples": done * a.batch_size * replicas,
+        run.events.write({"event": "end", "step": done, "steps": done, "samples": done * a.batch_size * run.replicas,
                           "loop_seconds": round(loop, 4), "final_save_s": 0.0, "restart": 0,
-                          "world_size": workers, "diverged": diverged is not None,
+                          "world_size": run.workers, "diverged": diverged is not None,
                           "wall_time": round(time.time(), 3)})
     for f in (run.lines, run.events):
         if f:
             f.close()
-    # Every worker's last line is on disk before worker 0 (and its launcher's summary) finishes.
-    strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
-    ended = f"diverged at step {done}" if diverged else f"finished at step {done}"
-    print(f"[workloads.train.tensorflow] {a.workload}: {ended} ({workers} workers), loop {loop:.3f}s", flush=True)
-    # 0 even when diverged, as the PyTorch trainer: the "diverged" event is the record, and the results launcher
-    # turns it into the run's status and exit code.
-    return 0
 
 
 if __name__ == "__main__":
