@@ -56,7 +56,7 @@ DEVICE_FIELDS = (F.TORCH, F.CUDA, F.CUDNN, F.NCCL, F.DRIVER)  # keys of the trai
 EFA_INSTALLED = Path("/opt/amazon/efa_installed_packages")
 EFA_VERSION = re.compile(r"EFA installer version:\s*([0-9][\w.+-]*)")
 OFI_VERSION = re.compile(r"NET/OFI Using aws-ofi-nccl ([0-9][\w.+-]*)")
-LOCAL_IMAGE = "local (no container)"  # bench.local.backend's EKSBENCH_IMAGE: a run on this machine
+LOCAL_IMAGE = "local (no container)"  # bench.local.experiment_run's EKSBENCH_IMAGE: a run on this machine
 
 WHY = {
     F.IMAGE_DIGEST: "the image is pinned by tag; a pod cannot read its image's digest (the downward API "
