@@ -57,8 +57,9 @@ def finish_times(nodes: Iterable[Node]) -> dict[str, float]:
 
 
 def critical_path(nodes: Iterable[Node]) -> tuple[float, list[Node]]:
-    """Longest finish time over the graph; a dependency on a component waits for all its descendants."""
-    nodes = list(nodes)
+    """Longest finish time over the graph; a dependency on a component waits for all its descendants. Of equally
+    long paths, the one through the first URNs: the same whatever order the resources registered in."""
+    nodes = sorted(nodes, key=lambda n: n.urn)
     if not nodes:
         return 0.0, []
     finish, by_urn = _finish(nodes)
@@ -71,6 +72,7 @@ def critical_path(nodes: Iterable[Node]) -> tuple[float, list[Node]]:
 
 
 def _finish(nodes: list[Node]) -> tuple[dict[str, tuple[float, str | None]], dict[str, Node]]:
+    nodes = sorted(nodes, key=lambda n: n.urn)  # ties go the same way whatever the registration order
     by_urn = {n.urn: n for n in nodes}
     children: dict[str, list[str]] = {}
     for n in nodes:
@@ -93,7 +95,7 @@ def _finish(nodes: list[Node]) -> tuple[dict[str, tuple[float, str | None]], dic
             raise ValueError(f"dependency cycle through {urn}")
         node = by_urn[urn]
         start, via = 0.0, None
-        for dep in node.dependencies:
+        for dep in sorted(node.dependencies):
             for leaf in leaves(dep):
                 t = done(leaf, stack | {urn})
                 if t > start:

@@ -33,6 +33,14 @@ def test_dependency_on_a_component_waits_for_all_its_children():
     assert [n.urn for n in path] == ["slow", "after"] and minutes == pytest.approx(12.05)
 
 
+def test_equally_long_paths_give_one_answer_whatever_the_registration_order():
+    """The plan's critical path names the same resources on every run, though Pulumi registers them in any order."""
+    nodes = [node("bucket"), node("ownership", deps=["bucket"]), node("public-block", deps=["bucket"]),
+             node("policy", deps=["ownership"]), node("versioning", deps=["public-block"])]
+    answers = {tuple(n.urn for n in critical_path(order)[1]) for order in (nodes, nodes[::-1], nodes[1:] + nodes[:1])}
+    assert answers == {("bucket", "ownership", "policy")}
+
+
 def test_skipped_await_jobs_cost_an_api_call_only():
     minutes, _ = critical_path([node("job", "kubernetes:batch/v1:Job", skip=True)])
     assert minutes == pytest.approx(0.05)
