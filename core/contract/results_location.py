@@ -238,7 +238,7 @@ def home_bucket(name: str, bucket: Any, home_region: Any, *, region: str) -> str
 def results_bucket(results: Any, home_outputs: Mapping[str, Any] | None, *, region: str) -> str | None:
     """An experiment stack's results bucket: ``results.bucket`` when the stack names no home stack, else
     the bucket its home stack's outputs (``bucket``, ``region``) name, checked by ``home_bucket``.
-    ``results`` is a ``core.config.model.ResultsConfig``; None when the home stack's outputs are unknown."""
+    ``results`` is a ``core.config.model.Results``; None when the home stack's outputs are unknown."""
     if not results.home_stack:
         return results.bucket
     if home_outputs is None:
