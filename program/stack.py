@@ -117,7 +117,7 @@ def build_stack(raw: Mapping[str, Any], *, project: str, stack: str, region: str
     ``experiment``: only that experiment is checked and gets Jobs (``eksbench run --experiment``); the cluster is
     the stack's whole."""
     given = check_stack(raw, project=project, stack=stack, region=region,
-                  today=today or datetime.date.today().isoformat(), experiment=experiment)
+                        today=today or datetime.date.today().isoformat(), experiment=experiment)
     network = build_network(given)
     bucket = results_bucket_name(given.cfg)  # the home stack's, read (or an existing one): never created here
     cluster = build_cluster(given, network)
