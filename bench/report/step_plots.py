@@ -82,12 +82,6 @@ def per_step_times(steps):
     return pd.to_numeric(steps["step_time_s"], errors="coerce") / count
 
 
-def restart_steps(g) -> list[int]:
-    """The first step logged after each restart of the group (restart counter going up)."""
-    firsts = g.groupby("restart")["step"].min().sort_index()
-    return [int(step) for restart, step in firsts.items() if restart > 0]
-
-
 def stragglers(steps) -> list[dict[str, Any]]:
     """Ranks whose median steady step time is STRAGGLER x above their experiment's median rank."""
     import pandas as pd

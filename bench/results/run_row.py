@@ -19,11 +19,6 @@ instance_price = catalog.usd_per_hour  # On-demand USD/hour of one instance in a
 INPUT_BOUND_SHARE = 0.25
 
 
-def steady_step_times(by_rank: Mapping[int, list[dict[str, Any]]]) -> list[float]:
-    """Each steady (non-warm-up) step's time: the slowest rank's, as a synchronous step ends with it."""
-    return RankLines.of(by_rank).steady_step_times.tolist()
-
-
 def data_wait_share(wait_s: Any, steady_s: Any) -> float | None:
     """The share (0..1) of the steady steps' time spent waiting for data: the most-waiting rank's wait over the
     steady intervals' time (the slowest rank's, as the throughput counts it); None where either is unknown."""
