@@ -125,8 +125,9 @@ def base_env(e: Experiment, *, group: GpuNodeGroup, run_id: str, region: str | N
            # version; workloads.train.harness.collect.nccl_transport and what_ran read them from the logs)
            {"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_DEBUG_SUBSYS", "value": "INIT,NET"},
            {"name": ENV_FABRIC, "value": e.fabric}]
-    out += [{"name": JOB_ENV[k], "value": v} for k, v in what_ran_env(group).items()]  # the summary's what_ran
-    if F.ZONE not in what_ran_env(group):  # a missing label reads as "" (what_ran then says why it is unknown)
+    known = what_ran_env(group)
+    out += [{"name": JOB_ENV[k], "value": v} for k, v in known.items()]  # the summary's what_ran
+    if F.ZONE not in known:  # a missing label reads as "" (what_ran then says why it is unknown)
         out.append({"name": JOB_ENV[F.ZONE], "valueFrom": {"fieldRef": {"fieldPath": ZONE_FIELD}}})
     if git_commit:
         out.append({"name": ENV_GIT_COMMIT, "value": git_commit})
