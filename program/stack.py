@@ -264,7 +264,7 @@ def k8s_ready(cluster: Cluster) -> list[pulumi.Resource]:
 def build_storage(given: Given, network: Network, cluster: Cluster, bucket: pulumi.Output[str]) -> EfsStorage | FsxStorage:
     """The shared volume: EFS, or FSx for Lustre linked to the datasets and this stack's results in S3."""
     cfg, env, eks = given.cfg, given.env, cluster.eks
-    k8s = pulumi.ResourceOptions(provider=eks.provider)
+    k8s = k8s_options(cluster)
     if cfg.storage.kind == "efs":
         return EfsStorage("storage", EfsStorageArgs(
             config=cfg.storage.efs, env=env, cluster_name=given.name, vpc_id=network.vpc_id,
@@ -311,18 +311,18 @@ def build_addons(given: Given, cluster: Cluster) -> Etcd:
 def build_experiments(given: Given, cluster: Cluster, bucket: pulumi.Output[str], *,
                       workload_deps: list[Any]) -> ExperimentSuite:
     """The datasets staged onto the shared volume, then the experiments' Jobs, then the autostop controller."""
-    cfg, env, eks = given.cfg, given.env, cluster.eks
+    cfg, env = given.cfg, given.env
     staging = DatasetStaging("staging", DatasetStagingArgs(datasets=datasets_to_stage(cfg.experiments),
                                                            storage_kind=cfg.storage.kind, preload=cfg.storage.preload,
                                                            region=cfg.region, env=env,
                                                            source_uri=bucket.apply(env.datasets_uri)),
-                             pulumi.ResourceOptions(provider=eks.provider, depends_on=workload_deps))
+                             k8s_options(cluster, workload_deps))
     suite = ExperimentSuite("experiments",
                             ExperimentSuiteArgs(experiments=cfg.experiments,
                                                 node_groups={**cfg.node_groups, **cluster.placed},
                                                 execution=cfg.execution, run_id=cfg.run_id, region=cfg.region,
                                                 env=env, bucket=bucket, code_files=given.code_files),
-                            pulumi.ResourceOptions(provider=eks.provider, depends_on=[*workload_deps, staging]))
+                            k8s_options(cluster, [*workload_deps, staging]))
     if cfg.autostop.enabled:
         build_autostop(given, cluster, bucket, suite)
     return suite
@@ -343,8 +343,7 @@ def build_autostop(given: Given, cluster: Cluster, bucket: pulumi.Output[str], s
                           for _, g in scaled_here],
         # ... and suspends the run's unfinished Jobs instead, so the autoscaler can take their nodes away.
         suspend_at_deadline=any(g.autoscale for g in cfg.gpu_node_groups), tags=given.tags),
-        pulumi.ResourceOptions(provider=eks.provider,
-                               depends_on=[eks.namespace, eks.pod_identity_agent, cluster.system, suite]))
+        k8s_options(cluster, [eks.namespace, eks.pod_identity_agent, cluster.system, suite]))
 
 
 def stack_outputs(given: Given, network: Network, cluster: Cluster, storage: EfsStorage | FsxStorage,
