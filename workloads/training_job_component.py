@@ -38,9 +38,9 @@ class TrainingJobArgs:
     code_config_map: the code ConfigMap manifest (manifests.code_config_map_manifest); the pods
         mount it by name, the suite registers it.
     region: exported to the pods as AWS_REGION for boto3.
-    after: gate waits (manifests.completion_waits of the previous experiment) to finish before
+    after: gate waits (gate_manifests.completion_waits of the previous experiment) to finish before
         this experiment starts; empty = start at once.
-    after_minutes: the longest that wait can take (sum of manifests.suite_budget_minutes).
+    after_minutes: the longest that wait can take (sum of job_manifests.suite_budget_minutes).
     git_commit: the shipped code's commit (code_files.read_git_commit), EKSBENCH_GIT_COMMIT in the pods.
     """
     experiment: Experiment

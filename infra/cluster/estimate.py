@@ -72,7 +72,6 @@ def critical_path(nodes: Iterable[Node]) -> tuple[float, list[Node]]:
 
 
 def _finish(nodes: list[Node]) -> tuple[dict[str, tuple[float, str | None]], dict[str, Node]]:
-    nodes = sorted(nodes, key=lambda n: n.urn)  # ties go the same way whatever the registration order
     by_urn = {n.urn: n for n in nodes}
     children: dict[str, list[str]] = {}
     for n in nodes:
