@@ -20,7 +20,7 @@ import yaml
 from core.config.fields import ConfigError, problem, shorten
 from core.config.local_defaults import for_local_run
 from core.config.model import StackConfig
-from core.config.overrides import Overrides, SetError, Setting, parse_path, select, split_setting
+from core.config.overrides import Overrides, SetError, Setting, parse_path, split_setting
 from core.config.pulumi_config import PROJECT, decode_config, to_pulumi_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -210,11 +210,10 @@ def load_stack_config(stack: str, root: Path = ROOT, *, cluster: bool = True,
     if not cluster:
         raw = for_local_run(raw)
     try:
-        cfg = validated_config(raw, project=PROJECT, stack=stack, region=region, code_files=read_code_files(),
-                               cluster=cluster)
+        return validated_config(raw, project=PROJECT, stack=stack, region=region, code_files=read_code_files(),
+                                cluster=cluster, experiment=overrides.experiment)
     except ConfigError as e:
         raise ConfigError(overrides.annotate(e.problems)) from None
-    return select(cfg, overrides.experiment)
 
 
 class _ValueLoader(_StackFileLoader):

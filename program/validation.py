@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from core.config.autostop import deadline_problems
 from core.config.fields import ConfigError
 from core.config.model import StackConfig
+from core.config.overrides import select
 from core.config.shape import parse_stack_config
 from infra.cluster.offerings import offering_problems
 from program.cluster_checks import cluster_problems, network_problems, region_problems
@@ -53,9 +54,10 @@ def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None
 def validated_config(raw: Mapping[str, Any], *, project: str, stack: str, region: str | None,
                      offered: Mapping[str, set[str]] | None = None,
                      code_files: Mapping[str, str] | None = None, today: str | None = None,
-                     cluster: bool = True) -> StackConfig:
-    """Shape, then (only if the shape is clean) meaning. Raises ConfigError with every problem of the stage."""
-    cfg = parse_stack_config(raw, project=project, stack=stack, region=region)
+                     cluster: bool = True, experiment: str | None = None) -> StackConfig:
+    """Shape, then (only if the shape is clean) meaning. Raises ConfigError with every problem of the stage.
+    ``experiment``: only that one is kept (``eksbench run --experiment``) and judged, as the program judges it."""
+    cfg = select(parse_stack_config(raw, project=project, stack=stack, region=region), experiment)
     problems = meaning_problems(cfg, offered=offered, code_files=code_files, today=today, cluster=cluster)
     if problems:
         raise ConfigError(problems)

@@ -123,6 +123,21 @@ def test_an_aws_run_of_one_experiment_plans_only_it(capsys, monkeypatch):
     assert "60 min of experiments" in "\n".join(out)  # resnet50-synthetic's timeout alone
 
 
+def test_an_aws_run_of_one_experiment_judges_only_it_as_its_plan_and_program_do(capsys, monkeypatch):
+    """Another experiment's problem does not refuse `run --experiment X`: pulumi up builds and checks X alone."""
+    from bench.cloud import preflight
+
+    def no_cli(*_a, **_k):
+        raise preflight.Refusal("the Pulumi CLI is not on PATH")
+
+    monkeypatch.setattr(preflight, "check_pulumi", no_cli)
+    other = ("--set", "experiments[1].nodes=9", "--experiment", "resnet50-synthetic")  # cifar10-elastic past max_size
+    assert run_cli(capsys, "plan", "dev", *other)[0] == 0
+    code, out, err = run_cli(capsys, "run", "dev", "--yes", *other)
+    assert (code, err) == (2, ["error: the Pulumi CLI is not on PATH"])
+    assert [x for x in out if x.startswith("preflight: config ok")][0].endswith(", 1 experiment(s))")
+
+
 def test_open_stack_hands_the_overrides_to_the_pulumi_cli(monkeypatch, tmp_path):
     from pulumi import automation as auto
 
