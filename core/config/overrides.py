@@ -47,10 +47,15 @@ class Setting:
     value: Any
 
     @property
-    def shown_key(self) -> str:
-        """The key as the config's problems name it: the project's namespace dropped (``experiments[0].nodes``)."""
+    def head(self) -> str:
+        """The config key as the config's problems name it: the project's namespace dropped (``experiments``)."""
         ns, _, name = self.key.partition(":")
-        return path_text(name if ns == PROJECT else self.key, self.path)
+        return name if ns == PROJECT else self.key
+
+    @property
+    def shown_key(self) -> str:
+        """The key and the path inside it, as the config's problems name them (``experiments[0].nodes``)."""
+        return path_text(self.head, self.path)
 
 
 def path_text(head: str, path: Path) -> str:
@@ -131,7 +136,7 @@ def apply_setting(pulumi_config: Mapping[str, str], s: Setting) -> dict[str, str
     out = dict(pulumi_config)
     current = out.get(s.key)
     if s.path and current == SECRET:
-        raise SetError(f"--set {s.text}: {s.shown_key.split('[')[0].split('.')[0]} is a secret; set it with "
+        raise SetError(f"--set {s.text}: {s.head} is a secret; set it with "
                        "pulumi config set --secret")
     tree: Any = None
     if current is not None:
@@ -139,9 +144,8 @@ def apply_setting(pulumi_config: Mapping[str, str], s: Setting) -> dict[str, str
             tree = json.loads(current) if current[:1] in "[{" else current
         except ValueError:
             tree = current
-    head = s.key.partition(":")[2] if s.key.startswith(f"{PROJECT}:") else s.key
     try:
-        out[s.key] = to_pulumi_value(_put(tree, s.path, s.value, head))
+        out[s.key] = to_pulumi_value(_put(tree, s.path, s.value, s.head))
     except SetError as e:
         raise SetError(f"--set {s.text}: {e}") from None
     return out
