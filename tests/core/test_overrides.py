@@ -86,3 +86,13 @@ def test_a_problem_of_a_set_value_says_which_set_gave_it():
                        "experiments[0].nodes_x=1: unknown key"]) == [
         "experiments[0].nodes=0: must be >= 1 (set by --set experiments[0].nodes=0)",
         "experiments[0].name=1: must be text", "experiments[0].nodes_x=1: unknown key"]
+
+
+def test_a_set_inside_a_secret_value_names_the_key_and_the_command_that_sets_it():
+    from core.config.overrides import apply_setting
+    from core.config.pulumi_config import SECRET
+
+    with pytest.raises(SetError) as refused:
+        apply_setting({"eksbench:results": SECRET}, setting("results.bucket=b", "b"))
+    assert str(refused.value) == ("--set results.bucket=b: results is a secret; set it with "
+                                  "pulumi config set --secret")
