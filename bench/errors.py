@@ -18,6 +18,10 @@ def fail(message: str) -> int:
     return USAGE_ERROR
 
 
+class Refusal(Exception):
+    """A check before a run failed (the local run's, or preflight's on AWS); ``str()`` is the one line to print."""
+
+
 class NotWritten(OSError):
     """A file for the user could not be written: one line naming it and the system's reason. The write went to
     a temporary file beside it (``workloads.train.common.files.atomic_write``), so the previous file is whole."""

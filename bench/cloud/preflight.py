@@ -21,9 +21,10 @@ from typing import Any, Callable
 from bench import progress
 from bench.cloud import pulumi_cli
 from bench.cloud.pulumi_cli import CLI_MISSING
+from bench.errors import Refusal
+from bench.results.files import existing_summaries
 from core.config.overrides import Overrides
 from core.contract.results_location import ResultsLocation, datasets_uri, results_bucket
-from bench.results.files import existing_summaries
 
 TEARDOWN_MINUTES = 10.0
 # Service Quotas codes for running on-demand / spot vCPUs, by instance family letter.
@@ -33,10 +34,6 @@ QUOTAS = {
     ("P", "SPOT"): ("L-7212CCBC", "All P Spot Instance Requests"),
     ("G", "SPOT"): ("L-3819A6DF", "All G and VT Spot Instance Requests"),
 }
-
-
-class Refusal(Exception):
-    """A preflight check failed; ``str()`` is the one line to print."""
 
 
 @dataclass

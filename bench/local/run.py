@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from bench import progress
-from bench.errors import USAGE_ERROR, fail
+from bench.errors import USAGE_ERROR, Refusal, fail
 from bench.lifecycle import Control, run_lifecycle
 from bench.local import plan as lr
 from bench.local.backend import LocalBackend
@@ -40,10 +40,6 @@ from workloads.train.common.cpu_choice import CpuFacts, read_cpu_facts
 # A local run writes logs, metrics and checkpoints (the dev stack's: 69 MB, 2026-11-27). On a file system with
 # less free than this it would fail mid-run, torchrun restarting into the same full disk, the cause in a node log.
 MIN_FREE_MB = 128
-
-
-class Refused(Exception):
-    """A check before the run refused it: its one-line message, exit code 2, nothing run."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +75,7 @@ def run_local(args) -> int:
         return USAGE_ERROR
     try:
         run = prepare(args, cfg)
-    except Refused as e:
+    except Refusal as e:
         return fail(str(e))
     say = progress.line  # a reader that goes away stops the output, never the run (bench.progress.reader_gone)
     for text in plan_lines(args.stack, run.run_id, run.plan, run.why, run.run_dir, gpu=run.machine.gpu,
@@ -98,7 +94,7 @@ def run_local(args) -> int:
 
 def prepare(args, cfg) -> PreparedRun:
     """The run's id, experiment and folder checked, its experiments planned for this machine, and (unless a dry
-    run) its folder reserved; ``Refused`` at the first check that fails, before anything is written."""
+    run) its folder reserved; ``Refusal`` at the first check that fails, before anything is written."""
     run_id = checked_run_id(args.run_id)
     check_experiments(args.stack, cfg, args.experiment)
     root = Path(args.results_root).resolve()
@@ -127,7 +123,7 @@ def checked_run_id(run_id: str | None) -> str:
     try:
         check_run_id(run_id)
     except ValueError as e:
-        raise Refused(f"--run-id: {e}") from None
+        raise Refusal(f"--run-id: {e}") from None
     return run_id
 
 
@@ -135,15 +131,15 @@ def check_experiments(stack: str, cfg: Any, only: str | None) -> None:
     """The stack has experiments, and ``--experiment`` (``only``) names one of them."""
     names = [e.name for e in cfg.experiments]
     if only and only not in names:
-        raise Refused(not_an_experiment(only, stack, names))
+        raise Refusal(not_an_experiment(only, stack, names))
     if not names:
-        raise Refused(f"stack {stack} has no experiments (eksbench:experiments)")
+        raise Refusal(f"stack {stack} has no experiments (eksbench:experiments)")
 
 
 def check_no_results(stack: str, run_id: str, run_dir: Path) -> None:
     """No summary.json under the run's folder yet (``--resume`` continues a run that has some)."""
     if done := existing_summaries(run_dir):
-        raise Refused(f"run {run_id} of stack {stack} already has results ({len(done)} summary.json under "
+        raise Refusal(f"run {run_id} of stack {stack} already has results ({len(done)} summary.json under "
                       f"{show(run_dir)}): pick another --run-id, or pass --resume to continue it")
 
 
@@ -178,9 +174,9 @@ def cpu_timings(cfg, only: str | None, plan: list, cpus: int, cpu) -> dict:
 def check_can_run(plan: list, root: Path, *, dry_run: bool) -> None:
     """Every framework venv the plan needs is there, and (unless a dry run) the results' disk has room."""
     if missing := missing_venvs(plan):
-        raise Refused("\n  ".join(missing))
+        raise Refusal("\n  ".join(missing))
     if not dry_run and (full := free_space_problem(root)):
-        raise Refused(full)
+        raise Refusal(full)
 
 
 def free_space_problem(root: Path, min_free_mb: int = MIN_FREE_MB) -> str | None:
@@ -204,9 +200,9 @@ def reserve_folder(run_dir_for: Callable[[str], Path], run_id: str, *, explicit:
     try:
         return reserve(run_dir_for, run_id, explicit=explicit, resume=resume)
     except RunTaken as e:
-        raise Refused(str(e)) from None
+        raise Refusal(str(e)) from None
     except OSError as e:
-        raise Refused(f"--results-root={results_root!r}: cannot create {run_dir_for(run_id)}: "
+        raise Refusal(f"--results-root={results_root!r}: cannot create {run_dir_for(run_id)}: "
                       f"{e.strerror or e}") from None
 
 
