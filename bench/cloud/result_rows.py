@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cloud.watched import Watched
-from bench.results.overview import run_figures
+from bench.results.overview import nodes_text, run_figures, table_row
 from bench.terminal import show
 
 NOT_KNOWN = ("failed", "interrupted", "failed (no summary)")  # a launcher's status the run may know better
@@ -18,7 +18,7 @@ NOT_KNOWN = ("failed", "interrupted", "failed (no summary)")  # a launcher's sta
 
 def shape_text(e: Any) -> str:
     """``2x8``, or ``1:2x8`` for an elastic experiment: its nodes (least:most) by GPUs per node."""
-    return (f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)) + f"x{e.gpus_per_node}"
+    return f"{nodes_text(e)}x{e.gpus_per_node}"
 
 
 def row_status(fig_status: str | None, w: Watched, *, summary: dict[str, Any] | None, reason: str | None) -> str:
@@ -39,12 +39,8 @@ def collected_row(e: Any, w: Watched, dest: Path, *, summary: dict[str, Any] | N
     """The row of an experiment run whose results were copied to ``dest`` (``summary``: its summary.json, None when
     there is none of this run; ``reason``: what stopped the run, if anything)."""
     fig = run_figures(summary)
-    return {"experiment": e.label, "status": row_status(fig["status"], w, summary=summary, reason=reason),
-            "shape": shape_text(e), "steps": fig["steps"],
-            "total": fig["samples_per_s"], "per_process": fig["samples_per_s_per_process"],
-            "busbw_peak_gbps": fig["busbw_peak_gbps"], "wall": fig["wall_s"],
-            "accuracy": evaluation.get("accuracy"), "path": show(dest),
-            "joules_per_sample": fig["joules_per_sample"], "kwh": fig["kwh"]}
+    return table_row(e.label, row_status(fig["status"], w, summary=summary, reason=reason), shape_text(e), fig,
+                     wall=fig["wall_s"], accuracy=evaluation.get("accuracy"), path=show(dest))
 
 
 def read_local_json(path: Path) -> dict[str, Any] | None:

@@ -24,6 +24,7 @@ from bench.local.launch import (  # noqa: F401
     not_local,
     torchrun_command,
 )
+from bench.results.overview import nodes_text
 from core.catalog.workload_facts import WORKLOADS
 from core.config.gpu_defaults import compile_choice, trainer_input_path
 from core.config.model import Experiment, LocalRun
@@ -153,7 +154,7 @@ def size_text(n: int) -> str:
 def setup_line(exp: LocalExperiment, *, gpu: bool) -> str:
     """How ``bench run --local`` introduces one experiment: its nodes and what it runs. A collective workload
     (all-reduce) is told by its message sizes, timed iterations and backend; a model by steps, batch and precision."""
-    shape = f"{exp.min_nodes}:{exp.max_nodes}" if exp.elastic else str(exp.max_nodes)
+    shape = nodes_text(exp)
     t = exp.train
     if WORKLOADS[exp.workload].collective:
         sizes = message_sizes(t.max_bytes) or [t.max_bytes]

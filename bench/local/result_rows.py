@@ -12,14 +12,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.results.overview import run_figures
+from bench.results.overview import nodes_text, run_figures, table_row
 from bench.terminal import show
 from core.contract import summary_fields as F
 
 
 def shape_text(e: Any) -> str:
     """``2x1``, or ``1:2x1`` for an elastic experiment: its nodes (least:most) by processes per node."""
-    return f"{e.min_nodes}:{e.max_nodes}x{e.procs_per_node}" if e.elastic else f"{e.max_nodes}x{e.procs_per_node}"
+    return f"{nodes_text(e)}x{e.procs_per_node}"
 
 
 def row_status(fig_status: str | None, stop_reason: str | None, *, timed_out: bool, stopped_by: str | None,
@@ -44,11 +44,8 @@ def run_row(e: Any, summary: dict[str, Any] | None, *, timed_out: bool, stopped_
     status = row_status(fig["status"], fig["stop_reason"], timed_out=timed_out, stopped_by=stopped_by,
                         evaluation=evaluation)
     acc = evaluation.get("accuracy") if evaluation else None
-    return {"experiment": e.label, "status": status, "shape": shape_text(e), "steps": fig["steps"],
-            "total": fig["samples_per_s"], "per_process": fig["samples_per_s_per_process"],
-            "busbw_peak_gbps": fig["busbw_peak_gbps"], "wall": round(wall, 1),
-            "accuracy": acc, "path": show(Path(e.results_dir)),
-            "joules_per_sample": fig["joules_per_sample"], "kwh": fig["kwh"]}
+    return table_row(e.label, status, shape_text(e), fig, wall=round(wall, 1), accuracy=acc,
+                     path=show(Path(e.results_dir)))
 
 
 def not_run_row(e: Any) -> dict[str, Any]:

@@ -64,6 +64,20 @@ def run_figures(summary: Any) -> dict[str, Any]:
     }
 
 
+def nodes_text(e: Any) -> str:
+    """An experiment's nodes for the results table: ``2``, or ``1:2`` (least:most) for an elastic one."""
+    return f"{e.min_nodes}:{e.max_nodes}" if e.elastic else str(e.max_nodes)
+
+
+def table_row(label: str, status: str, shape: str, fig: Mapping[str, Any], *, wall: Any, accuracy: Any,
+              path: str) -> dict[str, Any]:
+    """The results table's row of an experiment run, local or on AWS: ``fig`` its ``run_figures``."""
+    return {"experiment": label, "status": status, "shape": shape, "steps": fig["steps"],
+            "total": fig["samples_per_s"], "per_process": fig["samples_per_s_per_process"],
+            "busbw_peak_gbps": fig["busbw_peak_gbps"], "wall": wall, "accuracy": accuracy, "path": path,
+            "joules_per_sample": fig["joules_per_sample"], "kwh": fig["kwh"]}
+
+
 def status_row(*, run: str, experiment: str, repeat: int | None, summary: Any, results: str,
                missing: str | None = None) -> dict[str, Any]:
     """One row of ``bench status``: ``summary`` as read (None: absent; ``{}`` or not a dict: there but
