@@ -65,6 +65,18 @@ make_venv() {
   "$py" -m venv "$dir" || die "$py -m venv $dir failed"
 }
 
+# need_space DIR MB WHAT: stop before WHAT, saying so, when the file system that holds (or will hold) DIR has under
+# MB megabytes free. Without it a full disk shows as pip's "No space left on device" minutes in, half-way through
+# unpacking torch, with a venv left half made.
+need_space() {
+  local dir=$1 need=$2 what=$3 at free mount
+  at=$dir; while [ ! -e "$at" ]; do at=$(dirname "$at"); done
+  read -r free mount < <(df -Pm "$at" 2>/dev/null | awk 'NR == 2 {print $4, $6}') || true
+  [[ "$free" =~ ^[0-9]+$ ]] || return 0   # no reading from df: the install itself will tell
+  [ "$free" -ge "$need" ] && return 0
+  die "$what needs about $need MB free on the file system of $dir (mounted at $mount), which has $free MB free: free some space there, or set ${4:-EKSBENCH_VENV} to a folder on a disk with room, then run this again"
+}
+
 # pip_install ARG...: `pip install ARG...` into the venv of $PIP (default: the project's). It shows pip's lines of
 # progress (Collecting, Downloading, Installing, Successfully installed) and keeps the whole output in
 # $PIP_LOG (default: pip.log in the project venv); a failure shows that log's last lines and stops the set-up.

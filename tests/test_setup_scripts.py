@@ -2,7 +2,8 @@
 can build at once.
 
 `.ci/front-door` itself (a fresh venv from the install files, then every README step) is what CI runs first; here
-are the pieces it rests on: the steps read from the README, and `.ci/setup-framework`'s lock.
+are the pieces it rests on: the steps read from the README, the check for room on the disk, and
+`.ci/setup-framework`'s lock.
 """
 
 from __future__ import annotations
@@ -66,6 +67,49 @@ def test_an_old_python_is_refused_with_what_to_do(tmp_path):
     assert "needs Python 3.11 or newer" in done.stderr and "3.9.2" in done.stderr and "EKSBENCH_PYTHON" in done.stderr
 
 
+# --- a disk without room: stopped before anything is made ----------------------------------------------------------
+
+
+@pytest.fixture
+def full_disk(tmp_path) -> Path:
+    """A folder holding a `df` that reports 1 MB free on every file system, to put first on PATH."""
+    bin_dir = tmp_path / "full-disk-bin"
+    bin_dir.mkdir()
+    df = bin_dir / "df"
+    df.write_text('#!/bin/sh\necho "Filesystem 1048576-blocks Used Available Capacity Mounted on"\n'
+                  'echo "/dev/full 8000 7999 1 100% /"\n')
+    df.chmod(0o755)
+    return bin_dir
+
+
+# If a check failed to stop it, pip must fail at once rather than fetch torch: no index, no local wheels.
+NO_PIP_SOURCES = {"PIP_NO_INDEX": "1", "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": ""}
+
+
+def test_need_space_names_the_folder_the_room_and_what_is_free(tmp_path, full_disk):
+    where = tmp_path / "not" / "made" / "venv"
+    done = bash_lib(f"need_space {where} 7500 'installing the packages'", tmp_path,
+                    PATH=f"{full_disk}:{os.environ['PATH']}")
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1, done.stderr
+    for part in ("installing the packages needs about 7500 MB free", str(where), "mounted at /", "1 MB free",
+                 "EKSBENCH_VENV"):
+        assert part in done.stderr, done.stderr
+    assert bash_lib(f"need_space {where} 1 'x'", tmp_path).returncode == 0  # the real df: 1 MB is free here
+
+
+def test_setup_stops_before_making_the_venv_when_the_disk_has_no_room(tmp_path, full_disk):
+    if not shutil.which("etcd"):
+        pytest.skip("no etcd on PATH: .ci/setup would install it with apt first (.ci/setup-tests installs it)")
+    venv = tmp_path / "venv"
+    done = subprocess.run(["bash", ".ci/setup"], cwd=ROOT, text=True, capture_output=True, timeout=120,
+                          env={**os.environ, **NO_PIP_SOURCES, "EKSBENCH_VENV": str(venv),
+                               "PATH": f"{full_disk}:{os.environ['PATH']}"})
+    assert done.returncode == 1, done
+    assert "installing eksbench and its packages" in done.stderr and "needs about 7500 MB free" in done.stderr
+    assert not venv.exists() and "pip install" not in done.stdout + done.stderr
+
+
 # --- .ci/setup-framework: two set-ups at once --------------------------------------------------------------------
 
 
@@ -83,9 +127,11 @@ def toy_project(tmp_path) -> Path:
     return project
 
 
-def setup_framework(project: Path, tmp_path: Path) -> subprocess.Popen:
-    env = {**os.environ, "EKSBENCH_VENVS": str(tmp_path / "venvs"), "TOY_BUILDS": str(tmp_path / "builds"),
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "EKSBENCH_VENV": str(tmp_path / "none")}
+def setup_framework(project: Path, tmp_path: Path, path_first: Path | None = None) -> subprocess.Popen:
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    env = {**os.environ, **NO_PIP_SOURCES, "EKSBENCH_VENVS": str(tmp_path / "venvs"),
+           "TOY_BUILDS": str(tmp_path / "builds"), "EKSBENCH_VENV": str(tmp_path / "none"),
+           "PATH": f"{path_first}:{path}" if path_first else path}
     return subprocess.Popen(["bash", ".ci/setup-framework", "toy"], cwd=project, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -120,3 +166,12 @@ def test_a_complete_venv_is_kept_and_a_stopped_build_is_redone(toy_project, tmp_
     finish([setup_framework(toy_project, tmp_path)])
     assert not (venv / "kept").exists() and (venv / "COMPLETE").is_file()
     assert len((tmp_path / "builds").read_text().splitlines()) == 2
+
+
+@pytest.mark.local_run
+def test_a_framework_build_stops_first_when_the_disk_has_no_room(toy_project, tmp_path, full_disk):
+    proc = setup_framework(toy_project, tmp_path, path_first=full_disk)
+    ((code, out, err),) = finish([proc])
+    assert code == 1 and out == "", (code, out, err)
+    assert "building the toy venv (requirements-toy.txt) needs about 500 MB free" in err and "EKSBENCH_VENVS" in err
+    assert not (tmp_path / "builds").exists() and not list((tmp_path / "venvs").glob("toy-*/bin"))
