@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.readme_steps import command_1, front_door_steps
+from tests.support.readme_steps import command_1, front_door_script, front_door_steps
 from tests.test_import_graph import ROOT
 
 README = (ROOT / "README.md").read_text()
@@ -37,6 +37,18 @@ def test_the_front_door_runs_what_the_readme_shows_after_command_1():
     assert names.index("pip") < names.index("jupyter")
     assert any(s.startswith("python3 - <<'PY'\nfrom bench import results") for s in steps)
     assert not any("--max-cost" in s or "automation.run(" in s for s in steps)  # AWS: not here
+
+
+def test_the_front_door_stops_at_the_first_step_that_fails(tmp_path):
+    """A failure inside command 1's ``&&`` chain ends the script there, with that failure's exit code."""
+    readme = ("```bash\nbash .ci/setup && . .venv/bin/activate && eksbench run dev --local\n```\n"
+              "```bash\neksbench status dev\n```\n")
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "setup").write_text("exit 3\n")
+    done = subprocess.run(["bash", "-c", front_door_script(readme, str(tmp_path))], cwd=tmp_path, text=True,
+                          capture_output=True, timeout=60)
+    assert done.returncode == 3, done
+    assert "$ eksbench status dev" not in done.stdout and "command not found" not in done.stderr, done
 
 
 def test_ci_runs_the_front_door_before_the_test_packages():
