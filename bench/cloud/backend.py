@@ -204,7 +204,7 @@ class CloudBackend(CloudObservation):
             self._ended(w, "succeeded" if w.summary.get("status") == "succeeded" else "failed")
             return
         if look_kube:
-            self.pods.look(w)
+            self.pods.look(w, at=now)
         if w.fatal_since is not None and now - w.fatal_since > self.fatal_after_s:
             progress.line(f"[{w.name}] giving up: {w.reasons[0]} for {(now - w.fatal_since) / 60:.0f} min", err=True)
             self._ended(w, "failed")

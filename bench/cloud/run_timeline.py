@@ -44,17 +44,14 @@ def record_up(rec: T.Recorder, up_progress: Any) -> None:
                      f"pulumi engine events of {', '.join(groups)}: first resource started, last done")
 
 
-def record_nodes_ready(rec: T.Recorder, kube_client: Any) -> None:
+def record_nodes_ready(rec: T.Recorder, nodes: list[dict[str, Any]]) -> None:
     """When the last GPU node turned Ready (once; the kubelet's clock, moved onto ours), from the node groups'
-    creation."""
+    creation; ``nodes``: the cluster's, as the Kubernetes API lists them."""
     from bench.cloud import kube
 
-    if T.NODES_READY in rec.spans or kube_client is None:
+    if T.NODES_READY in rec.spans:
         return
-    try:
-        ready = kube.gpu_nodes_ready_at(kube_client.nodes(), rec.gpu_nodes)
-    except Exception:  # noqa: BLE001 - the timeline goes without it
-        return
+    ready = kube.gpu_nodes_ready_at(nodes, rec.gpu_nodes)
     start = rec.spans.get(T.UP_NODE_GROUPS, rec.spans.get(T.UP, (None,)))[0]
     rec.span(T.NODES_READY, start, rec.from_cluster(ready), "node groups' creation to the last GPU node's Ready condition "
                                           "(Kubernetes API)")

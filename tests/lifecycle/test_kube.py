@@ -219,7 +219,7 @@ def test_the_run_reads_the_events_and_marks_the_experiment_fatal(tmp_path):
                            root=tmp_path, results_root=tmp_path)
     backend.pods.client, watched = Cluster(), Watched(name="e", uri="s3://b/p/", timeout_s=60, deadline=1e12,
                                                       experiment="e")
-    backend.pods.look(watched)
+    backend.pods.look(watched, at=0.0)
     assert watched.fatal_since is not None and "FailedMount" in watched.reasons[0]
 
 
@@ -244,9 +244,45 @@ def test_the_run_reads_the_nodes_of_an_fsx_stack_and_marks_a_failed_lustre_insta
         backend = CloudBackend(stack="s", cfg=cfg, root=tmp_path, results_root=tmp_path)
         backend.pods.client, watched = Cluster(), Watched(name="e", uri="s3://b/p/", timeout_s=60, deadline=1e12,
                                                           experiment="e")
-        backend.pods.look(watched)
+        backend.pods.look(watched, at=0.0)
         return watched
 
     fsx = look("fsx")
     assert fsx.fatal_since is not None and "LustreClientMissing" in fsx.reasons[0]
     assert look("efs").fatal_since is None  # an EFS stack's pods select no Lustre label
+
+
+def test_one_look_reads_the_events_and_nodes_once_for_every_experiment(tmp_path):
+    """A sweep's look at the cluster: each experiment's pods, but the namespace's Events and the nodes once, and
+    again at the next look."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from bench.cloud.backend import CloudBackend
+    from bench.cloud.watched import Watched
+
+    calls = Counter()
+
+    class Cluster:
+        def pods(self, namespace, selector):
+            calls["pods"] += 1
+            return [waiting_for_lustre()]
+
+        def events(self, namespace):
+            calls["events"] += 1
+            return []
+
+        def nodes(self):
+            calls["nodes"] += 1
+            return [node("ip-10-0-1-7", GROUP)]
+
+    cfg = SimpleNamespace(namespace="ns", run_id="r", region="us-west-2", storage=SimpleNamespace(kind="fsx"))
+    backend = CloudBackend(stack="s", cfg=cfg, root=tmp_path, results_root=tmp_path)
+    backend.pods.client = Cluster()
+    watched = [Watched(name=f"e{i}", uri=f"s3://b/p/e{i}/", timeout_s=60, deadline=1e12, experiment=f"e{i}")
+               for i in range(12)]
+    for look in (1, 2):
+        for w in watched:
+            backend.pods.look(w, at=100.0 * look)
+        assert calls == {"pods": 12 * look, "events": look, "nodes": look}, calls
+    assert all("LustreClientMissing" in w.reasons[0] for w in watched)  # every experiment judged from the one list
