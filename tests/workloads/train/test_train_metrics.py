@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from workloads.train.common.data import Position, epoch_ends, next_slice, nth_slice
 from workloads.train.common.metrics import (
     JsonLines,
+    interval_line,
     keep_through,
     last_step,
     prune_after,
@@ -23,6 +24,25 @@ from workloads.train.harness.summary import (
     throughput,
     time_to_accuracy,
 )
+
+
+def test_every_trainers_interval_line_is_one_shape_and_strict_json(tmp_path):
+    """The one builder the PyTorch, TensorFlow and Paddle trainers write with: a non-finite loss is null with why,
+    and a framework's loss scale (numpy scalars from TensorFlow) is a plain float and int, so the line is JSON."""
+    np = pytest.importorskip("numpy")
+    common = dict(step=10, epoch=0, steps=5, samples_per_step=8, seconds=2.0, step_times=[0.4000004] * 5,
+                  data_wait=0.1, lr=0.1, world_size=2, rank=1, warmup=False)
+    plain = interval_line(loss=1.234567, **common)
+    scaled = interval_line(loss=float("nan"), loss_scale=(np.float32(32768.0), np.int64(1)), **common)
+    assert plain["loss"] == 1.23457 and plain["samples"] == 40 and plain["samples_per_s"] == 20.0
+    assert plain["step_times_s"] == [0.4] * 5 and "loss_scale" not in plain
+    assert scaled["loss"] is None and scaled["nonfinite_loss"] == "nan"
+    assert (scaled["loss_scale"], scaled["skipped_steps"]) == (32768.0, 1)
+    assert type(scaled["loss_scale"]) is float and type(scaled["skipped_steps"]) is int
+    assert set(scaled) - set(plain) == {"nonfinite_loss", "loss_scale", "skipped_steps"}
+    with JsonLines(tmp_path / "rank-1.jsonl") as out:
+        out.write(scaled)
+    assert read_jsonl(tmp_path / "rank-1.jsonl") == [scaled]
 
 
 def line(step, rank=0, time_s=0.5, samples=8, warmup=False, world=2, restart=0):

@@ -11,8 +11,10 @@ the run appears exactly once.  No torch here.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,6 +50,31 @@ class JsonLines:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def loss_fields(loss: float) -> dict[str, Any]:
+    """A metrics line's loss: rounded, or null with ``nonfinite_loss`` naming what it was (strict JSON has no NaN)."""
+    if math.isfinite(loss):
+        return {"loss": round(loss, 5)}
+    return {"loss": None, "nonfinite_loss": strict_json.nonfinite_name(loss)}
+
+
+def interval_line(*, step: int, epoch: int, loss: float, steps: int, samples_per_step: int, seconds: float,
+                  step_times: list[float], data_wait: float, lr: float, world_size: int, rank: int, warmup: bool,
+                  restart: int = 0, peak_memory_gib: float | None = None,
+                  loss_scale: tuple[float, int] | None = None) -> dict[str, Any]:
+    """The line every trainer writes for the ``steps`` steps that ended at ``step`` and took ``seconds`` (one
+    shape for every framework: the harness's summary and ``bench.results`` read them alike). ``samples_per_step``:
+    this rank's batch; ``step_times``: each step's own seconds; ``data_wait``: the seconds spent waiting for
+    batches; ``loss_scale``: mixed precision's loss scale and the steps it skipped so far, where it scales."""
+    line = {"step": step, "epoch": epoch, **loss_fields(loss), "steps": steps, "samples": samples_per_step * steps,
+            "step_time_s": round(seconds, 6), "samples_per_s": round(samples_per_step * steps / seconds, 3),
+            "step_times_s": [round(t, 6) for t in step_times], "data_wait_s": round(data_wait, 6),
+            "peak_memory_gib": peak_memory_gib, "lr": lr, "wall_time": round(time.time(), 3),
+            "world_size": world_size, "rank": rank, "restart": restart, "warmup": warmup}
+    if loss_scale is not None:
+        line["loss_scale"], line["skipped_steps"] = float(loss_scale[0]), int(loss_scale[1])
+    return line
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

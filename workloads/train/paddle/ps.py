@@ -53,7 +53,7 @@ from core.contract.names import ENV_LAUNCHED_AT  # noqa: E402
 from core.contract.strict_json import nonfinite_name  # noqa: E402
 from core.contract.train_args import TrainArgs, parse_train_args  # noqa: E402
 from workloads.train.common.data import Position, epoch_ends, next_step, rank_indices  # noqa: E402
-from workloads.train.common.metrics import JsonLines, metrics_dir  # noqa: E402
+from workloads.train.common.metrics import JsonLines, interval_line, metrics_dir  # noqa: E402
 from workloads.train.common.schedule import default_lr  # noqa: E402
 from workloads.train.common.startup import startup_event  # noqa: E402
 
@@ -224,13 +224,6 @@ def train(a: TrainArgs, environ: Mapping[str, str], marks: dict[str, float]) -> 
                         device=device_info(paddle, place, world))
 
 
-def health(loss: float) -> dict[str, Any]:
-    """A metrics line's loss: rounded, or null with the name of what it was (strict JSON has no NaN)."""
-    if math.isfinite(loss):
-        return {"loss": round(loss, 5)}
-    return {"loss": None, "nonfinite_loss": nonfinite_name(loss)}
-
-
 def trainer_loop(a: TrainArgs, exe: Any, main: Any, loss: Any, source: Batches, fleet: Any, *, rank: int,
                  world: int, lr: float, marks: dict[str, float], device: dict[str, Any]) -> int:
     """The timed loop: the PyTorch trainer's metrics lines, then the final barrier and the pservers' stop."""
@@ -260,9 +253,9 @@ def trainer_loop(a: TrainArgs, exe: Any, main: Any, loss: Any, source: Batches, 
             loss_value = float(value)
             diverged = any_trainer_diverged(fleet, loss_value)
             if lines:
-                lines.write(metrics_line(a, step=step, epoch=start.epoch, loss_value=loss_value, interval=interval,
-                                         seconds=now - t_prev, times=times, data_wait=data_wait, lr=lr,
-                                         world=world, rank=rank, warmup=warmup))
+                lines.write(interval_line(step=step, epoch=start.epoch, loss=loss_value, steps=interval,
+                                          samples_per_step=a.batch_size, seconds=now - t_prev, step_times=times,
+                                          data_wait=data_wait, lr=lr, world_size=world, rank=rank, warmup=warmup))
             t_prev, interval, data_wait, times = now, 0, 0.0, []
             mark = time.perf_counter()
             t_prev = mark
@@ -303,19 +296,6 @@ def any_trainer_diverged(fleet: Any, loss_value: float) -> bool:
     same metrics step, as the PyTorch trainer does: GEO trainers step apart between exchanges, so each says
     whether its own loss is finite (a gloo all-reduce)."""
     return bool(fleet.util.all_reduce([0 if math.isfinite(loss_value) else 1], "max", "worker")[0])
-
-
-def metrics_line(a: TrainArgs, *, step: int, epoch: int, loss_value: float, interval: int, seconds: float,
-                 times: list[float], data_wait: float, lr: float, world: int, rank: int,
-                 warmup: bool) -> dict[str, Any]:
-    """The metrics line of the ``interval`` steps that ended at ``step`` and took ``seconds``, as the PyTorch
-    trainer writes it (the launcher's summary reads both)."""
-    return {"step": step, "epoch": epoch, **health(loss_value), "steps": interval,
-            "samples": a.batch_size * interval, "step_time_s": round(seconds, 6),
-            "samples_per_s": round(a.batch_size * interval / seconds, 3),
-            "step_times_s": times, "data_wait_s": round(data_wait, 6), "peak_memory_gib": None,
-            "lr": lr, "wall_time": round(time.time(), 3), "world_size": world, "rank": rank,
-            "restart": 0, "warmup": warmup}
 
 
 def record_divergence(events: JsonLines | None, *, rank: int, step: int, loss_value: float) -> None:

@@ -5,7 +5,6 @@ evaluations at each epoch's end."""
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 from core.contract.strict_json import nonfinite_name
 from workloads.train.common.device import StepClock, device_info
-from workloads.train.common.metrics import JsonLines, metrics_dir
+from workloads.train.common.metrics import JsonLines, interval_line, metrics_dir
 from workloads.train.common.startup import compile_share, startup_event
 
 
@@ -48,15 +47,11 @@ class RunMetrics:
                       clock: StepClock, data_wait: float, warmup: bool) -> dict[str, Any]:
         """The metrics line of the ``steps`` steps that ended at ``step`` and took ``seconds`` (``data_wait`` of
         them waiting for batches), each step's own duration from ``clock``; ``warmup``: they are warm-up steps."""
-        batch = self.args.batch_size
-        return {"step": step, "epoch": epoch, **self.health(loss_value),
-                "steps": steps, "samples": batch * steps,
-                "step_time_s": round(seconds, 6),
-                "samples_per_s": round(batch * steps / seconds, 3),
-                "step_times_s": clock.durations(), "data_wait_s": round(data_wait, 6),
-                "peak_memory_gib": self.peak_memory_gib(), "lr": self.lr,
-                "wall_time": round(time.time(), 3), "world_size": self.world, "rank": self.rank,
-                "restart": self.env["restart"], "warmup": warmup}
+        return interval_line(step=step, epoch=epoch, loss=loss_value, steps=steps,
+                             samples_per_step=self.args.batch_size, seconds=seconds, step_times=clock.durations(),
+                             data_wait=data_wait, lr=self.lr, world_size=self.world, rank=self.rank, warmup=warmup,
+                             restart=self.env["restart"], peak_memory_gib=self.peak_memory_gib(),
+                             loss_scale=self.loss_scale())
 
     def record_divergence(self, step: int, loss_value: float, events: JsonLines | None) -> None:
         """A non-finite loss (here, or on another rank) at ``step``: ``diverged`` says where and why, on stdout and
@@ -77,16 +72,11 @@ class RunMetrics:
                 "diverged": self.diverged is not None,
                 "world_size": self.world, "wall_time": round(time.time(), 3)}
 
-    def health(self, loss_value: float) -> dict[str, Any]:
-        """A metrics line's numerical health: the loss (null when not finite, with why), and with amp-fp16 the
-        loss scale and the steps GradScaler skipped so far."""
-        out: dict[str, Any] = {"loss": round(loss_value, 5) if math.isfinite(loss_value) else None}
-        if not math.isfinite(loss_value):
-            out["nonfinite_loss"] = nonfinite_name(loss_value)
-        if self.scaler.is_enabled():
-            out["loss_scale"] = self.scaler.get_scale()
-            out["skipped_steps"] = int(self.skipped_steps.item()) if self.skipped_steps is not None else 0
-        return out
+    def loss_scale(self) -> tuple[float, int] | None:
+        """With amp-fp16, GradScaler's scale and the steps it skipped so far; None without a scaler."""
+        if not self.scaler.is_enabled():
+            return None
+        return self.scaler.get_scale(), int(self.skipped_steps.item()) if self.skipped_steps is not None else 0
 
     def peak_memory_gib(self) -> float | None:
         if self.device.type != "cuda":

@@ -39,7 +39,7 @@ from core.contract.strict_json import nonfinite_name
 from core.contract.train_args import TrainArgs, parse_train_args
 from workloads.train.common.cpu_choice import precision_on, read_cpu_facts
 from workloads.train.common.device import nvidia_driver
-from workloads.train.common.metrics import JsonLines, metrics_dir
+from workloads.train.common.metrics import JsonLines, interval_line, metrics_dir
 from workloads.train.common.schedule import default_lr, lr_at
 from workloads.train.common.startup import startup_event
 from workloads.train.tensorflow.data import SOURCES
@@ -148,19 +148,12 @@ def metrics_line(run: Run, step: int, loss: float, interval: int, seconds: float
     """One metrics line, shaped as the PyTorch trainer's (the launcher's summary reads both)."""
     a, tf = run.a, run.tf
     peak = round(tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30, 3) if run.gpus else None
-    line = {"step": step, "epoch": ((step - 1) * a.batch_size * run.replicas) // run.size if run.size else 0,
-            "loss": round(loss, 5) if math.isfinite(loss) else None, "steps": interval,
-            "samples": run.per_worker * interval, "step_time_s": round(seconds, 6),
-            "samples_per_s": round(run.per_worker * interval / seconds, 3),
-            "step_times_s": [round(d, 6) for d in times], "data_wait_s": round(data_wait, 6),
-            "peak_memory_gib": peak, "lr": lr, "wall_time": round(time.time(), 3), "world_size": run.workers,
-            "rank": run.rank, "restart": 0, "warmup": step <= a.warmup_steps}
-    if not math.isfinite(loss):
-        line["nonfinite_loss"] = nonfinite_name(loss)
-    if run.scale.enabled:
-        line["loss_scale"] = float(run.scale.scale.numpy())
-        line["skipped_steps"] = int(run.scale.skipped.numpy())
-    return line
+    return interval_line(step=step, epoch=((step - 1) * a.batch_size * run.replicas) // run.size if run.size else 0,
+                         loss=loss, steps=interval, samples_per_step=run.per_worker, seconds=seconds,
+                         step_times=times, data_wait=data_wait, lr=lr, world_size=run.workers, rank=run.rank,
+                         warmup=step <= a.warmup_steps, peak_memory_gib=peak,
+                         loss_scale=(run.scale.scale.numpy(), run.scale.skipped.numpy()) if run.scale.enabled
+                         else None)
 
 
 def train(run: Run) -> tuple[int, float, dict[str, Any] | None]:
