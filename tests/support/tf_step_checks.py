@@ -28,6 +28,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from workloads.train.common.files import own_tempdir  # noqa: E402
 from workloads.train.tensorflow.step import LossScale, build_optimizer, build_train_step  # noqa: E402
 from workloads.train.tensorflow.trainer import make_strategy, task  # noqa: E402
 
@@ -81,8 +82,7 @@ def main() -> int:
     print(json.dumps({"worker": worker, "replicas": replicas, "history": history,
                       "finite": bool(all(np.isfinite(w).all() for w in weights)),
                       "checksum": float(sum(np.nan_to_num(w, posinf=1e30, neginf=-1e30).sum() for w in weights))}))
-    sys.stdout.flush()
-    os._exit(0)  # as the trainer: no TensorFlow teardown racing the other worker's exit
+    return 0
 
 
 def check_l2(strategy) -> int:
@@ -100,8 +100,7 @@ def check_l2(strategy) -> int:
     for _ in range(2):
         step(*next(batches))
     print(json.dumps({"replicas": replicas, "before": before, "after": model.trainable_variables[0].numpy().tolist()}))
-    sys.stdout.flush()
-    os._exit(0)
+    return 0
 
 
 def keras_step(strategy, model, replicas):
@@ -124,4 +123,7 @@ def keras_step(strategy, model, replicas):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with own_tempdir("eksbench-tf-checks-"):  # AutoGraph's files, which os._exit would leave behind
+        code = main()
+    sys.stdout.flush()
+    os._exit(code)  # as the trainer: no TensorFlow teardown racing the other worker's exit

@@ -159,8 +159,11 @@ def test_a_non_finite_loss_stops_every_worker_at_the_same_step(tmp_path):
     """As the PyTorch trainer does: the loss each step returns is the global one, so every worker sees it."""
     argv = [str(tf_python()), "-m", "workloads.train.tensorflow", *TRAIN, "--batch-size=4", "--steps=40", "--lr=1e12",
             f"--results-dir={tmp_path / 'r'}"]
-    done = run_all([argv, argv], [tf_env(TF_CONFIG=c) for c in tf_configs(2)], timeout=600)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = run_all([argv, argv], [tf_env(TF_CONFIG=c, TMPDIR=str(scratch)) for c in tf_configs(2)], timeout=600)
     assert [d.returncode for d in done] == [0, 0], done[0].stderr[-2000:]
+    assert not list(scratch.iterdir())  # AutoGraph's files went with the workers, though they leave with os._exit
     by_rank = read_rank_metrics(tmp_path / "r")
     last = {rank: lines[-1] for rank, lines in by_rank.items()}
     assert last[0]["step"] == last[1]["step"] < 40, last

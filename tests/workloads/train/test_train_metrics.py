@@ -154,3 +154,18 @@ def test_a_worker_driving_several_gpus_is_counted_per_gpu():
     # one device per process (PyTorch, Horovod, Paddle, CPU runs): per device is per process
     plain = metrics_summary(by_rank, [], [{**info, "devices_per_process": None}], None)["throughput"]
     assert plain["samples_per_s_per_device"] == 8192 and plain["devices_per_process"] == 1
+
+
+def test_own_tempdir_holds_the_temporary_files_made_inside_and_goes_with_them(tmp_path, monkeypatch):
+    import tempfile
+
+    from workloads.train.common.files import own_tempdir
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    with pytest.raises(RuntimeError), own_tempdir() as folder:
+        made = tempfile.NamedTemporaryFile(delete=False, prefix="__autograph_generated_file")
+        made.close()
+        assert folder.parent == tmp_path and made.name.startswith(str(folder))
+        raise RuntimeError("the trainer failed")
+    assert not list(tmp_path.iterdir()) and tempfile.tempdir is None

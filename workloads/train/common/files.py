@@ -1,10 +1,13 @@
-"""Writing a results file so that a reader, a kill or a crash never sees half of it."""
+"""Writing a results file so that a reader, a kill or a crash never sees half of it; a process's own temporary folder."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 
 def atomic_write(path: str | Path, write: Callable[[Any], None]) -> Path:
@@ -30,3 +33,20 @@ def atomic_write(path: str | Path, write: Callable[[Any], None]) -> Path:
     except OSError:
         pass
     return path
+
+
+@contextlib.contextmanager
+def own_tempdir(prefix: str = "eksbench-") -> Iterator[Path]:
+    """A temporary folder of this process's own, the default of ``tempfile`` while inside, removed on the way out.
+
+    For a process that leaves with ``os._exit`` (the TensorFlow worker): the atexit handlers it skips are what
+    would remove the temporary files its libraries made (AutoGraph writes each function it converts to
+    ``$TMPDIR/__autograph_generated_file*.py``, and deletes it only at exit)."""
+    before = tempfile.tempdir
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    tempfile.tempdir = str(folder)
+    try:
+        yield folder
+    finally:
+        tempfile.tempdir = before
+        shutil.rmtree(folder, ignore_errors=True)

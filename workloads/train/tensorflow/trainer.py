@@ -39,6 +39,7 @@ from core.contract.strict_json import nonfinite_name
 from core.contract.train_args import TrainArgs, parse_train_args
 from workloads.train.common.cpu_choice import precision_on, read_cpu_facts
 from workloads.train.common.device import nvidia_driver
+from workloads.train.common.files import own_tempdir
 from workloads.train.common.metrics import JsonLines, interval_line, metrics_dir
 from workloads.train.common.schedule import default_lr, lr_at
 from workloads.train.common.startup import startup_event
@@ -301,7 +302,8 @@ def record_end(run: Run, model: Any, info: dict[str, Any], done: int, loop: floa
 
 
 if __name__ == "__main__":
-    code = main()
+    with own_tempdir("eksbench-tf-"):  # AutoGraph's files, which os._exit below would otherwise leave behind
+        code = main()
     sys.stdout.flush()
     sys.stderr.flush()
     # Every file is closed and every worker passed the last collective: leave now. A worker still tearing
