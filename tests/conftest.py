@@ -1,4 +1,5 @@
-"""What every layer's tests share: the CPU kind a test runs as.
+"""What every layer's tests share: the CPU kind a test runs as, and where the processes they start keep their
+temporary files.
 
 A test whose outcome depends on the CPU's bf16 instructions (the precision a CPU process trains in,
 workloads.train.common.cpu_choice) takes ``cpu_bf16`` and asserts what that capability implies, and is marked
@@ -8,7 +9,24 @@ forcing the other kind, so a green CI means green on CPUs with and without bf16 
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_tmpdir(tmp_path_factory) -> Iterator[Path]:
+    """TMPDIR for this session and every process its tests start: a folder in the session's pytest folder, not
+    the machine's /tmp. What those processes leave there (torchrun's torchelastic_* log folders, multiprocessing's
+    pymp-*, a killed process's files) goes with that folder, which pytest removes after a green session
+    (pytest.ini: tmp_path_retention_policy = failed)."""
+    folder = tmp_path_factory.mktemp("tmp")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TMPDIR", str(folder))
+        mp.setattr(tempfile, "tempdir", None)  # this process's tempfile reads TMPDIR again
+        yield folder
 
 
 @pytest.fixture(scope="session")
