@@ -23,6 +23,22 @@ def esc(value: object) -> str:
     return html.escape(safe(value), quote=True)
 
 
+def attr(value: str) -> str:
+    """A value for inside a double-quoted attribute: quotes and ``<&>`` escaped (HTML spec 13.1.2.3)."""
+    return esc(value)
+
+
+def figure(fig, alt: str, empty: str) -> str:
+    from bench.report.figures import png_data_uri
+
+    if fig is None:
+        return f'<p class="note">{esc(empty)}</p>'
+    src = png_data_uri(fig)
+    if not src.startswith("data:image/png;base64,"):  # the one kind of URL the page has (and its CSP allows)
+        raise ValueError("a figure must be a PNG data: URI")
+    return f'<img class="plot" alt="{attr(alt)}" src="{attr(src)}">'
+
+
 class EmptySection(str):
     """A section's one line saying why it has nothing to show (``bench.report.page`` gathers them at the end)."""
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from bench.errors import NotWritten
-from bench.report.blocks import EmptySection, empty_section, esc
+from bench.report.accuracy import accuracy_section
+from bench.report.blocks import EmptySection, attr, empty_section, esc, figure
 from bench.report.fabric import fabric_section
 from bench.report.hardware import hardware_section
 from bench.report.scaling import repeats_section, scaling_section
@@ -64,11 +65,6 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
-def attr(value: str) -> str:
-    """A value for inside a double-quoted attribute: quotes and ``<&>`` escaped (HTML spec 13.1.2.3)."""
-    return esc(value)
-
-
 def status_class(status: str) -> str:
     """The status cell's class: one of the two the style sheet knows, never text from the run."""
     return f"status-{status}" if status in ("succeeded", "failed") else "status-other"
@@ -106,17 +102,6 @@ def records(df) -> list[dict[str, Any]]:
 
 def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and v != v)
-
-
-def figure(fig, alt: str, empty: str) -> str:
-    from bench.report.figures import png_data_uri
-
-    if fig is None:
-        return f'<p class="note">{esc(empty)}</p>'
-    src = png_data_uri(fig)
-    if not src.startswith("data:image/png;base64,"):  # the one kind of URL the page has (and its CSP allows)
-        raise ValueError("a figure must be a PNG data: URI")
-    return f'<img class="plot" alt="{attr(alt)}" src="{attr(src)}">'
 
 
 # ---- sections --------------------------------------------------------------------------
@@ -203,21 +188,6 @@ def steps_section(steps, df) -> str:
         parts.append("<p>Restarts: " + esc(", ".join(
             f"{r.experiment} ({int(r.restarts)})" for r in restarted.itertuples())) + ".</p>")
     return "".join(parts)
-
-
-def accuracy_section(df) -> str:
-    from bench.report.bar_plots import bar_figure
-    from bench.report.figures import labels
-
-    head = "<h2>Time to accuracy</h2>"
-    fig = bar_figure(df, "time_to_accuracy_s", "seconds to target accuracy", "Time to accuracy")
-    acc = df[df["accuracy"].notna()]
-    reached = ", ".join(f"{name} {a:.3f}" for name, a in zip(labels(acc), acc["accuracy"]))
-    if fig is None:
-        return empty_section("Time to accuracy", "no run set a target accuracy (target_accuracy in the experiment)"
-                             + (f"; accuracy measured: {reached}." if reached else
-                                " or measured one (evaluate in the experiment)."))
-    return head + (f"<p>Accuracy: {esc(reached)}.</p>" if reached else "") + figure(fig, "time to accuracy", "")
 
 
 def _price_source(df=None) -> str:

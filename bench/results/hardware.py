@@ -35,7 +35,8 @@ TELEMETRY_COLUMNS = ID_COLUMNS + SAMPLE_COLUMNS
 def energy_figures(telemetry: Any, samples_per_s: Any) -> dict[str, Any]:
     """Energy per result from a summary's ``telemetry`` block (any value: not a dict reads as none):
     ``energy_j`` (the run's, all nodes), ``kwh`` (the same in kWh), ``power_mean_w`` and ``joules_per_sample``
-    (the mean power over the steady throughput, as cost per sample is the price over it), and the block's
+    (the mean power over the steady throughput, as cost per sample is the price over it), ``energy_to_accuracy_j``
+    (up to the evaluation that first reached the target accuracy), and the block's
     utilisation, memory, throttle and idle figures, each None where it was not measured; ``telemetry_note``:
     why a run has no GPU figures ("no GPU telemetry on this run (...)")."""
     t = telemetry if isinstance(telemetry, Mapping) else {}
@@ -47,6 +48,7 @@ def energy_figures(telemetry: Any, samples_per_s: Any) -> dict[str, Any]:
     return {"energy_j": energy, "kwh": round(energy / JOULES_PER_KWH, 6) if energy is not None else None,
             "power_mean_w": power,
             "joules_per_sample": round(power / rate, 6) if power is not None and rate else None,
+            "energy_to_accuracy_j": pick(F.ENERGY_TO_ACCURACY_J),
             "util_mean_pct": pick(F.UTIL_MEAN_PCT), "util_p95_pct": pick(F.UTIL_P95_PCT),
             "memory_peak_bytes": pick(F.MEMORY_PEAK_BYTES), "memory_total_bytes": pick(F.MEMORY_TOTAL_BYTES),
             "throttle_s": pick(F.THROTTLE_S), "idle_share": pick(F.IDLE_SHARE),

@@ -116,7 +116,8 @@ LAUNCH: Schema = {F.LAUNCH_NODES: integer, F.LAUNCH_PROCS_PER_NODE: integer}
 TELEMETRY: Schema = {F.TELEMETRY_SOURCE: text, F.TELEMETRY_REASON: text, "nodes": integer, "gpus": integer,
                      "samples": integer, "seconds": number, F.UTIL_MEAN_PCT: number, F.UTIL_P95_PCT: number,
                      F.MEMORY_PEAK_BYTES: integer, F.MEMORY_TOTAL_BYTES: integer, F.POWER_MEAN_W: number,
-                     F.ENERGY_J: number, F.THROTTLE_S: number, F.IDLE_SHARE: number}
+                     F.ENERGY_J: number, F.ENERGY_TO_ACCURACY_J: number, F.THROTTLE_S: number,
+                     F.IDLE_SHARE: number}
 SUMMARY: Schema = {
     F.EXPERIMENT: text, F.STATUS: text, F.EXIT_CODE: integer, F.ERROR: text, F.STARTED_AT: text, "ended_at": text,
     F.WALL_TIME_S: number, F.IMAGE: text, F.GIT_COMMIT: text, F.RESULTS_URI: text, F.COMMAND: list_of(text),

@@ -193,3 +193,18 @@ def test_a_local_runs_page_opens_with_what_it_shows_and_ends_with_one_line_per_e
     summary_table = main[:main.index("<h2>Throughput")]
     assert "<th>instance</th>" not in summary_table and "<th>MFU</th>" not in summary_table
     assert "<th>accuracy</th>" in summary_table
+
+
+def test_the_accuracy_section_shows_the_energy_to_accuracy_where_a_run_measured_it(tmp_path):
+    from tests.bench.conftest import write_experiment
+
+    reached = {"best_accuracy": 0.93, "target_accuracy": 0.9, "time_to_accuracy_s": 1800.0}
+    for name, energy in (("measured", 5.4e6), ("unmeasured", None)):
+        write_experiment(tmp_path, f"dev/r1/{name}", summary(name, accuracy=reached, telemetry={
+            "source": "nvml", "energy_j": 1e7, "energy_to_accuracy_j": energy}))
+    section = report.accuracy_section(results.load(str(tmp_path / "dev")))
+    assert section.count('<img class="plot"') == 2 and 'alt="energy to accuracy"' in section
+    assert "evaluation that first reached the target" in section
+    write_experiment(tmp_path, "dev/r1/measured", summary("measured", accuracy=reached))
+    section = report.accuracy_section(results.load(str(tmp_path / "dev")))
+    assert section.count('<img class="plot"') == 1 and "energy to accuracy" not in section.lower()

@@ -98,13 +98,13 @@ def collect_metrics(results_dir: Path, target: float | None, precision: str | No
     """The run's figures from the results folder; ``sampler``: this node's (stopped), whose files and those of the
     other nodes give the ``telemetry`` block (``local``: this node's fallback folder, where its file may be)."""
     mdir = metrics_dir(results_dir)
-    by_rank = read_rank_metrics(results_dir)
-    out = figures.metrics_summary(by_rank, read_jsonl(mdir / "eval.jsonl"),
-                                  read_jsonl(mdir / "events.jsonl"), target, precision)
+    by_rank, evals = read_rank_metrics(results_dir), read_jsonl(mdir / "eval.jsonl")
+    out = figures.metrics_summary(by_rank, evals, read_jsonl(mdir / "events.jsonl"), target, precision)
     if sampler is not None:
+        hit = figures.accuracy_hit(evals, target)
         out[F.TELEMETRY] = summarise_files([results_dir] + ([local] if local else []), own=node_id,
                                            source=sampler.kind, reason=sampler.reason,
-                                           window=steady_window(by_rank))
+                                           window=steady_window(by_rank), mark=(hit or {}).get("wall_time"))
     out.update(nccl_transport(read_logs(results_dir)))
     busbw = read_jsonl(mdir / ALLREDUCE_LINES_FILE)  # the allreduce workload's lines, where it ran
     if busbw:

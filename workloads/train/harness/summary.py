@@ -186,13 +186,19 @@ def step_coverage(by_rank: Mapping[int, list[dict[str, Any]]]) -> dict[str, Any]
     return {"steps": last, "duplicate_lines": duplicates, "missing_steps": missing[:20]}
 
 
+def accuracy_hit(evals: list[dict[str, Any]], target: float | None) -> dict[str, Any] | None:
+    """The first evaluation (by step) at or above ``target``; None without a target or before one reached it."""
+    if target is None:
+        return None
+    return next((e for e in sorted(evals, key=lambda e: e["step"]) if e["accuracy"] >= target), None)
+
+
 def time_to_accuracy(evals: list[dict[str, Any]], target: float | None) -> dict[str, Any]:
     best = max((e["accuracy"] for e in evals), default=None)
     out: dict[str, Any] = {F.BEST_ACCURACY: best, "target_accuracy": target, F.TIME_TO_ACCURACY_S: None}
-    if target is not None:
-        hit = next((e for e in sorted(evals, key=lambda e: e["step"]) if e["accuracy"] >= target), None)
-        if hit:
-            out.update({F.TIME_TO_ACCURACY_S: hit["elapsed_s"], "time_to_accuracy_epoch": hit["epoch"]})
+    hit = accuracy_hit(evals, target)
+    if hit:
+        out.update({F.TIME_TO_ACCURACY_S: hit["elapsed_s"], "time_to_accuracy_epoch": hit["epoch"]})
     return out
 
 

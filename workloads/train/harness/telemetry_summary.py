@@ -11,7 +11,9 @@ running totals of each node's last line, exact whatever lines were left out.
      "power_mean_w": 9120.5, "energy_j": 5474000.1, "throttle_s": 0.0, "idle_share": 0.02}
 
 Utilisation, memory, throttling and the idle share are the GPUs' (null on a CPU); power and energy are the GPUs',
-or the CPU packages' where RAPL was read. ``idle_share``: the share of the steady window's GPU time (from the
+or the CPU packages' where RAPL was read. ``energy_to_accuracy_j``: the energy at a wall time (``mark``, the
+evaluation that first reached the target accuracy), each node's running total read off the line between its two
+samples around it. ``idle_share``: the share of the steady window's GPU time (from the
 first steady metrics line to the last line, where the launcher knows it; else the whole file) at 0% utilisation.
 """
 
@@ -30,8 +32,10 @@ MAX_FILE_BYTES = 64 * 1024 * 1024  # as the readers bound one lines file (bench.
 class NodeFigures:
     """One node's lines, folded as they come: a 101-bin utilisation histogram, never the lines."""
 
-    def __init__(self, window: tuple[float, float] | None = None):
+    def __init__(self, window: tuple[float, float] | None = None, mark: float | None = None):
         self.window = window
+        self.mark = mark if isinstance(mark, (int, float)) and not isinstance(mark, bool) else None
+        self.energy_at_mark: float | None = None  # the running energy total at ``mark``, once a line reached it
         self.hist = [0.0] * 101  # GPU-seconds at each whole percent
         self.idle = self.steady = 0.0  # GPU-seconds at 0% / in all, inside the window
         self.mem_peak: int | None = None
@@ -45,6 +49,10 @@ class NodeFigures:
         if not isinstance(t, (int, float)) or (self.last_t is not None and t < self.last_t):
             return
         dt = t - self.last_t if self.last_t is not None else 0.0
+        if self.mark is not None and self.last_t is not None and self.last_t < self.mark <= t:
+            before, after = line_total(self.last, "energy_j"), line_total(line, "energy_j")
+            if before is not None and after is not None:
+                self.energy_at_mark = before + (after - before) * (self.mark - self.last_t) / dt
         self.first = t if self.first is None else self.first
         self.last_t, self.last, self.samples = t, dict(line), self.samples + 1
         gpus = [g for g in line.get("gpus") or () if isinstance(g, dict)]
@@ -65,14 +73,19 @@ class NodeFigures:
 
     def totals(self, key: str) -> float | None:
         """The sum over the last line's GPUs (or its CPU) of a running total."""
-        parts = [g.get(key) for g in self.last.get("gpus") or () if isinstance(g, dict)]
-        parts += [(self.last.get("cpu") or {}).get(key)] if key == "energy_j" else []
-        numbers = [v for v in parts if isinstance(v, (int, float))]
-        return sum(numbers) if numbers else None
+        return line_total(self.last, key)
 
     @property
     def seconds(self) -> float:
         return (self.last_t - self.first) if self.samples > 1 else 0.0
+
+
+def line_total(line: Mapping[str, Any], key: str) -> float | None:
+    """The sum over a line's GPUs (or its CPU, for energy) of a running total; None where none has it."""
+    parts = [g.get(key) for g in line.get("gpus") or () if isinstance(g, dict)]
+    parts += [(line.get("cpu") or {}).get(key)] if key == "energy_j" and isinstance(line.get("cpu"), dict) else []
+    numbers = [v for v in parts if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return sum(numbers) if numbers else None
 
 
 def percentile(hist: Sequence[float], q: float) -> int | None:
@@ -93,11 +106,12 @@ def _round(value: float | None, digits: int = 3) -> float | None:
 
 
 def summarise(nodes: Mapping[str, Iterable[Mapping[str, Any]]], *, source: str | None, reason: str | None,
-              window: tuple[float, float] | None = None) -> dict[str, Any]:
-    """The ``telemetry`` block of every node's lines (``{node id: lines}``)."""
+              window: tuple[float, float] | None = None, mark: float | None = None) -> dict[str, Any]:
+    """The ``telemetry`` block of every node's lines (``{node id: lines}``); ``mark``: the wall time the energy to
+    accuracy is read at (None: no evaluation reached the target)."""
     figures = []
     for lines in nodes.values():
-        node = NodeFigures(window)
+        node = NodeFigures(window, mark)
         for line in lines:
             node.add(line)
         if node.samples:
@@ -118,6 +132,9 @@ def summarise(nodes: Mapping[str, Iterable[Mapping[str, Any]]], *, source: str |
         F.MEMORY_PEAK_BYTES: peak.mem_peak if peak else None, F.MEMORY_TOTAL_BYTES: peak.mem_total if peak else None,
         F.POWER_MEAN_W: _round(sum(power)) if power else None,
         F.ENERGY_J: _round(sum(e for e in energy if e is not None)) if any(e is not None for e in energy) else None,
+        # every node's total at the mark, or none: a sum without a node's share would understate it
+        F.ENERGY_TO_ACCURACY_J: _round(sum(n.energy_at_mark for n in figures))
+        if figures and all(n.energy_at_mark is not None for n in figures) else None,
         F.THROTTLE_S: _round(sum(v for v in throttled if v is not None)) if throttled else None,
         F.IDLE_SHARE: round(sum(n.idle for n in figures) / steady, 4) if steady > 0 else None,
     }
@@ -144,7 +161,7 @@ def file_lines(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Iterable[dict[str
 
 
 def summarise_files(dirs: Sequence[Path], *, own: str, source: str | None, reason: str | None,
-                    window: tuple[float, float] | None = None) -> dict[str, Any]:
+                    window: tuple[float, float] | None = None, mark: float | None = None) -> dict[str, Any]:
     """The block of every ``telemetry/*.jsonl`` in the results folders (``dirs``: the shared one, then this node's
     fallback), each node's file once; ``own``/``source``/``reason``: this node's id and sampler."""
     files: dict[str, Path] = {}
@@ -152,7 +169,7 @@ def summarise_files(dirs: Sequence[Path], *, own: str, source: str | None, reaso
         for path in sorted((Path(d) / TELEMETRY_DIR).glob("*.jsonl")):
             files.setdefault(path.stem, path)
     block = summarise({node: file_lines(p) for node, p in files.items()}, source=source, reason=reason,
-                      window=window)
+                      window=window, mark=mark)
     if block["nodes"] and block[F.TELEMETRY_SOURCE] is None:
         block[F.TELEMETRY_SOURCE] = "nvml" if block["gpus"] else "rapl"  # other nodes' files: this node had none
     if own not in files and reason is None:

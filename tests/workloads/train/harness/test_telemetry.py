@@ -59,9 +59,57 @@ def test_the_summary_block_has_every_figure_of_a_gpu_run(tmp_path):
     assert block == {"source": "nvml", "reason": None, "nodes": 1, "gpus": 2, "samples": 22, "seconds": 20.0,
                      "util_mean_pct": 72.0, "util_p95_pct": 80, "memory_peak_bytes": 70 * 2**30,
                      "memory_total_bytes": 80 * 2**30, "power_mean_w": 1000.0, "energy_j": 20000.0,
-                     "throttle_s": 20.0, "idle_share": 0.1}
+                     "energy_to_accuracy_j": None, "throttle_s": 20.0, "idle_share": 0.1}
     # energy is mean power times the time sampled
     assert block["energy_j"] == pytest.approx(block["power_mean_w"] * block["seconds"])
+
+
+# --- energy to accuracy: the running totals at the evaluation that first reached the target ----------------------
+
+
+def test_the_energy_to_accuracy_is_read_between_the_two_samples_around_the_evaluation(tmp_path):
+    sampled(tmp_path, FakeNvml([FakeGpu(), FakeGpu()]), 20)  # 2 x 500 W from t=1000 to 1020
+    block = lambda mark: summarise_files([tmp_path], own="node-0", source="nvml", reason=None, mark=mark)  # noqa: E731
+    assert block(1010.5)["energy_to_accuracy_j"] == 10_500.0
+    assert block(1020.0)["energy_to_accuracy_j"] == block(1020.0)["energy_j"] == 20_000.0
+    for never in (None, 1020.5, 999.0):  # no evaluation reached it; after the last sample; before the first
+        assert block(never)["energy_to_accuracy_j"] is None, never
+
+
+def test_a_thinned_file_still_gives_the_energy_to_accuracy(tmp_path):
+    sampled(tmp_path, FakeNvml([FakeGpu()] * 8), 3000, max_bytes=64 * 1024)
+    lines = list(file_lines(tmp_path / "telemetry/node-0.jsonl"))
+    assert len(lines) < 3000 / 4  # most lines left out around the mark
+    block = summarise({"node-0": lines}, source="nvml", reason=None, mark=2500.25)
+    assert block["energy_to_accuracy_j"] == pytest.approx(8 * 500.0 * 1500.25)
+
+
+def test_every_nodes_energy_counts_or_none(tmp_path):
+    """A node whose samples ended before the evaluation has no share to add: the sum would understate it."""
+    line = lambda t, joules: {"t": t, "gpus": [{"index": 0, "energy_j": joules}]}  # noqa: E731
+    both = {"node-0": [line(0.0, 0.0), line(10.0, 1000.0)], "node-1": [line(0.0, 0.0), line(10.0, 3000.0)]}
+    assert summarise(both, source="nvml", reason=None, mark=5.0)["energy_to_accuracy_j"] == 2000.0
+    short = {**both, "node-1": [line(0.0, 0.0), line(4.0, 1200.0)]}
+    assert summarise(short, source="nvml", reason=None, mark=5.0)["energy_to_accuracy_j"] is None
+    hostile = {"node-0": [line(0.0, 0.0), {"t": 10.0, "gpus": [{"energy_j": "lots"}], "cpu": "hot"}]}
+    assert summarise(hostile, source="nvml", reason=None, mark=5.0)["energy_to_accuracy_j"] is None
+    assert summarise(both, source="nvml", reason=None, mark=True)["energy_to_accuracy_j"] is None
+
+
+def test_the_summary_reads_the_energy_up_to_the_first_evaluation_at_the_target(tmp_path):
+    from workloads.train.harness.collect import collect_metrics
+
+    sampler = sampled(tmp_path, FakeNvml([FakeGpu(), FakeGpu()]), 20)
+    evals = [{"step": 10, "epoch": 0, "accuracy": 0.5, "elapsed_s": 5.0, "wall_time": 1005.0},
+             {"step": 30, "epoch": 2, "accuracy": 0.9, "elapsed_s": 17.0, "wall_time": 1017.0},
+             {"step": 20, "epoch": 1, "accuracy": 0.8, "elapsed_s": 12.0, "wall_time": 1012.0}]
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "eval.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+    figures = collect_metrics(tmp_path, 0.75, sampler=sampler, node_id="node-0")
+    assert figures["accuracy"]["time_to_accuracy_s"] == 12.0
+    assert figures["telemetry"]["energy_to_accuracy_j"] == 12_000.0  # 2 x 500 W for the 12 s to the step-20 eval
+    assert collect_metrics(tmp_path, 0.95, sampler=sampler, node_id="node-0")["telemetry"]["energy_to_accuracy_j"] \
+        is None
 
 
 def test_the_file_stays_within_its_bound_and_keeps_the_totals(tmp_path):
