@@ -11,7 +11,6 @@ printing each node's command. Every refusal is one line and exit code 2 (``bench
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import sys
@@ -32,7 +31,6 @@ from bench.project import nearest_existing
 from bench.results.files import existing_summaries
 from bench.terminal import show
 from core.config.fields import ConfigError
-from core.config.overrides import not_an_experiment
 from core.contract.results_location import ResultsLocation, RunHandle, check_run_id
 from program.stack_files import load_stack_config
 from workloads.train.common.cpu_choice import CpuFacts, read_cpu_facts
@@ -67,8 +65,9 @@ def run_local(args) -> int:
     """Read the stack, prepare the run (checks, plan, folder), say its plan, then run it; ``--dry-run``: the plan
     and each node's command only. The exit code of ``eksbench run``."""
     try:
-        cfg = load_stack_config(args.stack, Path(args.project_dir), cluster=False,
-                                overrides=dataclasses.replace(args.overrides, experiment=None))
+        # only --experiment's experiment is kept, then judged (core.config.overrides.select), as the plan, the AWS
+        # run's preflight and pulumi up's program judge it: another experiment's problem is not this run's
+        cfg = load_stack_config(args.stack, Path(args.project_dir), cluster=False, overrides=args.overrides)
     except ConfigError as e:
         for problem in e.problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -96,23 +95,23 @@ def prepare(args, cfg) -> PreparedRun:
     """The run's id, experiment and folder checked, its experiments planned for this machine, and (unless a dry
     run) its folder reserved; ``Refusal`` at the first check that fails, before anything is written."""
     run_id = checked_run_id(args.run_id)
-    check_experiments(args.stack, cfg, args.experiment)
+    check_experiments(args.stack, cfg)
     root = Path(args.results_root).resolve()
     run_dir_for = lambda rid: ResultsLocation(None, cfg.project, args.stack, rid).local_dir(root)  # noqa: E731
     run_dir = run_dir_for(run_id)
     if not args.resume and not args.dry_run:
         check_no_results(args.stack, run_id, run_dir)
     machine = this_machine()
-    plan = local_plan(cfg, args.experiment, run_dir, machine)
-    measured = {} if machine.gpu else cpu_timings(cfg, args.experiment, plan, machine.cpus, machine.cpu)
+    plan = local_plan(cfg, run_dir, machine)
+    measured = {} if machine.gpu else cpu_timings(cfg, plan, machine.cpus, machine.cpu)
     if measured:
-        plan = local_plan(cfg, args.experiment, run_dir, machine, measured)
+        plan = local_plan(cfg, run_dir, machine, measured)
     check_can_run(plan, root, dry_run=args.dry_run)
     if not args.dry_run:  # one run, one folder: reserved before anything is written (bench.local.run_reservation)
         reserved, run_dir = reserve_folder(run_dir_for, run_id, explicit=bool(args.run_id), resume=args.resume,
                                            results_root=args.results_root)
         if reserved != run_id:  # a default id another run took: this run's folder is <id>-<k>
-            run_id, plan = reserved, local_plan(cfg, args.experiment, run_dir, machine, measured)
+            run_id, plan = reserved, local_plan(cfg, run_dir, machine, measured)
     mode, why = lr.execution_mode(cfg.execution, machine.cpus, plan)
     return PreparedRun(run_id=run_id, run_dir=run_dir, plan=plan, machine=machine, mode=mode, why=why)
 
@@ -127,12 +126,9 @@ def checked_run_id(run_id: str | None) -> str:
     return run_id
 
 
-def check_experiments(stack: str, cfg: Any, only: str | None) -> None:
-    """The stack has experiments, and ``--experiment`` (``only``) names one of them."""
-    names = [e.name for e in cfg.experiments]
-    if only and only not in names:
-        raise Refusal(not_an_experiment(only, stack, names))
-    if not names:
+def check_experiments(stack: str, cfg: Any) -> None:
+    """The stack has experiments (``--experiment`` named one of them: ``load_stack_config`` kept it alone)."""
+    if not cfg.experiments:
         raise Refusal(f"stack {stack} has no experiments (eksbench:experiments)")
 
 
@@ -149,21 +145,20 @@ def this_machine() -> ThisMachine:
                        cpus=os.cpu_count() or 1)
 
 
-def local_plan(cfg: Any, only: str | None, run_dir: Path, machine: ThisMachine,
-               measured: dict | None = None) -> list:
-    """The stack's experiments (``only``: that one) scaled to this machine under ``run_dir``, each with the
-    rendezvous it can have here; ``measured``: this CPU's step times (``cpu_timings``)."""
+def local_plan(cfg: Any, run_dir: Path, machine: ThisMachine, measured: dict | None = None) -> list:
+    """The config's experiments scaled to this machine under ``run_dir``, each with the rendezvous it can have
+    here; ``measured``: this CPU's step times (``cpu_timings``)."""
     return [lr.with_rendezvous(e, etcd_available=bool(machine.etcd_bin))
-            for e in lr.plan_local(cfg.experiments, cfg.local, run_dir=run_dir, only=only, gpu=machine.gpu,
+            for e in lr.plan_local(cfg.experiments, cfg.local, run_dir=run_dir, gpu=machine.gpu,
                                    cpu=machine.cpu, measured=measured or {})]
 
 
-def cpu_timings(cfg, only: str | None, plan: list, cpus: int, cpu) -> dict:
+def cpu_timings(cfg, plan: list, cpus: int, cpu) -> dict:
     """bf16 and fp32 step times on this CPU of each model the run trains with PyTorch in mixed precision, by shape,
     with the threads each of its processes will have (bench.local.precision_probe: kept ones, the rest timed now)."""
     from bench.local.precision_probe import measured
 
-    shapes = [s for e in cfg.experiments if only in (None, e.name) if (s := lr.probe_shape(e, cfg.local))]
+    shapes = [s for e in cfg.experiments if (s := lr.probe_shape(e, cfg.local))]
     if not shapes:
         return {}
     mode, _ = lr.execution_mode(cfg.execution, cpus, plan)

@@ -138,6 +138,16 @@ def test_an_aws_run_of_one_experiment_judges_only_it_as_its_plan_and_program_do(
     assert [x for x in out if x.startswith("preflight: config ok")][0].endswith(", 1 experiment(s))")
 
 
+def test_a_local_run_of_one_experiment_judges_only_it(capsys):
+    """As on AWS: cifar10-elastic as Paddle (elastic, evaluated: neither exists for Paddle) does not refuse a local
+    run of resnet50-synthetic; a run of cifar10-elastic itself is refused, naming the experiment as the file does."""
+    other = ("--set", "experiments[1].framework=paddle")
+    code, out, err = run_cli(capsys, "run", "dev", "--local", "--dry-run", "--experiment", "resnet50-synthetic", *other)
+    assert (code, err) == (0, []) and "1 experiment(s)" in out[0]
+    code, _, err = run_cli(capsys, "run", "dev", "--local", "--dry-run", "--experiment", "cifar10-elastic", *other)
+    assert code == 2 and err[0].startswith('error: experiments[1].nodes="1:2": elastic runs need framework "pytorch"')
+
+
 def test_open_stack_hands_the_overrides_to_the_pulumi_cli(monkeypatch, tmp_path):
     from pulumi import automation as auto
 
