@@ -51,7 +51,10 @@ def record_nodes_ready(rec: T.Recorder, nodes: list[dict[str, Any]]) -> None:
 
     if T.NODES_READY in rec.spans:
         return
-    ready = kube.gpu_nodes_ready_at(nodes, rec.gpu_nodes)
+    try:
+        ready = kube.gpu_nodes_ready_at(nodes, rec.gpu_nodes)
+    except Exception:  # noqa: BLE001 - a node the API gave in a shape we do not know: the timeline goes without it
+        return
     start = rec.spans.get(T.UP_NODE_GROUPS, rec.spans.get(T.UP, (None,)))[0]
     rec.span(T.NODES_READY, start, rec.from_cluster(ready), "node groups' creation to the last GPU node's Ready condition "
                                           "(Kubernetes API)")

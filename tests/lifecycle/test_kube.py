@@ -286,3 +286,29 @@ def test_one_look_reads_the_events_and_nodes_once_for_every_experiment(tmp_path)
             backend.pods.look(w, at=100.0 * look)
         assert calls == {"pods": 12 * look, "events": look, "nodes": look}, calls
     assert all("LustreClientMissing" in w.reasons[0] for w in watched)  # every experiment judged from the one list
+
+
+def test_a_look_survives_an_api_that_fails_or_answers_in_shapes_it_does_not_know(tmp_path):
+    """The watch's rule: the Kubernetes API is a warning, never a failure (bench.cloud.pod_watch)."""
+    from types import SimpleNamespace
+
+    from bench.cloud.backend import CloudBackend
+    from bench.cloud.watched import Watched
+
+    class Cluster:
+        def pods(self, namespace, selector):
+            return [scheduled()]
+
+        def events(self, namespace):
+            raise ConnectionResetError("the API server went away")
+
+        def nodes(self):
+            return [{"spec": {"taints": ["NoSchedule"]}}, {"status": "Ready"}]
+
+    for kind in ("efs", "fsx"):
+        cfg = SimpleNamespace(namespace="ns", run_id="r", region="us-west-2", storage=SimpleNamespace(kind=kind))
+        backend = CloudBackend(stack="s", cfg=cfg, root=tmp_path, results_root=tmp_path)
+        backend.pods.client = Cluster()
+        w = Watched(name="e", uri="s3://b/p/", timeout_s=60, deadline=1e12, experiment="e")
+        backend.pods.look(w, at=0.0)  # raised AttributeError on the malformed node before
+        assert w.reasons == kube.summarize([scheduled()], [])[1], kind  # judged from the pod alone
