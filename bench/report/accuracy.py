@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from bench.report.blocks import empty_section, esc, figure
 
-ENERGY_TO_ACCURACY = ("Energy to accuracy: the nodes' energy (GPUs', or CPU packages' through RAPL) from the "
-                      "launcher's start to the evaluation that first reached the target.")
+ENERGY_TO_ACCURACY = ("Energy to accuracy: the nodes' energy (GPUs', or CPU packages' through RAPL) over the time "
+                      "to accuracy: from the trainer's start to the evaluation that first reached the target.")
 
 
 def accuracy_section(df) -> str:

@@ -142,9 +142,9 @@ MEMORY_PEAK_BYTES = "memory_peak_bytes"  # in TELEMETRY: the most memory one GPU
 MEMORY_TOTAL_BYTES = "memory_total_bytes"  # in TELEMETRY: that GPU's total
 POWER_MEAN_W = "power_mean_w"  # in TELEMETRY: all nodes' GPUs (or CPU packages) together
 ENERGY_J = "energy_j"  # in TELEMETRY: the power integral over the run, all nodes together
-# in TELEMETRY: all nodes' energy from their samplers' start (the launcher's) to the evaluation that first reached
-# the target accuracy (its wall_time, between two samples: read off the line between them); null where no evaluation
-# reached it, power was not measured, or a node's samples ended before it
+# in TELEMETRY: all nodes' energy over the window TIME_TO_ACCURACY_S counts (the trainer's start to the evaluation that
+# first reached the target accuracy; each end read off between the two samples around it); null where no evaluation
+# reached it, power was not measured, or a node's samples do not cover the window
 ENERGY_TO_ACCURACY_J = "energy_to_accuracy_j"
 THROTTLE_S = "throttle_s"  # in TELEMETRY: GPU-seconds spent with a clock held down (power, thermal, slowdown)
 IDLE_SHARE = "idle_share"  # in TELEMETRY: share of the steady time's GPU samples with SM utilisation 0

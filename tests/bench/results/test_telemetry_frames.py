@@ -16,7 +16,7 @@ from workloads.train.harness.telemetry import Sampler, open_source
 from workloads.train.harness.telemetry_summary import summarise_files
 
 
-def gpu_run(root, *, seconds=30, nodes=("node-0", "node-1"), rate=1000.0, accuracy_at=None):
+def gpu_run(root, *, seconds=30, nodes=("node-0", "node-1"), rate=1000.0, to_accuracy=None):
     """An experiment folder as a 2-node GPU run leaves it: each node's telemetry from a fake NVML, and the summary."""
     exp = root / "dev" / "run-1" / "resnet"
     for node in nodes:
@@ -29,7 +29,7 @@ def gpu_run(root, *, seconds=30, nodes=("node-0", "node-1"), rate=1000.0, accura
             s.sample()
             clock[0] += 1
         s.stop()
-    block = summarise_files([exp], own="node-0", source="nvml", reason=None, mark=accuracy_at)
+    block = summarise_files([exp], own="node-0", source="nvml", reason=None, to_accuracy=to_accuracy)
     summary = {"experiment": "resnet", "status": "succeeded", "wall_time_s": 40.0, "telemetry": block,
                "throughput": {"samples_per_s_total": rate}, "instance_type": "p4d.24xlarge",
                "device": {"name": "NVIDIA A100-SXM4-40GB"}}
@@ -50,7 +50,7 @@ def test_load_gives_the_telemetry_and_energy_per_result_as_columns(tmp_path):
 
 
 def test_load_gives_the_energy_to_accuracy_where_an_evaluation_reached_the_target(tmp_path):
-    gpu_run(tmp_path / "hit", accuracy_at=1012.5)
+    gpu_run(tmp_path / "hit", to_accuracy=(1000.0, 1012.5))
     gpu_run(tmp_path / "missed")
     hit, missed = (results.load(str(tmp_path / kind / "dev")).iloc[0] for kind in ("hit", "missed"))
     assert hit["energy_to_accuracy_j"] == 4 * 500.0 * 12.5  # 2 nodes x 2 GPUs x 500 W for 12.5 s

@@ -101,15 +101,23 @@ def collect_metrics(results_dir: Path, target: float | None, precision: str | No
     by_rank, evals = read_rank_metrics(results_dir), read_jsonl(mdir / "eval.jsonl")
     out = figures.metrics_summary(by_rank, evals, read_jsonl(mdir / "events.jsonl"), target, precision)
     if sampler is not None:
-        hit = figures.accuracy_hit(evals, target)
         out[F.TELEMETRY] = summarise_files([results_dir] + ([local] if local else []), own=node_id,
                                            source=sampler.kind, reason=sampler.reason,
-                                           window=steady_window(by_rank), mark=(hit or {}).get("wall_time"))
+                                           window=steady_window(by_rank),
+                                           to_accuracy=accuracy_window(figures.accuracy_hit(evals, target)))
     out.update(nccl_transport(read_logs(results_dir)))
     busbw = read_jsonl(mdir / ALLREDUCE_LINES_FILE)  # the allreduce workload's lines, where it ran
     if busbw:
         out[F.BUSBW] = busbw_summary(busbw, instance_type=instance_type, nodes=out.get(F.NODES))
     return out
+
+
+def accuracy_window(hit: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """The wall times the time to accuracy spans: the trainer's start (the run's first attempt's, which a resumed
+    attempt keeps) to the evaluation that first reached the target (``hit``); None without one."""
+    wall, elapsed = (hit or {}).get("wall_time"), (hit or {}).get("elapsed_s")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (wall, elapsed))
+    return (wall - elapsed, wall) if numbers and elapsed >= 0 else None
 
 
 def what_ran_record(environ: Mapping[str, str], metrics: Mapping[str, Any], results_dir: Path,

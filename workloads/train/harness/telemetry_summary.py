@@ -3,18 +3,22 @@
 
 Pure over the lines (``summarise``), with the file reading at the edge (``summarise_files``). Each line's
 ``t`` weighs it by the time since the line before, so a file whose later lines are thinned out
-(``telemetry.LineBudget``) still gives the run's mean and 95th percentile; energy and throttled time are the
-running totals of each node's last line, exact whatever lines were left out.
+(``telemetry.LineBudget``) still gives the run's mean and 95th percentile; energy and throttled time are each
+device's running totals (``RunningTotals``), exact whatever lines were left out. A retried pod appends to its
+node's file with a new sampler, whose totals start again from 0: a device's total that falls starts a new attempt,
+added to what the attempts before it counted.
 
     {"source": "nvml", "reason": null, "nodes": 2, "gpus": 16, "samples": 1200, "seconds": 600.2,
      "util_mean_pct": 91.4, "util_p95_pct": 100, "memory_peak_bytes": ..., "memory_total_bytes": ...,
-     "power_mean_w": 9120.5, "energy_j": 5474000.1, "throttle_s": 0.0, "idle_share": 0.02}
+     "power_mean_w": 9120.5, "energy_j": 5474000.1, "energy_to_accuracy_j": 3650100.4, "throttle_s": 0.0,
+     "idle_share": 0.02}
 
 Utilisation, memory, throttling and the idle share are the GPUs' (null on a CPU); power and energy are the GPUs',
-or the CPU packages' where RAPL was read. ``energy_to_accuracy_j``: the energy at a wall time (``mark``, the
-evaluation that first reached the target accuracy), each node's running total read off the line between its two
-samples around it. ``idle_share``: the share of the steady window's GPU time (from the
-first steady metrics line to the last line, where the launcher knows it; else the whole file) at 0% utilisation.
+or the CPU packages' where RAPL was read. ``energy_to_accuracy_j``: the energy over the window the time to
+accuracy counts (``marks``: the trainer's start to the evaluation that first reached the target), each node's
+totals at both ends read off the line between its two samples around them. ``idle_share``: the share of the steady
+window's GPU time (from the first steady metrics line to the last line, where the launcher knows it; else the whole
+file) at 0% utilisation.
 """
 
 from __future__ import annotations
@@ -29,19 +33,50 @@ from core.contract.names import TELEMETRY_DIR
 MAX_FILE_BYTES = 64 * 1024 * 1024  # as the readers bound one lines file (bench.results.readers.MAX_LINES_BYTES)
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class RunningTotals:
+    """One running total (``energy_j``, ``throttled_s``) of each device of a node (GPU by index; the CPU packages for
+    energy) over its lines, across the node's attempts: a device whose total falls began again with a new sampler,
+    and what it had counted stays in ``base``. A line without a device's value leaves that device's last one."""
+
+    def __init__(self, key: str):
+        self.key = key
+        self.base: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+
+    def add(self, line: Mapping[str, Any]) -> None:
+        gpus = [g for g in line.get("gpus") or () if isinstance(g, dict)]
+        values = [(f"gpu{g.get('index', i)}", g.get(self.key)) for i, g in enumerate(gpus)]
+        if self.key == "energy_j" and isinstance(line.get("cpu"), dict):
+            values.append(("cpu", line["cpu"].get(self.key)))
+        for device, v in values:
+            if not _number(v) or v < 0:
+                continue
+            if device in self.last and v < self.last[device]:  # a new attempt's sampler: its totals start from 0
+                self.base[device] = self.base.get(device, 0.0) + self.last[device]
+            self.last[device] = v
+
+    def total(self) -> float | None:
+        """Every device's count so far, all attempts; None where no line had one."""
+        return sum(self.base.get(d, 0.0) + v for d, v in self.last.items()) if self.last else None
+
+
 class NodeFigures:
     """One node's lines, folded as they come: a 101-bin utilisation histogram, never the lines."""
 
-    def __init__(self, window: tuple[float, float] | None = None, mark: float | None = None):
+    def __init__(self, window: tuple[float, float] | None = None, marks: Sequence[float | None] = ()):
         self.window = window
-        self.mark = mark if isinstance(mark, (int, float)) and not isinstance(mark, bool) else None
-        self.energy_at_mark: float | None = None  # the running energy total at ``mark``, once a line reached it
+        self.running = {key: RunningTotals(key) for key in ("energy_j", "throttled_s")}
+        self.marks = [m if _number(m) else None for m in marks]
+        self.energy_at: list[float | None] = [None] * len(self.marks)  # the energy total at each mark, once reached
         self.hist = [0.0] * 101  # GPU-seconds at each whole percent
         self.idle = self.steady = 0.0  # GPU-seconds at 0% / in all, inside the window
         self.mem_peak: int | None = None
         self.mem_total: int | None = None
         self.samples, self.first, self.last_t = 0, None, None
-        self.last: dict[str, Any] = {}
         self.gpus = 0
 
     def add(self, line: Mapping[str, Any]) -> None:
@@ -49,12 +84,13 @@ class NodeFigures:
         if not isinstance(t, (int, float)) or (self.last_t is not None and t < self.last_t):
             return
         dt = t - self.last_t if self.last_t is not None else 0.0
-        if self.mark is not None and self.last_t is not None and self.last_t < self.mark <= t:
-            before, after = line_total(self.last, "energy_j"), line_total(line, "energy_j")
-            if before is not None and after is not None:
-                self.energy_at_mark = before + (after - before) * (self.mark - self.last_t) / dt
+        energy = self.running["energy_j"]
+        before = energy.total()
+        for running in self.running.values():
+            running.add(line)
+        self._read_marks(t, dt, before, energy.total())
         self.first = t if self.first is None else self.first
-        self.last_t, self.last, self.samples = t, dict(line), self.samples + 1
+        self.last_t, self.samples = t, self.samples + 1
         gpus = [g for g in line.get("gpus") or () if isinstance(g, dict)]
         self.gpus = max(self.gpus, len(gpus))
         steady = self.window is None or self.window[0] <= t <= self.window[1]
@@ -71,21 +107,30 @@ class NodeFigures:
                 self.steady += dt
                 self.idle += dt if util == 0 else 0.0
 
+    def _read_marks(self, t: float, dt: float, before: float | None, after: float | None) -> None:
+        """The energy at each mark this line reaches: between the line before (``before``, ``dt`` seconds ago) and
+        this one (``after``); a mark at the first line's time is that line's."""
+        for i, mark in enumerate(self.marks):
+            if mark is None or self.energy_at[i] is not None or after is None:
+                continue
+            if self.last_t is None:
+                self.energy_at[i] = after if mark == t else None
+            elif self.last_t < mark <= t and before is not None:
+                self.energy_at[i] = before + (after - before) * (mark - self.last_t) / dt
+
     def totals(self, key: str) -> float | None:
-        """The sum over the last line's GPUs (or its CPU) of a running total."""
-        return line_total(self.last, key)
+        """A running total (``energy_j``, ``throttled_s``) of every device, all attempts."""
+        return self.running[key].total()
+
+    def between_marks(self) -> float | None:
+        """The energy from the first mark to the last; None where a mark fell outside the lines."""
+        if len(self.energy_at) < 2 or any(e is None for e in self.energy_at):
+            return None
+        return self.energy_at[-1] - self.energy_at[0]
 
     @property
     def seconds(self) -> float:
         return (self.last_t - self.first) if self.samples > 1 else 0.0
-
-
-def line_total(line: Mapping[str, Any], key: str) -> float | None:
-    """The sum over a line's GPUs (or its CPU, for energy) of a running total; None where none has it."""
-    parts = [g.get(key) for g in line.get("gpus") or () if isinstance(g, dict)]
-    parts += [(line.get("cpu") or {}).get(key)] if key == "energy_j" and isinstance(line.get("cpu"), dict) else []
-    numbers = [v for v in parts if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    return sum(numbers) if numbers else None
 
 
 def percentile(hist: Sequence[float], q: float) -> int | None:
@@ -106,12 +151,14 @@ def _round(value: float | None, digits: int = 3) -> float | None:
 
 
 def summarise(nodes: Mapping[str, Iterable[Mapping[str, Any]]], *, source: str | None, reason: str | None,
-              window: tuple[float, float] | None = None, mark: float | None = None) -> dict[str, Any]:
-    """The ``telemetry`` block of every node's lines (``{node id: lines}``); ``mark``: the wall time the energy to
-    accuracy is read at (None: no evaluation reached the target)."""
+              window: tuple[float, float] | None = None,
+              to_accuracy: tuple[float, float] | None = None) -> dict[str, Any]:
+    """The ``telemetry`` block of every node's lines (``{node id: lines}``); ``to_accuracy``: the wall times the
+    energy to accuracy runs between (the trainer's start, the evaluation that first reached the target; None: no
+    evaluation reached it)."""
     figures = []
     for lines in nodes.values():
-        node = NodeFigures(window, mark)
+        node = NodeFigures(window, to_accuracy or ())
         for line in lines:
             node.add(line)
         if node.samples:
@@ -132,9 +179,9 @@ def summarise(nodes: Mapping[str, Iterable[Mapping[str, Any]]], *, source: str |
         F.MEMORY_PEAK_BYTES: peak.mem_peak if peak else None, F.MEMORY_TOTAL_BYTES: peak.mem_total if peak else None,
         F.POWER_MEAN_W: _round(sum(power)) if power else None,
         F.ENERGY_J: _round(sum(e for e in energy if e is not None)) if any(e is not None for e in energy) else None,
-        # every node's total at the mark, or none: a sum without a node's share would understate it
-        F.ENERGY_TO_ACCURACY_J: _round(sum(n.energy_at_mark for n in figures))
-        if figures and all(n.energy_at_mark is not None for n in figures) else None,
+        # every node's share, or none: a sum without a node's share would understate it
+        F.ENERGY_TO_ACCURACY_J: _round(sum(n.between_marks() for n in figures))
+        if figures and all(n.between_marks() is not None for n in figures) else None,
         F.THROTTLE_S: _round(sum(v for v in throttled if v is not None)) if throttled else None,
         F.IDLE_SHARE: round(sum(n.idle for n in figures) / steady, 4) if steady > 0 else None,
     }
@@ -161,7 +208,8 @@ def file_lines(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Iterable[dict[str
 
 
 def summarise_files(dirs: Sequence[Path], *, own: str, source: str | None, reason: str | None,
-                    window: tuple[float, float] | None = None, mark: float | None = None) -> dict[str, Any]:
+                    window: tuple[float, float] | None = None,
+                    to_accuracy: tuple[float, float] | None = None) -> dict[str, Any]:
     """The block of every ``telemetry/*.jsonl`` in the results folders (``dirs``: the shared one, then this node's
     fallback), each node's file once; ``own``/``source``/``reason``: this node's id and sampler."""
     files: dict[str, Path] = {}
@@ -169,7 +217,7 @@ def summarise_files(dirs: Sequence[Path], *, own: str, source: str | None, reaso
         for path in sorted((Path(d) / TELEMETRY_DIR).glob("*.jsonl")):
             files.setdefault(path.stem, path)
     block = summarise({node: file_lines(p) for node, p in files.items()}, source=source, reason=reason,
-                      window=window, mark=mark)
+                      window=window, to_accuracy=to_accuracy)
     if block["nodes"] and block[F.TELEMETRY_SOURCE] is None:
         block[F.TELEMETRY_SOURCE] = "nvml" if block["gpus"] else "rapl"  # other nodes' files: this node had none
     if own not in files and reason is None:

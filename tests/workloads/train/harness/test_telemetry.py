@@ -64,36 +64,50 @@ def test_the_summary_block_has_every_figure_of_a_gpu_run(tmp_path):
     assert block["energy_j"] == pytest.approx(block["power_mean_w"] * block["seconds"])
 
 
-# --- energy to accuracy: the running totals at the evaluation that first reached the target ----------------------
+# --- energy to accuracy: the running totals over the time to accuracy's window -----------------------------------
 
 
-def test_the_energy_to_accuracy_is_read_between_the_two_samples_around_the_evaluation(tmp_path):
+def test_the_energy_to_accuracy_is_read_between_the_samples_around_both_ends(tmp_path):
     sampled(tmp_path, FakeNvml([FakeGpu(), FakeGpu()]), 20)  # 2 x 500 W from t=1000 to 1020
-    block = lambda mark: summarise_files([tmp_path], own="node-0", source="nvml", reason=None, mark=mark)  # noqa: E731
-    assert block(1010.5)["energy_to_accuracy_j"] == 10_500.0
-    assert block(1020.0)["energy_to_accuracy_j"] == block(1020.0)["energy_j"] == 20_000.0
-    for never in (None, 1020.5, 999.0):  # no evaluation reached it; after the last sample; before the first
+    block = lambda window: summarise_files([tmp_path], own="node-0", source="nvml", reason=None,  # noqa: E731
+                                           to_accuracy=window)
+    assert block((1002.0, 1010.5))["energy_to_accuracy_j"] == 8_500.0  # 1,000 W for 8.5 s
+    assert block((1000.0, 1020.0))["energy_to_accuracy_j"] == block(None)["energy_j"] == 20_000.0
+    for never in (None, (1000.0, 1020.5), (999.0, 1010.0), (True, 1010.0)):  # none reached; past the lines; not a time
         assert block(never)["energy_to_accuracy_j"] is None, never
 
 
 def test_a_thinned_file_still_gives_the_energy_to_accuracy(tmp_path):
     sampled(tmp_path, FakeNvml([FakeGpu()] * 8), 3000, max_bytes=64 * 1024)
     lines = list(file_lines(tmp_path / "telemetry/node-0.jsonl"))
-    assert len(lines) < 3000 / 4  # most lines left out around the mark
-    block = summarise({"node-0": lines}, source="nvml", reason=None, mark=2500.25)
-    assert block["energy_to_accuracy_j"] == pytest.approx(8 * 500.0 * 1500.25)
+    assert len(lines) < 3000 / 4  # most lines left out around both ends
+    block = summarise({"node-0": lines}, source="nvml", reason=None, to_accuracy=(1200.5, 2500.25))
+    assert block["energy_to_accuracy_j"] == pytest.approx(8 * 500.0 * 1299.75)
 
 
 def test_every_nodes_energy_counts_or_none(tmp_path):
     """A node whose samples ended before the evaluation has no share to add: the sum would understate it."""
     line = lambda t, joules: {"t": t, "gpus": [{"index": 0, "energy_j": joules}]}  # noqa: E731
     both = {"node-0": [line(0.0, 0.0), line(10.0, 1000.0)], "node-1": [line(0.0, 0.0), line(10.0, 3000.0)]}
-    assert summarise(both, source="nvml", reason=None, mark=5.0)["energy_to_accuracy_j"] == 2000.0
+    assert summarise(both, source="nvml", reason=None, to_accuracy=(0.0, 5.0))["energy_to_accuracy_j"] == 2000.0
     short = {**both, "node-1": [line(0.0, 0.0), line(4.0, 1200.0)]}
-    assert summarise(short, source="nvml", reason=None, mark=5.0)["energy_to_accuracy_j"] is None
-    hostile = {"node-0": [line(0.0, 0.0), {"t": 10.0, "gpus": [{"energy_j": "lots"}], "cpu": "hot"}]}
-    assert summarise(hostile, source="nvml", reason=None, mark=5.0)["energy_to_accuracy_j"] is None
-    assert summarise(both, source="nvml", reason=None, mark=True)["energy_to_accuracy_j"] is None
+    assert summarise(short, source="nvml", reason=None, to_accuracy=(0.0, 5.0))["energy_to_accuracy_j"] is None
+    hostile = {"node-0": [line(0.0, 0.0), {"t": 10.0, "gpus": [{"energy_j": "lots"}, "x"], "cpu": "hot"},
+                          line(20.0, -5.0)]}
+    block = summarise(hostile, source="nvml", reason=None, to_accuracy=(0.0, 5.0))
+    assert block["energy_to_accuracy_j"] == block["energy_j"] == 0.0  # what is not a count counts nothing
+
+
+def test_a_retried_pods_new_sampler_adds_to_the_attempts_before_it():
+    """A retried pod appends to its node's file, its sampler's totals from 0 again: energy and throttled time are
+    the attempts' sum, and the energy to accuracy of an evaluation in the second attempt counts the first too."""
+    line = lambda t, joules, throttled: {"t": t, "gpus": [{"index": 0, "energy_j": joules,  # noqa: E731
+                                                           "throttled_s": throttled}]}
+    lines = [line(0.0, 0.0, 0.0), line(10.0, 1000.0, 2.0), line(20.0, 0.0, 0.0), line(30.0, 1000.0, 1.0)]
+    block = lambda window: summarise({"node-0": lines}, source="nvml", reason=None, to_accuracy=window)  # noqa: E731
+    assert block(None)["energy_j"] == 2000.0 and block(None)["throttle_s"] == 3.0
+    assert block((0.0, 25.0))["energy_to_accuracy_j"] == 1500.0
+    assert block((0.0, 15.0))["energy_to_accuracy_j"] == 1000.0  # between the attempts: nothing sampled
 
 
 def test_the_summary_reads_the_energy_up_to_the_first_evaluation_at_the_target(tmp_path):
