@@ -71,9 +71,11 @@ def front_door_steps(text: str, scratch: str) -> list[str]:
 
 
 def front_door_script(text: str, scratch: str) -> str:
-    """The steps as one bash script, each echoed before it runs; the first failure stops it. Each step is a group
-    followed by ``|| exit``: ``set -e`` alone lets a failure in the middle of ``a && b && c`` (command 1's set-up)
-    go on to the next step, which then fails for a reason of its own ("eksbench: command not found")."""
+    """The steps as one bash script, each echoed before it runs; the first step that fails stops it. Each step is a
+    group followed by ``|| exit``: ``set -e`` alone lets a failure in the middle of ``a && b && c`` (command 1's
+    set-up) go on to the next step, which then fails for a reason of its own ("eksbench: command not found"). A step
+    fails as its exit status says: a README step is one command or an ``&&`` chain (inside the group, ``set -e`` no
+    longer stops at a command before a ``;``)."""
     out = ["set -euo pipefail"]
     for step in front_door_steps(text, scratch):
         out += [f"echo {shlex.quote('$ ' + step.splitlines()[0])}", "{", step, "} || exit $?"]
