@@ -151,7 +151,10 @@ def run_program(program, *, project: str, stack: str, config: dict[str, str],
     # the loop's default executor (pulumi/runtime/resource.py: run_in_executor(None, ...)): ours, to cancel.
     loop = asyncio.new_event_loop()
     loop.set_exception_handler(_report_unless_given_up)
-    executor = ThreadPoolExecutor(thread_name_prefix="eksbench-plan")
+    # Each thread's loop (the mock monitor asks for one on its thread: pulumi's _ensure_event_loop) is made here,
+    # to be closed with the plan: left to the garbage collector, each said "unclosed event loop" later, anywhere.
+    thread_loops: list[asyncio.AbstractEventLoop] = []
+    executor = ThreadPoolExecutor(thread_name_prefix="eksbench-plan", initializer=_own_loop, initargs=(thread_loops,))
     loop.set_default_executor(executor)
     asyncio.set_event_loop(loop)
     runtime_config.set_all_config(config)
@@ -175,7 +178,29 @@ def run_program(program, *, project: str, stack: str, config: dict[str, str],
             signals.deliver()
     finally:
         settings.reset_options()
-        loop.close()
-        # Leave the thread a usable loop: later Pulumi code in this process expects one.
-        asyncio.set_event_loop(asyncio.new_event_loop())
+        loop.close()  # shuts the threads down, without waiting
+        if not monitor.busy:  # no registration runs on a thread (one a signal left may): their loops can go
+            executor.shutdown(wait=True)
+            for thread_loop in thread_loops:
+                thread_loop.close()
+        _leave_a_loop()
     return monitor
+
+
+def _own_loop(loops: list[asyncio.AbstractEventLoop]) -> None:
+    """A plan thread's start: its own event loop, kept in ``loops`` to be closed."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    loops.append(loop)
+
+
+_SPARE = threading.local()
+
+
+def _leave_a_loop() -> None:
+    """Leave this thread a usable loop (later Pulumi code in this process expects one): the same one after every
+    plan, not a new one each time for the garbage collector to find unclosed."""
+    loop = getattr(_SPARE, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _SPARE.loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)

@@ -572,3 +572,20 @@ def test_sigterm_to_plan_on_a_stack_at_the_limits_exits_promptly(tmp_path):
         plan.kill()
     assert plan.returncode == 143 and err.strip() == "terminated", err[-2000:]
     assert time.perf_counter() - signalled < 15
+
+
+def test_plans_leave_no_event_loop_for_the_garbage_collector_to_find_unclosed():
+    """Each plan's loops (its own, its threads', the one it leaves the thread) are closed or reused: left open, the
+    collector later said "unclosed event loop" (a ResourceWarning) wherever it ran, in the middle of another command."""
+    import gc
+    import warnings
+
+    evaluate("dev")
+    gc.collect()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        for _ in range(2):
+            evaluate("dev")
+        gc.collect()
+    unclosed = [str(w.message) for w in caught if "unclosed event loop" in str(w.message)]
+    assert unclosed == []
