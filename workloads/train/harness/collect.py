@@ -14,7 +14,7 @@ from workloads.train.common.metrics import metrics_dir, read_jsonl, read_rank_me
 from workloads.train.harness import summary as figures
 from workloads.train.harness.fabric_check import busbw_summary
 from workloads.train.harness.telemetry import Sampler
-from workloads.train.harness.telemetry_summary import steady_window, summarise_files
+from workloads.train.harness.telemetry_summary import is_number, steady_window, summarise_files
 from workloads.train.harness.what_ran import read_efa_installer, what_ran
 
 
@@ -116,8 +116,7 @@ def accuracy_window(hit: Mapping[str, Any] | None) -> tuple[float, float] | None
     """The wall times the time to accuracy spans: the trainer's start (the run's first attempt's, which a resumed
     attempt keeps) to the evaluation that first reached the target (``hit``); None without one."""
     wall, elapsed = (hit or {}).get("wall_time"), (hit or {}).get("elapsed_s")
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (wall, elapsed))
-    return (wall - elapsed, wall) if numbers and elapsed >= 0 else None
+    return (wall - elapsed, wall) if is_number(wall) and is_number(elapsed) and elapsed >= 0 else None
 
 
 def what_ran_record(environ: Mapping[str, str], metrics: Mapping[str, Any], results_dir: Path,

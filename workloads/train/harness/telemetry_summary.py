@@ -33,7 +33,8 @@ from core.contract.names import TELEMETRY_DIR
 MAX_FILE_BYTES = 64 * 1024 * 1024  # as the readers bound one lines file (bench.results.readers.MAX_LINES_BYTES)
 
 
-def _number(v: Any) -> bool:
+def is_number(v: Any) -> bool:
+    """A JSON number (an int or a float; not a bool, which Python counts as an int)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -47,13 +48,13 @@ class RunningTotals:
         self.base: dict[str, float] = {}
         self.last: dict[str, float] = {}
 
-    def add(self, line: Mapping[str, Any]) -> None:
-        gpus = [g for g in line.get("gpus") or () if isinstance(g, dict)]
+    def add(self, gpus: list[Mapping[str, Any]], cpu: Any) -> None:
+        """One line's ``gpus`` (its dicts) and ``cpu``."""
         values = [(f"gpu{g.get('index', i)}", g.get(self.key)) for i, g in enumerate(gpus)]
-        if self.key == "energy_j" and isinstance(line.get("cpu"), dict):
-            values.append(("cpu", line["cpu"].get(self.key)))
+        if self.key == "energy_j" and isinstance(cpu, dict):
+            values.append(("cpu", cpu.get(self.key)))
         for device, v in values:
-            if not _number(v) or v < 0:
+            if not is_number(v) or v < 0:
                 continue
             if device in self.last and v < self.last[device]:  # a new attempt's sampler: its totals start from 0
                 self.base[device] = self.base.get(device, 0.0) + self.last[device]
@@ -70,7 +71,7 @@ class NodeFigures:
     def __init__(self, window: tuple[float, float] | None = None, marks: Sequence[float | None] = ()):
         self.window = window
         self.running = {key: RunningTotals(key) for key in ("energy_j", "throttled_s")}
-        self.marks = [m if _number(m) else None for m in marks]
+        self.marks = [m if is_number(m) else None for m in marks]
         self.energy_at: list[float | None] = [None] * len(self.marks)  # the energy total at each mark, once reached
         self.hist = [0.0] * 101  # GPU-seconds at each whole percent
         self.idle = self.steady = 0.0  # GPU-seconds at 0% / in all, inside the window
@@ -84,14 +85,14 @@ class NodeFigures:
         if not isinstance(t, (int, float)) or (self.last_t is not None and t < self.last_t):
             return
         dt = t - self.last_t if self.last_t is not None else 0.0
+        gpus = [g for g in line.get("gpus") or () if isinstance(g, dict)]
         energy = self.running["energy_j"]
         before = energy.total()
         for running in self.running.values():
-            running.add(line)
+            running.add(gpus, line.get("cpu"))
         self._read_marks(t, dt, before, energy.total())
         self.first = t if self.first is None else self.first
         self.last_t, self.samples = t, self.samples + 1
-        gpus = [g for g in line.get("gpus") or () if isinstance(g, dict)]
         self.gpus = max(self.gpus, len(gpus))
         steady = self.window is None or self.window[0] <= t <= self.window[1]
         for g in gpus:
