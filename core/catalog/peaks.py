@@ -26,17 +26,22 @@ from __future__ import annotations
 
 SOURCES = "NVIDIA product datasheets (dense, boost clock); see core/catalog/peaks.py"
 
-# model -> precision -> dense TFLOP/s (None: the GPU has no such tensor math)
+# model -> precision -> dense TFLOP/s (None: the GPU has no such tensor math). fp8: the dense float8 figure of the
+# same datasheets (H100/H200 SXM 1,979; L4 242.5 and L40S 733 dense, halves of their sparse headline figures);
+# none before Ada/Hopper.
 PEAK_TFLOPS: dict[str, dict[str, float | None]] = {
-    "V100": {"bf16": None, "amp-fp16": 125.0, "fp32": 15.7},
-    "T4": {"bf16": None, "amp-fp16": 65.0, "fp32": 8.1},
-    "A10G": {"bf16": 125.0, "amp-fp16": 125.0, "fp32": 62.5},
-    "L4": {"bf16": 121.0, "amp-fp16": 121.0, "fp32": 60.0},
-    "L40S": {"bf16": 362.0, "amp-fp16": 362.0, "fp32": 183.0},
-    "A100": {"bf16": 312.0, "amp-fp16": 312.0, "fp32": 156.0},
-    "H100": {"bf16": 989.0, "amp-fp16": 989.0, "fp32": 495.0},
-    "H200": {"bf16": 989.0, "amp-fp16": 989.0, "fp32": 495.0},
+    "V100": {"bf16": None, "amp-fp16": 125.0, "fp32": 15.7, "fp8": None},
+    "T4": {"bf16": None, "amp-fp16": 65.0, "fp32": 8.1, "fp8": None},
+    "A10G": {"bf16": 125.0, "amp-fp16": 125.0, "fp32": 62.5, "fp8": None},
+    "L4": {"bf16": 121.0, "amp-fp16": 121.0, "fp32": 60.0, "fp8": 242.5},
+    "L40S": {"bf16": 362.0, "amp-fp16": 362.0, "fp32": 183.0, "fp8": 733.0},
+    "A100": {"bf16": 312.0, "amp-fp16": 312.0, "fp32": 156.0, "fp8": None},
+    "H100": {"bf16": 989.0, "amp-fp16": 989.0, "fp32": 495.0, "fp8": 1979.0},
+    "H200": {"bf16": 989.0, "amp-fp16": 989.0, "fp32": 495.0, "fp8": 1979.0},
 }
+# A float8 run's MFU is given against the bf16 peak, as TorchTitan and AWS give it (their published float8 figures
+# are comparable only so); the fp8 peak (NVIDIA's convention) is the language model block's ``mfu_fp8_peak``.
+MFU_PEAK_PRECISION = {"fp8": "bf16"}
 # Matched in this order against torch.cuda.get_device_name() ("NVIDIA H100 80GB HBM3",
 # "Tesla V100-SXM2-16GB", "NVIDIA A10G", "NVIDIA L40S", ...): L40S before L4, H200 before H100.
 MATCH_ORDER = ("H200", "H100", "A100", "A10G", "L40S", "L4", "V100", "T4")
@@ -58,7 +63,13 @@ def peak_tflops(device_name: str | None, precision: str) -> tuple[float | None, 
     model = gpu_model(device_name)
     if model is None:
         return None, f"no peak figure for {device_name!r} in core/catalog/peaks.py"
-    peak = PEAK_TFLOPS[model].get(precision)
+    peak = PEAK_TFLOPS[model].get(MFU_PEAK_PRECISION.get(precision, precision))
     if peak is None:
         return None, f"{model} has no {precision} tensor cores"
     return peak, None
+
+
+def fp8_peak_tflops(device_name: str | None) -> float | None:
+    """The GPU's dense float8 peak (NVIDIA's convention for a float8 run's MFU); None where it has none."""
+    model = gpu_model(device_name)
+    return PEAK_TFLOPS[model]["fp8"] if model else None

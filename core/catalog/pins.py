@@ -105,7 +105,11 @@ STAGING_IMAGE = "python:3.11.11-slim-bookworm"
 # pynvml (nvidia-ml-py, PyPI 13.615.71): the launcher's GPU sampler (workloads/train/harness/telemetry.py) reads the
 # GPUs through it; the pods do not install it at start (a run without it records its reason instead of samples),
 # workloads/Dockerfile bakes it in.
-PIP_PINS = {"etcd": "python-etcd==0.4.5", "boto3": "boto3==1.43.11", "pynvml": "nvidia-ml-py==13.615.71"}
+PIP_PINS = {"etcd": "python-etcd==0.4.5", "boto3": "boto3==1.43.11", "pynvml": "nvidia-ml-py==13.615.71",
+            # torchao's float8 training, for precision fp8 (workloads/train/pytorch/llama_parallel.py); no DLC has it.
+            # 0.18.0: the release on PyPI beside torchtitan 0.3.0 (checked 2026-12-07).
+            "torchao": "torchao==0.18.0"}
+FLOAT8_MODULE = "torchao"
 # NVIDIA DALI, for the input path "dali" (workloads/train/common/dali_input.py); no DLC has it. Its wheels are built
 # per CUDA major (nvidia-dali-cuda120 for 12.x, nvidia-dali-cuda130 for 13.x; PyPI, 2.4.0 for both), so the pin
 # follows the image's CUDA (core/catalog/compat.py; the pinned DLC's, 13.0, for an image it does not know). DALI's

@@ -143,7 +143,24 @@ def _run_keys(r: Reader, default_image: str, *, experiment: str) -> dict[str, An
         input_path=r.string("input_path", d("input_path"), choices=choices_of(Experiment, "input_path")),
         pservers=r.integer("pservers", d("pservers"), minimum=1, maximum=64, example="2"),
         fabric=r.string("fabric", d("fabric"), choices=choices_of(Experiment, "fabric")),
+        **_language_model_keys(r),
         repeats=r.integer("repeats", d("repeats"), minimum=1, maximum=MAX_REPEATS, example="3"))
+
+
+def _language_model_keys(r: Reader) -> dict[str, Any]:
+    """A language model's keys (llama3), each with its type and range; whether they fit the workload, the GPU and
+    its memory is program.validation's (experiment_checks)."""
+    d = _default
+    return dict(
+        model_size=r.string("model_size", d("model_size"), choices=choices_of(Experiment, "model_size")),
+        seq_len=r.integer("seq_len", d("seq_len"), minimum=8, maximum=131072, example="8192"),
+        tensor_parallel=r.integer("tensor_parallel", d("tensor_parallel"), minimum=1, maximum=8, example="8"),
+        sharding=r.string("sharding", d("sharding"), choices=choices_of(Experiment, "sharding")),
+        activation_checkpoint=r.string("activation_checkpoint", d("activation_checkpoint"),
+                                       choices=choices_of(Experiment, "activation_checkpoint")),
+        fp8_recipe=r.string("fp8_recipe", d("fp8_recipe"), choices=choices_of(Experiment, "fp8_recipe")),
+        val_every=r.integer("val_every", d("val_every"), minimum=0, example="500"),
+        target_loss=_number(r, "target_loss", d("target_loss"), minimum=0, maximum=100, example="3.3"))
 
 
 def _refuse_unpinned_image(r: Reader, image: Any, default_image: str) -> None:

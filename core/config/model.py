@@ -19,7 +19,16 @@ from core.catalog import aws as catalog
 from core.catalog.fabric import FABRIC_MODES
 from core.catalog.pins import DEFAULT_EKS_VERSION, TRAINING_IMAGE
 from core.contract.results_location import repeat_folder
-from core.contract.train_args import COMPILE_MODES, INPUT_PATHS, PRECISIONS, WORKLOADS
+from core.catalog.llm import MODEL_SIZES
+from core.contract.train_args import (
+    ACTIVATION_CHECKPOINTS,
+    COMPILE_MODES,
+    FP8_RECIPES,
+    INPUT_PATHS,
+    PRECISIONS,
+    SHARDINGS,
+    WORKLOADS,
+)
 
 NAME = r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?"
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "paddle")
@@ -167,6 +176,18 @@ class Experiment:
     # On an EFA group: "check" marks a run whose NCCL fell back to sockets degraded; "strict" fails it (core.catalog.fabric)
     fabric: str = choice("check", FABRIC_MODES)
     repeats: int = 1  # runs of the experiment, one after another (Experiment.runs)
+    # A language model's keys (llama3; core.catalog.llm, workloads.train.pytorch.llama_parallel): its shape, its
+    # tokens per sequence (None: the shape's default, 8192 for 1b, 8b and 70b), tensor parallelism within a node,
+    # FSDP2 or HSDP, activation checkpointing (TorchTitan's 8B and 70B recipes: selective and full), the float8
+    # recipe with precision fp8, a validation loss every val_every steps and the loss that time to loss counts to.
+    model_size: str = choice("8b", MODEL_SIZES)
+    seq_len: int | None = None
+    tensor_parallel: int = 1
+    sharding: str = choice("fsdp", SHARDINGS)
+    activation_checkpoint: str = choice("selective", ACTIVATION_CHECKPOINTS)
+    fp8_recipe: str = choice("tensorwise", FP8_RECIPES)
+    val_every: int = 0
+    target_loss: float | None = None
     # Which run this is: 0 for the experiment as configured; 1..repeats for one of its repeats
     # (Experiment.runs sets it; not a stack-file key).
     repeat: int = 0
@@ -203,6 +224,9 @@ class LocalRun:
     image_size: int = 64
     width_per_group: int = 16
     timeout_minutes: int = 10
+    # A language model's shape and sequence length here (0: the shape's default): a CPU trains tiny
+    model_size: str = choice("tiny", MODEL_SIZES)
+    seq_len: int = 0
 
 
 @dataclass(frozen=True)

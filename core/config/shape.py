@@ -33,6 +33,7 @@ from core.config.model import (
     Results,
     StackConfig,
     Storage,
+    choices_of,
 )
 from core.config.pulumi_config import misspelled_key
 
@@ -189,6 +190,8 @@ def _local(r: Reader) -> LocalRun:
         batch_size=r.integer("batch_size", d.batch_size, minimum=1, example="8"),
         image_size=r.integer("image_size", d.image_size, minimum=32, maximum=512, example="64"),
         width_per_group=r.integer("width_per_group", d.width_per_group, minimum=1, maximum=64, example="16"),
-        timeout_minutes=r.integer("timeout_minutes", d.timeout_minutes, minimum=1, example="10"))
+        timeout_minutes=r.integer("timeout_minutes", d.timeout_minutes, minimum=1, example="10"),
+        model_size=r.string("model_size", d.model_size, choices=choices_of(LocalRun, "model_size")),
+        seq_len=r.integer("seq_len", d.seq_len, minimum=0, maximum=8192, example="128"))
     r.finish()
     return local

@@ -73,6 +73,14 @@ ACCURACY = "accuracy"
 BEST_ACCURACY = "best_accuracy"  # in ACCURACY
 TIME_TO_ACCURACY_S = "time_to_accuracy_s"  # in ACCURACY
 MFU = "mfu"
+# A language model's block (workloads.train.harness.language_model_summary) and its figures
+LANGUAGE_MODEL = "language_model"
+TOKENS_PER_S = "tokens_per_s"  # in LANGUAGE_MODEL: every GPU's tokens together
+TOKENS_PER_S_PER_DEVICE = "tokens_per_s_per_device"  # in LANGUAGE_MODEL: per GPU (per process on a CPU run)
+FLOPS_PER_TOKEN = "flops_per_token"  # in LANGUAGE_MODEL
+FINAL_VAL_LOSS = "final_val_loss"  # in LANGUAGE_MODEL
+TOKENS_TO_TARGET = "tokens_to_target_loss"  # in LANGUAGE_MODEL: tokens trained when validation first reached it
+TIME_TO_TARGET_LOSS_S = "time_to_target_loss_s"  # in LANGUAGE_MODEL
 TFLOPS_PER_S = "tflops_per_s"
 FLOPS_PER_SAMPLE = "flops_per_sample"
 LOOP_SECONDS = "loop_seconds"

@@ -17,10 +17,19 @@ import re
 from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any, Callable, Sequence
 
+from core.catalog.llm import MODEL_SIZES
 from core.catalog.workload_facts import WORKLOADS as WORKLOAD_FACTS
 
 WORKLOADS = tuple(WORKLOAD_FACTS)
-PRECISIONS = ("fp32", "amp-fp16", "bf16")
+# fp8: torchao's float8 training of a language model's linear layers (llama3 on H100/H200 only; program.validation)
+PRECISIONS = ("fp32", "amp-fp16", "bf16", "fp8")
+FP8_RECIPES = ("tensorwise", "rowwise")  # torchao.float8's recipe names (Float8LinearConfig.from_recipe_name)
+# A language model's activation checkpointing (workloads.train.pytorch.llama_parallel): none, TorchTitan's
+# selective (per-op) or full (every block recomputed in backward).
+ACTIVATION_CHECKPOINTS = ("none", "selective", "full")
+# How a language model's parameters are sharded over its data-parallel ranks: FSDP2 over all of them, or HSDP
+# (replicated across nodes, sharded within one).
+SHARDINGS = ("fsdp", "hsdp")
 # torch.compile modes; "reduce-overhead" and "max-autotune" capture CUDA graphs on GPU.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # How an ImageFolder's JPEGs become batches (workloads.train.common.data, .dali_input): Pillow in DataLoader
@@ -113,6 +122,24 @@ class TrainArgs:
     # allreduce: messages double from 8 B up to this (nccl-tests' -b 8 -f 2 -e), less where memory is short
     max_bytes: int = arg(2**30, "allreduce: the largest message in bytes (capped by free memory)", type=_positive,
                          always=False)
+    # llama3 (core.catalog.llm): the model, its sequence length, how it is parallelised, its float8 recipe, the
+    # validation loss's interval and the target that time to loss is counted to
+    model_size: str = arg("tiny", "llama3: the model's shape", choices=MODEL_SIZES, always=False,
+                          stack_key="model_size")
+    seq_len: int = arg(0, "llama3: tokens per sequence (0: the model's default)", type=_non_negative, always=False,
+                       stack_key="seq_len")
+    tensor_parallel: int = arg(1, "llama3: tensor-parallel degree, within a node", type=_positive, always=False,
+                               stack_key="tensor_parallel")
+    sharding: str = arg("fsdp", "llama3: FSDP2 over every data-parallel rank, or HSDP (replicate across nodes)",
+                        choices=SHARDINGS, always=False, stack_key="sharding")
+    activation_checkpoint: str = arg("none", "llama3: activation checkpointing", choices=ACTIVATION_CHECKPOINTS,
+                                     always=False, stack_key="activation_checkpoint")
+    fp8_recipe: str = arg("tensorwise", "llama3 with --precision fp8: torchao's float8 recipe", choices=FP8_RECIPES,
+                          always=False, stack_key="fp8_recipe")
+    val_every: int = arg(0, "llama3: a validation loss every N steps (0: at the end only)", type=_non_negative,
+                         always=False, stack_key="val_every")
+    target_loss: float | None = arg(None, "llama3: report tokens and time to this validation loss", type=float,
+                                    always=False, stack_key="target_loss")
     # False: no metrics files, no checkpoints (the overhead benchmark's bare loop)
     harness: bool = arg(True, "benchmark only: no metrics files and no checkpoints", always=False,
                         flag="--no-harness", stack_key=SET_BY_RUN)

@@ -96,7 +96,8 @@ def test_good_config_parses_with_defaults():
     (with_(["experiments", 0, "nodes"], "3:2"), 'experiments[0].nodes="3:2": min:max needs 1 <= min <= max'),
     (with_(["experiments", 0, "nodes"], 0), "experiments[0].nodes=0: must be a node count >= 1"),
     (with_(["experiments", 0, "nodes"], 3), "experiments[0].nodes=3: needs 3 nodes but node group 'gpu' has max_size 2"),
-    (with_(["experiments", 0, "precision"], "fp8"), 'experiments[0].precision="fp8": must be one of fp32, amp-fp16, bf16'),
+    (with_(["experiments", 0, "precision"], "fp16"), 'experiments[0].precision="fp16": must be one of fp32, amp-fp16, bf16, fp8'),
+    (with_(["experiments", 0, "precision"], "fp8"), 'experiments[0].precision="fp8": float8 (torchao) trains a language model'),
     (with_(["experiments", 0, "image"], "pytorch/pytorch:latest"), 'experiments[0].image="pytorch/pytorch:latest": must pin a version'),
     (with_(["experiments", 0, "gpus_per_node"], 9), "experiments[0].gpus_per_node=9: must be <= 8"),
     (with_(["storage", "fsx"], {"storage_capacity_gib": 1300}), "storage.fsx.storage_capacity_gib=1300: must be 1200 or a multiple of 2400"),
@@ -156,7 +157,8 @@ def test_which_namespaces_are_typos(key, meant):
 
 
 def test_an_unknown_key_says_which_it_probably_meant():
-    assert any(p.startswith("experiments[0].nodez=2: unknown key; did you mean 'nodes'? allowed keys here: args,")
+    assert any(p.startswith("experiments[0].nodez=2: unknown key; did you mean 'nodes'? allowed keys here: "
+                            "activation_checkpoint, args,")
                for p in problems(with_(["experiments", 0, "nodez"], 2)))
     far = [p for p in problems(with_(["storage", "zzz"], 1)) if p.startswith("storage.zzz")]
     assert far and "did you mean" not in far[0], far  # nothing close: no guess, the allowed keys only

@@ -70,7 +70,7 @@ def test_a_generated_name_that_another_experiment_has_names_both():
 
 def test_a_problem_shared_by_a_sweeps_experiments_is_said_once_under_its_entry():
     got = problems(stack({"name": "rn", "nodes": [1, 2, 4], "precision": "fp64"}))
-    assert got == ['experiments[0].precision="fp64": must be one of fp32, amp-fp16, bf16, e.g. "fp32"']
+    assert got == ['experiments[0].precision="fp64": must be one of fp32, amp-fp16, bf16, fp8, e.g. "fp32"']
     # meaning rules see single values and name the stack file's entry
     got = problems(stack({"name": "ok"}, {"name": "rn", "nodes": [1, 2, 8]}))
     assert got == ["experiments[1].nodes=8: needs 8 nodes but node group 'gpu' has max_size 4, e.g. 4"]

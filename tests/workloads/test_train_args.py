@@ -30,7 +30,7 @@ def test_argv_round_trips(args):
     assert parse_train_args(train_args_to_argv(args)) == args
 
 
-@pytest.mark.parametrize("bad", [["--batch-size", "0"], ["--precision", "fp8"], ["--workload", "bert"],
+@pytest.mark.parametrize("bad", [["--batch-size", "0"], ["--precision", "fp4"], ["--workload", "bert"],
                                  ["--epochs", "-1"], ["--steps", "x"]])
 def test_bad_values_exit_with_usage_error(bad, capsys):
     with pytest.raises(SystemExit) as e:
