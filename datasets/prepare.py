@@ -1,7 +1,8 @@
 """Prepares a catalog dataset and uploads it, resumably, with its manifest written last.
 
 Steps: check the destination is reachable; get the sources (``datasets.sources``) or
-generate (``datasets.synthetic``); lay them out (``datasets.layouts``); hash every
+generate (``datasets.synthetic``); lay them out (``datasets.layouts``), or tokenize them
+into shards (``datasets.token_shards``, the token-shards layout); hash every
 file; skip what the store already holds with the same sha256; upload the rest; then
 write ``manifest.json`` in one atomic write. An existing manifest that no longer
 matches is deleted *before* any upload, so at no moment does a manifest describe
@@ -12,17 +13,19 @@ again, which sends only what is missing.
 from __future__ import annotations
 
 import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from datasets import layouts, sources, synthetic
-from datasets.catalog import IMAGEFOLDER, Dataset
+from datasets import layouts, sources, synthetic, token_shards
+from datasets.catalog import IMAGEFOLDER, TOKEN_SHARDS, Dataset, dataset
 from datasets.errors import DataError
 from datasets.file_checks import sha256_file
 from datasets.file_manifest import MANIFEST_NAME, FileEntry, build_manifest, manifest_bytes, same_contents
 from datasets.progress import Progress
+from datasets.store import LocalStore
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,10 @@ def hash_plan(plan: dict[str, Path], *, workers: int = 4, progress: Progress | N
 
 
 def build_plan(ds: Dataset, *, source: str | None, work: Path, spec: synthetic.SyntheticSpec | None,
-               log: Callable[[str], None]) -> tuple[dict[str, Path], dict]:
+               log: Callable[[str], None], tokens: token_shards.TokenSpec | None = None) -> tuple[dict[str, Path], dict]:
     """The files of the prepared dataset and the parameters that made them."""
+    if ds.layout == TOKEN_SHARDS:
+        return token_shards.plan_tokens(ds, source=source, work=work, spec=tokens, log=log)
     if ds.generated:
         spec = spec or synthetic.SyntheticSpec()
         out = work / "generated"
@@ -65,7 +70,7 @@ def build_plan(ds: Dataset, *, source: str | None, work: Path, spec: synthetic.S
 
 def prepare(ds: Dataset, store, *, source: str | None, work: Path, created_by: str, created_at: str,
             spec: synthetic.SyntheticSpec | None = None, delete_extra: bool = False,
-            log: Callable[[str], None] = print) -> PrepareResult:
+            log: Callable[[str], None] = print, tokens: token_shards.TokenSpec | None = None) -> PrepareResult:
     """Makes ``store`` hold the prepared ``ds`` and its manifest. Raises DataError on bad input.
 
     Files at the destination that the manifest does not list are reported, or deleted
@@ -82,7 +87,7 @@ def prepare(ds: Dataset, store, *, source: str | None, work: Path, created_by: s
         spec = synthetic.check_spec(spec or synthetic.SyntheticSpec())
     store.check_access()  # fail on a missing bucket before downloading or generating anything
     work.mkdir(parents=True, exist_ok=True)
-    plan, params = build_plan(ds, source=source, work=work, spec=spec, log=log)
+    plan, params = build_plan(ds, source=source, work=work, spec=spec, log=log, tokens=tokens)
     if not plan:
         raise DataError(f"{ds.name}: the source holds no files")
     bar = Progress("hashing", len(plan), sum(p.stat().st_size for p in plan.values()))
@@ -114,6 +119,17 @@ def prepare(ds: Dataset, store, *, source: str | None, work: Path, created_by: s
     store.write_manifest(manifest_bytes(manifest))
     log(f"{store}: wrote manifest.json ({manifest['file_count']} files, {manifest['total_bytes']} bytes)")
     return PrepareResult(manifest, len(todo), len(present), True)
+
+
+def prepare_local(name: str, data_dir: Path, *, created_at: str, log: Callable[[str], None] = lambda m: None) -> Path:
+    """``data_dir/<name>``, prepared there as ``eksbench data prepare NAME --to data_dir/NAME`` would (for a dataset
+    that needs no source: ``text-bytes``), its work folder a temporary one inside ``data_dir``; for a local run."""
+    dest = Path(data_dir) / name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".{name}-work-") as work:
+        prepare(dataset(name), LocalStore(dest), source=None, work=Path(work), created_by="eksbench (local run)",
+                created_at=created_at, log=log)
+    return dest
 
 
 class VerifyResult(NamedTuple):

@@ -51,6 +51,10 @@ def register(subparsers) -> None:
     p.add_argument("--classes", type=int, default=100, help="synthetic-imagefolder: classes")
     p.add_argument("--resolution", type=int, default=256, help="synthetic-imagefolder: image side in pixels")
     p.add_argument("--seed", type=int, default=0, help="synthetic-imagefolder: random seed")
+    p.add_argument("--max-tokens", type=int, metavar="N",
+                   help="token datasets: stop after the document that reaches N tokens (default: the whole corpus)")
+    p.add_argument("--shard-tokens", type=int, metavar="N", help="token datasets: tokens per shard file "
+                   "(default: the catalog's, 100,000,000 for fineweb-edu-10bt-sample)")
     p.add_argument("--workers", type=int, default=16, help="parallel uploads")
     p.add_argument("--delete-extra", action="store_true",
                    help="delete files at DEST that the new manifest does not list (default: warn)")
@@ -71,10 +75,11 @@ def register(subparsers) -> None:
 def cmd_list(args) -> int:
     from datasets.catalog import CATALOG, human_bytes
 
-    print(f"{'NAME':<22} {'LAYOUT':<14} {'SIZE':>9}  SOURCE")
+    width = max(len(name) for name in CATALOG)
+    print(f"{'NAME':<{width}} {'LAYOUT':<14} {'SIZE':>9}  SOURCE")
     for ds in CATALOG.values():
         size = "-" if not ds.needs_staging else ("varies" if ds.generated else human_bytes(ds.approx_bytes))
-        print(f"{ds.name:<22} {ds.layout:<14} {size:>9}  {ds.source_text()}")
+        print(f"{ds.name:<{width}} {ds.layout:<14} {size:>9}  {ds.source_text()}")
     return 0
 
 
@@ -84,12 +89,16 @@ def cmd_prepare(args) -> int:
     from datasets.prepare import prepare
     from datasets.store import open_store
     from datasets.synthetic import SyntheticSpec, check_spec
+    from datasets.token_shards import TokenSpec
 
     try:
         ds = dataset(args.name)
         if not ds.needs_staging:
             print(f"{ds.name}: nothing to prepare; the training script generates it in memory")
             return 0
+        if not ds.tokens and (args.max_tokens is not None or args.shard_tokens is not None):
+            return fail(f"--max-tokens/--shard-tokens: {ds.name} is not a token dataset ({ds.layout}); they apply "
+                        "to text-bytes and fineweb-edu-10bt-sample")
         store = open_store(args.to, workers=args.workers)
         work = Path(args.work) if args.work else Path.home() / ".cache" / "eksbench" / "datasets" / ds.name
         spec = SyntheticSpec(images=args.images, classes=args.classes, resolution=args.resolution,
@@ -99,12 +108,17 @@ def cmd_prepare(args) -> int:
                 check_spec(spec)
                 what = (f"generate {spec.images} train + {spec.val_count} val JPEGs ({spec.classes} classes, "
                         f"{spec.resolution} px, seed {spec.seed})")
+            elif ds.tokens:
+                what = (f"tokenize {args.source or ds.source_text()} with the {ds.tokens.tokenizer} tokenizer "
+                        f"into train/val shards")
             else:
                 what = f"take {args.source or ds.source_text()}"
             print(f"would {what}, lay it out as {ds.layout} in {work}, upload what {store} lacks, "
                   "then write manifest.json")
             return 0
+        tokens = TokenSpec(max_tokens=args.max_tokens, shard_tokens=args.shard_tokens) if ds.tokens else None
         result = prepare(ds, store, source=args.source, work=work, spec=spec, delete_extra=args.delete_extra,
+                         tokens=tokens,
                          created_by=f"eksbench data prepare ({getpass.getuser()}@{socket.gethostname()})",
                          created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                          log=lambda m: print(m, file=sys.stderr))

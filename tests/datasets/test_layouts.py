@@ -16,7 +16,7 @@ from datasets.errors import DataError
 
 def test_catalog_entries():
     assert DATASET_NAMES == ("synthetic", "synthetic-imagefolder", "cifar10", "tiny-imagenet-200", "imagenet",
-                             "coco2017")
+                             "coco2017", "text-bytes", "fineweb-edu-10bt-sample")
     cifar = dataset("cifar10").sources[0]
     assert (cifar.size, cifar.md5) == (170_498_071, "c58f30108f718f92721af3b95e74349a")
     weights = {s.filename: s for s in dataset("coco2017").sources}["resnet50-0676ba61.pth"]

@@ -182,3 +182,17 @@ def test_verify_never_reaches_outside_the_root(generated):
             assert err.getvalue().count("\n") == 1
         assert "secret" not in out.getvalue() + err.getvalue()
         assert not tells_size(out.getvalue(), len(b"results of another run"), base), out.getvalue()
+
+
+def test_text_bytes_prepares_from_the_shipped_text_and_verifies(capsys, tmp_path):
+    out = tmp_path / "text-bytes"
+    assert main(["data", "prepare", "text-bytes", "--to", str(out), "--work", str(tmp_path / "w")]) == 0
+    assert "text-bytes: 4 files, 660762 bytes" in capsys.readouterr().out
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.bin")) == [
+        "train/shard_00000.bin", "train/shard_00001.bin", "train/shard_00002.bin", "val/shard_00000.bin"]
+    assert main(["data", "verify", str(out)]) == 0
+    fails_with(capsys, ["data", "prepare", "text-bytes", "--to", str(out), "--from", str(tmp_path)],
+               "text-bytes is made from the text shipped with eksbench")
+    fails_with(capsys, ["data", "prepare", "cifar10", "--to", str(out), "--max-tokens", "5"],
+               "--max-tokens/--shard-tokens: cifar10 is not a token dataset")
+    fails_with(capsys, ["data", "prepare", "fineweb-edu-10bt-sample", "--to", str(out)], "--from DIR is required")
