@@ -39,7 +39,7 @@ from core.contract.names import ENV_CPU_BF16
 # x86 flags (Linux /proc/cpuinfo names) whose presence makes bf16 matmuls and convolutions native
 # (oneDNN uses AVX512_BF16 on Cooper Lake / Zen 4 and later, AMX on Sapphire Rapids and later).
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
-MIXED = ("amp-fp16", "bf16")
+MIXED = ("amp-fp16", "bf16", "fp8")  # fp8: float8 tensor cores (H100/H200), a mixed precision a CPU replaces too
 FORCE_BF16_ENV = ENV_CPU_BF16  # "1": answer as a CPU with bf16 instructions, "0": as one without
 FORCED_FLAG = "avx512_bf16"  # the flag a forced "1" adds
 

@@ -28,7 +28,18 @@ def default_lr(args: TrainArgs, world_size: int) -> float:
         return args.lr
     gb = args.batch_size * world_size
     facts = WORKLOADS[args.workload]
+    if not facts.lr_batch:  # a language model: its rate, whatever the batch (core.catalog.workload_facts)
+        return facts.base_lr
     return facts.base_lr * gb / facts.lr_batch
+
+
+def warmup_steps(args: TrainArgs) -> int:
+    """The workload's own warm-up in steps: its facts' length, which a language model caps at a tenth of a run by
+    steps (a 30-step local run of llama3 would otherwise never leave its 200-step warm-up)."""
+    facts = WORKLOADS[args.workload]
+    if facts.language_model and not args.by_epochs:
+        return min(facts.warmup_steps, max(1, args.steps // 10))
+    return facts.warmup_steps
 
 
 # The large-batch warm-up (Goyal et al. 2017, "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour",
@@ -63,8 +74,9 @@ def lr_at(args: TrainArgs, world_size: int, step: int, *, samples: int | None = 
     """
     base = default_lr(args, world_size)
     facts = WORKLOADS[args.workload]
-    if step < facts.warmup_steps:
-        alpha = step / facts.warmup_steps
+    own = warmup_steps(args)
+    if step < own:
+        alpha = step / own
         return base * (facts.warmup_factor * (1 - alpha) + alpha)
     length = warmup_samples(args, world_size, size)
     seen = samples if samples is not None else step * args.batch_size * world_size
@@ -78,8 +90,9 @@ def warmup_note(args: TrainArgs, world_size: int, size: int | None = None) -> st
     facts = WORKLOADS[args.workload]
     gb = args.batch_size * world_size
     if facts.warmup_steps and args.lr is None:
-        return (f"lr {default_lr(args, world_size):g} ({facts.base_lr:g} x {gb}/{facts.lr_batch}), linear warm-up "
-                f"from {facts.warmup_factor:g} x over the first {facts.warmup_steps} steps")
+        rule = f" ({facts.base_lr:g} x {gb}/{facts.lr_batch})" if facts.lr_batch else ""
+        return (f"lr {default_lr(args, world_size):g}{rule}, linear warm-up "
+                f"from {facts.warmup_factor:g} x over the first {warmup_steps(args)} steps")
     length = warmup_samples(args, world_size, size)
     if not length:
         return None

@@ -21,6 +21,7 @@ from core.catalog.peaks import SOURCES as PEAK_SOURCES
 from core.catalog.peaks import peak_tflops
 from core.contract import summary_fields as F
 from core.contract.strict_json import nonfinite_name
+from workloads.train.harness.language_model_summary import language_model_figures
 
 
 def _rate(samples: float, seconds: float) -> float | None:
@@ -237,5 +238,7 @@ def metrics_summary(by_rank: Mapping[int, list[dict[str, Any]]], evals: list[dic
             "resumes": [e for e in events if e.get("event") == "resume"],
             "lr_changes": [{k: e.get(k) for k in ("step", "world_size", "saved_world_size", "lr")}
                            for e in events if e.get("event") == "resume"],
-            F.ACCURACY: time_to_accuracy(evals, target_accuracy),
+            F.ACCURACY: time_to_accuracy([e for e in evals if "accuracy" in e], target_accuracy),
+            **({F.LANGUAGE_MODEL: lm} if (lm := language_model_figures(
+                tp, info, evals, by_rank, info.get("precision") or precision)) else {}),
             "ranks": {str(rank): rank_figures(lines) for rank, lines in by_rank.items()}}

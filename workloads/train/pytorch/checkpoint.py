@@ -187,7 +187,7 @@ def _timed_save(results_dir: str | Path, state: dict[str, Any]) -> float:
 # experiments into one results folder. Steps/epochs may grow (train longer), and paths, logging,
 # workers and timeouts do not change the numbers.
 RESUME_IDENTITY = ("workload", "batch_size", "precision", "dataset", "image_size", "width_per_group",
-                   "channels_last", "seed", "lr")
+                   "channels_last", "seed", "lr", "model_size", "seq_len", "fp8_recipe")
 
 
 def arguments_changed(saved: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
@@ -216,9 +216,12 @@ class Checkpointing:
         step, pos, started = 0, Position(), now
         gb, size = self.args.batch_size * self.world, self.source.size
         self.samples_seen = 0
-        if state is not None:
+        if state is not None and self.lm is not None and self.lm.sharded:  # every rank takes its shards
+            self.lm.load_full_state(self.model, self.optimizer, state)
+        elif state is not None:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
+        if state is not None:
             seed_momentum(self.optimizer)  # a checkpoint taken before any step holds no buffers
             self.scaler.load_state_dict(state["scaler"])
             step, pos, started = state["step"], Position(state["epoch"], state["offset"]), state["run_started_at"]
@@ -230,11 +233,12 @@ class Checkpointing:
         set_lr(self.optimizer, self.lr)
         # RNG: a deterministic function of (seed, rank, step), which stays meaningful when the world size changes.
         torch.manual_seed(self.args.seed * 7919 + self.rank * 104_729 + step)
+        # The data's seed and slice are the data-parallel rank's: a tensor-parallel group trains the same batch
         if hasattr(self.source, "reseed"):
-            self.source.reseed(self.args.seed * 7919 + self.rank * 104_729 + step)
+            self.source.reseed(self.args.seed * 7919 + self.data_rank * 104_729 + step)
         if hasattr(self.source, "start"):
-            self.source.start(pos, global_batch=self.args.batch_size * self.world, rank=self.rank,
-                              batch=self.args.batch_size, seed=self.args.seed)
+            self.source.start(pos, global_batch=self.args.batch_size * self.world, rank=self.data_rank,
+                              batch=self.data_batch, seed=self.args.seed)
         if self.args.harness:
             self.barrier()
             if self.rank == 0:
@@ -252,12 +256,16 @@ class Checkpointing:
     def save(self, step: int, pos: Position, started: float, events: JsonLines | None, *, wait: bool = False) -> None:
         """Rank 0: snapshot the state to CPU memory now, write it in the background (``wait``: to disk now).
         Nothing when the run keeps no checkpoints (both checkpoint settings 0, ``checkpoint.enabled``)."""
-        if not self.args.harness or self.rank != 0 or \
-                not enabled(self.args.checkpoint_every, self.args.checkpoint_minutes):
+        if not self.args.harness or not enabled(self.args.checkpoint_every, self.args.checkpoint_minutes):
             return
         t0 = time.perf_counter()
-        state = to_cpu({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                             "scaler": self.scaler.state_dict()})
+        sharded = self.lm is not None and self.lm.sharded
+        # A sharded model's full state is gathered by every rank together (rank 0 receives it, on its CPU)
+        parts = self.lm.full_state(self.model, self.optimizer) if sharded else None
+        if self.rank != 0:
+            return
+        parts = parts or to_cpu({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()})
+        state = {**parts, "scaler": to_cpu(self.scaler.state_dict())}
         state.update(step=step, epoch=pos.epoch, offset=pos.offset, run_started_at=started, world_size=self.world,
                      samples_seen=self.samples_seen,
                      args=asdict(self.args), num_classes=getattr(self, "num_classes", None), lr=self.lr,

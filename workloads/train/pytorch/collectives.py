@@ -97,6 +97,17 @@ class Collectives:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t.item())
 
+    def mean_over_ranks(self, value: float) -> float:
+        """``value`` averaged over every rank (one tiny all-reduce; a validation's loss)."""
+        if not self.distributed:
+            return value
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return float(t.item()) / self.world
+
     def agreed(self, flag: bool) -> bool:
         """Rank 0's ``flag``, on every rank (one tiny broadcast; called at line boundaries only)."""
         if not self.distributed:

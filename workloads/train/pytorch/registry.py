@@ -41,6 +41,9 @@ class WorkloadCode:
     evaluate: Callable[..., dict[str, Any]] | None = None
     # a classifier's model alone: the evaluation rebuilds it to load a checkpoint into
     model: Model | None = None
+    # ... or a language model's parts (args, *, rank, world, local_world, precision) -> a
+    # workloads.train.pytorch.language_model.LanguageModel: it builds, parallelises, counts and validates itself
+    language_model: Callable[..., Any] | None = None
 
 
 def image_folder_source(root: Any, input_path: str, *, image_size: int, device: Any, channels_last: bool,
@@ -125,9 +128,16 @@ def _cifar10_accuracy(model: Any, data_dir: str, *, device: Any, autocast: Any, 
     return accuracy(model, data_dir, device=device, autocast=autocast, **kw)
 
 
+def _llama3(args: TrainArgs, **where: Any) -> Any:
+    from workloads.train.pytorch.language_model import LanguageModel
+
+    return LanguageModel(args, **where)
+
+
 WORKLOADS: dict[str, WorkloadCode] = {
     "resnet50": classifier(_resnet50_source, _resnet50_model),
     "cifar10": classifier(_cifar10_source, _cifar10_model, evaluate=_cifar10_accuracy),
     "maskrcnn": WorkloadCode(build=_maskrcnn),
     "allreduce": WorkloadCode(run=_allreduce),
+    "llama3": WorkloadCode(language_model=_llama3),
 }

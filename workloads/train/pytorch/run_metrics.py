@@ -115,6 +115,11 @@ class RunMetrics:
         evals.write({"step": step, "epoch": epoch, "accuracy": result["accuracy"],
                      "elapsed_s": round(time.time() - started, 3), "wall_time": round(time.time(), 3)})
 
+    def validate(self, step: int, started: float, evals: JsonLines | None) -> None:
+        """A language model's validation loss (every rank: its parameters are sharded); rank 0 writes it."""
+        self.lm.validate(self.train_model, self.autocast, step=step, tokens=self.samples_seen * self.lm.seq_len,
+                         started=started, evals=evals, all_reduce_mean=self.mean_over_ranks)
+
     def run_info(self) -> dict[str, Any]:
         """What the summary needs about this attempt: shape, device, model FLOPs (rank 0, once per attempt)."""
         local = self.local_world_size()
@@ -127,7 +132,8 @@ class RunMetrics:
                 "precision": self.precision, "requested_precision": self.args.precision, "lr": self.lr,
                 # samples trained per epoch (an epoch's incomplete last batch is dropped); None: no epochs
                 "samples_per_epoch": size // gb * gb if size else None,
-                "memory_format": "channels_last" if self.channels_last else "contiguous"}
+                "memory_format": "channels_last" if self.channels_last else "contiguous",
+                **(self.lm.info() if self.lm is not None else {})}
 
     def count_flops(self) -> tuple[float | None, str | None]:
         """``measure_flops``, once per attempt: the trainer counts before ``resume`` (its own start-up phase,
@@ -142,6 +148,8 @@ class RunMetrics:
         so nothing runs on the device (on a GPU the real count ran cuDNN autotuning for shapes used once,
         about 3 s), the trained model's weights, statistics and gradients stay untouched, and the count is
         the same (FlopCounterMode counts from shapes; tests/workloads/train/test_startup.py)."""
+        if self.lm is not None:  # a language model: from its shape, per token
+            return self.lm.flops_per_sample()
         if not self.facts.classifier:  # Mask R-CNN
             return None, "Mask R-CNN's FLOPs depend on each image's size and proposals; not counted"
         import torch

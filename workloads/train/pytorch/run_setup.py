@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import nullcontext
 from typing import Any
 
 from core.catalog.workload_facts import WORKLOADS as WORKLOAD_FACTS
@@ -48,6 +49,13 @@ class RunSetup:
         # (cpu_choice), so a cluster Job's amp-fp16 never becomes fp16 autocast on CPU processes.
         self.precision = precision_on(self.device.type, args.precision)
         self.autocast = autocast_factory(self.precision, self.device.type)
+        self.step_context = nullcontext  # what a step's loss and backward run in (a language model's loss parallelism)
+        # A language model's parts (workloads.train.pytorch.language_model): its shape, mesh, data, state, validation
+        self.lm = self.code.language_model(args, rank=self.rank, world=self.world, local_world=self.local_world_size(),
+                                           precision=self.precision) if self.code.language_model else None
+        # Which slice of the data this rank trains, and how many samples: a tensor-parallel group shares one
+        self.data_rank = self.lm.data_rank if self.lm else self.rank
+        self.data_batch = self.lm.data_batch if self.lm else args.batch_size
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "amp-fp16")
         self.samples_seen = 0  # samples trained by the whole job so far (the large-batch warm-up's clock)
         self.skipped_steps: Any = None  # amp-fp16: steps GradScaler skipped, a device tensor (scaler_step)
@@ -60,6 +68,9 @@ class RunSetup:
 
         a = self.args
         torch.manual_seed(a.seed)
+        if self.lm is not None:
+            self.build_language_model()
+            return
         classifier = self.facts.classifier
         if self.device.type == "cuda" and classifier:
             torch.backends.cudnn.benchmark = True  # fixed input shapes: pick the fastest conv algorithms once
@@ -81,6 +92,20 @@ class RunSetup:
         fused = self.device.type == "cuda"
         self.optimizer = self.distribute_optimizer(sgd(model.parameters(), lr=self.lr, fused=fused))
         seed_momentum(self.optimizer)
+        self.marks["built"] = time.time()
+
+    def build_language_model(self) -> None:
+        """A language model parallelises itself (tensor parallel, FSDP2) and steps with AdamW; with FSDP2's
+        mixed precision its steps need no autocast."""
+        a = self.args
+        from workloads.train.pytorch.language_model import lm_loss
+
+        self.source, self.model = self.lm.build(self.device, self.distributed, a.compile)
+        self.train_model, self.loss_fn, self.num_classes, self.note = self.model, lm_loss, None, self.lm.note()
+        self.autocast = autocast_factory(self.lm.autocast_precision(), self.device.type)
+        self.step_context = self.lm.step_context
+        self.lr = lr_at(a, self.world, 0, samples=0, size=self.source.size)
+        self.optimizer = self.lm.optimizer(self.model, self.lr, fused=self.device.type == "cuda")
         self.marks["built"] = time.time()
 
     def close_source(self) -> None:

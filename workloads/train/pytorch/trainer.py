@@ -94,16 +94,17 @@ class Run(RunSetup, Collectives, ckpt.Checkpointing, RunMetrics):
                     or (ended and a.by_epochs and loop.pos.epoch + 1 >= a.epochs))
             warmup = loop.done_here <= a.warmup_steps
             evaluate = ended and evaluates
+            validate = self.lm is not None and a.harness and self.lm.due(loop.step, last)
             checkpoint = ckpt.is_due(loop.step, a.checkpoint_every) and not last
             boundary = (loop.step % a.log_every == 0 or last or loop.done_here == a.warmup_steps or evaluate
-                        or checkpoint)
+                        or checkpoint or validate)
             if boundary:
                 if self.close_interval(loop, files, loss, start.epoch, warmup):
                     break  # diverged
                 if a.checkpoint_minutes > 0 and not last and not checkpoint:
                     checkpoint = self.agreed(loop.t_prev - loop.last_checkpoint >= a.checkpoint_minutes * 60)
-            if evaluate or checkpoint:
-                self.pause(loop, files, evaluate, checkpoint)
+            if evaluate or checkpoint or validate:
+                self.pause(loop, files, evaluate, checkpoint, validate)
         self.finish(loop, files, loop_start)
         return loop.step
 
@@ -130,12 +131,14 @@ class Run(RunSetup, Collectives, ckpt.Checkpointing, RunMetrics):
         if warmup_lr:
             self.lr = lr_at(a, self.world, loop.step, samples=self.samples_seen, size=loop.size)
             set_lr(self.optimizer, self.lr)
-        with self.autocast():
-            loss = self.loss_fn(self.train_model, x, y)
-        # set_to_none is zero_grad's default (torch >= 2.0); not passed, because Horovod's
-        # DistributedOptimizer.zero_grad takes no arguments (horovod/torch/optimizer.py).
-        self.optimizer.zero_grad()
-        self.backward_and_step(loss)
+        # A tensor-parallel language model's loss and backward read vocabulary-sharded logits (loss parallelism)
+        with self.step_context():
+            with self.autocast():
+                loss = self.loss_fn(self.train_model, x, y)
+            # set_to_none is zero_grad's default (torch >= 2.0); not passed, because Horovod's
+            # DistributedOptimizer.zero_grad takes no arguments (horovod/torch/optimizer.py).
+            self.optimizer.zero_grad()
+            self.backward_and_step(loss)
         loop.clock.step()
         loop.step, loop.pos, loop.done_here = loop.step + 1, after, loop.done_here + 1
         loop.interval_steps += 1
@@ -160,10 +163,13 @@ class Run(RunSetup, Collectives, ckpt.Checkpointing, RunMetrics):
         loop.clock.start()
         return False
 
-    def pause(self, loop: Loop, files: MetricsFiles, evaluate: bool, checkpoint: bool) -> None:
-        """Evaluate (at an epoch's end) and checkpoint (rank 0), then restart every rank's clock together."""
+    def pause(self, loop: Loop, files: MetricsFiles, evaluate: bool, checkpoint: bool, validate: bool = False) -> None:
+        """Evaluate (at an epoch's end), validate a language model (every rank) and checkpoint (rank 0), then
+        restart every rank's clock together."""
         if evaluate:
             self.evaluate_epoch(loop.step, loop.pos.epoch, loop.started, files.evals)
+        if validate:
+            self.validate(loop.step, loop.started, files.evals)
         if checkpoint:
             self.save(loop.step, loop.pos, loop.started, files.events)
             loop.last_checkpoint = time.perf_counter()
