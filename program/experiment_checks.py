@@ -1,6 +1,7 @@
 """Meaning rules of the experiments: unique names, each on a GPU node group it fits (GPUs per node, nodes,
-precision, fabric), its dataset in the catalog and its framework/workload pairing (``workloads.framework_support``),
-Kubernetes object names no two runs share, and parallel experiments that fit their group's GPUs together.
+precision, fabric), a language model's keys (``program.language_model_checks``), its dataset in the catalog and its
+framework/workload pairing (``workloads.framework_support``), Kubernetes object names no two runs share, and
+parallel experiments that fit their group's GPUs together.
 ``program.validation.meaning_problems`` runs them with the others."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from core.catalog.peaks import NO_BF16
 from core.config.fields import problem, show
 from core.config.model import Experiment, GpuNodeGroup, StackConfig
 from datasets.catalog import DATASET_NAMES
+from program.language_model_checks import language_model_problems
 from workloads.framework_support import check_experiment
 from workloads.object_names import object_names
 
@@ -29,6 +31,7 @@ def experiment_problems(cfg: StackConfig) -> list[str]:
                                f"must name a GPU node group: {', '.join(groups)}", show(cfg.gpu_node_groups[0].name)))
         else:
             out += _fits(key, e, group)
+        out += language_model_problems(key, e, group)
         if e.dataset not in DATASET_NAMES:
             out.append(problem(f"{key}.dataset", e.dataset, f"must be one of {', '.join(DATASET_NAMES)}",
                                show(DATASET_NAMES[0])))

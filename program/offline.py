@@ -134,7 +134,8 @@ def _run(stack: str, pulumi_config: dict[str, Any], *, mocks, monitor, today: st
 
 def _estimate(cfg: Any, regs: list, today: str) -> tuple[dict[str, float], dict[str, Any]]:
     """The hourly cost items and the plan's estimate: cost, provisioning time and its critical path, and for an
-    experiment stack each run's first step, learning rates, GPU defaults and a sweep's idle nodes."""
+    experiment stack each run's first step, learning rates, GPU defaults, a sweep's idle nodes and each language
+    model's parameters, memory per GPU, tokens/s and cost of a billion tokens (program.language_model_estimate)."""
     from core.config.model import StackConfig
     from infra.cluster.estimate import (
         DURATIONS,
@@ -144,6 +145,7 @@ def _estimate(cfg: Any, regs: list, today: str) -> tuple[dict[str, float], dict[
         minutes_for,
         sweep_idle,
     )
+    from program.language_model_estimate import language_model_rows
 
     nodes = [Node(urn=r.urn, type=r.type, parent=r.parent, dependencies=tuple(r.dependencies), custom=r.custom,
                   skip_await=((r.inputs.get("metadata") or {}).get("annotations") or {}).get(SKIP_AWAIT_ANNOTATION) == "true")
@@ -162,6 +164,7 @@ def _estimate(cfg: Any, regs: list, today: str) -> tuple[dict[str, float], dict[
         estimate["first_step"] = first_steps(cfg, nodes)
         estimate["lr_schedules"] = lr_schedules(cfg)
         estimate["gpu_defaults"] = gpu_defaults(cfg)
+        estimate["language_models"] = language_model_rows(cfg)
         estimate["sweep_idle"] = sweep_idle(cfg)
     return items, estimate
 

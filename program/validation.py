@@ -6,7 +6,8 @@ cluster's endpoint and version and the network's zones (``program.cluster_checks
 sizes, EFA, Capacity Blocks and zones (``program.node_group_checks``); the shared volume and where
 results and datasets live (``program.storage_checks``); each experiment's node group, nodes and
 GPUs, dataset, framework/workload pairing and Kubernetes object names
-(``program.experiment_checks``); each image against its GPUs (``program.image_checks``); then the
+(``program.experiment_checks``, a language model's in ``program.language_model_checks``, whose memory rule judges
+the cluster's node groups only); each image against its GPUs (``program.image_checks``); then the
 autostop deadline, the region's instance offerings and the shipped entry points. It runs only on
 a config whose shape is clean, so a default that stood in for a bad value is never judged.
 ``program.stack`` calls it before registering any resource; ``bench`` calls it (without
@@ -26,6 +27,7 @@ from infra.cluster.offerings import offering_problems
 from program.cluster_checks import cluster_problems, network_problems, region_problems
 from program.experiment_checks import experiment_problems, name_collisions, parallel_gpu_problems
 from program.image_checks import gpu_training_problems, image_problems
+from program.language_model_checks import memory_problems
 from program.node_group_checks import node_group_problems
 from program.storage_checks import fsx_deployment_problems, results_bucket_problems, storage_problems
 from workloads.framework_support import missing_entry_points
@@ -42,7 +44,7 @@ def meaning_problems(cfg: StackConfig, *, offered: Mapping[str, set[str]] | None
     problems = (region_problems(cfg) + cluster_problems(cfg, today, cluster) + node_group_problems(cfg)
                 + network_problems(cfg, zones) + storage_problems(cfg) + results_bucket_problems(cfg, cluster)
                 + experiment_problems(cfg) + name_collisions(cfg) + image_problems(cfg)
-                + (gpu_training_problems(cfg) if cluster else []))
+                + (gpu_training_problems(cfg) + memory_problems(cfg) if cluster else []))
     problems += fsx_deployment_problems(cfg) + parallel_gpu_problems(cfg) + deadline_problems(cfg)
     if offered is not None:
         problems += offering_problems(cfg, offered)

@@ -18,10 +18,18 @@ from core.contract.launch_command import ENTRY_MODULES
 
 # Which workloads each framework's training path implements.
 SUPPORTED = {
-    "pytorch": ("resnet50", "cifar10", "maskrcnn", "allreduce"),
+    "pytorch": ("resnet50", "cifar10", "maskrcnn", "allreduce", "llama3"),
     "horovod": ("resnet50", "cifar10"),
     "tensorflow": ("resnet50", "cifar10"),
     "paddle": ("resnet50", "cifar10"),
+}
+# Why a framework does not run a language model (llama3): its trainer has none.
+NO_LANGUAGE_MODEL = {
+    "tensorflow": "its trainer (workloads/train/tensorflow) has no language model: Llama 3 is built and sharded with "
+                  "PyTorch's FSDP2 and DTensor",
+    "horovod": "its trainer is the PyTorch image trainer under Horovod's all-reduce, with no language model and no "
+               "FSDP2 or tensor parallelism",
+    "paddle": "its trainer (workloads/train/paddle) has no language model",
 }
 IMAGE_EXAMPLES = {
     "pytorch": pins.TRAINING_IMAGE,
@@ -43,8 +51,10 @@ def check_experiment(e: Experiment) -> list[str]:
     supported = SUPPORTED.get(e.framework, ())
     if e.workload not in supported:
         ok = [f for f, w in SUPPORTED.items() if e.workload in w]
+        lm = e.workload in WORKLOADS and WORKLOADS[e.workload].language_model
+        why = f": {NO_LANGUAGE_MODEL[e.framework]}" if lm and e.framework in NO_LANGUAGE_MODEL else ""
         out.append(f'framework="{e.framework}": does not run workload "{e.workload}" (supported: '
-                   f'{", ".join(supported) or "none"}); use framework {", ".join(ok)}, e.g. "pytorch"')
+                   f'{", ".join(supported) or "none"}){why}; use framework {", ".join(ok)}, e.g. "pytorch"')
     if e.framework != "pytorch" and e.elastic:
         out.append(f'nodes="{e.min_nodes}:{e.max_nodes}": elastic runs need framework "pytorch" (torchrun); '
                    f'{e.framework} needs a fixed node count, e.g. {e.max_nodes}')

@@ -63,6 +63,7 @@ def render(plan: Plan) -> str:
     lines += render_first_steps(est.get("first_step") or [])
     lines += render_lr_schedules(est.get("lr_schedules") or [])
     lines += render_gpu_defaults(est.get("gpu_defaults") or [])
+    lines += render_language_models(est.get("language_models") or [])
     return "\n".join(lines)
 
 
@@ -141,6 +142,30 @@ def render_gpu_defaults(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(f"  {r['experiment']}: {'compiled' if r['compile'] else 'eager'}: {r['compile_reason']}")
         lines.append(f"  {' ' * len(r['experiment'])}  input: {r['input_path_label']}: {r['input_reason']}")
         lines += [f"  {' ' * len(r['experiment'])}  note: {note}" for note in r.get("notes") or []]
+    return lines
+
+
+def render_language_models(rows: list[dict[str, Any]]) -> list[str]:
+    """Per language-model experiment: its model's size and FLOPs, one GPU's memory estimate against the GPU's, and
+    tokens/s per GPU and the cost of a billion tokens from the nearest published figure of that GPU, named
+    (program.language_model_estimate)."""
+    if not rows:
+        return []
+    lines = ["\nLanguage models (memory: an estimate, core/catalog/llm_memory.py; tokens/s: a published figure of the "
+             "same GPU, core/catalog/llm_anchors.py, not a measurement of this stack):"]
+    for r in rows:
+        pad = " " * (len(r["experiment"]) + 2)
+        lines.append(f"  {r['experiment']}: Llama 3 {r['model_size'].upper()}, {r['parameters']:,} parameters, "
+                     f"{r['flops_per_token'] / 1e9:,.2f} GFLOP per token at seq {r['seq_len']:,}, {r['precision']} "
+                     f"on {r['nodes']} x {r['instance_type']} ({r['gpus']} {r['gpu_model']})")
+        fits = {True: "fits", False: "DOES NOT FIT", None: "GPU memory unknown"}[r["memory_fits"]]
+        lines.append(f"  {pad}memory per GPU: {r['memory_text']}: {fits}")
+        rate, usd = r["tokens_per_s_per_gpu_estimate"], r["usd_per_billion_tokens_estimate"]
+        if rate is None:
+            lines.append(f"  {pad}tokens/s: {r['estimate_note']}")
+            continue
+        cost = f", ~${usd:,.0f} per billion tokens at {r['region']} on-demand prices" if usd is not None else ""
+        lines.append(f"  {pad}~{rate:,.0f} tokens/s/GPU{cost} ({r['estimate_note']})")
     return lines
 
 

@@ -7,11 +7,13 @@ PyTorch loops: eager 4,932 img/s, ``torch.compile`` (default mode) 5,912 img/s. 
 400 px JPEGs, through the trainer): Pillow in 8 workers 1,852 img/s, in 14 workers 4,101; nvJPEG
 (``input_path: nvjpeg``) 1,530 img/s. DALI (``input_path: dali``, the GPU default) is not measured yet.
 
-Compile gains are kept per GPU model (``InstanceType.gpu_model`` of ``core.catalog.aws``): a stack's run is estimated
-from its own GPU's figures where they exist, else from another GPU's, which ``bench plan`` names ("compile gain
-measured on H100; none measured on V100"). A run's steady time estimated at the H100's rate is a lower bound on
-slower GPUs (A100, V100, L4: compiling pays back sooner there, if its gain is similar) and an overestimate on an
-H200 (p5e), where the rule may compile a run slightly too short to repay it.
+Compile gains are kept per GPU model (``InstanceType.gpu_model`` of ``core.catalog.aws``). A run's steady time is
+estimated at its own GPU's eager rate (``eager_rate``), never another GPU's: the rate measured here, else NVIDIA's
+published one-GPU figure for that GPU and precision (``core.catalog.scaling_anchors``: ResNet-50 on a V100 in mixed
+precision, 1,200 img/s, where the H100's 4,932 would make a p3's run look four times shorter); where neither
+exists the estimate says so and the run stays eager. The compile *gain* (compiled over eager) is the one ratio taken
+across GPUs, from the GPU that measured it, which ``bench plan`` names ("compile gain measured on H100; none
+measured on V100").
 
 Owed (no GPU measured it yet): ResNet-50's compile time (``COMPILE_S_ESTIMATE``: the first step's extra
 time, which the trainer now reports as the ``compile`` start-up phase) and every figure for the other
@@ -21,6 +23,8 @@ workloads. Replace the estimate with a measured figure and its source when one i
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from core.catalog.scaling_anchors import anchor_for
 
 # torch.compile (Inductor, default mode) of ResNet-50's training step with cold caches (the pods' Inductor
 # cache is an emptyDir, workloads/job_manifests.py): an estimate, not a measurement of this project (owed).
@@ -53,9 +57,34 @@ COMPILE_GAINS: dict[str, dict[str, CompileGain]] = {
 
 def compile_gain(workload: str, gpu_model: str | None) -> CompileGain | None:
     """``workload``'s compile gain measured on ``gpu_model``, else on the first GPU that measured it (``gpu`` says
-    which: the caller names it); None where no GPU has."""
+    which: the caller names it, and takes only its ratio, compiled over eager; the rate is ``eager_rate``'s); None
+    where no GPU has."""
     by_gpu = COMPILE_GAINS.get(workload, {})
     return by_gpu.get(gpu_model or "") or next(iter(by_gpu.values()), None)
+
+
+@dataclass(frozen=True)
+class EagerRate:
+    gpu: str  # the GPU model the figure is for
+    per_s: float  # steady samples/s on one GPU, not compiled
+    source: str  # what the figure is, for a reason to quote
+
+
+def eager_rate(workload: str, gpu_model: str | None, precision: str) -> EagerRate | None:
+    """One ``gpu_model`` GPU's steady rate for ``workload`` without torch.compile: measured here (``COMPILE_GAINS``),
+    else NVIDIA's published one-GPU figure for that very GPU and ``precision`` (``core.catalog.scaling_anchors``);
+    never another GPU's: None where neither has one. ``gpu_model`` None (a GPU the caller cannot name): the first
+    GPU's measured figure, which ``gpu`` names."""
+    by_gpu = COMPILE_GAINS.get(workload, {})
+    measured = by_gpu.get(gpu_model) if gpu_model is not None else next(iter(by_gpu.values()), None)
+    if measured is not None:
+        return EagerRate(measured.gpu, measured.eager_per_s, f"measured on {measured.gpu}")
+    found = anchor_for(workload, precision, gpu_model)
+    if found is None or not found[1]:
+        return None
+    a = found[0]
+    return EagerRate(gpu_model or a.gpu_model, a.images_per_s_1,
+                     f"NVIDIA's published one-{a.gpu_model} figure, {a.published_precision}, DeepLearningExamples")
 
 # Real-image input paths measured feeding a workload on one H100, per workload: input path -> what was measured.
 INPUT_RATES: dict[str, dict[str, str]] = {

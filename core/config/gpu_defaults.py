@@ -5,8 +5,8 @@ Compile. ``compile: true`` or ``false`` in the stack file wins. Unset, the run c
 pays back within it: on a GPU, for a PyTorch workload with a measured compile gain
 (``core.catalog.gpu_rates``), on synthetic data (on real images the input path, not the model, sets the step
 rate: every real-image path measured on an H100 ran below the eager rate), when the time compiling saves over the
-run's steady steps (estimated at the eager rate measured on the stack's GPU, else on the GPU that measured one,
-which the reason names: the H100's is a lower bound on slower GPUs, high on an H200) is at least the compile time;
+run's steady steps (estimated at the stack's own GPU's eager rate: measured here, else NVIDIA's published figure
+for that GPU, never another GPU's; eager where there is none) is at least the compile time;
 that is, when the steady time is at least ``payback_factor`` (about 6 for ResNet-50) times the compile time. A
 CPU run (``bench run --local``) never compiles unless asked: Inductor takes minutes there.
 
@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.catalog.aws import INSTANCE_TYPES
-from core.catalog.gpu_rates import INPUT_RATES, INPUT_SOURCE, compile_gain
+from core.catalog.gpu_rates import COMPILE_GAINS, INPUT_RATES, INPUT_SOURCE, compile_gain, eager_rate
+from core.catalog.scaling_anchors import ANCHORS as SCALING_ANCHORS
 from core.catalog.workload_facts import WORKLOADS
 from core.config.model import Experiment
 from core.contract.train_args import INPUT_PATHS as TRAINER_INPUT_PATHS
@@ -41,6 +42,7 @@ INPUT_PATHS = {
     "nvjpeg": "nvJPEG through torchvision.io.decode_jpeg",
     "dali": "NVIDIA DALI on the device",
     "cifar_memory": "CIFAR-10 arrays in host memory",
+    "tokens": "pre-tokenized shards through memory maps",
     "framework": "the framework's own input pipeline",
     "none": "no input",
 }
@@ -87,6 +89,10 @@ def compile_choice(e: Experiment, *, gpu: bool, instance_type: str | None = None
         return Choice(False, f"torch.compile is PyTorch's; {e.framework} runs its own graph")
     if not gpu:
         return Choice(False, "a CPU run: compiling takes minutes there (compile: true to force it)")
+    if WORKLOADS[e.workload].language_model:
+        return Choice(True, "a language model compiles each block on a GPU (TorchTitan's recipes; 8B on 8 H100: "
+                            "5,762 tokens/s/GPU eager, 6,667 compiled, core/catalog/llm_anchors.py); compile: false "
+                            "for eager")
     model = (INSTANCE_TYPES[instance_type].gpu_model or None) if instance_type in INSTANCE_TYPES else None
     gain = compile_gain(e.workload, model)
     if gain is None:
@@ -100,17 +106,31 @@ def compile_choice(e: Experiment, *, gpu: bool, instance_type: str | None = None
         return Choice(False, "real images: the input path sets the step rate, compiling the model gains nothing "
                              f"(measured: {'; '.join(rates.values()) + '; ' if rates else ''}{INPUT_SOURCE}"
                              f"{unmeasured})")
-    steady = steady_samples_per_gpu(e) / gain.eager_per_s
+    rate = eager_rate(e.workload, model, e.precision)
+    if rate is None:  # never another GPU's rate: an H100's would make a V100's run look four times shorter
+        return Choice(False, _no_rate(e, model))
+    steady = steady_samples_per_gpu(e) / rate.per_s
     saved = steady * (1 - gain.eager_per_s / gain.compiled_per_s)
     pays = saved >= gain.compile_s
     estimate = "" if gain.compile_s_measured else " (an estimate; the measured figure is owed)"
-    measured = f"measured on {gain.gpu}" if model in (None, gain.gpu) else \
-        f"compile gain measured on {gain.gpu}; none measured on {model}"
-    return Choice(pays, f"~{steady / 60:.1f} min of steady steps eager at {gain.eager_per_s:,.0f} img/s "
-                        f"({measured}); compiling ({gain.compiled_per_s:,.0f} img/s) would save ~{saved:.0f} s against "
+    compiled = f"{gain.compiled_per_s:,.0f} img/s" if model in (None, gain.gpu) else \
+        f"{gain.compiled_per_s / gain.eager_per_s:.2f} x eager: compile gain measured on {gain.gpu}; none measured " \
+        f"on {model}"
+    return Choice(pays, f"~{steady / 60:.1f} min of steady steps eager at {rate.per_s:,.0f} img/s "
+                        f"({rate.source}); compiling ({compiled}) would save ~{saved:.0f} s against "
                         f"~{gain.compile_s:.0f} s to compile{estimate}: "
                         + ("pays back" if pays else "does not pay back")
                         + f" (needs >= {gain.payback_factor:.1f} x the compile time of steady steps)")
+
+
+def _no_rate(e: Experiment, model: str | None) -> str:
+    """Why a run on a GPU with no rate of its own for its workload stays eager: which GPUs have one."""
+    rows = [a for a in SCALING_ANCHORS if a.workload == e.workload]
+    published = (f"{' and '.join(dict.fromkeys(a.precision for a in rows))} on "
+                 f"{', '.join(dict.fromkeys(a.gpu_model for a in rows))}" if rows else "none")
+    measured = ", ".join(COMPILE_GAINS.get(e.workload, {})) or "none"
+    return (f"no {e.workload} rate on {model} in {e.precision} (measured on {measured}; NVIDIA publishes {published}), "
+            "so the time compiling would save is unknown; eager unless compile: true")
 
 
 def input_path(e: Experiment, *, gpu: bool, workers: int) -> Choice:
@@ -126,6 +146,9 @@ def input_path(e: Experiment, *, gpu: bool, workers: int) -> Choice:
     if e.framework not in TORCH_FRAMEWORKS:
         return Choice("framework", f"{e.framework}'s trainer reads {e.dataset} with its own")
     rates = INPUT_RATES.get(e.workload, {})
+    if facts is not None and facts.language_model:
+        return Choice("tokens", f"{e.dataset}: pre-tokenized shards read through memory maps, one slice of windows "
+                                "a step (workloads/train/common/tokens.py): no decode, no loader workers")
     if facts is not None and facts.in_memory_data:
         copy = "page-locked, copied without a host sync" if gpu else "used in place"
         return Choice("cifar_memory", f"cropped and flipped on the training thread, {copy}")

@@ -115,14 +115,17 @@ def test_the_rule_imports_no_torch():
     assert done.returncode == 0, done.stderr
 
 
-def test_the_compile_estimate_uses_the_stacks_gpu_where_measured_and_names_the_gpu_it_came_from(monkeypatch):
-    """A V100 stack (dev's p3.16xlarge): no gain measured on a V100, so the H100's figures, and the reason says so;
-    a p5 stack: its own H100's; a V100 figure, once in the catalog, decides a V100 stack's run."""
+def test_the_compile_estimate_uses_the_stacks_own_gpus_rate_and_names_the_gpu_its_gain_came_from(monkeypatch):
+    """A V100 stack (dev's p3.16xlarge): its steady time at the V100's own rate, NVIDIA's published 1,200 img/s in
+    mixed precision, never the H100's 4,932; only the compile gain (a ratio) is the H100's, and the reason says so. A
+    p5 stack: its own H100's figures; a V100 figure, once measured, decides a V100 stack's run."""
     from core.catalog import gpu_rates
 
     long = replace(DEV_RESNET, steps=steps_for(1.5 * GAIN.payback_factor * GAIN.compile_s))
     v100 = compile_choice(long, gpu=True, instance_type="p3.16xlarge")
-    assert "4,932 img/s (compile gain measured on H100; none measured on V100)" in v100.reason and v100.value
+    assert "eager at 1,200 img/s (NVIDIA's published one-V100 figure, mixed precision" in v100.reason
+    assert "4,932" not in v100.reason and "compile gain measured on H100; none measured on V100" in v100.reason
+    assert v100.value  # 4 x longer at the V100's rate than at the H100's: compiling pays back all the more
     h100 = compile_choice(long, gpu=True, instance_type="p5.48xlarge")
     assert "4,932 img/s (measured on H100)" in h100.reason and "none measured" not in h100.reason
     slow = replace(GAIN, gpu="V100", eager_per_s=1200.0, compiled_per_s=1210.0)  # a gain too small to repay
@@ -132,8 +135,21 @@ def test_the_compile_estimate_uses_the_stacks_gpu_where_measured_and_names_the_g
     assert compile_choice(long, gpu=True, instance_type="p5.48xlarge").value is True
 
 
+def test_a_gpu_with_no_rate_of_its_own_stays_eager_and_says_which_gpus_have_one():
+    """An L40S (g6e) has no ResNet-50 rate, measured or published, and an A100 none in bf16 (NVIDIA's table has mixed
+    precision and TF32): no other GPU's rate stands in; eager, naming what exists."""
+    long = replace(DEV_RESNET, steps=10**6, precision="bf16")
+    for instance_type, gpu in (("g6e.48xlarge", "L40S"), ("p4d.24xlarge", "A100")):
+        c = compile_choice(long, gpu=True, instance_type=instance_type)
+        assert c.value is False and f"no resnet50 rate on {gpu} in bf16" in c.reason, c.reason
+        assert "measured on H100; NVIDIA publishes fp32 and amp-fp16 on A100, V100" in c.reason
+    a100 = compile_choice(replace(long, precision="amp-fp16"), gpu=True, instance_type="p4d.24xlarge")
+    assert "eager at 2,470 img/s (NVIDIA's published one-A100 figure" in a100.reason and a100.value is True
+
+
 def test_the_plan_of_a_v100_stack_says_whose_figures_its_compile_estimate_uses():
     done = subprocess.run([sys.executable, "-m", "bench", "plan", "dev"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "(compile gain measured on H100; none measured on V100)" in done.stdout
+    assert "eager at 1,200 img/s (NVIDIA's published one-V100 figure" in done.stdout
+    assert "compile gain measured on H100; none measured on V100" in done.stdout and "4,932" not in done.stdout

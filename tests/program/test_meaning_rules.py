@@ -1,12 +1,14 @@
 """Meaning rules that keep a stack from building and then training nothing: FSx types that cannot link
-to S3, parallel experiments that ask a node group for more GPUs than it has, and an autostop deadline
-shorter than the experiments' timeouts."""
+to S3, parallel experiments that ask a node group for more GPUs than it has, an autostop deadline
+shorter than the experiments' timeouts, and a language model its framework, GPUs or memory cannot train."""
 
 import copy
 
 import pytest
+import yaml
 
 from core.catalog.pins import CLUSTER_AUTOSCALER_CHARTS
+from core.config.fields import ConfigError
 from core.config.model import GpuNodeGroup
 from core.config.shape import parse_stack_config
 from infra.cluster.autoscaling import node_template_tags
@@ -174,3 +176,104 @@ def test_the_rule_names_an_efa_group_whose_tags_leave_a_resource_out(monkeypatch
 def test_each_pin_runs_cluster_autoscaler_of_the_clusters_minor(minor):
     chart, app = CLUSTER_AUTOSCALER_CHARTS[minor]
     assert app.startswith(minor + ".") and chart.startswith("9.")
+
+
+# --- 6. a language model (llama3): program.language_model_checks -------------------------------------------
+
+def llama(*experiments: dict, instance_type: str = "p5.48xlarge") -> dict:
+    """GOOD with its group on ``instance_type`` (4 nodes at most) and these experiments, sequential."""
+    raw = copy.deepcopy(GOOD)
+    raw["gpu_node_groups"] = [{"name": "gpu", "instance_type": instance_type, "max_size": 4}]
+    raw["experiments"] = [{"name": f"e{i}", "batch_size": 1, **e} for i, e in enumerate(experiments)]
+    return raw
+
+
+EIGHT_B = {"workload": "llama3", "model_size": "8b", "precision": "bf16"}
+
+
+def test_8b_on_one_p5_node_passes():
+    (e,) = parse(llama(EIGHT_B)).experiments
+    assert (e.model_size, e.seq_len, e.activation_checkpoint) == ("8b", None, "selective")
+
+
+def test_llama3_runs_on_pytorch_alone_and_says_why_the_others_cannot():
+    for framework, why in (("tensorflow", "has no language model"), ("horovod", "no FSDP2 or tensor parallelism"),
+                           ("paddle", "has no language model")):
+        head = f'experiments[0].framework="{framework}": does not run workload "llama3" (supported: resnet50, cifar10)'
+        found = [p for p in problems(llama({**EIGHT_B, "framework": framework})) if p.startswith(head)]
+        assert len(found) == 1 and why in found[0] and found[0].endswith('use framework pytorch, e.g. "pytorch"')
+
+
+def test_a_language_models_keys_on_another_workload_are_refused_each_by_name():
+    found = problems(llama({"workload": "resnet50", "seq_len": 4096, "tensor_parallel": 2, "target_loss": 3.3,
+                            "precision": "fp8"}))
+    assert found == [
+        "experiments[0].seq_len=4096: is a language model's key (workload llama3) and workload 'resnet50' has no "
+        'language model; remove it, e.g. workload: "llama3"',
+        "experiments[0].tensor_parallel=2: is a language model's key (workload llama3) and workload 'resnet50' has "
+        'no language model; remove it, e.g. workload: "llama3"',
+        "experiments[0].target_loss=3.3: is a language model's key (workload llama3) and workload 'resnet50' has no "
+        'language model; remove it, e.g. workload: "llama3"',
+        'experiments[0].precision="fp8": float8 (torchao) trains a language model\'s linear layers (workload llama3) '
+        'only; resnet50 trains in fp32, amp-fp16 or bf16, e.g. "amp-fp16"']
+
+
+def test_fp8_needs_float8_tensor_cores_and_amp_fp16_runs_llama3_on_a_v100():
+    fp8 = {**EIGHT_B, "precision": "fp8"}
+    for instance_type, gpu, instead in (("p4d.24xlarge", "A100", "bf16"), ("p3dn.24xlarge", "V100", "amp-fp16")):
+        found = [p for p in problems(llama(fp8, instance_type=instance_type)) if ".precision=" in p]
+        assert found == [
+            f'experiments[0].precision="fp8": {gpu} GPUs ({instance_type}, node group \'gpu\') have no float8 tensor '
+            "cores: torchao's float8 runs torch._scaled_mm, which needs compute capability 8.9 or later (PyTorch's "
+            f'check; torchao\'s docs); on AWS: L4, L40S, H100, H200; use {instead} there, e.g. "{instead}"']
+    for instance_type in ("p5.48xlarge", "p5e.48xlarge", "g6e.48xlarge"):
+        assert parse(llama({**fp8, "model_size": "1b"}, instance_type=instance_type)).experiments[0].precision == "fp8"
+    # amp-fp16 is llama3's on a V100 (its 32 GB p3dn, 1B, full checkpointing on 4 nodes); bf16 is not
+    v100 = {"workload": "llama3", "model_size": "1b", "precision": "amp-fp16", "activation_checkpoint": "full",
+            "seq_len": 2048, "nodes": 4}
+    assert parse(llama(v100, instance_type="p3dn.24xlarge")).experiments[0].precision == "amp-fp16"
+    assert any(p.startswith('experiments[0].precision="bf16": V100 GPUs') for p in
+               problems(llama({**v100, "precision": "bf16"}, instance_type="p3dn.24xlarge")))
+
+
+def test_tensor_parallel_seq_len_and_hsdp_rules_name_their_keys():
+    assert problems(llama({**EIGHT_B, "tensor_parallel": 3})) == [
+        "experiments[0].tensor_parallel=3: must divide gpus_per_node (8) and the 8B model's 32 heads and 8 KV heads: "
+        "a TP group is within one node and each of its GPUs computes whole heads, e.g. 2",
+        "experiments[0].seq_len=8192: must be a multiple of tensor_parallel (3): sequence parallelism splits each "
+        "sequence among the TP group's GPUs, e.g. 8190"]
+    assert problems(llama({**EIGHT_B, "tensor_parallel": 4, "seq_len": 4094})) == [
+        "experiments[0].seq_len=4094: must be a multiple of tensor_parallel (4): sequence parallelism splits each "
+        "sequence among the TP group's GPUs, e.g. 4092"]
+    assert parse(llama({**EIGHT_B, "tensor_parallel": 2})).experiments[0].tensor_parallel == 2
+    assert problems(llama({**EIGHT_B, "sharding": "hsdp"})) == [
+        'experiments[0].sharding="hsdp": HSDP replicates the model across nodes and shards it within one, and this '
+        'experiment has 1 node; use fsdp, or nodes >= 2, e.g. "fsdp"']
+    assert parse(llama({**EIGHT_B, "sharding": "hsdp", "nodes": 2})).experiments[0].sharding == "hsdp"
+
+
+def test_a_model_its_gpus_cannot_hold_is_refused_with_the_figures_and_what_fits():
+    (seventy,) = problems(llama({**EIGHT_B, "model_size": "70b"}))
+    assert seventy.startswith('experiments[0].model_size="70b": needs about 269.5 GiB a GPU, more than each H100\'s '
+                              "80 GiB (p5.48xlarge, node group 'gpu') at nodes 1, batch_size 1, seq_len 8192, ")
+    assert "(state 131.4, activations 121.5," in seventy and "an estimate, core/catalog/llm_memory.py" in seventy
+    assert seventy.endswith("it fits with activation_checkpoint: full and nodes: 3, e.g. activation_checkpoint: full "
+                            "and nodes: 3")
+    (v100,) = problems(llama({**EIGHT_B, "precision": "amp-fp16"}, instance_type="p3.16xlarge"))
+    assert v100.startswith('experiments[0].model_size="8b": needs about 50.6 GiB a GPU, more than each V100\'s 16 GiB '
+                           "(p3.16xlarge, node group 'gpu')")
+    (two,) = problems(llama({**EIGHT_B, "batch_size": 2}))  # 81.1 GiB: each single change below fits
+    assert two.endswith("it fits with nodes: 2 or activation_checkpoint: full or tensor_parallel: 2 or batch_size: 1, "
+                        "e.g. nodes: 2")
+
+
+def test_a_local_run_is_not_refused_for_the_clusters_gpu_memory(tmp_path):
+    """``eksbench run --local`` trains its ``local:`` shape on this machine: the memory rule judges the cluster's node
+    group only (program.validation, ``cluster``), and the program and plan still refuse the stack."""
+    raw = llama({**EIGHT_B, "model_size": "70b"})
+    (tmp_path / "Pulumi.big.yaml").write_text(yaml.safe_dump(
+        {"config": {"aws:region": "us-west-2", **{f"eksbench:{k}": v for k, v in raw.items()}}}))
+    assert load_stack_config("big", tmp_path, cluster=False).experiments[0].model_size == "70b"
+    with pytest.raises(ConfigError) as refused:
+        load_stack_config("big", tmp_path)
+    assert [p[:41] for p in refused.value.problems] == ['experiments[0].model_size="70b": needs ab']

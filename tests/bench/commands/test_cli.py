@@ -41,7 +41,8 @@ def test_every_stack_plans_cleanly_as_json(stack):
     assert {"urn", "type", "name", "parent", "provider", "dependencies", "inputs"} <= set(doc["resources"][0])
     # a home stack runs no experiment, so it has no estimate of their first steps nor their learning rates
     assert set(doc["estimate"]) == {"hourly_cost_usd", "unpriced", "prices", "provision_minutes", "critical_path"} | (
-        {"storage_prices"} if stack == "home" else {"first_step", "lr_schedules", "gpu_defaults", "sweep_idle"})
+        {"storage_prices"} if stack == "home" else {"first_step", "lr_schedules", "gpu_defaults", "sweep_idle",
+                                                    "language_models"})
     if stack == "home":  # a bucket and a repository: minutes, no cluster, nothing billed per hour
         assert doc["estimate"]["hourly_cost_usd"] == 0 and not [r for r in doc["resources"] if r["type"].startswith("eks:")]
         return
