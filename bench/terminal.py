@@ -121,13 +121,28 @@ def table(head: Sequence[str], body: Sequence[Sequence[object]]) -> str:
     return "\n".join([fmt(cells[0]), fmt(tuple("-" * w for w in widths)), *map(fmt, cells[1:])])
 
 
+def rate(row: dict) -> tuple[object, object]:
+    """(the run's rate, per process): an all-reduce's peak bus bandwidth; a language model's tokens/s (its samples
+    are sequences of any length); else samples/s."""
+    if row.get("busbw_peak_gbps") is not None:
+        return bandwidth(row["busbw_peak_gbps"]), row.get("per_process")
+    if row.get("tokens_per_s") is not None:
+        per = row.get("tokens_per_s_per_device")
+        return f"{row['tokens_per_s']:,.0f} tokens/s", None if per is None else f"{per:,.0f} tokens/s"
+    return row.get("total"), row.get("per_process")
+
+
+def quality(row: dict) -> object:
+    """The run's accuracy, or a language model's last validation loss (``val loss 3.31``)."""
+    return f"val loss {row['val_loss']:.3g}" if row.get("val_loss") is not None else row.get("accuracy")
+
+
 def results_table(rows: Sequence[dict]) -> str:
     """Fixed-width table of experiment, status, shape, steps, samples/s, wall time, energy per result, path. An
-    all-reduce row (``busbw_peak_gbps``) shows its peak bus bandwidth where the others show samples/s, and no steps."""
+    all-reduce row (``busbw_peak_gbps``) shows its peak bus bandwidth where the others show samples/s, and no steps;
+    a language model's row its tokens/s and its last validation loss."""
     head = ("experiment", "status", "nodes x procs", "steps", "samples/s", "per proc", "wall s", "accuracy",
             "energy", "results")
-    body = [(row.get("experiment"), row.get("status"), row.get("shape"), row.get("steps"),
-             bandwidth(row["busbw_peak_gbps"]) if row.get("busbw_peak_gbps") is not None else row.get("total"),
-             row.get("per_process"), row.get("wall"), row.get("accuracy"), energy(row), row.get("path"))
-            for row in rows]
+    body = [(row.get("experiment"), row.get("status"), row.get("shape"), row.get("steps"), rate(row)[0],
+             rate(row)[1], row.get("wall"), quality(row), energy(row), row.get("path")) for row in rows]
     return table(*with_energy(head, body))

@@ -93,6 +93,7 @@ def render(doc: Mapping[str, Any]) -> str:
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines += [textwrap.fill(paragraph, 110) for paragraph in legend(doc)]
     lines += energy_lines(doc)
+    lines += language_model_lines(doc)
     changed = [e for e in doc["experiments"] if e["differences"]]
     if changed:
         lines += ["", "What differs (A -> B):"]
@@ -119,6 +120,37 @@ def energy_lines(doc: Mapping[str, Any]) -> list[str]:
         out.append(f"  {safe_line(e['experiment'], SHOWN)}: A {_num(a, '.3g')} J/sample, B {_num(b, '.3g')} "
                    f"J/sample{ratio}")
     return ["", "Energy per sample:", *out] if out else []
+
+
+LM_SHOWN = (("tokens_per_s_per_device", "tokens/s/GPU", ",.0f"), ("mfu", "MFU", ".1%"),
+            ("mfu_fp8_peak", "MFU (fp8 peak)", ".1%"), ("usd_per_billion_tokens", "$/B tokens", ",.2f"),
+            ("final_val_loss", "val loss", ".4g"), ("kwh_per_billion_tokens", "kWh/B tokens", ".3g"))
+
+
+def language_model_lines(doc: Mapping[str, Any]) -> list[str]:
+    """A language model's figures a side (the mean of its succeeded runs), with B/A where both have one: tokens/s per
+    GPU, MFU (for float8 against the bf16 peak and against the fp8 peak), dollars and energy per billion tokens, the
+    last validation loss."""
+    out = []
+    for e in doc["experiments"]:
+        lm = e.get("language_model")
+        if not lm:
+            continue
+        parts = []
+        for key, name, spec in LM_SHOWN:
+            a, b = lm["a"].get(key), lm["b"].get(key)
+            if a is None and b is None:
+                continue
+            ratio = f" (B/A {b / a:.3f})" if a and b is not None else ""
+            parts.append(f"{name} A {_num(a, spec)}, B {_num(b, spec)}{ratio}")
+        line = f"  {safe_line(e['experiment'], SHOWN)}:"
+        for i, part in enumerate(parts):  # one figure is never split: past 110 characters the next starts a line
+            if i and len(line) + len(part) + 2 > 110:
+                out.append(line + ";")
+                line = "   "
+            line += (" " if i == 0 or line == "   " else "; ") + part
+        out.append(line)
+    return ["", "Language model (mean of each side's runs):", *out] if out else []
 
 
 def main(args) -> int:

@@ -4,8 +4,9 @@
 status: the stack's state when the Pulumi CLI answers, asked once the stack has been on AWS from here or with
     ``--cloud`` (last operation, result, resources held, what autostop did), then one row per experiment run
     (of the run or experiment the handle names), local and S3 together, oldest run first: run, experiment, status
-    and why it stopped, start (UTC), duration, throughput (samples/s, or the all-reduce's peak bus
-    bandwidth) and where the results are. ``--json``: the same as one JSON document.
+    and why it stopped, start (UTC), duration, throughput (samples/s, a language model's tokens/s per GPU, or the
+    all-reduce's peak bus bandwidth), a language model's MFU, dollars per billion tokens and validation loss, energy
+    per result and where the results are. ``--json``: the same as one JSON document.
 logs: the experiment's node logs, from where they are: the cluster while its pods run (``--follow``
     streams), S3 once the launcher uploaded them, or a local run's files (``--follow`` tails them until
     summary.json appears).
@@ -38,8 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "CLI can tell: its last operation, the resources it keeps, what autostop scaled down), then one\n"
                     "row per experiment of every run (or of the run named), local and on S3, oldest run first: its\n"
                     "status (and why it stopped, when it did not succeed), when it started (UTC), how long it ran,\n"
-                    "its throughput (samples/s; for an all-reduce experiment the peak bus bandwidth) and where its\n"
-                    "results are.",
+                    "its throughput (samples/s; for an all-reduce experiment the peak bus bandwidth; for a language\n"
+                    "model tokens/s per GPU, with its MFU, dollars per billion tokens and validation loss), its\n"
+                    "energy per result and where its results are.",
         epilog="examples:\n  eksbench status dev\n  eksbench status dev/20261127-091239\n"
                "  eksbench status dev --cloud --json | jq '.runs[-1]'")
     s.add_argument("stack", metavar="STACK[/RUN[/EXPERIMENT]]",
@@ -133,13 +135,43 @@ def where(row: dict[str, Any]) -> str:
     return show(Path(local)) if local else str(row["results"])
 
 
+def lm_throughput(row: dict[str, Any]) -> str:
+    """The throughput cell: a language model's tokens/s per GPU (and in all) in place of its samples/s (sequences),
+    else ``bench.terminal.throughput``'s (samples/s, or the all-reduce's peak bus bandwidth)."""
+    per, total = row.get("tokens_per_s_per_device"), row.get("tokens_per_s")
+    if per is None and total is None:
+        return throughput(row)
+    return f"{per:,.0f} tokens/s/GPU ({total:,.0f} in all)" if per is not None else f"{total:,.0f} tokens/s"
+
+
+def lm_cell(row: dict[str, Any]) -> str:
+    """A language model's MFU (for float8 against both peaks, labelled), dollars per billion tokens and last
+    validation loss: ``MFU 35.1%, $318.52/B tokens, val loss 2.71``; ``-`` for any other run."""
+    mfu, fp8, usd, val = (row.get(k) for k in ("mfu", "mfu_fp8_peak", "usd_per_billion_tokens", "final_val_loss"))
+    parts = ([f"MFU {mfu:.1%}" + (f" (bf16 peak), {fp8:.1%} (fp8 peak)" if fp8 is not None else "")]
+             if mfu is not None else [f"MFU {fp8:.1%} (fp8 peak)"] if fp8 is not None else [])
+    parts += [f"${usd:,.2f}/B tokens"] if usd is not None else []
+    parts += [f"val loss {val:.4g}"] if val is not None else []
+    return ", ".join(parts) or "-"
+
+
+def lm_energy(row: dict[str, Any]) -> str:
+    """The energy cell: a language model's kWh per billion tokens (and the run's kWh), else energy per sample."""
+    per, kwh = row.get("kwh_per_billion_tokens"), row.get("kwh")
+    if per is None:
+        return energy(row)
+    return f"{per:.3g} kWh/B tokens" + (f", {kwh:.3g} kWh" if kwh is not None else "")
+
+
 def status_table(rows: list[dict[str, Any]]) -> str:
     from bench.results.overview import label
 
-    head = ("RUN", "EXPERIMENT", "STATUS", "STARTED (UTC)", "DURATION", "THROUGHPUT", "ENERGY", "RESULTS")
-    body = [(r["run"], label(r), status_cell(r), started(r), duration(r.get("wall_s")), throughput(r), energy(r),
-             where(r)) for r in rows]
-    return table(*with_energy(head, body))
+    head = ("RUN", "EXPERIMENT", "STATUS", "STARTED (UTC)", "DURATION", "THROUGHPUT", "LANGUAGE MODEL", "ENERGY",
+            "RESULTS")
+    body = [(r["run"], label(r), status_cell(r), started(r), duration(r.get("wall_s")), lm_throughput(r),
+             lm_cell(r), lm_energy(r), where(r)) for r in rows]
+    head, body = with_energy(head, body)
+    return table(*with_energy(head, body, column=head.index("LANGUAGE MODEL") - len(head)))
 
 
 def render_status(st: dict[str, Any]) -> str:
@@ -174,9 +206,11 @@ def render_status(st: dict[str, Any]) -> str:
 
 def status_document(st: dict[str, Any]) -> dict[str, Any]:
     """``--json``: what the table shows, whole (the stack's outputs stay out: they hold its kubeconfig)."""
+    from bench.results.overview import LM_STATUS
+
     keys = ("run", "experiment", "repeat", "status", "stop_reason", "error", "started_at", "wall_s", "steps",
             "samples_per_s", "samples_per_s_per_process", "busbw_peak_gbps", "busbw_peak_at_bytes", "message_sizes",
-            "flags", "joules_per_sample", "kwh", "results", "local", "s3")
+            "flags", "joules_per_sample", "kwh", *LM_STATUS, "results", "local", "s3")
     return {"stack": st["stack"], "cloud": st.get("cloud"), "state": st["state"],
             "after_autostop_usd": st.get("after_autostop_usd"),
             "after_autostop_prices": st.get("after_autostop_prices"),

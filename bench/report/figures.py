@@ -2,8 +2,8 @@
 plain log ticks, the PNG data URI that embeds a figure in the page, the rows' labels and the thinning of long lines.
 
 The figures themselves are in the modules named for them (``bar_plots``, ``scaling_plot``, ``step_plots``,
-``busbw_plot``, ``timeline_plot``); each ``*_figure`` returns a Figure, or None when the data has nothing to show
-(the report then says so in a sentence).
+``busbw_plot``, ``timeline_plot``, ``language_model_plot``); each ``*_figure`` returns a Figure, or None when the
+data has nothing to show (the report then says so in a sentence).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from bench.report.accuracy import accuracy_section
 from bench.report.blocks import EmptySection, attr, empty_section, esc, figure
 from bench.report.fabric import fabric_section
 from bench.report.hardware import hardware_section
+from bench.report.language_model import language_model_section
 from bench.report.scaling import repeats_section, scaling_section
 from bench.results.run_row import INPUT_BOUND_SHARE, input_bound
 from bench.results.overview import run_figures
@@ -302,7 +303,8 @@ def build_html(df, steps, *, sources: list[str], baseline: str | None = None, no
         df = with_baseline(df, baseline)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sections = [timeline_section(timelines or [], table=table, figure=figure), summary_section(df, baseline),
-                throughput_section(df), scaling_section(df, figure=figure, table=table),
+                throughput_section(df), language_model_section(df, steps, figure=figure, table=table),
+                scaling_section(df, figure=figure, table=table),
                 repeats_section(df, figure=figure, table=table),
                 fabric_section(df, figure=figure, table=table),
                 steps_section(steps, df), hardware_section(df, telemetry, figure=figure, table=table),

@@ -9,6 +9,7 @@ import warnings
 from typing import Any, Iterable, Mapping, Sequence
 
 import bench.results.compare_stats as S
+from bench.results.language_model import is_language_model
 from bench.results.rank_lines import RankLines
 from bench.results.timeline import parse_iso
 from core.contract import summary_fields as F
@@ -24,8 +25,14 @@ SLOWER_EXIT = 1  # a verdict of "slower" (runs on both sides): for CI gates
 ERROR_EXIT = 3  # compare itself failed: never read as "slower"
 # Row fields compared besides what_ran (older summaries have no what_ran: their device record stands in).
 ROW_FACTS = ("workload", "framework", "gpu", "instance_type", "nodes", "gpus_per_node", "world_size", "batch_size",
-             "precision", "image", "git_commit")
+             "precision", "image", "git_commit",
+             # a language model's shape (None on both sides for any other run: never a difference)
+             "model_size", "seq_len", "tensor_parallel", "data_parallel", "sharding", "activation_checkpoint",
+             "fp8_recipe")
 DEVICE_FACTS = (F.TORCH, F.CUDA, F.CUDNN, F.NCCL, F.DRIVER)
+# A language model's figures compared beside its throughput (the ratio of tokens/s is that of samples/s)
+LM_FIGURES = ("tokens_per_s_per_device", "mfu", "mfu_fp8_peak", "usd_per_billion_tokens", "final_val_loss",
+              "kwh_per_billion_tokens")
 
 Run = tuple[Mapping[str, Any], Mapping[int, list[Mapping[str, Any]]]]  # (row, rank lines), bench.results.frames.runs
 
@@ -100,6 +107,21 @@ def joules_per_sample(runs: Sequence[Run]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def mean_of(runs: Sequence[Run], key: str) -> float | None:
+    """The runs' mean ``key`` over those that have one (a number, not NaN); None where none has."""
+    values = [r[key] for r, _ in runs if isinstance(r.get(key), (int, float)) and not isinstance(r[key], bool)
+              and r[key] == r[key]]
+    return sum(values) / len(values) if values else None
+
+
+def language_model(a: Sequence[Run], b: Sequence[Run]) -> dict[str, Any] | None:
+    """A language model's figures a side (``LM_FIGURES``, each the mean over the side's succeeded runs), for an
+    experiment either side of which trained one (``bench.results.language_model``); None for any other."""
+    if not any(is_language_model(r) for r, _ in [*a, *b]):
+        return None
+    return {side: {k: mean_of(runs, k) for k in LM_FIGURES} for side, runs in (("a", a), ("b", b))}
+
+
 def compare_experiment(name: str, a_runs: Sequence[Run], b_runs: Sequence[Run],
                        confidence: float = S.CONFIDENCE) -> dict[str, Any]:
     a, b = usable(a_runs), usable(b_runs)
@@ -109,7 +131,7 @@ def compare_experiment(name: str, a_runs: Sequence[Run], b_runs: Sequence[Run],
                            "b_joules_per_sample": joules_per_sample(b), "ratio": None, "low": None, "high": None,
                            "verdict": None,
                            "method": None, "n_a": None, "n_b": None, "p_value": None, "df": None, "note": None,
-                           "indicative": None,
+                           "indicative": None, "language_model": language_model(a, b),
                            "differences": differences([r for r, _ in a_runs], [r for r, _ in b_runs])}
     if not a or not b:
         side, runs = ("A", a_runs) if not a else ("B", b_runs)

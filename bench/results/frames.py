@@ -18,12 +18,12 @@ malformed give a ``warnings.warn`` naming them, never a traceback; a failed run 
 status and root cause.
 
 Dtypes (``load``): ``started_at`` is ``datetime64[ns, UTC]`` (NaT where unknown). Measures
-(``MEASURES``: samples/s, step times, mfu, wall_s, cost_usd, hourly_usd, accuracy, ...) are
-always float64, NaN where missing. Counts (``COUNTS``: repeat, nodes, gpus_per_node, world_size,
-batch_size, restarts, samples_per_epoch) are int64 when every row has a whole number, else
-float64 with NaN (pandas' own rule for a missing int). A value of the wrong type in a summary reads
-as missing, with a warning. Text columns stay strings; device, config, command, busbw, what_ran
-and startup hold the summary's dicts and lists (object).
+(``MEASURES``: samples/s, step times, mfu, wall_s, cost_usd, hourly_usd, accuracy, a language model's tokens/s and
+dollars and energy per billion tokens, ...) are always float64, NaN where missing. Counts (``COUNTS``: repeat,
+nodes, gpus_per_node, world_size, batch_size, restarts, samples_per_epoch, a language model's parameters and
+shape) are int64 when every row has a whole number, else float64 with NaN (pandas' own rule for a missing int).
+A value of the wrong type in a summary reads as missing, with a warning. Text columns stay strings; device, config,
+command, busbw, what_ran, startup and a language model's val_losses hold the summary's dicts and lists (object).
 
 Repeats: an experiment with ``repeats: N`` has one row per run, ``repeat`` = 1..N (its folder
 ``<experiment>/repeat_<k>/``); an experiment run without repeats has one row with ``repeat`` 1. So

@@ -32,23 +32,30 @@ SAMPLE_COLUMNS = ("t", "device", "util_pct", "mem_used_bytes", "mem_total_bytes"
 TELEMETRY_COLUMNS = ID_COLUMNS + SAMPLE_COLUMNS
 
 
-def energy_figures(telemetry: Any, samples_per_s: Any) -> dict[str, Any]:
+def energy_figures(telemetry: Any, samples_per_s: Any, where: str = "summary.json") -> dict[str, Any]:
     """Energy per result from a summary's ``telemetry`` block (any value: not a dict reads as none):
     ``energy_j`` (the run's, all nodes), ``kwh`` (the same in kWh), ``power_mean_w`` and ``joules_per_sample``
     (the mean power over the steady throughput, as cost per sample is the price over it), ``energy_to_accuracy_j``
     (up to the evaluation that first reached the target accuracy), and the block's
     utilisation, memory, throttle and idle figures, each None where it was not measured; ``telemetry_note``:
-    why a run has no GPU figures ("no GPU telemetry on this run (...)")."""
+    why a run has no GPU figures ("no GPU telemetry on this run (...)"). An energy or a power that is a number below
+    zero, or not finite, is no measurement: read as missing, with a warning naming ``where`` (the reader drops it
+    first from a summary.json it read: ``readers.TELEMETRY``)."""
     t = telemetry if isinstance(telemetry, Mapping) else {}
     def pick(key: str, check: R.Check = R.number) -> Any:
         return t[key] if t.get(key) is not None and check(t[key]) else None
 
-    energy, power = pick(F.ENERGY_J), pick(F.POWER_MEAN_W)
+    dropped = [f"{k}={repr(t[k])[:40]}" for k in (F.ENERGY_J, F.POWER_MEAN_W, F.ENERGY_TO_ACCURACY_J)
+               if isinstance(t.get(k), (int, float)) and not isinstance(t[k], bool) and not R.non_negative(t[k])]
+    if dropped:
+        warnings.warn(f"{where}: telemetry {', '.join(dropped)}: below zero or not a finite number, no measurement; "
+                      "read as missing", stacklevel=2)
+    energy, power = pick(F.ENERGY_J, R.non_negative), pick(F.POWER_MEAN_W, R.non_negative)
     rate = samples_per_s if R.positive(samples_per_s) else None
     return {"energy_j": energy, "kwh": round(energy / JOULES_PER_KWH, 6) if energy is not None else None,
             "power_mean_w": power,
             "joules_per_sample": round(power / rate, 6) if power is not None and rate else None,
-            "energy_to_accuracy_j": pick(F.ENERGY_TO_ACCURACY_J),
+            "energy_to_accuracy_j": pick(F.ENERGY_TO_ACCURACY_J, R.non_negative),
             "util_mean_pct": pick(F.UTIL_MEAN_PCT), "util_p95_pct": pick(F.UTIL_P95_PCT),
             "memory_peak_bytes": pick(F.MEMORY_PEAK_BYTES), "memory_total_bytes": pick(F.MEMORY_TOTAL_BYTES),
             "throttle_s": pick(F.THROTTLE_S), "idle_share": pick(F.IDLE_SHARE),

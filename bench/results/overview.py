@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from bench.results.hardware import energy_figures
+from bench.results.language_model import block, block_figure, language_model_columns
 from bench.results.readers import integer, number, positive, text
 from bench.results.timeline import parse_iso
 from core.contract import summary_fields as F
@@ -19,6 +20,9 @@ from core.contract import summary_fields as F
 UNKNOWN = "unknown"  # the status of a run whose summary.json is there but cannot be read
 NO_SUMMARY = "no summary"
 RUNNING = "running"
+# A language model's figures in a status row (None for any other run)
+LM_STATUS = ("model_size", "tokens_per_s", "tokens_per_s_per_device", "mfu", "mfu_fp8_peak", "final_val_loss",
+             "usd_per_billion_tokens", "joules_per_token", "kwh_per_billion_tokens")
 
 
 def run_figures(summary: Any) -> dict[str, Any]:
@@ -30,7 +34,8 @@ def run_figures(summary: Any) -> dict[str, Any]:
     ``samples_per_s`` and ``samples_per_s_per_process`` (None for the all-reduce workload), ``busbw_peak_gbps`` with
     ``busbw_peak_at_bytes`` and ``message_sizes`` (the all-reduce workload's, else None), ``flags`` (what the run
     is marked with: a CPU another local run shared, NCCL on sockets; None where nothing), ``joules_per_sample`` and
-    ``kwh`` (energy per result, where the run's telemetry measured power: ``bench.results.hardware``)."""
+    ``kwh`` (energy per result, where the run's telemetry measured power: ``bench.results.hardware``), and a
+    language model's figures (``LM_STATUS``: ``language_model_status``)."""
     s = summary if isinstance(summary, Mapping) else {}
     tp = s.get(F.THROUGHPUT) if isinstance(s.get(F.THROUGHPUT), Mapping) else {}
     coverage = s.get("coverage") if isinstance(s.get("coverage"), Mapping) else {}
@@ -39,6 +44,7 @@ def run_figures(summary: Any) -> dict[str, Any]:
     peak = busbw.get(F.BUSBW_PEAK_GBPS)
     peak = float(peak) if positive(peak) else None
     started = s.get(F.STARTED_AT)
+    energy = energy_figures(s.get(F.TELEMETRY), tp.get(F.SAMPLES_PER_S_TOTAL))
 
     def pick(value: Any, check: Any) -> Any:
         return value if value is not None and check(value) else None
@@ -59,9 +65,29 @@ def run_figures(summary: Any) -> dict[str, Any]:
         "message_sizes": len(curve) if peak is not None and isinstance(curve, list) else None,
         # what the run is marked with (another local run shared the CPU; NCCL on sockets), as text
         "flags": ([f for f in s[F.FLAGS] if text(f)] or None) if isinstance(s.get(F.FLAGS), list) else None,
-        **{k: v for k, v in energy_figures(s.get(F.TELEMETRY), tp.get(F.SAMPLES_PER_S_TOTAL)).items()
-           if k in ("joules_per_sample", "kwh")},
+        **{k: v for k, v in energy.items() if k in ("joules_per_sample", "kwh")},
+        **language_model_status(s, energy["power_mean_w"]),
     }
+
+
+def language_model_status(s: Mapping[str, Any], power_mean_w: float | None) -> dict[str, Any]:
+    """A language model's figures for ``bench status`` (``LM_STATUS``; all None for any other run): tokens/s (all
+    GPUs and per GPU), MFU (both conventions for float8), the last validation loss, and per billion tokens the
+    dollars at the region's on-demand price (``run_row.run_hourly``) and the energy at the measured power."""
+    from bench.results.run_row import run_hourly, run_region
+
+    if not block(s):
+        return dict.fromkeys(LM_STATUS)
+    device, launch, ran = (s.get(k) if isinstance(s.get(k), Mapping) else {} for k in (F.DEVICE, F.LAUNCH,
+                                                                                          F.WHAT_RAN))
+    gpu = device.get("name") if text(device.get("name")) else None
+    nodes = next((n for n in (s.get(F.NODES), launch.get(F.LAUNCH_NODES)) if integer(n) and n > 0), None)
+    # only text reaches the price catalog's lookups: this summary may be unchecked (bench.cloud's S3 reads)
+    priced = {F.INSTANCE_TYPE: s.get(F.INSTANCE_TYPE) if text(s.get(F.INSTANCE_TYPE)) else None,
+              F.WHAT_RAN: {k: ran.get(k) for k in (F.REGION, F.ZONE) if text(ran.get(k))}}
+    hourly = run_hourly(priced, gpu=gpu, nodes=nodes, region=run_region(priced)) if gpu else None
+    got = language_model_columns(s, hourly=hourly, power_mean_w=power_mean_w)
+    return {**{k: got.get(k) for k in LM_STATUS}, "mfu": block_figure(s, F.MFU)}
 
 
 def nodes_text(e: Any) -> str:
@@ -75,7 +101,10 @@ def table_row(label: str, status: str, shape: str, fig: Mapping[str, Any], *, wa
     return {"experiment": label, "status": status, "shape": shape, "steps": fig["steps"],
             "total": fig["samples_per_s"], "per_process": fig["samples_per_s_per_process"],
             "busbw_peak_gbps": fig["busbw_peak_gbps"], "wall": wall, "accuracy": accuracy, "path": path,
-            "joules_per_sample": fig["joules_per_sample"], "kwh": fig["kwh"]}
+            "joules_per_sample": fig["joules_per_sample"], "kwh": fig["kwh"],
+            # a language model's rate is in tokens, and its quality is its last validation loss
+            "tokens_per_s": fig["tokens_per_s"], "tokens_per_s_per_device": fig["tokens_per_s_per_device"],
+            "val_loss": fig["final_val_loss"]}
 
 
 def status_row(*, run: str, experiment: str, repeat: int | None, summary: Any, results: str,

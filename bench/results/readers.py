@@ -72,6 +72,11 @@ def positive(v: Any) -> bool:
     return number(v) and v > 0
 
 
+def non_negative(v: Any) -> bool:
+    """A measured amount that cannot be below zero (energy, power): a negative one is no measurement."""
+    return number(v) and v >= 0
+
+
 def seconds(v: Any) -> bool:
     """A duration that was measured: at least MIN_SECONDS."""
     return number(v) and v >= MIN_SECONDS
@@ -115,9 +120,27 @@ STARTUP: Schema = {"time_to_first_step_s": number, "phases_s": map_of(number)}
 LAUNCH: Schema = {F.LAUNCH_NODES: integer, F.LAUNCH_PROCS_PER_NODE: integer}
 TELEMETRY: Schema = {F.TELEMETRY_SOURCE: text, F.TELEMETRY_REASON: text, "nodes": integer, "gpus": integer,
                      "samples": integer, "seconds": number, F.UTIL_MEAN_PCT: number, F.UTIL_P95_PCT: number,
-                     F.MEMORY_PEAK_BYTES: integer, F.MEMORY_TOTAL_BYTES: integer, F.POWER_MEAN_W: number,
-                     F.ENERGY_J: number, F.ENERGY_TO_ACCURACY_J: number, F.THROTTLE_S: number,
+                     F.MEMORY_PEAK_BYTES: integer, F.MEMORY_TOTAL_BYTES: integer, F.POWER_MEAN_W: non_negative,
+                     F.ENERGY_J: non_negative, F.ENERGY_TO_ACCURACY_J: non_negative, F.THROTTLE_S: number,
                      F.IDLE_SHARE: number}
+
+
+def val_loss(v: Any) -> bool:
+    """A language model's validation: step, tokens trained by then, loss, seconds since the start (each may be null)."""
+    keys = ("step", "tokens", "val_loss", "elapsed_s")
+    return isinstance(v, dict) and all(v.get(k) is None or number(v[k]) for k in keys)
+
+
+# A language model's block (workloads.train.harness.language_model_summary; bench.results.language_model)
+LANGUAGE_MODEL: Schema = {
+    F.TOKENS_PER_S: positive, F.TOKENS_PER_S_PER_DEVICE: positive, F.FLOPS_PER_TOKEN: positive,
+    "tflops_per_s_per_gpu": positive, F.MFU: number, "mfu_convention": text, "mfu_fp8_peak": positive,
+    "data_wait_share": number, "first_loss": number, "final_loss": number, "val_losses": list_of(val_loss),
+    F.FINAL_VAL_LOSS: number, "target_loss": number, F.TOKENS_TO_TARGET: number, F.TIME_TO_TARGET_LOSS_S: number,
+    "model_size": text, "parameters": integer, "seq_len": integer, "tensor_parallel": integer,
+    "data_parallel": integer, "sharding": text, "activation_checkpoint": lambda v: text(v) or flag(v),
+    "fp8_recipe": text, "tokens_per_sequence": integer,
+}
 SUMMARY: Schema = {
     F.EXPERIMENT: text, F.STATUS: text, F.EXIT_CODE: integer, F.ERROR: text, F.STARTED_AT: text, "ended_at": text,
     F.WALL_TIME_S: number, F.IMAGE: text, F.GIT_COMMIT: text, F.RESULTS_URI: text, F.COMMAND: list_of(text),
@@ -126,7 +149,7 @@ SUMMARY: Schema = {
     F.THROUGHPUT: THROUGHPUT, F.ACCURACY: ACCURACY, F.MFU: number, F.TFLOPS_PER_S: number,
     F.FLOPS_PER_SAMPLE: number, F.LOOP_SECONDS: number, F.DATA_WAIT_S: number, "coverage": {"steps": integer},
     F.WHAT_RAN: flat_object, F.WHAT_RAN_UNKNOWN: map_of(text), F.STARTUP: STARTUP,
-    F.SAMPLES_PER_EPOCH: integer, F.TELEMETRY: TELEMETRY,
+    F.SAMPLES_PER_EPOCH: integer, F.TELEMETRY: TELEMETRY, F.LANGUAGE_MODEL: LANGUAGE_MODEL,
 }
 PROGRESS: Schema = {"step": integer, "total": integer, "samples_per_s": number, "world_size": integer,
                     "updated_at": text}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import bench.results.language_model as LM
 from bench.results.timeline import parse_iso
 
 COLUMNS = ("stack", "run_id", "experiment", "repeat", "workload", "framework", "status", "instance_type", "gpu", "nodes",
@@ -21,14 +22,16 @@ EXTRA = ("hourly_usd", "usd_per_1k_samples", "region", "prices", "tflops_per_s",
          "startup", "samples_per_epoch",
          # what the hardware did (summary.json's telemetry block; bench.results.hardware.energy_figures)
          "energy_j", "kwh", "power_mean_w", "joules_per_sample", "energy_to_accuracy_j", "util_mean_pct",
-         "util_p95_pct", "memory_peak_bytes", "memory_total_bytes", "throttle_s", "idle_share", "telemetry_note")
+         "util_p95_pct", "memory_peak_bytes", "memory_total_bytes", "throttle_s", "idle_share", "telemetry_note",
+         # a language model's (summary.json's language_model block; bench.results.language_model), None for others
+         *LM.COLUMNS)
 # The frame's dtypes (module docstring): measures float64; counts int64 when complete, else float64; times UTC.
 MEASURES = ("samples_per_s", "samples_per_s_per_gpu", "step_time_p50_s", "step_time_p95_s", "mfu", "wall_s",
             "cost_usd", "accuracy", "time_to_accuracy_s", "hourly_usd", "usd_per_1k_samples", "tflops_per_s",
             "flops_per_sample", "loop_seconds", "data_wait_s", "data_wait_share", "energy_j", "kwh", "power_mean_w",
             "joules_per_sample", "energy_to_accuracy_j", "util_mean_pct", "util_p95_pct", "memory_peak_bytes",
-            "memory_total_bytes", "throttle_s", "idle_share")
-COUNTS = ("repeat", "nodes", "gpus_per_node", "world_size", "batch_size", "restarts", "samples_per_epoch")
+            "memory_total_bytes", "throttle_s", "idle_share", *LM.MEASURES)
+COUNTS = ("repeat", "nodes", "gpus_per_node", "world_size", "batch_size", "restarts", "samples_per_epoch", *LM.COUNTS)
 TIMES = ("started_at",)
 
 

@@ -1,12 +1,14 @@
 """One experiment run's documents (summary.json, its metrics lines, eval.json, the log's root cause) as one flat
-row of ``results.load``'s frame: what ran where, how fast, what it cost, where it came from and what the hardware
-did. Pure: the reading is in ``bench.results.frames`` and ``bench.results.files``."""
+row of ``results.load``'s frame: what ran where, how fast, what it cost, where it came from, what the hardware
+did and, for a language model, its tokens, losses and cost and energy per token. Pure: the reading is in
+``bench.results.frames`` and ``bench.results.files``."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
 from bench.results.hardware import energy_figures
+from bench.results.language_model import block_figure, language_model_columns
 from bench.results.rank_lines import RankLines
 from core.catalog import aws as catalog
 from core.contract import summary_fields as F
@@ -52,15 +54,25 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
     gpu = _gpu(s, s.get(F.DEVICE) or {})
     shape = launch_shape(s, lines)
     region = run_region(s)
-    hourly = price(s.get(F.INSTANCE_TYPE), region) if gpu != "cpu" else None
-    hourly = hourly * (shape[0] or 1) if hourly else None
+    hourly = run_hourly(s, gpu=gpu, nodes=shape[0], region=region, price=price)
+    energy = energy_figures(s.get(F.TELEMETRY), (s.get(F.THROUGHPUT) or {}).get(F.SAMPLES_PER_S_TOTAL),
+                            where=location or "summary.json")
     return {**_what_ran_where(s, ids, repeat, gpu=gpu, shape=shape),
             **_speed(s, lines, gpu=gpu, hourly=hourly, eval_doc=eval_doc),
             "results_uri": s.get(F.RESULTS_URI) or location,
             "error": run_error(s, missing=summary is None, log_error=log_error),
             **_prices(s, gpu=gpu, hourly=hourly, region=region),
-            **_provenance(s),
-            **energy_figures(s.get(F.TELEMETRY), (s.get(F.THROUGHPUT) or {}).get(F.SAMPLES_PER_S_TOTAL))}
+            **_provenance(s), **energy,
+            # a language model's figures (None for any other run): tokens, losses, cost and energy per token
+            **language_model_columns(s, hourly=hourly, power_mean_w=energy["power_mean_w"])}
+
+
+def run_hourly(s: Mapping[str, Any], *, gpu: str | None, nodes: Any, region: str | None,
+               price: Callable[[str | None, str | None], float | None] = instance_price) -> float | None:
+    """What the run's instances cost an hour on demand in its region (one instance's price x nodes); None for a
+    local CPU run, or where the catalog has no price there."""
+    hourly = price(s.get(F.INSTANCE_TYPE), region) if gpu != "cpu" else None
+    return hourly * (nodes or 1) if hourly else None
 
 
 def launch_shape(s: Mapping[str, Any], lines: RankLines) -> tuple[Any, Any, Any]:
@@ -112,7 +124,9 @@ def _speed(s: Mapping[str, Any], lines: RankLines, *, gpu: str | None, hourly: f
         "samples_per_s_per_gpu": tp.get(F.SAMPLES_PER_S_PER_DEVICE, tp.get(F.SAMPLES_PER_S_PER_PROCESS)),
         "step_time_p50_s": tp.get(F.STEP_TIME_P50_S) or lines.steady_quantile(0.5),
         "step_time_p95_s": tp.get(F.STEP_TIME_P95_S) or lines.steady_quantile(0.95),
-        "mfu": s.get(F.MFU) if gpu not in (None, "cpu") else None,
+        # a language model's block has it where the summary's top level does not
+        "mfu": (s.get(F.MFU) if s.get(F.MFU) is not None else block_figure(s, F.MFU))
+        if gpu not in (None, "cpu") else None,
         "wall_s": wall, "cost_usd": round(hourly * wall / 3600, 4) if hourly and wall else None,
         "accuracy": ev_acc if ev_acc is not None else acc.get(F.BEST_ACCURACY),
         "time_to_accuracy_s": acc.get(F.TIME_TO_ACCURACY_S),
@@ -132,7 +146,8 @@ def _prices(s: Mapping[str, Any], *, gpu: str | None, hourly: float | None, regi
         "region": region, "prices": prices_note(gpu, instance_type, region, priced=bool(hourly)),
         "tflops_per_s": s.get(F.TFLOPS_PER_S), "flops_per_sample": s.get(F.FLOPS_PER_SAMPLE),
         "loop_seconds": s.get(F.LOOP_SECONDS), "data_wait_s": s.get(F.DATA_WAIT_S),
-        "data_wait_share": data_wait_share(s.get(F.DATA_WAIT_S), tp.get("steady_seconds")),
+        "data_wait_share": _first(data_wait_share(s.get(F.DATA_WAIT_S), tp.get("steady_seconds")),
+                                  block_figure(s, "data_wait_share")),  # a language model's block has it too
     }
 
 
@@ -161,6 +176,10 @@ def prices_note(gpu: str | None, instance_type: str | None, region: str | None, 
     if gpu == "cpu" or not instance_type:
         return None
     return catalog.price_label(region) if priced else catalog.no_price(instance_type, region)
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
 
 
 def _dict(value: Any) -> dict:

@@ -47,6 +47,48 @@ def summary(experiment: str, *, nodes: int = 1, gpus: int = 8, rate: float = 100
     return doc
 
 
+FLOPS_8B = 57_914_449_920  # Llama 3 8B's training FLOPs per token at sequence length 8192 (core.catalog.llm)
+
+
+def llama3_summary(experiment: str, *, nodes: int = 1, tokens_per_gpu: float = 6000.0, precision: str = "bf16",
+                   power_w: float | None = 650.0, val_losses: tuple = ((100, 2.95), (200, 2.71)), **extra: Any
+                   ) -> dict[str, Any]:
+    """A Llama 3 8B run's summary.json on ``nodes`` p5.48xlarge (8 H100 each) at seq 8192, one sequence per GPU,
+    as the launcher writes it (workloads.train.harness.language_model_summary), written out by hand: the token
+    rate per GPU, its MFU against the bf16 peak (989 TFLOP/s; float8 also against the fp8 peak, 1,979), each GPU
+    drawing ``power_w`` (None: no telemetry), a validation loss at each (step, loss)."""
+    gpus, seq = 8 * nodes, 8192
+    tokens = tokens_per_gpu * gpus
+    tflops = FLOPS_8B * tokens_per_gpu / 1e12
+    vals = [{"step": step, "tokens": step * gpus * seq, "val_loss": loss, "elapsed_s": step * seq / tokens_per_gpu}
+            for step, loss in val_losses]
+    block = {"model_size": "8b", "parameters": 8_030_261_248, "seq_len": seq, "tensor_parallel": 1,
+             "data_parallel": gpus, "sharding": "fsdp", "activation_checkpoint": "selective",
+             "fp8_recipe": "tensorwise" if precision == "fp8" else None, "mesh": {"dp_shard": gpus},
+             "tokens_per_s": tokens, "tokens_per_s_per_device": tokens_per_gpu, "flops_per_token": FLOPS_8B,
+             "tokens_per_sequence": seq, "tflops_per_s_per_gpu": round(tflops, 6), "mfu": round(tflops / 989, 6),
+             "mfu_convention": "against the bf16 peak, 989 TFLOP/s" + (" (TorchTitan's and AWS's for float8)"
+                                                                     if precision == "fp8" else ""),
+             "mfu_fp8_peak": round(tflops / 1979, 6) if precision == "fp8" else None, "data_wait_share": 0.01,
+             "first_loss": 11.9, "final_loss": 2.68, "val_losses": vals,
+             "final_val_loss": vals[-1]["val_loss"] if vals else None, "target_loss": 2.8,
+             "tokens_to_target_loss": next((v["tokens"] for v in vals if v["val_loss"] <= 2.8), None),
+             "time_to_target_loss_s": next((v["elapsed_s"] for v in vals if v["val_loss"] <= 2.8), None)}
+    doc = summary(experiment, nodes=nodes, rate=tokens / seq, instance_type="p5.48xlarge",
+                  config={"workload": "llama3", "batch_size": 1, "precision": precision, "compile": True},
+                  throughput={"samples_per_s_total": tokens / seq, "samples_per_s_per_process": tokens_per_gpu / seq,
+                              "samples_per_s_per_device": tokens_per_gpu / seq, "step_time_p50_s": seq / tokens_per_gpu,
+                              "step_time_p95_s": 1.1 * seq / tokens_per_gpu, "steady_seconds": 600.0},
+                  device={"name": "NVIDIA H100 80GB HBM3", "torch": "2.14.1", "peak_memory_gib": 61.5},
+                  what_ran={"region": "us-east-1"}, mfu=round(tflops / 989, 6), precision=precision,
+                  data_wait_s=6.0, language_model=block)
+    if power_w is not None:
+        doc["telemetry"] = {"source": "nvml", "nodes": nodes, "gpus": gpus, "power_mean_w": power_w * gpus,
+                            "energy_j": power_w * gpus * 700.0, "util_mean_pct": 97.0}
+    doc.update(extra)
+    return doc
+
+
 def write_experiment(root: Path, rel: str, doc: dict[str, Any] | str | None, ranks: int = 2,
                      **lines: Any) -> Path:
     """``root/rel/`` with summary.json (a dict, raw text, or none) and ``ranks`` metrics files."""

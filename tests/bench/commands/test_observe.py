@@ -310,3 +310,41 @@ def test_a_status_cell_is_cut_at_a_word_and_shows_what_the_run_is_flagged_with()
     assert observe.status_cell({"status": "interrupted", "stop_reason": "Ctrl-C"}) == "interrupted (Ctrl-C)"
     flagged = {"status": "succeeded", "stop_reason": None, "flags": ["shared the CPU with local run dev/b (pid 7)"]}
     assert observe.status_cell(flagged) == "succeeded (shared the CPU with local run dev/b (pid 7))"
+
+
+def test_status_of_a_language_model_shows_tokens_per_gpu_mfu_dollars_and_energy_per_billion_tokens(tmp_path, capsys):
+    """A Llama 3 run's row: tokens/s per GPU in place of its samples/s (sequences), its MFU (a float8 run's against
+    both peaks, labelled), dollars per billion tokens at the region's on-demand price, its last validation loss and
+    kWh per billion tokens; a ResNet-50 beside it keeps its samples/s and a '-' in the language model's column."""
+    import json
+
+    from tests.bench.conftest import llama3_summary, summary
+
+    for name, doc in (("llama8b-bf16", llama3_summary("llama8b-bf16", started_at="2026-01-01T00:00:00Z")),
+                      ("llama8b-fp8", llama3_summary("llama8b-fp8", precision="fp8", tokens_per_gpu=8000.0,
+                                                     started_at="2026-01-01T01:00:00Z")),
+                      (EXPERIMENT, summary(EXPERIMENT, rate=100.8, started_at="2026-01-01T02:00:00Z"))):
+        (tmp_path / "dev" / "r1" / name).mkdir(parents=True)
+        (tmp_path / "dev" / "r1" / name / "summary.json").write_text(json.dumps(doc))
+    code, out, err = status(capsys, tmp_path)
+    assert code == 0 and not err
+    head, _, *rows = out.split("\n\n", 1)[1].splitlines()
+    assert "THROUGHPUT" in head and "LANGUAGE MODEL" in head and "ENERGY" in head
+    rows = [" ".join(r.split()) for r in rows]
+    assert ("6,000 tokens/s/GPU (48,000 in all) MFU 35.1%, $318.52/B tokens, val loss 2.71 "
+            "30.1 kWh/B tokens, 1.01 kWh") in rows[0]
+    assert ("8,000 tokens/s/GPU (64,000 in all) MFU 46.8% (bf16 peak), 23.4% (fp8 peak), $238.89/B tokens, "
+            "val loss 2.71 22.6 kWh/B tokens") in rows[1]
+    assert "100.8 samples/s - -" in rows[2]
+    code, out, _ = status(capsys, tmp_path, "--json")
+    bf16, fp8, resnet = json.loads(out)["runs"]
+    assert (bf16["tokens_per_s_per_device"], bf16["mfu"], bf16["usd_per_billion_tokens"], bf16["final_val_loss"],
+            bf16["model_size"]) == (6000.0, 0.351352, 318.5185, 2.71, "8b")
+    assert bf16["kwh_per_billion_tokens"] == pytest.approx(30.092593) and fp8["mfu_fp8_peak"] == 0.234116
+    assert resnet["tokens_per_s"] is None and resnet["usd_per_billion_tokens"] is None
+
+
+def test_without_a_language_model_the_status_table_has_no_column_for_one(tmp_path, capsys):
+    summaries(tmp_path)
+    _, out, _ = status(capsys, tmp_path)
+    assert "LANGUAGE MODEL" not in out and "tokens" not in out

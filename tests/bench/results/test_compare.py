@@ -258,3 +258,25 @@ def test_readme_results_page_and_code_state_one_verdict_rule():
     assert f"only where repeats support it ({S.VERDICT_RUNS} or more runs on both sides" in readme
     assert f"with {words[S.VERDICT_RUNS]} or more a side it gives a verdict" in " ".join(results_page.split())
     assert f"So a verdict needs {S.VERDICT_RUNS} runs a side" in " ".join(results_page.split())
+
+
+def test_a_language_models_tokens_per_gpu_mfu_dollars_and_val_loss_are_compared_beside_its_throughput(tmp_path):
+    """``compare`` of two Llama 3 runs: the throughput table as for any run (the ratio of tokens/s is that of
+    samples/s), then each side's tokens/s per GPU, MFU, dollars and energy per billion tokens and last validation
+    loss with B/A; what differs lists the model's shape."""
+    from tests.bench.conftest import llama3_summary, write_experiment
+
+    write_experiment(tmp_path, "llm/a/llama8b", llama3_summary("llama8b"))
+    faster = llama3_summary("llama8b", tokens_per_gpu=6600.0, val_losses=((100, 2.9), (200, 2.6)))
+    faster["language_model"]["activation_checkpoint"] = "full"
+    write_experiment(tmp_path, "llm/b/llama8b", faster)
+    done = run_cli("llm/a", "llm/b", "--results-root", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    out = " ".join(done.stdout.split())
+    assert ("Language model (mean of each side's runs): llama8b: tokens/s/GPU A 6,000, B 6,600 (B/A 1.100); "
+            "MFU A 35.1%, B 38.6% (B/A 1.100); $/B tokens A 318.52, B 289.56 (B/A 0.909); val loss A 2.71, "
+            "B 2.6 (B/A 0.959); kWh/B tokens A 30.1, B 27.4 (B/A 0.909)") in out
+    assert "activation_checkpoint selective -> full" in out
+    doc = json.loads(run_cli("llm/a", "llm/b", "--results-root", str(tmp_path), "--json").stdout)
+    lm = doc["experiments"][0]["language_model"]
+    assert lm["a"]["mfu_fp8_peak"] is None and lm["b"]["tokens_per_s_per_device"] == 6600.0

@@ -85,10 +85,14 @@ def test_a_hostile_telemetry_file_is_bounded_and_named(tmp_path, monkeypatch):
 def test_energy_figures_read_what_a_summary_gives_and_nothing_else():
     assert energy_figures({"energy_j": 7.2e6, "power_mean_w": 400.0}, 200.0)["kwh"] == 2.0
     assert energy_figures({"energy_j": 7.2e6, "power_mean_w": 400.0}, 200.0)["joules_per_sample"] == 2.0
-    none = energy_figures({"energy_j": "x", "power_mean_w": float("nan"), "reason": "no GPU telemetry"}, 0)
+    with pytest.warns(UserWarning, match=r"^summary.json: telemetry power_mean_w=nan: below zero or not a finite "):
+        none = energy_figures({"energy_j": "x", "power_mean_w": float("nan"), "reason": "no GPU telemetry"}, 0)
     assert none["energy_j"] is None and none["joules_per_sample"] is None
     assert none["telemetry_note"] == "no GPU telemetry"
     assert energy_figures(None, None)["kwh"] is None
+    with pytest.warns(UserWarning, match=r"^dev/r1/x: telemetry energy_j=-1.0, power_mean_w=-400.0: below zero"):
+        negative = energy_figures({"energy_j": -1.0, "power_mean_w": -400.0}, 200.0, where="dev/r1/x")
+    assert negative["kwh"] is None and negative["joules_per_sample"] is None  # never a negative energy
 
 
 def test_idle_or_throttled_gpus_are_flagged():
