@@ -23,4 +23,4 @@ def test_the_gpu_script_runs_the_gpu_suite_and_keeps_its_log(tmp_path):
     assert (tmp_path / "gpu.csv").is_file()
     bad = subprocess.run(["bash", ".ci/gpu", "benchmark"], cwd=ROOT, capture_output=True, text=True, timeout=60,
                          env={**os.environ, "OUT": str(tmp_path)})
-    assert bad.returncode == 2 and "unknown stage 'benchmark': use tests, resnet50 or input" in bad.stderr
+    assert bad.returncode == 2 and "unknown stage 'benchmark': use tests, resnet50, input or llm" in bad.stderr

@@ -67,13 +67,20 @@ class LocalBackend(LocalObservation):
         self.runs = self._experiment_runs()
 
     def _write_standin_data(self) -> None:
-        """CIFAR-10's stand-in files under ``_data`` when an experiment trains on them."""
+        """CIFAR-10's stand-in files under ``_data`` when an experiment trains on them; the shipped text, prepared as
+        pre-tokenized shards (datasets.prepare.prepare_local), when a language model trains on it."""
         from bench.local import plan as lr
 
         if any(e.train.dataset in lr.STANDIN_DATASETS for e in self.runnable):
             from workloads.train.common.cifar import write_standin
 
             write_standin(self.run_dir / "_data", **lr.CIFAR_STANDIN)
+        if any(e.train.dataset == lr.LOCAL_TEXT for e in self.runnable):
+            from datetime import datetime, timezone
+
+            from datasets.prepare import prepare_local
+
+            prepare_local(lr.LOCAL_TEXT, self.run_dir / "_data", created_at=datetime.now(timezone.utc).isoformat())
 
     def _start_etcd(self) -> None:
         """A loopback etcd when an experiment meets through etcd-v2; else a line when there is no etcd binary."""

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 # What runs and how each framework starts (the pytorch node command included) live in bench.local.launch.
 from bench.local.launch import (  # noqa: F401
@@ -36,7 +36,8 @@ from workloads.train.pytorch.allreduce import message_sizes
 from workloads.train.pytorch.precision_probe import shape_text
 from workloads.train.pytorch.registry import WORKLOADS as TRAINER_CODE
 
-STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with a generated stand-in
+STANDIN_DATASETS = ("cifar10",)
+LOCAL_TEXT = "text-bytes"  # a language model's data here: the shipped byte-level text (datasets/text/)  # catalog datasets the local run replaces with a generated stand-in
 CIFAR_STANDIN = {"train": 256, "test": 200}
 # A collective workload's largest message here: processes share this machine's memory and cores,
 # and loopback gloo says nothing about a fabric past this size anyway (--max-bytes in args overrides).
@@ -79,7 +80,11 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
     if exp.epochs:
         notes.append(f"{exp.epochs} epochs -> {steps} steps")
     dataset = exp.dataset
-    if exp.dataset in STANDIN_DATASETS:
+    if WORKLOADS[exp.workload].language_model and exp.dataset != "synthetic":
+        dataset = LOCAL_TEXT
+        if exp.dataset != LOCAL_TEXT:
+            notes.append(f"dataset {exp.dataset}: the shipped {LOCAL_TEXT} locally (same pre-tokenized layout)")
+    elif exp.dataset in STANDIN_DATASETS:
         notes.append(f"dataset {exp.dataset}: generated stand-in, same layout "
                      f"({CIFAR_STANDIN['train']} train / {CIFAR_STANDIN['test']} test images)")
     elif exp.dataset != "synthetic":
@@ -114,7 +119,7 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         dataset=dataset, checkpoint_every=every, checkpoint_minutes=0.0,
         image_size=local.image_size, width_per_group=local.width_per_group,
         warmup_steps=max(1, min(10, steps // 6)), seed=0, workers=0, collective_timeout=120,
-        log_every=max(1, min(cluster.log_every, steps // 10)))
+        log_every=max(1, min(cluster.log_every, steps // 10)), **language_model_scale(exp, local, notes))
     launch = LOCAL_LAUNCHES.get(exp.framework)
     procs = (launch and launch.procs_per_node) or min(exp.gpus_per_node, local.procs_per_node)
     devices, why_devices = devices_per_worker(exp, local, nodes=hi)
@@ -125,6 +130,22 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         rdzv_backend=(launch and launch.rendezvous) or exp.rdzv_backend, max_restarts=exp.max_restarts,
         evaluate=exp.evaluate, results_dir=results_dir, notes=tuple(notes), skip=not_local(exp.framework),
         repeat=exp.repeat, repeats=exp.repeats, framework=exp.framework, devices_per_process=devices)
+
+
+def language_model_scale(exp: Experiment, local: LocalRun, notes: list[str]) -> dict[str, Any]:
+    """A language model's shape here: ``local.model_size`` at ``local.seq_len`` (0: that shape's default), tensor
+    parallelism only where a node's processes hold a whole group (else 1, said), validation every third of the run."""
+    if not WORKLOADS[exp.workload].language_model:
+        return {}
+    procs = min(exp.gpus_per_node, local.procs_per_node)
+    tp = exp.tensor_parallel if procs % exp.tensor_parallel == 0 else 1
+    if tp != exp.tensor_parallel:
+        notes.append(f"tensor_parallel {exp.tensor_parallel} -> 1: {procs} process(es) per node here")
+    if exp.model_size != local.model_size:
+        notes.append(f"model {exp.model_size} -> {local.model_size}")
+    steps = min(exp.steps, local.steps) if exp.epochs == 0 else local.steps
+    return dict(model_size=local.model_size, seq_len=local.seq_len, tensor_parallel=tp,
+                sharding=exp.sharding if local.nodes > 1 else "fsdp", val_every=max(1, steps // 3))
 
 
 def devices_per_worker(exp: Experiment, local: LocalRun, *, nodes: int) -> tuple[int, list[str]]:

@@ -119,3 +119,34 @@ def test_a_benchmark_that_cannot_rewrite_its_json_keeps_the_previous_one_whole(t
     gpu_resnet50.write_results(rows, args, datetime.now(timezone.utc))
     assert json.loads(out.read_text())["results"] == rows
     assert [json.loads(p.read_text())["results"] for p in (tmp_path / "results").iterdir()] == [rows]
+
+
+def test_llm_layers_smoke_trains_the_cut_model_and_counts_its_own_flops(tmp_path):
+    """The Llama layers benchmark on this CPU: its figures are those of the model it measured (the cut shape's
+    FLOPs per token), a CPU has no MFU, and a float8 setting is left out of a smoke run (H100/H200 only)."""
+    from dataclasses import replace
+
+    from bench.benchmarks import llm_layers
+    from core.catalog.llm import MODELS
+
+    out = tmp_path / "llm.json"
+    assert llm_layers.main(["--smoke", "--settings", "eager/fp32", "default/fp8", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["model_size"] == "tiny" and [r["setting"] for r in doc["results"]] == ["eager/fp32"]
+    row = doc["results"][0]
+    assert row["flops_per_token"] == replace(MODELS["tiny"], n_layers=2).flops_per_token(32) and row["finite_loss"]
+    assert row["tokens_per_s"] > 0 and row["mfu"] is None and row["steady_steps"] == 3
+
+
+def test_llm_layers_figures_give_the_published_mfu_for_the_published_rate():
+    """The benchmark's arithmetic on AWS's p5 figure: 6,785 tokens/s per H100 for Llama 3 8B at 8192 is 39.7% MFU."""
+    from bench.benchmarks.llm_layers import figures
+    from core.catalog.llm import MODELS
+
+    step = 8192 / 6785  # one sequence of 8192 tokens a step at 6,785 tokens/s
+    row = figures("default/bf16", shape=MODELS["8b"], seq_len=8192, batch=1, times=[step] * 3, loss=2.0,
+                  device="NVIDIA H100 80GB HBM3", peak_gib=40.0)
+    assert row["tokens_per_s"] == 6785.0 and row["mfu"] == 0.3973 and row["mfu_fp8_peak"] is None
+    fp8 = figures("default/fp8", shape=MODELS["8b"], seq_len=8192, batch=1, times=[8192 / 7865] * 3, loss=2.0,
+                  device="NVIDIA H100 80GB HBM3", peak_gib=40.0)
+    assert fp8["mfu"] == 0.4606 and fp8["mfu_fp8_peak"] == 0.2302  # against the bf16 peak, and NVIDIA's fp8 one

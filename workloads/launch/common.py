@@ -93,8 +93,10 @@ def image_pins(e: Experiment) -> dict[str, str]:
 
 
 def trainer_modules(e: Experiment, base: tuple[str, ...]) -> tuple[str, ...]:
-    """``base`` and, where the trainer decodes with DALI, DALI (no DLC has it)."""
-    return base + ((pins.DALI_MODULE,) if jpeg_input(e) == "dali" else ())
+    """``base`` and, where the trainer decodes with DALI, DALI; where it trains in float8, torchao (no DLC has
+    either)."""
+    return (base + ((pins.DALI_MODULE,) if jpeg_input(e) == "dali" else ())
+            + ((pins.FLOAT8_MODULE,) if e.precision == "fp8" else ()))
 
 
 def train_args_for(e: Experiment, env: TrainPaths, *, instance_type: str | None = None) -> TrainArgs:
@@ -111,7 +113,17 @@ def train_args_for(e: Experiment, env: TrainPaths, *, instance_type: str | None 
                      compile=compiles(e, instance_type), compile_mode=e.compile_mode,
                      target_accuracy=e.target_accuracy, input_path=jpeg_input(e),
                      workers=loader_workers(instance_type, e.gpus_per_node),
-                     collective_timeout=CLUSTER_COLLECTIVE_TIMEOUT_S)
+                     collective_timeout=CLUSTER_COLLECTIVE_TIMEOUT_S, **language_model_args(e))
+
+
+def language_model_args(e: Experiment) -> dict:
+    """A language model's trainer arguments (TrainArgs' llama3 fields) from its keys; none for other workloads, whose
+    argv then spells none of them."""
+    if not WORKLOADS[e.workload].language_model:
+        return {}
+    return dict(model_size=e.model_size, seq_len=e.seq_len or 0, tensor_parallel=e.tensor_parallel,
+                sharding=e.sharding, activation_checkpoint=e.activation_checkpoint, fp8_recipe=e.fp8_recipe,
+                val_every=e.val_every, target_loss=e.target_loss)
 
 
 def train_argv(e: Experiment, env: Environment, *, instance_type: str | None = None) -> tuple[str, ...]:
