@@ -75,3 +75,21 @@ def run_training(cmd: list[str], *, env: dict[str, str], startup_s: float = 600,
 
 def python() -> str:
     return sys.executable
+
+
+def launched_on_two_gloo_processes(args, experiment: str) -> list[str]:
+    """The results launcher over torchrun with 2 processes on one node (c10d on a free loopback port) over the
+    trainer with ``args`` (a TrainArgs): the node command the cluster's pods run, at the size of this machine."""
+    import socket
+
+    from core.contract.launch_command import Torchrun, launched_torchrun, launcher_argv, torchrun_argv, trainer_argv
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    agent = Torchrun(min_nodes=1, max_nodes=1, nproc_per_node=2, max_restarts=0, rdzv_backend="c10d",
+                     rdzv_endpoint=f"127.0.0.1:{port}", rdzv_id=experiment, rdzv_conf="join_timeout=60",
+                     local_addr="127.0.0.1")
+    return [*launcher_argv(python=sys.executable, results_dir=args.results_dir, experiment=experiment,
+                           summary="always", launched=launched_torchrun(agent, args, ())), "--",
+            *torchrun_argv(agent, program=(sys.executable, "-m", "torch.distributed.run")), *trainer_argv(args)]

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 
 import pytest
 
-from core.contract.launch_command import (
-    Torchrun,
-    launched_torchrun,
-    launcher_argv,
-    torchrun_argv,
-    trainer_argv,
-)
 from core.contract.train_args import TrainArgs
-from tests.workloads.conftest import child_env, run_training
+from tests.workloads.conftest import child_env, launched_on_two_gloo_processes, run_training
 from workloads.train.common.metrics import metrics_dir, read_jsonl
 from workloads.train.pytorch.allreduce import (
     bandwidths,
@@ -38,13 +30,7 @@ def gloo_run(tmp_path_factory):
     results = tmp_path_factory.mktemp("allreduce") / "ar"
     args = TrainArgs(workload="allreduce", steps=4, warmup_steps=1, results_dir=str(results), max_bytes=2**16,
                      collective_timeout=60)
-    agent = Torchrun(min_nodes=1, max_nodes=1, nproc_per_node=2, max_restarts=0, rdzv_backend="c10d",
-                     rdzv_endpoint=f"127.0.0.1:{free_port()}", rdzv_id="ar", rdzv_conf="join_timeout=60",
-                     local_addr="127.0.0.1")
-    cmd = [*launcher_argv(python=sys.executable, results_dir=str(results), experiment="ar", summary="always",
-                          launched=launched_torchrun(agent, args, ())), "--",
-           *torchrun_argv(agent, program=(sys.executable, "-m", "torch.distributed.run")), *trainer_argv(args)]
-    done = run_training(cmd, env=child_env())
+    done = run_training(launched_on_two_gloo_processes(args, "ar"), env=child_env())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return results, json.loads((results / "summary.json").read_text())
 

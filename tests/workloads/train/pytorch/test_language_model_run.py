@@ -16,10 +16,8 @@ from pathlib import Path
 import pytest
 
 from core.catalog.llm import MODELS
-from core.contract.launch_command import Torchrun, launched_torchrun, launcher_argv, torchrun_argv, trainer_argv
 from core.contract.train_args import TrainArgs
-from tests.workloads.conftest import ROOT, child_env, run_training
-from tests.workloads.train.test_allreduce_workload import free_port
+from tests.workloads.conftest import ROOT, child_env, launched_on_two_gloo_processes, run_training
 from workloads.train.common.metrics import metrics_dir, read_jsonl
 
 
@@ -39,13 +37,7 @@ def train(results: Path, data: Path, steps: int, **kw) -> dict:
     args = TrainArgs(workload="llama3", model_size="tiny", seq_len=64, batch_size=2, precision="fp32", steps=steps,
                      dataset="text-bytes", data_dir=str(data), results_dir=str(results), warmup_steps=1, log_every=2,
                      checkpoint_minutes=0, collective_timeout=120, activation_checkpoint="none", **kw)
-    agent = Torchrun(min_nodes=1, max_nodes=1, nproc_per_node=2, max_restarts=0, rdzv_backend="c10d",
-                     rdzv_endpoint=f"127.0.0.1:{free_port()}", rdzv_id="lm", rdzv_conf="join_timeout=60",
-                     local_addr="127.0.0.1")
-    cmd = [*launcher_argv(python=sys.executable, results_dir=str(results), experiment="lm", summary="always",
-                          launched=launched_torchrun(agent, args, ())), "--",
-           *torchrun_argv(agent, program=(sys.executable, "-m", "torch.distributed.run")), *trainer_argv(args)]
-    done = run_training(cmd, env=child_env())
+    done = run_training(launched_on_two_gloo_processes(args, "lm"), env=child_env())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads((results / "summary.json").read_text())
 
