@@ -13,6 +13,9 @@ the value, states the rule and gives an example.
 - ``tensor_parallel`` must divide the GPUs of a node (the TP group lives within one) and the model's heads and KV heads
   (each rank computes whole heads); ``seq_len`` must be a multiple of it (sequence parallelism splits each sequence).
 - ``sharding: hsdp`` replicates across nodes and shards within one: it needs two nodes or more.
+- The data: ``val_every`` and ``target_loss`` need held-out text (none in synthetic tokens); a dataset's token ids
+  must fit the model's embedding (tiny and debug cannot read Llama 3's 128,256 ids); and a language model compiles
+  in the default mode only.
 - The memory estimate (``program.language_model_estimate``) must fit the node group's GPU. This one judges the
   cluster's node group only (``memory_problems``, called where ``program.validation`` judges for the cluster): a
   local run trains its ``local:`` shape on this machine.
@@ -24,11 +27,12 @@ from dataclasses import MISSING, fields
 from math import gcd
 
 from core.catalog import aws as catalog
-from core.catalog.llm import MODELS
+from core.catalog.llm import BYTE_VOCAB, LLAMA3_VOCAB, MODELS
 from core.catalog.llm_memory import GIB
 from core.catalog.peaks import NO_BF16, PEAK_TFLOPS
 from core.config.fields import problem, show
 from core.config.model import Experiment, GpuNodeGroup, StackConfig
+from datasets.catalog import DATASET_NAMES, dataset
 from program.language_model_estimate import experiment_memory, is_language_model, seq_len_of
 
 LANGUAGE_MODEL_KEYS = ("model_size", "seq_len", "tensor_parallel", "sharding", "activation_checkpoint",
@@ -54,7 +58,7 @@ def language_model_problems(key: str, e: Experiment, group: GpuNodeGroup | None)
         out.append(problem(f"{key}.precision", e.precision, f"{gpu} GPUs ({group.instance_type}, node group "
                            f"{group.name!r}) have no float8 tensor cores: {FP8_SOURCE}; on AWS: "
                            f"{', '.join(fp8_gpus())}; use {instead} there", show(instead)))
-    out += _tensor_parallel(key, e)
+    out += _tensor_parallel(key, e) + _data(key, e)
     if e.sharding == "hsdp" and e.min_nodes < 2:
         out.append(problem(f"{key}.sharding", e.sharding, f"HSDP replicates the model across nodes and shards it "
                            f"within one, and this experiment has {e.min_nodes} node; use fsdp, or nodes >= 2",
@@ -71,6 +75,33 @@ def _stray_keys(key: str, e: Experiment) -> list[str]:
     if e.precision == "fp8":
         out.append(problem(f"{key}.precision", e.precision, f"float8 (torchao) trains a language model's linear layers "
                            f"(workload llama3) only; {e.workload} trains in fp32, amp-fp16 or bf16", show("amp-fp16")))
+    return out
+
+
+# The ids each tokenizer of a token-shards dataset (datasets.catalog TokenSource.tokenizer) writes
+TOKENIZER_VOCAB = {"bytes": BYTE_VOCAB, "llama3": LLAMA3_VOCAB}
+
+
+def _data(key: str, e: Experiment) -> list[str]:
+    """What the data must give the keys: held-out text for a validation loss, token ids the model's embedding has;
+    and the one compile mode a language model uses."""
+    out = []
+    if e.dataset == "synthetic":
+        out += [problem(f"{key}.{k}", getattr(e, k), "needs held-out text, and synthetic tokens have none (no "
+                        "validation loss is ever measured on them); use a dataset of token shards, or remove it",
+                        'dataset: "fineweb-edu-10bt-sample"')
+                for k in ("val_every", "target_loss") if getattr(e, k) not in (0, None)]
+    elif e.dataset in DATASET_NAMES and (source := dataset(e.dataset).tokens) is not None:
+        ids, vocab = TOKENIZER_VOCAB[source.tokenizer], MODELS[e.model_size].vocab_size
+        if vocab < ids:
+            out.append(problem(f"{key}.model_size", e.model_size, f"embeds {vocab:,} token ids and {e.dataset} is "
+                               f"tokenized into {ids:,} ({source.tokenizer}): its ids past the embedding would fail "
+                               "every rank at the first batch; use a model of Llama 3's vocabulary, or dataset "
+                               "text-bytes", show("8b")))
+    if e.compile_mode != "default":
+        out.append(problem(f"{key}.compile_mode", e.compile_mode, "a language model compiles each block in the "
+                           "default mode, as TorchTitan does; compile_mode chooses for the image workloads",
+                           show("default")))
     return out
 
 

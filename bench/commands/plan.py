@@ -172,7 +172,8 @@ def render_language_models(rows: list[dict[str, Any]]) -> list[str]:
 def render_lr_schedules(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
-    lines = ["\nLearning rate at full size (linear scaling rule; warm-up where the global batch calls for it):"]
+    lines = ["\nLearning rate at full size (the workload's rule: linear scaling for an image workload, a fixed rate for a "
+             "language model; warm-up where the global batch or the workload calls for it):"]
     for r in rows:
         lines.append(f"  {r['experiment']}: global batch {r['global_batch']}, "
                      + (r["warmup"] or f"lr {r['lr']:g}, no warm-up (global batch <= 1024)"))

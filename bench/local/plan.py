@@ -36,8 +36,8 @@ from workloads.train.pytorch.allreduce import message_sizes
 from workloads.train.pytorch.precision_probe import shape_text
 from workloads.train.pytorch.registry import WORKLOADS as TRAINER_CODE
 
-STANDIN_DATASETS = ("cifar10",)
-LOCAL_TEXT = "text-bytes"  # a language model's data here: the shipped byte-level text (datasets/text/)  # catalog datasets the local run replaces with a generated stand-in
+STANDIN_DATASETS = ("cifar10",)  # catalog datasets the local run replaces with a generated stand-in
+LOCAL_TEXT = "text-bytes"  # a language model's data here: the shipped byte-level text (datasets/text/)
 CIFAR_STANDIN = {"train": 256, "test": 200}
 # A collective workload's largest message here: processes share this machine's memory and cores,
 # and loopback gloo says nothing about a fabric past this size anyway (--max-bytes in args overrides).
@@ -95,7 +95,9 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
     collective = WORKLOADS[exp.workload].collective
     precision, channels_last = exp.precision, cluster.channels_last
     if not gpu:
-        choice = choose_for_cpu(exp.precision, cluster.channels_last, cpu)
+        # a language model has no convolutions: channels_last means nothing to it
+        choice = choose_for_cpu(exp.precision, cluster.channels_last and not WORKLOADS[exp.workload].language_model,
+                               cpu)
         precision, channels_last = choice.precision, choice.channels_last
         if not collective:  # an all-reduce sums float32 buffers: precision and memory format mean nothing to it
             notes.extend(choice.why)
@@ -144,8 +146,11 @@ def language_model_scale(exp: Experiment, local: LocalRun, notes: list[str]) -> 
     if exp.model_size != local.model_size:
         notes.append(f"model {exp.model_size} -> {local.model_size}")
     steps = min(exp.steps, local.steps) if exp.epochs == 0 else local.steps
+    if exp.target_loss is not None:
+        notes.append(f"target_loss {exp.target_loss:g} dropped: a loss of {local.model_size}'s byte-level vocabulary "
+                     f"is not {exp.model_size}'s")
     return dict(model_size=local.model_size, seq_len=local.seq_len, tensor_parallel=tp,
-                sharding=exp.sharding if local.nodes > 1 else "fsdp", val_every=max(1, steps // 3))
+                sharding=exp.sharding if local.nodes > 1 else "fsdp", val_every=max(1, steps // 3), target_loss=None)
 
 
 def devices_per_worker(exp: Experiment, local: LocalRun, *, nodes: int) -> tuple[int, list[str]]:

@@ -20,7 +20,7 @@ import bench.results.readers as R
 from bench.results.files import ExperimentFiles
 from bench.results.rank_lines import Split
 from core.contract import summary_fields as F
-from core.contract.names import TELEMETRY_DIR
+from core.contract.names import SUMMARY_FILE, TELEMETRY_DIR
 
 TELEMETRY_FILE = re.compile(re.escape(TELEMETRY_DIR) + r"/([^/]+)\.jsonl")
 MAX_TELEMETRY_ROWS = 5_000_000  # rows (a sample of one device) one ``telemetry`` call keeps: ~100 bytes each
@@ -32,7 +32,7 @@ SAMPLE_COLUMNS = ("t", "device", "util_pct", "mem_used_bytes", "mem_total_bytes"
 TELEMETRY_COLUMNS = ID_COLUMNS + SAMPLE_COLUMNS
 
 
-def energy_figures(telemetry: Any, samples_per_s: Any, where: str = "summary.json") -> dict[str, Any]:
+def energy_figures(telemetry: Any, samples_per_s: Any, where: str = SUMMARY_FILE) -> dict[str, Any]:
     """Energy per result from a summary's ``telemetry`` block (any value: not a dict reads as none):
     ``energy_j`` (the run's, all nodes), ``kwh`` (the same in kWh), ``power_mean_w`` and ``joules_per_sample``
     (the mean power over the steady throughput, as cost per sample is the price over it), ``energy_to_accuracy_j``

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import bench.results.readers as R
+from bench.results.hardware import JOULES_PER_KWH
 from core.catalog.llm import usd_per_billion_tokens
 from core.contract import summary_fields as F
 
-JOULES_PER_KWH = 3.6e6
 # Columns read from the block, in the frame's order, each checked as the reader checks it (readers.LANGUAGE_MODEL)
 BLOCK = (F.TOKENS_PER_S, F.TOKENS_PER_S_PER_DEVICE, F.FLOPS_PER_TOKEN, "tflops_per_s_per_gpu", "mfu_fp8_peak",
          "mfu_convention", "final_loss", F.FINAL_VAL_LOSS, "target_loss", F.TOKENS_TO_TARGET, F.TIME_TO_TARGET_LOSS_S,

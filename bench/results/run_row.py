@@ -12,6 +12,7 @@ from bench.results.language_model import block_figure, language_model_columns
 from bench.results.rank_lines import RankLines
 from core.catalog import aws as catalog
 from core.contract import summary_fields as F
+from core.contract.names import SUMMARY_FILE
 from workloads.train.harness import what_ran
 
 LOCAL_IMAGE = what_ran.LOCAL_IMAGE
@@ -56,7 +57,7 @@ def row(summary: Mapping[str, Any] | None, *, ids: tuple[str | None, str | None,
     region = run_region(s)
     hourly = run_hourly(s, gpu=gpu, nodes=shape[0], region=region, price=price)
     energy = energy_figures(s.get(F.TELEMETRY), (s.get(F.THROUGHPUT) or {}).get(F.SAMPLES_PER_S_TOTAL),
-                            where=location or "summary.json")
+                            where=location or SUMMARY_FILE)
     return {**_what_ran_where(s, ids, repeat, gpu=gpu, shape=shape),
             **_speed(s, lines, gpu=gpu, hourly=hourly, eval_doc=eval_doc),
             "results_uri": s.get(F.RESULTS_URI) or location,

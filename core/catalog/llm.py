@@ -75,8 +75,12 @@ class LlamaShape:
         return self.embedding_parameters + self.n_layers * self.layer_parameters + self.dim + output
 
     def flops_per_token(self, seq_len: int) -> int:
-        """Training FLOPs per token (forward and backward): 6 x (N - N_embedding) + 12 x L x dim x T."""
-        return 6 * (self.parameters - self.embedding_parameters) + 12 * self.n_layers * self.dim * seq_len
+        """Training FLOPs per token (forward and backward): 6 x (N - N_embedding) + 12 x L x dim x T, the output
+        projection counted as a matmul: with tied embeddings (1b) N holds the shared matrix once, so it is added
+        back (TorchTitan's formula, written for untied models, would leave 1B's output layer uncounted)."""
+        matmuls = self.parameters - self.embedding_parameters + (self.vocab_size * self.dim if self.tied_embeddings
+                                                                 else 0)
+        return 6 * matmuls + 12 * self.n_layers * self.dim * seq_len
 
 
 MODELS: dict[str, LlamaShape] = {

@@ -42,6 +42,8 @@ class WorkloadFacts:
     image_folder: bool = False
     # What one sample is, as messages and the report name it: an image, or a language model's sequence of tokens
     sample: str = "image"
+    # Gradients clipped to this total norm before each step (None: not clipped)
+    max_grad_norm: float | None = None
     # A language model (core.catalog.llm): its samples are sequences of --seq-len tokens, its FLOPs are counted per
     # token from its shape, and its figures are tokens/s, MFU, a validation loss and the cost of a billion tokens.
     language_model: bool = False
@@ -71,11 +73,12 @@ WORKLOADS: dict[str, WorkloadFacts] = {
         image_size=1, datasets=("synthetic",), classifier=False, collective=True,
         model="torch.distributed all_reduce (sum, float32, in place), message sizes 8 B to --max-bytes"),
     # Llama 3 pretraining (core.catalog.llm's shapes; workloads.train.pytorch.llama): synthetic tokens, the shipped
-    # byte-level text, or a pre-tokenized web corpus. AdamW at TorchTitan's 8B rate (8e-4, warm-up 200 steps)
-    # whatever the batch: a language model's rate does not follow the linear scaling rule. No image size.
+    # byte-level text, or a pre-tokenized web corpus. TorchTitan's 8B recipe (torchtitan/models/llama3/train_configs/
+    # llama3_8b.toml): AdamW at 3e-4 whatever the batch (a language model's rate does not follow the linear scaling
+    # rule), a linear warm-up over 200 steps from about 1/201 of it, gradients clipped to norm 1.0. No image size.
     "llama3": WorkloadFacts(
-        image_size=1, datasets=("synthetic", "text-bytes", "fineweb-edu-10bt-sample"), classifier=False, base_lr=8e-4,
-        lr_batch=0, warmup_steps=200, warmup_factor=0.0, sample="sequence", language_model=True,
+        image_size=1, datasets=("synthetic", "text-bytes", "fineweb-edu-10bt-sample"), classifier=False, base_lr=3e-4,
+        lr_batch=0, warmup_steps=200, warmup_factor=0.005, max_grad_norm=1.0, sample="sequence", language_model=True,
         model="Llama 3 (core/catalog/llm.py shapes, torch-native; workloads/train/pytorch/llama.py)"),
 }
 

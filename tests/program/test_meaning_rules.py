@@ -3,13 +3,14 @@ to S3, parallel experiments that ask a node group for more GPUs than it has, an 
 shorter than the experiments' timeouts, and a language model its framework, GPUs or memory cannot train."""
 
 import copy
+from dataclasses import replace
 
 import pytest
 import yaml
 
 from core.catalog.pins import CLUSTER_AUTOSCALER_CHARTS
 from core.config.fields import ConfigError
-from core.config.model import GpuNodeGroup
+from core.config.model import Experiment, GpuNodeGroup
 from core.config.shape import parse_stack_config
 from infra.cluster.autoscaling import node_template_tags
 from program.node_group_checks import autoscaler_problems
@@ -277,3 +278,21 @@ def test_a_local_run_is_not_refused_for_the_clusters_gpu_memory(tmp_path):
     with pytest.raises(ConfigError) as refused:
         load_stack_config("big", tmp_path)
     assert [p[:41] for p in refused.value.problems] == ['experiments[0].model_size="70b": needs ab']
+
+
+def test_a_language_models_data_is_judged_before_the_nodes_boot():
+    """Refused in the plan, where each of these failed every rank at its first batch or was silently ignored."""
+    from program.language_model_checks import language_model_problems
+
+    base = Experiment(name="lm", workload="llama3", model_size="8b", precision="bf16", gpus_per_node=8,
+                      dataset="fineweb-edu-10bt-sample")
+    assert language_model_problems("experiments[0]", base, None) == []
+    (vocab,) = language_model_problems("experiments[0]", replace(base, model_size="tiny"), None)
+    assert vocab.startswith('experiments[0].model_size="tiny": embeds 257 token ids and fineweb-edu-10bt-sample is '
+                            "tokenized into 128,256 (llama3)")
+    synthetic = replace(base, dataset="synthetic", val_every=100, target_loss=3.3)
+    assert [p.split("=")[0] for p in language_model_problems("experiments[0]", synthetic, None)] == [
+        "experiments[0].val_every", "experiments[0].target_loss"]
+    (mode,) = language_model_problems("experiments[0]", replace(base, compile_mode="max-autotune"), None)
+    assert mode.startswith('experiments[0].compile_mode="max-autotune": a language model compiles each block')
+    assert language_model_problems("experiments[0]", replace(base, dataset="text-bytes"), None) == []

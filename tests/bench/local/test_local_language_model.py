@@ -30,7 +30,7 @@ def test_a_language_model_is_scaled_to_the_local_shape_and_says_what_changed(tmp
     assert t.precision in ("bf16", "fp32")  # what this CPU runs fast
     said = " ".join(exp.notes)
     assert "model 8b -> tiny" in said and "tensor_parallel 8 -> 1" in said
-    assert "fineweb-edu-10bt-sample: the shipped text-bytes locally" in said
+    assert "fineweb-edu-10bt-sample: the shipped text-bytes locally" in said and "channels_last" not in said
     # two processes a node hold a TP group of 2; synthetic tokens stay synthetic
     two = lr.scale_experiment(replace(EIGHT_B, tensor_parallel=2, dataset="synthetic"),
                               replace(local, procs_per_node=2), results_dir=str(tmp_path), data_dir=str(tmp_path))
@@ -55,8 +55,8 @@ def test_the_local_llm_run_trains_tiny_on_the_shipped_text_and_its_loss_falls(ll
     assert lm["model_size"] == "tiny" and lm["seq_len"] == 128 and lm["mesh"] == {"dp_shard": 2}
     assert lm["tokens_per_s"] > 0 and lm["tokens_per_s_per_device"] > 0 and lm["flops_per_token"] == 2_806_272
     vals = [v["val_loss"] for v in lm["val_losses"]]
-    assert len(vals) == 3 and vals[-1] < vals[0] < 5.6  # from about ln(257) = 5.55 down, on held-out text
-    assert lm["final_loss"] < lm["first_loss"] and lm["target_loss"] == 3.3
+    assert len(vals) == 3 and vals[-1] < vals[0] - 0.5  # falling, on held-out text (a fresh model: about ln(257) = 5.55)
+    assert lm["final_loss"] < lm["first_loss"] and lm["target_loss"] is None  # 3.3 is for Llama 3's tokenizer
     assert (llm_run / "llama8b-text" / "checkpoints" / "latest.pt").is_file()  # real data: checkpointed
 
 
@@ -66,4 +66,4 @@ def test_results_load_reads_the_language_model_columns(llm_run):
     df = results.load(str(llm_run))
     row = df[df["experiment"] == "llama8b-text"].iloc[0]
     assert row["tokens_per_s"] > 0 and row["flops_per_token"] == 2_806_272 and row["model_size"] == "tiny"
-    assert row["final_val_loss"] < 5.6 and row["seq_len"] == 128
+    assert row["final_val_loss"] < 5.5 and row["seq_len"] == 128

@@ -17,8 +17,10 @@ def test_every_workload_has_its_facts_and_its_code():
     assert set(FACTS) == set(CODE)
     for name, facts in FACTS.items():
         code = CODE[name]
-        # a classifier's data, model and loss (build), or a loop of its own (run: the allreduce workload)
-        assert callable(code.build) != callable(code.run), name
+        # a classifier's data, model and loss (build), a loop of its own (run: the allreduce workload), or a
+        # language model's parts (language_model: llama3), exactly one of them
+        assert [callable(code.build), callable(code.run), callable(code.language_model)].count(True) == 1, name
+        assert callable(code.language_model) == facts.language_model, name
         if facts.evaluates:  # the evaluation Job rebuilds the model and measures it
             assert code.evaluate is not None and code.model is not None, name
 

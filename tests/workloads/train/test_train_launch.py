@@ -50,7 +50,7 @@ def test_exit_codes_and_training_config_from_the_launchers_own_arguments():
     assert (args.nodes, args.procs_per_node) == (2, 4)  # "1:2", elastic, runs at 2 nodes at most
     assert launch.build_parser().parse_args(["--results-dir", "r", "--", "python", "x.py"]).train_config is None
     # the experiment's own arguments the trainer would refuse: no config, as the trainer would give none
-    assert launched_torchrun(agent, TrainArgs(), ["--precision=fp8"]).train is None
+    assert launched_torchrun(agent, TrainArgs(), ["--precision=fp4"]).train is None
     assert launched_torchrun(agent, TrainArgs(), ["--batch-size=8"]).train.batch_size == 8
 
 

@@ -13,8 +13,8 @@ same global batch reads the same windows.
 
 Tensor parallelism: ranks of one tensor-parallel group must see the same tokens, so a source is addressed by
 the data-parallel rank and the per-data-parallel-rank batch that the trainer passes (``dp_rank``, and
-``start``'s ``rank`` and ``batch``), never by the global rank; and no source here has ``reseed``, which the
-checkpoint calls with the global rank: a batch depends on (seed, position, data-parallel rank) alone.
+``start``'s ``rank`` and ``batch``), never by the global rank; and no source here has ``reseed``: a batch
+depends on (seed, position, data-parallel rank) alone.
 
 The shards and the manifest are in ``core.contract.token_shards``' format; the manifest is read bounded in size,
 never blocking on a FIFO, and a shard is read through ``numpy.memmap``, never loaded whole. numpy and torch are

@@ -105,7 +105,9 @@ def load(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
     ``weights_only=True``: a file that would run code on unpickling raises ``pickle.UnpicklingError``."""
     import torch
 
-    state = torch.load(path, map_location=map_location, weights_only=True)
+    # mmap: every rank of a language model reads the whole file; mapped, its tensors are paged in as each rank
+    # copies out its shards, not held in each rank's memory at once
+    state = torch.load(path, map_location=map_location, weights_only=True, mmap=True)
     if not isinstance(state, dict):
         raise ValueError(f"{path}: not a checkpoint (a {type(state).__name__}, not a dict)")
     meta = state.pop("meta", None)
@@ -216,7 +218,7 @@ class Checkpointing:
         step, pos, started = 0, Position(), now
         gb, size = self.args.batch_size * self.world, self.source.size
         self.samples_seen = 0
-        if state is not None and self.lm is not None and self.lm.sharded:  # every rank takes its shards
+        if state is not None and self.lm is not None and self.distributed:  # every rank takes its shards
             self.lm.load_full_state(self.model, self.optimizer, state)
         elif state is not None:
             self.model.load_state_dict(state["model"])
@@ -259,8 +261,9 @@ class Checkpointing:
         if not self.args.harness or not enabled(self.args.checkpoint_every, self.args.checkpoint_minutes):
             return
         t0 = time.perf_counter()
-        sharded = self.lm is not None and self.lm.sharded
-        # A sharded model's full state is gathered by every rank together (rank 0 receives it, on its CPU)
+        sharded = self.lm is not None and self.distributed
+        # A language model's full state is gathered by every rank together (rank 0 receives it, on its CPU), under
+        # its own parameter names: one format whatever its layout (sharded or not, compiled or not)
         parts = self.lm.full_state(self.model, self.optimizer) if sharded else None
         if self.rank != 0:
             return

@@ -55,7 +55,20 @@ class Collectives:
 
     def backward_and_step(self, loss: Any) -> None:
         self.scaler.scale(loss).backward()
+        self.clip_gradients()
         self.scaler_step()
+
+    def clip_gradients(self) -> None:
+        """The workload's gradient clipping (``max_grad_norm``: a language model's 1.0), on unscaled gradients:
+        ``clip_grad_norm_`` reduces the norm over a sharded model's DTensor gradients itself."""
+        norm = self.facts.max_grad_norm
+        if not norm:
+            return
+        import torch
+
+        if self.scaler.is_enabled():
+            self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), norm, foreach=self.device.type == "cuda")
 
     def scaler_step(self) -> None:
         """GradScaler's step and update; with amp-fp16, count the steps it skipped (an inf or NaN gradient

@@ -15,7 +15,8 @@ it what differs from an image classifier, and nothing else of the run branches o
 - **Optimizer.** AdamW (TorchTitan's: betas 0.9/0.95, weight decay 0.1, eps 1e-8), fused on a GPU.
 - **FLOPs** are counted from the shape, per token (``LlamaShape.flops_per_token``), never by running the model.
 - **State.** Parameters are sharded, so a checkpoint gathers the full state dict on rank 0 (every rank takes part:
-  ``torch.distributed.checkpoint.state_dict``, CPU offload) and loads it back broadcast from rank 0.
+  ``torch.distributed.checkpoint.state_dict``, CPU offload), under the model's own names whatever wraps it, and
+  every rank takes its shards of it back on resume, whatever the new world's layout.
 - **Validation.** Every ``--val-every`` steps and at the end, every rank (the model is sharded) computes the loss
   on fixed held-out batches; rank 0 writes ``{"step", "tokens", "val_loss"}`` to the evaluations file.
 """
@@ -26,11 +27,11 @@ import math
 import time
 from typing import Any
 
-from core.catalog.llm import MODELS, LlamaShape
+from core.catalog.llm import MODELS
 from core.contract.train_args import TrainArgs
 
 ADAMW = {"betas": (0.9, 0.95), "weight_decay": 0.1, "eps": 1e-8}  # TorchTitan's defaults (components/optimizer.py)
-VAL_BATCHES = 4  # held-out batches per validation, per data-parallel rank
+VAL_BATCHES = 8  # held-out batches per validation, per data-parallel rank (each rank its own)
 MIXED_PARAMS = ("bf16", "fp8")  # FSDP2 keeps bf16 parameters for these: no autocast
 
 
@@ -49,7 +50,7 @@ class LanguageModel:
                              f"the world ({world}): a tensor-parallel group stays inside a node")
         self.data_rank, self.data_world = rank // self.tp, world // self.tp
         self.data_batch = args.batch_size * self.tp  # sequences one TP group trains per step
-        self.rank, self.world, self.local_world = rank, world, local_world
+        self.world, self.local_world = world, local_world
         self.mesh: Any = None
         self.val: list[tuple[Any, Any]] = []
 
@@ -81,6 +82,9 @@ class LanguageModel:
             self.mesh = llama_parallel.device_mesh(self.world, self.tp, self.local_world, self.args.sharding,
                                                    device.type)
         source = self.source(device)
+        if device.type == "cuda" and self.precision == "fp32":
+            # fp32 matmuls on TF32 tensor cores, the peak core.catalog.peaks divides an fp32 run's MFU by
+            torch.backends.cuda.matmul.allow_tf32 = True
         with torch.device("meta"):
             model = llama.build_llama(self.shape, self.seq_len)
         # one process has no mesh: float8, checkpointing and compile still apply, FSDP and TP do not
@@ -103,9 +107,12 @@ class LanguageModel:
             return tokens.SyntheticTokens(batch=self.data_batch, seq_len=self.seq_len, vocab_size=self.shape.vocab_size,
                                           device=device, seed=a.seed + self.data_rank)
         root = tokens.token_root(a.data_dir, a.dataset)
-        # the same held-out batches on every rank (the validation loss is their mean over the ranks)
-        self.val = tokens.validation_batches(root, seq_len=self.seq_len, batch=self.args.batch_size,
-                                             max_batches=VAL_BATCHES, device=device, vocab_size=self.shape.vocab_size)
+        # held-out batches spread over the split, each data-parallel rank its own share (the validation loss is their
+        # mean over the ranks); a split too small for a share each gives every rank the same ones
+        held_out = tokens.validation_batches(root, seq_len=self.seq_len, batch=self.args.batch_size,
+                                             max_batches=VAL_BATCHES * self.data_world, device=device,
+                                             vocab_size=self.shape.vocab_size)
+        self.val = held_out[self.data_rank::self.data_world] if len(held_out) >= self.data_world else held_out
         return tokens.TokenShards(root, "train", batch=self.data_batch, seq_len=self.seq_len, device=device,
                                   seed=a.seed, vocab_size=self.shape.vocab_size, dp_rank=self.data_rank)
 
@@ -183,5 +190,3 @@ def lm_loss(model: Any, x: Any, y: Any) -> Any:
     return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten(0, 1))
 
 
-def shape_of(args: TrainArgs) -> LlamaShape:
-    return MODELS[args.model_size]

@@ -4,10 +4,11 @@
 (``parallelize_llama``): float8 conversion first (TorchTitan's model converters run before it), then tensor
 parallelism with sequence parallelism (``apply_tp``), then activation checkpointing (``apply_ac``, from
 ``torchtitan/distributed/activation_checkpoint.py``), then ``torch.compile`` per block (``apply_compile``), then
-FSDP2 per block and on the root (``apply_fsdp``; HSDP on a 2-D data-parallel mesh). Two simplifications: the
+FSDP2 per block and on the root (``apply_fsdp``; HSDP on a 2-D data-parallel mesh). One simplification: the
 embedding and the final norm and output are sharded with the root rather than in groups of their
-own (which also keeps a tied embedding and output in one group), and the loss is not parallel: the output
-layer gives every rank the full logits (``Replicate``, ``use_local_output=True``).
+own (which also keeps a tied embedding and output in one group). Under tensor parallelism the loss is parallel, as
+TorchTitan's: the output layer's logits stay sharded over the vocabulary (``Shard(-1)``) and the loss and its
+backward run inside ``loss_context``.
 
 Without a data-parallel dimension (one process, or tensor parallelism alone) FSDP is not applied, as in
 TorchTitan, so bf16 then comes from autocast in the trainer (``autocast_dtype``), as TorchTitan's
@@ -71,7 +72,8 @@ def device_mesh(world: int, tp: int, local_world: int, sharding: str, device_typ
 def parallelize(model: nn.Module, mesh: DeviceMesh | None, *, tp: int, activation_checkpoint: str, compile: bool,
                 precision: str, fp8_recipe: str = "tensorwise", reshard_after_forward: bool = True,
                 loss_parallel: bool = True) -> nn.Module:
-    """``model`` (a ``llama.Llama``, initialised) made ready to train on ``mesh``, in TorchTitan's order: fp8,
+    """``model`` (a ``llama.Llama``, initialised, or on the meta device to be given storage and initialised after) made
+    ready to train on ``mesh``, in TorchTitan's order: fp8,
     tensor parallel, activation checkpointing, compile, FSDP. Changes ``model`` in place and returns it."""
     _check_choices(activation_checkpoint, precision, fp8_recipe)
     dp_mesh = _data_parallel_mesh(mesh)
