@@ -114,6 +114,7 @@ def _tensor_parallel(key: str, e: Experiment) -> list[str]:
         out.append(problem(f"{key}.tensor_parallel", tp, f"must divide gpus_per_node ({e.gpus_per_node}) and the "
                            f"{e.model_size.upper()} model's {shape.n_heads} heads and {shape.n_kv_heads} KV heads: a "
                            f"TP group is within one node and each of its GPUs computes whole heads", str(best)))
+        return out  # the sequence's rule follows a degree that can run
     seq = seq_len_of(e)
     if seq % tp:
         fixed = seq - seq % tp or tp
