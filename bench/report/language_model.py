@@ -72,10 +72,18 @@ def _memory(r: Mapping[str, Any]) -> float | None:
     return round(gib, 2) if gib is not None else round(peak / GIB, 2) if peak is not None else None
 
 
+def parameters_text(n: float) -> str:
+    """8.03 B, 1.24 B, 435 K: a model's parameters at the scale a reader names them."""
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f}"
+
+
 def _model(r: Mapping[str, Any]) -> str:
     params = _num(r.get("parameters"))
     seq = _num(r.get("seq_len"))
-    return (f"{str(r.get('model_size')).upper()}" + (f" ({params / 1e9:.2f} B parameters)" if params else "")
+    return (f"{str(r.get('model_size')).upper()}" + (f" ({parameters_text(params)} parameters)" if params else "")
             + (f", seq {int(seq):,}" if seq else "") + (f", TP {int(r['tensor_parallel'])}"
                                                         if (_num(r.get("tensor_parallel")) or 1) > 1 else ""))
 
@@ -184,7 +192,7 @@ def scaling_part(df, *, figure: Callable[..., str], table: Callable[..., str]) -
     theirs = anchor_scaling(ours)
     cols = [("series", "anchor series"), ("gpus", "GPUs"), ("tokens_per_gpu", "tokens/s per GPU"),
             ("efficiency", "efficiency")]
-    return ("<h3>Scaling efficiency</h3><p>efficiency(N) = tokens/s per GPU at N nodes / at the fewest nodes "
+    return ("<h3>Scaling efficiency in tokens</h3><p>efficiency(N) = tokens/s per GPU at N nodes / at the fewest nodes "
             "measured (weak scaling: the same sequences per GPU at every size, as every anchor measures); beside "
             "it, each published series of the same GPU, model and precision at its own GPU counts, against its "
             "fewest.</p>" + figure(scaling_figure(ours, theirs), "language model scaling efficiency", "")

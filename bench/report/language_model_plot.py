@@ -70,13 +70,16 @@ def loss_figure(steps, df):
     for name, x, y, k in train:
         left.plot(x, y, label=name + (f" ({k} steps a point)" if k > 1 else ""))
     targets = set()
+    most = max((t for _, tokens, _, _ in vals for t in tokens), default=0)
+    scale, unit = next(((s, u) for s, u in ((1e9, "billion"), (1e6, "million"), (1e3, "thousand")) if most >= s),
+                       (1, ""))  # a local run trains thousands of tokens, a cluster's billions
     for name, tokens, losses, target in vals:
-        right.plot([t / 1e9 for t in tokens], losses, "o-", ms=3, label=name)
+        right.plot([t / scale for t in tokens], losses, "o-", ms=3, label=name)
         if isinstance(target, (int, float)) and target == target and target not in targets:
             targets.add(target)
             right.axhline(target, ls="--", lw=1, color="gray", label=f"target {target:g}")
     left.set(xlabel="step", ylabel="training loss (mean over ranks)", title="Training loss")
-    right.set(xlabel="billion tokens trained", ylabel="validation loss", title="Validation loss")
+    right.set(xlabel=f"{unit} tokens trained".strip(), ylabel="validation loss", title="Validation loss")
     for ax, drawn in ((left, train), (right, vals)):
         ax.grid(alpha=0.3)
         if drawn:

@@ -106,7 +106,9 @@ def test_the_loss_figure_draws_training_loss_by_step_and_validation_loss_by_toke
     left, right = fig.axes
     assert len(left.lines) == 4 and list(left.lines[0].get_xdata()) == list(range(1, 9))  # the LM runs' lines only
     tokens = right.lines[0].get_xdata()
-    assert list(tokens) == pytest.approx([100 * 8 * 8192 / 1e9, 200 * 8 * 8192 / 1e9])
+    # millions here (6.6 M and 13.1 M tokens): the axis takes the scale of what was trained
+    assert list(tokens) == pytest.approx([100 * 8 * 8192 / 1e6, 200 * 8 * 8192 / 1e6])
+    assert right.get_xlabel() == "million tokens trained"
     assert "target 2.8" in [t.get_text() for t in right.get_legend().get_texts()]
     assert loss_figure(results.steps(str(llm / "r1" / "resnet")), results.load(str(llm / "r1" / "resnet"))) is None
 
@@ -122,7 +124,7 @@ def test_a_node_sweep_shows_its_scaling_efficiency_beside_the_published_series(l
     assert dgxc["gpus"].tolist() == [8, 16, 32, 64, 128] and dgxc["efficiency"].iloc[-1] == 0.972
     assert not theirs["series"].str.startswith("AWS").any()  # one GPU count: no series
     text = _section(page_text)
-    assert "<h3>Scaling efficiency</h3>" in text and "8B bf16 on H100" in text and "0.917" in text
+    assert "<h3>Scaling efficiency in tokens</h3>" in text and "8B bf16 on H100" in text and "0.917" in text
 
 
 def test_a_page_without_a_language_model_says_so_in_one_line(tmp_path):
@@ -155,3 +157,10 @@ def test_the_browser_shows_the_language_models_loss_figure(llm, tmp_path):
     chart, screen = _pixels(png), screenshot(page, tmp_path, 4000)
     x, y = _find(screen, chart)
     assert (screen[y:y + chart.shape[0], x:x + chart.shape[1]] == chart).all()
+
+
+def test_a_models_parameters_read_at_its_own_scale():
+    from bench.report.language_model import parameters_text
+
+    assert [parameters_text(n) for n in (8_030_261_248, 1_235_814_400, 6_163_712, 435_072, 12)] == [
+        "8.03 B", "1.24 B", "6.16 M", "435 K", "12"]
