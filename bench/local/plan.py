@@ -79,17 +79,7 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
     notes = []
     if exp.epochs:
         notes.append(f"{exp.epochs} epochs -> {steps} steps")
-    dataset = exp.dataset
-    if WORKLOADS[exp.workload].language_model and exp.dataset != "synthetic":
-        dataset = LOCAL_TEXT
-        if exp.dataset != LOCAL_TEXT:
-            notes.append(f"dataset {exp.dataset}: the shipped {LOCAL_TEXT} locally (same pre-tokenized layout)")
-    elif exp.dataset in STANDIN_DATASETS:
-        notes.append(f"dataset {exp.dataset}: generated stand-in, same layout "
-                     f"({CIFAR_STANDIN['train']} train / {CIFAR_STANDIN['test']} test images)")
-    elif exp.dataset != "synthetic":
-        dataset = "synthetic"
-        notes.append(f"dataset {exp.dataset}: synthetic tensors locally")
+    dataset = local_dataset(exp, notes)
     # The cluster's arguments for this experiment (launch.common.train_args_for), scaled down.
     cluster = train_args_for(exp, LocalPaths(datasets_dir=data_dir, results_dir=results_dir))
     collective = WORKLOADS[exp.workload].collective
@@ -132,6 +122,23 @@ def scale_experiment(exp: Experiment, local: LocalRun, *, results_dir: str, data
         rdzv_backend=(launch and launch.rendezvous) or exp.rdzv_backend, max_restarts=exp.max_restarts,
         evaluate=exp.evaluate, results_dir=results_dir, notes=tuple(notes), skip=not_local(exp.framework),
         repeat=exp.repeat, repeats=exp.repeats, framework=exp.framework, devices_per_process=devices)
+
+
+def local_dataset(exp: Experiment, notes: list[str]) -> str:
+    """What ``exp`` trains on here, said in ``notes`` where it differs: a language model's text is the shipped one, a
+    CIFAR-10 dataset a generated stand-in, any other real dataset synthetic tensors."""
+    if exp.dataset == "synthetic":
+        return exp.dataset
+    if WORKLOADS[exp.workload].language_model:
+        if exp.dataset != LOCAL_TEXT:
+            notes.append(f"dataset {exp.dataset}: the shipped {LOCAL_TEXT} locally (same pre-tokenized layout)")
+        return LOCAL_TEXT
+    if exp.dataset in STANDIN_DATASETS:
+        notes.append(f"dataset {exp.dataset}: generated stand-in, same layout "
+                     f"({CIFAR_STANDIN['train']} train / {CIFAR_STANDIN['test']} test images)")
+        return exp.dataset
+    notes.append(f"dataset {exp.dataset}: synthetic tensors locally")
+    return "synthetic"
 
 
 def language_model_scale(exp: Experiment, local: LocalRun, notes: list[str]) -> dict[str, Any]:

@@ -125,21 +125,21 @@ TELEMETRY: Schema = {F.TELEMETRY_SOURCE: text, F.TELEMETRY_REASON: text, "nodes"
                      F.IDLE_SHARE: number}
 
 
-def val_loss(v: Any) -> bool:
-    """A language model's validation: step, tokens trained by then, loss, seconds since the start (each may be null)."""
-    keys = ("step", "tokens", "val_loss", "elapsed_s")
-    return isinstance(v, dict) and all(v.get(k) is None or number(v[k]) for k in keys)
+def val_loss(v: Any) -> bool:  # a validation: step, tokens trained by then, loss, seconds since the start, or null
+    return isinstance(v, dict) and all(v.get(k) is None or number(v[k]) for k in ("step", "tokens", "val_loss",
+                                                                                   "elapsed_s"))
 
 
-# A language model's block (workloads.train.harness.language_model_summary; bench.results.language_model)
+# A language model's block (language_model_summary; bench.results.language_model); no run has 0 parameters
+count = lambda v: integer(v) and v >= 1  # noqa: E731 - parameters, tokens, ranks: at least one
 LANGUAGE_MODEL: Schema = {
     F.TOKENS_PER_S: positive, F.TOKENS_PER_S_PER_DEVICE: positive, F.FLOPS_PER_TOKEN: positive,
-    "tflops_per_s_per_gpu": positive, F.MFU: number, "mfu_convention": text, "mfu_fp8_peak": positive,
-    "data_wait_share": number, "first_loss": number, "final_loss": number, "val_losses": list_of(val_loss),
-    F.FINAL_VAL_LOSS: number, "target_loss": number, F.TOKENS_TO_TARGET: number, F.TIME_TO_TARGET_LOSS_S: number,
-    "model_size": text, "parameters": integer, "seq_len": integer, "tensor_parallel": integer,
-    "data_parallel": integer, "sharding": text, "activation_checkpoint": lambda v: text(v) or flag(v),
-    "fp8_recipe": text, "tokens_per_sequence": integer,
+    "tflops_per_s_per_gpu": positive, F.MFU: non_negative, "mfu_convention": text, "mfu_fp8_peak": positive,
+    "data_wait_share": non_negative, "first_loss": number, "final_loss": number, "val_losses": list_of(val_loss),
+    F.FINAL_VAL_LOSS: number, "target_loss": number, F.TOKENS_TO_TARGET: non_negative,
+    F.TIME_TO_TARGET_LOSS_S: non_negative, "model_size": text, "parameters": count, "seq_len": count,
+    "tensor_parallel": count, "data_parallel": count, "sharding": text,
+    "activation_checkpoint": lambda v: text(v) or flag(v), "fp8_recipe": text, "tokens_per_sequence": count,
 }
 SUMMARY: Schema = {
     F.EXPERIMENT: text, F.STATUS: text, F.EXIT_CODE: integer, F.ERROR: text, F.STARTED_AT: text, "ended_at": text,

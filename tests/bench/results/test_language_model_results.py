@@ -138,3 +138,18 @@ def test_compare_gives_each_sides_language_model_figures_and_none_for_other_runs
     resnet = compare.comparison([r for r in a if r[0]["experiment"] == "resnet"],
                                 [r for r in a if r[0]["experiment"] == "resnet"], a="A", b="A")
     assert resnet["experiments"][0]["language_model"] is None
+
+
+def test_a_figure_no_run_can_have_is_dropped_with_a_warning():
+    """Negative parameters, a negative MFU or data-wait share: what came back from a run is input too."""
+    import warnings
+
+    from bench.results.readers import read_summary
+
+    doc = {"status": "succeeded", "language_model": {"parameters": -5, "mfu": -0.3, "data_wait_share": -1,
+                                                      "seq_len": 0, "tokens_per_s": 10.0}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kept = read_summary(json.dumps(doc), "summary.json")
+    assert kept["language_model"] == {"tokens_per_s": 10.0}
+    assert any("language_model.parameters" in str(w.message) for w in caught)
