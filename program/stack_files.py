@@ -22,6 +22,7 @@ from core.config.local_defaults import for_local_run
 from core.config.model import StackConfig
 from core.config.overrides import Overrides, SetError, Setting, parse_path, split_setting
 from core.config.pulumi_config import PROJECT, decode_config, to_pulumi_config
+from workloads.train.common.files import FileTooLarge, NotRegularFile, read_regular
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -128,33 +129,18 @@ class _StackFileLoader(yaml.SafeLoader):
         return key
 
 
-def _file_kind(mode: int) -> str:
-    """What a non-regular file is, for a message."""
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-    return next((what for test, what in kinds if test(mode)), "not a regular file")
-
-
 def _read_stack_bytes(path: Path) -> bytes:
     """The file's bytes, at most MAX_STACK_FILE_BYTES; ConfigError for a file that is not a regular one or is
-    larger. Opened without blocking (a named pipe with no writer would wait forever), and checked on the open
-    descriptor, so a file swapped after the first look is judged too."""
-    not_regular = f"{path.name}: is {{}}, not a regular file; a stack file is a YAML file (Pulumi.<stack>.yaml)"
+    larger (``workloads.train.common.files.read_regular``: never blocks on a named pipe)."""
     try:
-        if not stat.S_ISREG(mode := path.stat().st_mode):
-            raise ConfigError([not_regular.format(_file_kind(mode))])
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        return read_regular(path, MAX_STACK_FILE_BYTES)
+    except NotRegularFile as e:
+        raise ConfigError([f"{path.name}: {e.strerror}; a stack file is a YAML file (Pulumi.<stack>.yaml)"]) from None
+    except FileTooLarge as e:
+        raise ConfigError([f"{path.name}: {e.strerror}; a stack file is at most {MAX_STACK_FILE_BYTES} bytes"]
+                          ) from None
     except OSError as e:
         raise ConfigError([f"{path.name}: cannot be read ({e.strerror})"]) from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError([not_regular.format(_file_kind(info.st_mode))])
-        data = f.read(MAX_STACK_FILE_BYTES + 1)
-    if len(data) > MAX_STACK_FILE_BYTES:
-        raise ConfigError([f"{path.name}: is {max(info.st_size, len(data))} bytes; a stack file is at most "
-                           f"{MAX_STACK_FILE_BYTES} bytes"])
-    return data
 
 
 def read_stack_yaml(stack: str, root: Path = ROOT) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Mapping
 
 from core.contract.names import ENV_CACHE
 from workloads.train.common.cpu_choice import CpuFacts, Measured
-from workloads.train.common.files import atomic_write
+from workloads.train.common.files import FileTooLarge, NotRegularFile, atomic_write, read_regular
 
 CACHE_FILE = "cpu-precision.json"
 MAX_CACHE_BYTES = 1 << 20  # a file larger than this is not ours: it is ignored and rewritten
@@ -38,13 +38,18 @@ def key(facts: CpuFacts, torch_version: str, shape: str, threads: int) -> str:
     return f"{facts.model or 'cpu'} [{bf16}] torch {torch_version} {shape} threads {threads}"
 
 
-def read_cache(path: Path) -> dict[str, dict]:
-    """The kept answers; {} where the file is missing, too large or not ours."""
+def read_cache(path: Path, say: Callable[[str], None] = print) -> dict[str, dict]:
+    """The kept answers; {} where the file is missing or not ours. A file that is not a regular one (a named pipe,
+    a link to a device) or is larger than MAX_CACHE_BYTES is never read further (``read_regular``): it is ignored
+    with one line, and the answers timed now replace it."""
     try:
-        if path.stat().st_size > MAX_CACHE_BYTES:
-            return {}
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_regular(path, MAX_CACHE_BYTES))
+    except FileNotFoundError:
+        return {}
+    except (NotRegularFile, FileTooLarge) as e:
+        say(f"warning: ignoring the precision cache {path}: it {e.strerror}")
+        return {}
+    except (OSError, ValueError, RecursionError):
         return {}
     return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
 
@@ -87,7 +92,7 @@ def measured(shapes: Iterable[str], *, facts: CpuFacts, threads: int, environ: M
     except metadata.PackageNotFoundError:
         return {}
     path = cache_dir(environ) / CACHE_FILE
-    cache = read_cache(path)
+    cache = read_cache(path, say)
     found = {s: m for s in wanted if (m := as_measured(cache.get(key(facts, torch_version, s, threads))))}
     missing = [s for s in wanted if s not in found]
     if missing:

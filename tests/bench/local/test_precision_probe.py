@@ -92,3 +92,31 @@ def test_the_probe_times_both_precisions_of_the_real_model():
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)["cifar10,32,4,2"]
     assert out["fp32_s"] > 0 and out["bf16_s"] > 0 and out["steps"] == 1
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "huge"])
+def test_a_cache_that_is_a_pipe_a_device_or_huge_is_ignored_with_one_line_at_once(tmp_path, kind):
+    """A named pipe with no writer would hang the run before its plan; /dev/zero would fill memory: neither is
+    read, each is named once, and the answers timed now replace it."""
+    import os
+    import time
+    import tracemalloc
+
+    cache = tmp_path / CACHE_FILE
+    if kind == "fifo":
+        os.mkfifo(cache)
+    elif kind == "dev-zero":
+        cache.symlink_to("/dev/zero")
+    else:
+        cache.write_bytes(b"{" + b" " * (64 << 20))
+    said: list[str] = []
+    tracemalloc.start()
+    started = time.monotonic()
+    got = measured([SHAPE], facts=SPR, threads=1, environ={"EKSBENCH_CACHE": str(tmp_path)},
+                   probe=fake_probe({SHAPE: {"fp32_s": 0.2, "bf16_s": 0.1}}, []), say=said.append)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert time.monotonic() - started < 5 and peak < 8 << 20
+    assert got == {SHAPE: Measured(fp32_s=0.2, bf16_s=0.1)}
+    assert [s for s in said if "ignoring the precision cache" in s] == [said[0]]
+    assert cache.is_file() and not cache.is_symlink() and json.loads(cache.read_text())
