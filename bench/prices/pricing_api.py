@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Sequence
 
-from bench.prices.sources import Prices, SourceError
+from bench.prices.sources import Prices, SourceError, price
 
 SERVICE_CODE = "AmazonEC2"
 CLIENT_REGION = "us-east-1"
@@ -48,7 +48,7 @@ def prices_from_products(items: Iterable[str | dict[str, Any]], *, types: Sequen
         instance_type, region = attributes.get("instanceType"), attributes.get("regionCode")
         if instance_type not in types or not region:
             continue
-        for price in _hourly_usd(doc.get("terms") or {}):
+        for price in _hourly_usd(doc.get("terms") or {}, f"{SOURCE}: {instance_type} in {region}"):
             found.setdefault((instance_type, region), set()).add(price)
     out: Prices = {}
     for (instance_type, region), prices in sorted(found.items()):
@@ -59,13 +59,14 @@ def prices_from_products(items: Iterable[str | dict[str, Any]], *, types: Sequen
     return out
 
 
-def _hourly_usd(terms: dict[str, Any]) -> list[float]:
+def _hourly_usd(terms: dict[str, Any], where: str) -> list[float]:
+    """Each on-demand hourly USD price above zero; SourceError for one no instance-hour can have (``price``)."""
     out = []
     for term in (terms.get("OnDemand") or {}).values():
         for dim in (term.get("priceDimensions") or {}).values():
             usd = (dim.get("pricePerUnit") or {}).get("USD")
-            if dim.get("unit") == "Hrs" and usd is not None and float(usd) > 0:
-                out.append(float(usd))
+            if dim.get("unit") == "Hrs" and usd is not None and (value := price(usd, where, zero=True)) > 0:
+                out.append(value)
     return out
 
 

@@ -9,15 +9,20 @@ and the command that made it; ``core.catalog.aws`` reads it, and every cost figu
 from __future__ import annotations
 
 import csv
+import io
+import itertools
 import json
 import os
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from bench.prices import sources
 from bench.prices.sources import Prices, SourceError
+from workloads.train.common.files import NotRegularFile, atomic_write, open_regular
+
+MAX_LINE_CHARS = 1 << 20  # the longest line a price file may have: the memory a build holds at once is about this
 
 DOCSTRING = '''"""On-demand prices of the catalog's instance types by region, which every cost figure of eksbench uses.
 
@@ -99,23 +104,45 @@ def from_files(paths: Sequence[str | os.PathLike], *, types: Sequence[str], made
 
 def _read_one(path: Path, *, types: Sequence[str], region: str | None) -> tuple[Prices, str, str | None]:
     try:
-        with open(path, newline="", encoding="utf-8-sig") as f:  # a byte-order mark, if any, is not a column name
-            first = next(csv.reader([f.readline()]), [])
+        with _open_price_file(path) as f:
+            lines = bounded_lines(f, str(path))
+            first = next(csv.reader([next(lines, "")]), [])
             fmt = sources.detect(first, str(path))
             f.seek(0)
+            lines = bounded_lines(f, str(path))
             if fmt == sources.OFFER:
-                found, date = sources.read_offer_csv(f, name=str(path), types=types, region=region)
+                found, date = sources.read_offer_csv(lines, name=str(path), types=types, region=region)
                 return found, fmt, date
             reader = sources.read_vms_csv if fmt == sources.VMS else sources.read_table_csv
-            return reader(f, name=str(path), types=types), fmt, None
+            return reader(lines, name=str(path), types=types), fmt, None
+    except NotRegularFile as e:
+        raise SourceError(f"{path}: {e.strerror}; a price file is a CSV file") from None
     except OSError as e:
         raise SourceError(f"{path}: cannot be read ({e.strerror or e})") from None
     except (UnicodeDecodeError, csv.Error) as e:
         raise SourceError(f"{path}: not a CSV file ({type(e).__name__}: {str(e)[:80]})") from None
 
 
+def _open_price_file(path: Path) -> io.TextIOWrapper:
+    """The file as text (a byte-order mark, if any, is not a column name); refused unless it is a regular file,
+    opened without blocking (``open_regular``: a named pipe with no writer would hang the build)."""
+    return io.TextIOWrapper(open_regular(path), encoding="utf-8-sig", newline="")
+
+
+def bounded_lines(f: io.TextIOWrapper, name: str) -> Iterator[str]:
+    """The file's lines, each read no further than ``MAX_LINE_CHARS`` (an offer file streams millions of rows of
+    about 2,000 characters; a file with no line break is not read whole): SourceError at a longer one."""
+    for n in itertools.count(1):
+        line = f.readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_CHARS:
+            raise SourceError(f"{name}: line {n} is longer than {MAX_LINE_CHARS} characters; a price file's rows "
+                              "are a few thousand at most, so this is no price file")
+        yield line
+
+
 def write(text: str, path: Path) -> None:
-    """Replace ``path`` with ``text`` at once (a reader never sees half a module)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """Replace ``path`` with ``text`` at once (a reader never sees half a module); a write that fails leaves
+    ``path`` as it was and nothing beside it (``atomic_write``)."""
+    atomic_write(path, lambda f: f.write(text.encode()))

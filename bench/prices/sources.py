@@ -25,6 +25,8 @@ from __future__ import annotations
 import csv
 from typing import Collection, Iterable
 
+from core.catalog.aws import PLAUSIBLE_USD_PER_HOUR, plausible_price
+
 Prices = dict[tuple[str, str], float | None]
 
 OFFER_PREAMBLE_ROWS = 5  # metadata rows before the column names (AWS Billing user guide, above)
@@ -74,10 +76,10 @@ def read_offer_csv(lines: Iterable[str], *, name: str, types: Collection[str],
             continue
         if not _on_demand_linux_shared(row, col):
             continue
-        price = _number(row[col["PricePerUnit"]], f"{name} row {n}, PricePerUnit")
-        if price > 0:
+        usd = price(row[col["PricePerUnit"]], f"{name} row {n}, PricePerUnit", zero=True)
+        if usd > 0:
             key = (row[col["Instance Type"]], row[code] if code is not None else region)
-            found.setdefault(key, set()).add(price)
+            found.setdefault(key, set()).add(usd)
     published = meta.get("Publication Date", "")[:10] or None
     return _one_price_each(found, name), published
 
@@ -121,8 +123,8 @@ def _per_region(lines: Iterable[str], *, name: str, types: Collection[str], need
     found: dict[tuple[str, str], set[float | None]] = {}
     for n, row in enumerate(rows, start=2):
         if row[type_key] in types:
-            price = _number(row[price_key], f"{name} row {n}, {price_key}") if row[price_key] else None
-            found.setdefault((row[type_key], row[region_key]), set()).add(price)
+            usd = price(row[price_key], f"{name} row {n}, {price_key}") if row[price_key] else None
+            found.setdefault((row[type_key], row[region_key]), set()).add(usd)
     return _one_price_each(found, name)
 
 
@@ -133,13 +135,17 @@ def _columns(header: list[str], needed: tuple[str, ...], name: str) -> dict[str,
     return {c: header.index(c) for c in needed}
 
 
-def _number(text: str, where: str) -> float:
+def price(text: str, where: str, *, zero: bool = False) -> float:
+    """A price in USD an instance-hour can have (``core.catalog.aws.PLAUSIBLE_USD_PER_HOUR``), or with ``zero``
+    also 0 (AWS's price of a term that is not charged, which its readers drop); SourceError for anything else."""
     try:
         value = float(text)
-    except ValueError:
+    except (TypeError, ValueError):
         value = float("nan")
-    if not value >= 0 or value == float("inf"):
-        raise SourceError(f"{where}={text[:40]!r}: not a price (a number of USD >= 0, e.g. 55.04)")
+    if not (zero and value == 0) and not plausible_price(value):
+        low, high = PLAUSIBLE_USD_PER_HOUR
+        raise SourceError(f"{where}={text[:40]!r}: not a price an instance-hour can have (a number of USD from "
+                          f"{low:g} to {high:g}, e.g. 55.04)")
     return value
 
 

@@ -190,10 +190,24 @@ AMI_TYPES_WITH_DEVICE_PLUGIN = ("BOTTLEROCKET_x86_64_NVIDIA",)
 CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
 
 
+# The on-demand prices an instance-hour can plausibly have, in USD: the catalog's cheapest type lists near 0.08 and
+# its dearest near 76, and no EC2 instance lists above a few hundred. ``eksbench prices build`` refuses a price
+# outside it, and a snapshot edited by hand to hold one has no price there: no cost figure is ever inf or 1e308.
+PLAUSIBLE_USD_PER_HOUR = (0.001, 1000.0)
+
+
+def plausible_price(usd: object) -> bool:
+    """A number of USD an instance-hour can cost (``PLAUSIBLE_USD_PER_HOUR``); False for NaN, inf, a bool, text."""
+    low, high = PLAUSIBLE_USD_PER_HOUR
+    return isinstance(usd, (int, float)) and not isinstance(usd, bool) and low <= usd <= high
+
+
 def usd_per_hour(instance_type: str | None, region: str | None) -> float | None:
     """On-demand USD/hour of one instance of ``instance_type`` in ``region`` (``price_label(region)`` says where
-    from and when); None where the snapshot has no price for that type in that region: never another region's."""
-    return aws_prices.USD_PER_HOUR.get(instance_type or "", {}).get(region or "")
+    from and when); None where the snapshot has no price for that type in that region (never another region's)
+    or one outside ``PLAUSIBLE_USD_PER_HOUR``."""
+    usd = aws_prices.USD_PER_HOUR.get(instance_type or "", {}).get(region or "")
+    return usd if plausible_price(usd) else None
 
 
 def price_label(region: str | None) -> str:
@@ -224,6 +238,17 @@ CREDENTIALS_HOWTO = ("set AWS_PROFILE (after aws sso login or aws configure), or
                      "(aws configure export-credentials --format env), or run where an instance or pod role applies")
 # botocore.exceptions' names for "no credentials at all" and "half of a key pair" (botocore/exceptions.py).
 CREDENTIALS_ERRORS = ("NoCredentialsError", "PartialCredentialsError")
+# botocore.exceptions' names for a profile the config files lack (ProfileNotFound, raised by any session or client
+# made while AWS_PROFILE names it, or is set empty), and for an SSO session that is gone or expired
+# (TokenRetrievalError, SSOTokenLoadError, UnauthorizedSSOTokenError).
+PROFILE_ERRORS = ("ProfileNotFound",)
+SSO_ERRORS = ("TokenRetrievalError", "SSOTokenLoadError", "UnauthorizedSSOTokenError")
+# The error codes of credentials past their time, as a service answers them (a botocore ClientError's
+# ``response["Error"]["Code"]``): ExpiredTokenException and RequestExpired are AWS's common errors ("Common Errors",
+# https://docs.aws.amazon.com/awsconsolehelpdocs/latest/gsg/common-errors.html), ExpiredToken is STS's and S3's.
+EXPIRED_CODES = ("ExpiredToken", "ExpiredTokenException", "RequestExpired")
+REFRESH_HOWTO = ("aws sso login (add --profile NAME for a profile of your own), or a fresh key pair "
+                 "(aws configure export-credentials --format env), and check this machine's clock")
 
 
 def no_credentials(what: str) -> str:
@@ -232,13 +257,46 @@ def no_credentials(what: str) -> str:
     return f"{what}: no AWS credentials found: {CREDENTIALS_HOWTO}"
 
 
-def is_no_credentials(error: BaseException) -> bool:
-    """True for botocore's NoCredentialsError or PartialCredentialsError (told by name: botocore is not imported
-    here), also where another exception carries one as its cause."""
+def _chain(error: BaseException | None):
+    """``error``, then what it was raised from or while handling, each once."""
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        if any(c.__name__ in CREDENTIALS_ERRORS for c in type(error).__mro__):
-            return True
+        yield error
         error = error.__cause__ or error.__context__
-    return False
+
+
+def _named(error: BaseException, names: tuple[str, ...]) -> bool:
+    return any(c.__name__ in names for c in type(error).__mro__)
+
+
+def is_no_credentials(error: BaseException) -> bool:
+    """True for botocore's NoCredentialsError or PartialCredentialsError (told by name: botocore is not imported
+    here), also where another exception carries one as its cause."""
+    return any(_named(e, CREDENTIALS_ERRORS) for e in _chain(error))
+
+
+def credentials_problem(error: BaseException, what: str) -> str | None:
+    """The one line, led by ``what`` (``run dev``), for the AWS SDK's failures a new user meets first: no
+    credentials (``no_credentials``), a profile the config files lack or an empty AWS_PROFILE (naming the profile
+    and how to make it), an SSO session never started or expired, credentials past their time (naming how to
+    refresh them). None for any other error, or where ``error`` carries none of these as its cause."""
+    import os
+
+    for e in _chain(error):
+        if _named(e, CREDENTIALS_ERRORS):
+            return no_credentials(what)
+        if _named(e, PROFILE_ERRORS):
+            profile = str((getattr(e, "kwargs", None) or {}).get("profile", os.environ.get("AWS_PROFILE", "")))
+            if not profile.strip():
+                return f"{what}: AWS_PROFILE is set but empty: unset it (unset AWS_PROFILE), or name a profile there"
+            name = profile if len(profile) <= 80 else profile[:77] + "..."
+            return (f"{what}: the AWS profile {name!r} (AWS_PROFILE) is in neither ~/.aws/config nor "
+                    f"~/.aws/credentials: create it (aws configure --profile {name}, or aws configure sso), or unset "
+                    "AWS_PROFILE")
+        if _named(e, SSO_ERRORS):
+            return f"{what}: the AWS SSO session has expired or was never started: {REFRESH_HOWTO}, then retry"
+        code = ((getattr(e, "response", None) or {}).get("Error") or {}).get("Code")
+        if code in EXPIRED_CODES:
+            return f"{what}: the AWS credentials have expired ({code}): refresh them with {REFRESH_HOWTO}, then retry"
+    return None

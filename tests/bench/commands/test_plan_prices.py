@@ -110,3 +110,18 @@ def test_eksbench_run_with_max_cost_and_an_unpriced_type_exits_2_in_one_line(cap
     assert code == 2
     assert err == [f"error: --max-cost 100000: the run's cost cannot be estimated: {NO_P5E}; run `eksbench prices "
                    "refresh` (with AWS credentials) for AWS's prices of today, or run without --max-cost"]
+
+
+def test_a_snapshot_holding_an_absurd_price_plans_that_type_unpriced_never_at_inf(capsys, monkeypatch, tmp_path):
+    """A snapshot pricing p3.16xlarge at 1e308 USD/h made `plan dev` say "$inf/hour" (and Infinity in --json)."""
+    import json
+
+    from core.catalog import aws_prices
+
+    monkeypatch.setitem(aws_prices.USD_PER_HOUR, "p3.16xlarge", {"us-west-2": 1e308})
+    assert main(["plan", "dev", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} in plan --json"))
+    assert doc["estimate"]["hourly_cost_usd"] is None
+    assert main(["plan", "dev"]) == 0
+    text = capsys.readouterr().out
+    assert "Estimated cost: unknown" in text and "$inf" not in text

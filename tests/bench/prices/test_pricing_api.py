@@ -83,6 +83,12 @@ def test_the_on_demand_hourly_usd_of_each_product_is_taken_reserved_and_zero_pri
         pricing_api.prices_from_products(twice, types=["p5.48xlarge"])
 
 
+@pytest.mark.parametrize("usd", ["1e308", "Infinity", "NaN", "fifty"])
+def test_an_api_price_no_instance_hour_can_have_is_refused_not_written(usd):
+    with pytest.raises(SourceError, match=rf"p5.48xlarge in us-east-1.*='{usd}': not a price an instance-hour can"):
+        pricing_api.prices_from_products([product("p5.48xlarge", "us-east-1", usd)], types=["p5.48xlarge"])
+
+
 def test_fetch_reads_every_page_of_every_type():
     client, stub = stubbed({"p5.48xlarge": [[product("p5.48xlarge", "us-east-1", "55.0400000000")],
                                             [product("p5.48xlarge", "us-west-1", "68.8000000000")]],

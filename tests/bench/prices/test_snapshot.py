@@ -97,3 +97,51 @@ def test_a_build_that_cannot_be_made_is_one_line_and_writes_nothing(capsys, tmp_
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err, err
     assert not (tmp_path / "m.py").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "one-long-line"])
+def test_a_file_that_is_a_pipe_a_device_or_one_endless_line_is_refused_at_once(capsys, tmp_path, kind):
+    """A named pipe with no writer hung the build for ever; /dev/zero or 1 GiB with no line break took 1 GiB."""
+    import os
+    import signal
+    import tracemalloc
+
+    path = tmp_path / "prices.csv"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.write_bytes(b"instance_type,region,usd_per_hour," + b"x" * (64 << 20))
+    def stuck(*_):
+        raise TimeoutError(f"prices build of a {kind} did not return")
+
+    before = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(20)
+    tracemalloc.start()
+    try:
+        code, out, err = build(capsys, str(path), "--source", "s", "--as-of", "a", "--out", str(tmp_path / "m.py"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+    expected = {"fifo": "is a named pipe (FIFO), not a regular file; a price file is a CSV file",
+                "dev-zero": "is a character device, not a regular file",
+                "one-long-line": "line 1 is longer than 1048576 characters"}[kind]
+    assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+    assert peak < 16 << 20 and not (tmp_path / "m.py").exists()
+
+
+def test_a_build_that_cannot_write_leaves_nothing_beside_the_module(capsys, tmp_path):
+    """A failed write left ``.aws_prices.py.<pid>.tmp`` in the package folder after every failure."""
+    out = tmp_path / "catalog" / "aws_prices.py"
+    out.mkdir(parents=True)  # the module's name taken by a folder: the rename fails
+    code, _, err = build(capsys, str(FIXTURES / "table.csv"), "--source", "s", "--as-of", "a", "--out", str(out))
+    assert code == 2 and "cannot be written" in err
+    assert sorted(p.name for p in out.parent.iterdir()) == ["aws_prices.py"]
+
+
+def test_a_snapshot_edited_to_hold_an_absurd_price_prices_nothing_with_it(monkeypatch):
+    monkeypatch.setitem(aws_prices.USD_PER_HOUR, "p3.16xlarge", {"us-west-2": 1e308, "us-east-1": float("inf")})
+    assert aws.usd_per_hour("p3.16xlarge", "us-west-2") is None and aws.usd_per_hour("p3.16xlarge", "us-east-1") is None

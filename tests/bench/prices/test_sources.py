@@ -90,6 +90,15 @@ def test_a_price_that_is_not_a_number_is_named():
         assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("value", ["1e308", "1e6", "1001", "0", "0.0000001", "nan"])
+def test_a_price_no_instance_hour_can_have_is_refused_with_the_range(value):
+    """A table pricing p5 at 1e308 USD/h once built, and the plan then said "$inf/hour"."""
+    bad = f"instance_type,region,usd_per_hour\np5.48xlarge,us-east-1,{value}\n"
+    with pytest.raises(SourceError, match=rf"usd_per_hour='{value}': not a price an instance-hour can have \(a "
+                                          r"number of USD from 0.001 to 1000, e.g. 55.04\)"):
+        read_table_csv(io.StringIO(bad), name="bad.csv", types=TYPES)
+
+
 def test_a_files_first_row_tells_its_format():
     first = {name: (FIXTURES / name).read_text().splitlines()[0] for name in ("offer-us-east-1.csv", "vms.csv",
                                                                               "table.csv")}
