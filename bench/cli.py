@@ -99,7 +99,10 @@ def _terminate(_signum, _frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports every command's module, and what each imports at its top
+    except ModuleNotFoundError as e:  # as a command's own import below: even --version needs these
+        return _missing(e)
     given = sys.argv[1:] if argv is None else list(argv)
     if not given:  # bare `eksbench`: the help, as `pulumi` gives it
         parser.print_help()
@@ -121,10 +124,17 @@ def main(argv: list[str] | None = None) -> int:
 
         reader_gone()
         return 0
-    except ModuleNotFoundError as e:  # an environment set up by hand, without an install file's packages
-        from bench.errors import missing_module
-        from program.stack_files import ROOT
-
-        return fail(missing_module(e.name, ROOT))
+    except ModuleNotFoundError as e:
+        return _missing(e)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _missing(e: ModuleNotFoundError) -> int:
+    """An environment set up by hand, without an install file's packages: one line naming the install. The
+    install files are looked up beside ``bench/`` (``bench.version.CHECKOUT``, what ``program.stack_files.ROOT``
+    is), through modules of the standard library alone: the package missing may be YAML's."""
+    from bench.errors import missing_module
+    from bench.version import CHECKOUT
+
+    return fail(missing_module(e.name, CHECKOUT))

@@ -1,0 +1,40 @@
+"""A set-up that is half done, as a new user has it: an AWS profile that is not there (or AWS_PROFILE set empty),
+credentials past their time, an environment made by hand without one of the CLI's own packages. The offline
+commands need none of it; the others say in one line what to do, exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from program.stack_files import ROOT
+
+
+def bench(*args: str, env: dict[str, str] | None = None, pre: str = "") -> subprocess.CompletedProcess:
+    """``python -m bench ARGS``, after ``pre`` (Python run first, in the same process) where one is given."""
+    code = f"{pre}\nimport sys\nsys.argv = ['eksbench', *{list(args)!r}]\nfrom bench.cli import main\n" \
+           "raise SystemExit(main())"
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=180,
+                          env=env)
+
+
+def no_profiles(tmp_path, profile: str) -> dict[str, str]:
+    """An environment whose AWS config files are empty and whose AWS_PROFILE is ``profile``."""
+    (tmp_path / "config").write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    return {**env, "AWS_PROFILE": profile, "AWS_CONFIG_FILE": str(tmp_path / "config"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "config"), "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+@pytest.mark.parametrize("missing", ["rich", "yaml"])
+def test_the_clis_own_imports_are_checked_as_a_commands_are(missing):
+    """``--version`` (and every command) imports the commands' modules first: a package they need at import time
+    and the environment lacks is the same one line naming the install that brings it."""
+    done = bench("--version", pre=f"import sys; sys.modules[{missing!r}] = None")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: the Python package "), done.stderr
+    assert f"({missing})" in lines[0] and "bash .ci/setup" in lines[0], lines
