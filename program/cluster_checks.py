@@ -13,11 +13,21 @@ from core.config.model import StackConfig
 
 def known_regions() -> set[str]:
     """Every region of every partition in botocore's endpoint data (``botocore/data/endpoints.json``), where EKS
-    is offered: what AWS can build a cluster in, as far as the SDK the program runs on knows."""
-    import botocore.session
+    is offered: what AWS can build a cluster in, as far as the SDK the program runs on knows.
 
-    session = botocore.session.get_session()
-    return {r for p in session.get_available_partitions() for r in session.get_available_regions("eks", p)}
+    Read with botocore's loader and endpoint resolver alone, as ``botocore.session.Session.get_available_regions``
+    reads them, but without a session: a session resolves the AWS profile first, so an ``AWS_PROFILE`` naming no
+    profile (or set empty) failed the offline plan, which needs no AWS account at all. ``AWS_DATA_PATH`` is still
+    honoured; a profile's ``data_path`` is not read."""
+    import os
+
+    from botocore.loaders import create_loader
+    from botocore.regions import EndpointResolver
+
+    loader = create_loader(os.environ.get("AWS_DATA_PATH"))
+    endpoints, path = loader.load_data_with_path("endpoints")
+    resolver = EndpointResolver(endpoints, uses_builtin_data=loader.is_builtin_path(path))
+    return {r for p in resolver.get_available_partitions() for r in resolver.get_available_endpoints("eks", p)}
 
 
 def region_problems(cfg: StackConfig) -> list[str]:

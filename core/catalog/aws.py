@@ -247,8 +247,9 @@ SSO_ERRORS = ("TokenRetrievalError", "SSOTokenLoadError", "UnauthorizedSSOTokenE
 # ``response["Error"]["Code"]``): ExpiredTokenException and RequestExpired are AWS's common errors ("Common Errors",
 # https://docs.aws.amazon.com/awsconsolehelpdocs/latest/gsg/common-errors.html), ExpiredToken is STS's and S3's.
 EXPIRED_CODES = ("ExpiredToken", "ExpiredTokenException", "RequestExpired")
-REFRESH_HOWTO = ("aws sso login (add --profile NAME for a profile of your own), or a fresh key pair "
-                 "(aws configure export-credentials --format env), and check this machine's clock")
+# How to refresh credentials past their time; RequestExpired also answers a clock more than 15 minutes off.
+REFRESH_HOWTO = ("aws sso login, or a new key pair (aws configure export-credentials --format env); and check this "
+                 "machine's clock")
 
 
 def no_credentials(what: str) -> str:
@@ -276,6 +277,11 @@ def is_no_credentials(error: BaseException) -> bool:
     return any(_named(e, CREDENTIALS_ERRORS) for e in _chain(error))
 
 
+def _word(profile: str) -> str:
+    """A profile's name as a command line can take it; ``NAME`` for one that cannot be typed as it is."""
+    return profile if re.fullmatch(r"[\w.@+-]{1,64}", profile) else "NAME"
+
+
 def credentials_problem(error: BaseException, what: str) -> str | None:
     """The one line, led by ``what`` (``run dev``), for the AWS SDK's failures a new user meets first: no
     credentials (``no_credentials``), a profile the config files lack or an empty AWS_PROFILE (naming the profile
@@ -289,14 +295,16 @@ def credentials_problem(error: BaseException, what: str) -> str | None:
         if _named(e, PROFILE_ERRORS):
             profile = str((getattr(e, "kwargs", None) or {}).get("profile", os.environ.get("AWS_PROFILE", "")))
             if not profile.strip():
-                return f"{what}: AWS_PROFILE is set but empty: unset it (unset AWS_PROFILE), or name a profile there"
+                return f"{what}: AWS_PROFILE is set but empty: unset AWS_PROFILE, or set it to a profile's name"
             name = profile if len(profile) <= 80 else profile[:77] + "..."
             return (f"{what}: the AWS profile {name!r} (AWS_PROFILE) is in neither ~/.aws/config nor "
-                    f"~/.aws/credentials: create it (aws configure --profile {name}, or aws configure sso), or unset "
-                    "AWS_PROFILE")
+                    f"~/.aws/credentials: create it (aws configure --profile {_word(profile)}, or aws configure "
+                    "sso), or unset AWS_PROFILE")
         if _named(e, SSO_ERRORS):
-            return f"{what}: the AWS SSO session has expired or was never started: {REFRESH_HOWTO}, then retry"
+            profile = os.environ.get("AWS_PROFILE", "").strip()
+            login = f"aws sso login --profile {_word(profile)}" if profile else "aws sso login"
+            return f"{what}: the AWS SSO session has expired or was never started: run {login}, then retry"
         code = ((getattr(e, "response", None) or {}).get("Error") or {}).get("Code")
         if code in EXPIRED_CODES:
-            return f"{what}: the AWS credentials have expired ({code}): refresh them with {REFRESH_HOWTO}, then retry"
+            return f"{what}: the AWS credentials have expired ({code}): refresh them ({REFRESH_HOWTO}), then retry"
     return None

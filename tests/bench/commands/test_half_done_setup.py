@@ -29,6 +29,14 @@ def no_profiles(tmp_path, profile: str) -> dict[str, str]:
             "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "config"), "AWS_EC2_METADATA_DISABLED": "true"}
 
 
+@pytest.mark.parametrize("profile", ["nope", ""])
+def test_the_offline_plan_needs_no_aws_profile(tmp_path, profile):
+    """botocore's endpoint data is read without a session: a session resolves the profile first."""
+    done = bench("plan", "dev", env=no_profiles(tmp_path, profile))
+    assert done.returncode == 0, done.stderr
+    assert "Estimated cost:" in done.stdout and "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("missing", ["rich", "yaml"])
 def test_the_clis_own_imports_are_checked_as_a_commands_are(missing):
     """``--version`` (and every command) imports the commands' modules first: a package they need at import time
@@ -38,3 +46,37 @@ def test_the_clis_own_imports_are_checked_as_a_commands_are(missing):
     assert done.returncode == 2 and done.stdout == "", done.stderr
     assert len(lines) == 1 and lines[0].startswith("error: the Python package "), done.stderr
     assert f"({missing})" in lines[0] and "bash .ci/setup" in lines[0], lines
+
+
+def test_credentials_problems_name_the_fix():
+    from botocore.exceptions import (
+        ClientError,
+        NoCredentialsError,
+        ProfileNotFound,
+        SSOTokenLoadError,
+        TokenRetrievalError,
+        UnauthorizedSSOTokenError,
+    )
+
+    from core.catalog.aws import credentials_problem, no_credentials
+
+    assert credentials_problem(NoCredentialsError(), "run dev") == no_credentials("run dev")
+    line = credentials_problem(ProfileNotFound(profile="nope"), "run dev")
+    assert line.startswith("run dev: the AWS profile 'nope' (AWS_PROFILE)") and "aws configure --profile nope" in line
+    assert "unset AWS_PROFILE" in credentials_problem(ProfileNotFound(profile=""), "run dev")
+    for sso in (TokenRetrievalError(provider="sso", error_msg="x"), SSOTokenLoadError(error_msg="x"),
+                UnauthorizedSSOTokenError()):
+        assert "aws sso login" in credentials_problem(sso, "status dev"), sso
+    for code in ("ExpiredToken", "ExpiredTokenException", "RequestExpired"):
+        line = credentials_problem(ClientError({"Error": {"Code": code}}, "GetCallerIdentity"), "run dev")
+        assert line.startswith(f"run dev: the AWS credentials have expired ({code})") and "aws sso login" in line
+    try:
+        try:
+            raise ProfileNotFound(profile="nope")
+        except ProfileNotFound as e:
+            raise RuntimeError("wrapped") from e
+    except RuntimeError as wrapped:
+        assert "'nope'" in credentials_problem(wrapped, "logs dev")
+    assert credentials_problem(ClientError({"Error": {"Code": "AccessDenied"}}, "ListObjectsV2"), "x") is None
+    assert credentials_problem(ValueError("x"), "x") is None
+    assert "\n" not in credentials_problem(ProfileNotFound(profile="a\nb" * 100), "x")  # quoted, shortened
