@@ -20,7 +20,16 @@ import yaml
 from core.config.fields import ConfigError, problem, shorten
 from core.config.local_defaults import for_local_run
 from core.config.model import StackConfig
-from core.config.overrides import Overrides, SetError, Setting, parse_path, split_setting
+from core.config.overrides import (
+    MAX_VALUE_DEPTH,
+    VALUE_RULE,
+    Overrides,
+    SetError,
+    Setting,
+    parse_path,
+    split_setting,
+    value_problem,
+)
 from core.config.pulumi_config import PROJECT, decode_config, to_pulumi_config
 from workloads.train.common.files import FileTooLarge, NotRegularFile, read_regular
 
@@ -153,8 +162,9 @@ def read_stack_yaml(stack: str, root: Path = ROOT) -> dict[str, Any]:
     if not path.exists():
         known = ", ".join(available_stacks(root)) or "none"
         raise ConfigError([f"stack={json.dumps(stack)}: no file {path.name}; stacks here: {known}"])
+    raw = _read_stack_bytes(path)
     try:
-        doc = yaml.load(_read_stack_bytes(path).decode("utf-8"), Loader=_StackFileLoader)
+        doc = yaml.load(raw.decode("utf-8"), Loader=_StackFileLoader)
     except UnicodeDecodeError as e:
         raise ConfigError([f"{path.name}: is not UTF-8 text (byte {e.start}); a stack file is YAML"]) from None
     except DuplicateKeys as e:
@@ -162,6 +172,11 @@ def read_stack_yaml(stack: str, root: Path = ROOT) -> dict[str, Any]:
                            f"each key once, with the value you mean" for key, a, b in e.found]) from None
     except yaml.YAMLError as e:
         raise ConfigError([f"{path.name}: is not valid YAML ({shorten(' '.join(str(e).split()))})"]) from None
+    except RecursionError:
+        raise ConfigError([f"{path.name}: lists and maps nested more than {MAX_VALUE_DEPTH} deep; {VALUE_RULE}"]
+                          ) from None
+    except (ValueError, TypeError, OverflowError) as e:  # a tag's constructor: !!int abc, a 5,000-digit number
+        raise ConfigError([f"{path.name}: a value cannot be read ({shorten(str(e), 80)}); {VALUE_RULE}"]) from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -169,6 +184,10 @@ def read_stack_yaml(stack: str, root: Path = ROOT) -> dict[str, Any]:
     config = doc.get("config") or {}
     if not isinstance(config, dict):
         raise ConfigError([f"{path.name}: config must be a mapping of keys to values"])
+    bad = [f"{path.name}: {shorten(str(key), 120)}: {problem}; {VALUE_RULE}" for key, value in config.items()
+           if (problem := value_problem(value)) is not None]
+    if bad:
+        raise ConfigError(bad)
     return config
 
 
@@ -233,6 +252,14 @@ def parse_setting(text: str) -> Setting:
     except yaml.YAMLError as e:
         raise SetError(f"--set {shorten(text, 120)}: the value is not YAML ({shorten(' '.join(str(e).split()), 120)})"
                        ) from None
+    except RecursionError:
+        raise SetError(f"--set {shorten(text, 120)}: lists and maps nested more than {MAX_VALUE_DEPTH} deep; "
+                       f"{VALUE_RULE}") from None
+    except (ValueError, TypeError, OverflowError) as e:  # a tag's constructor: !!int abc, a 5,000-digit number
+        raise SetError(f"--set {shorten(text, 120)}: the value cannot be read ({shorten(str(e), 80)}); "
+                       f"{VALUE_RULE}") from None
+    if (problem := value_problem(value)) is not None:
+        raise SetError(f"--set {shorten(text, 120)}: {problem}; {VALUE_RULE}")
     if not path and not isinstance(value, (list, dict)):
         value = value_text
     return Setting(text=text, key=key, path=path, value=value)

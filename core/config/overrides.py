@@ -31,6 +31,14 @@ Path = tuple[str | int, ...]
 _NAME = re.compile(r"[^.\[\]\"]+")
 _BRACKET = re.compile(r"\[(?:(\d+)|\"((?:[^\"\\]|\\.)*)\")\]")
 SET_EXAMPLE = "--set experiments[0].nodes=2"
+# Bounds on what one --set may say. The stack file's deepest key, experiments[0].sweep.nodes[1], is 4 steps below
+# its top key and its values nest 3 deep: these leave room for any key the config has, and none for a key path or a
+# value that would run a reader out of stack. Whole numbers are 64-bit, as the config's largest (bytes, seconds) are.
+MAX_PATH_STEPS = 16
+MAX_VALUE_DEPTH = 16
+MAX_WHOLE_NUMBER = 2**63 - 1
+VALUE_RULE = (f"a value is a number, text, true, false or null, or a [list] or {{map}} of them (map keys text), "
+              f"nested at most {MAX_VALUE_DEPTH} deep, whole numbers within +-{MAX_WHOLE_NUMBER}")
 
 
 class SetError(ValueError):
@@ -89,10 +97,45 @@ def parse_path(text: str) -> tuple[str, Path]:
                            f"{SET_EXAMPLE}")
         steps.append(step)
         pos = m.end()
+        if len(steps) > MAX_PATH_STEPS + 1:
+            raise SetError(f"--set {shorten(text, 80)}=...: a key path of more than {MAX_PATH_STEPS} steps below its "
+                           f"key; no config key is that deep, e.g. {SET_EXAMPLE}")
     if not steps:
         raise SetError(f"--set =...: the key is empty; give KEY=VALUE, e.g. {SET_EXAMPLE}")
     head = str(steps[0])
     return (head if ":" in head else f"{PROJECT}:{head}"), tuple(steps[1:])
+
+
+_TAGS = {"bytes": "!!binary", "set": "!!set", "date": "!!timestamp", "datetime": "!!timestamp",
+         "tuple": "!!omap or !!pairs"}
+
+
+def value_problem(value: Any) -> str | None:
+    """What keeps ``value`` from being one a stack file can hold and JSON can carry (``VALUE_RULE``); None if
+    nothing. Walks the value without recursion, so no depth of nesting can run it out of stack."""
+    todo: list[tuple[Any, int]] = [(value, 0)]
+    while todo:
+        item, depth = todo.pop()  # depth: the lists and maps around ``item``
+        if isinstance(item, (list, dict)) and depth >= MAX_VALUE_DEPTH:
+            return f"lists and maps nested more than {MAX_VALUE_DEPTH} deep"
+        if isinstance(item, bool) or item is None or isinstance(item, str):
+            continue
+        if isinstance(item, int):
+            if abs(item) > MAX_WHOLE_NUMBER:
+                return f"a whole number of about {round(item.bit_length() * 0.30103)} digits"
+        elif isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                return f"the number {item}, which JSON cannot carry"
+        elif isinstance(item, list):
+            todo += [(x, depth + 1) for x in item]
+        elif isinstance(item, dict):
+            if any(not isinstance(k, str) for k in item):
+                return "a map whose keys are not all text"
+            todo += [(x, depth + 1) for x in item.values()]
+        else:
+            tag = _TAGS.get(type(item).__name__, f"a {type(item).__name__}")
+            return f"{tag}, which JSON cannot carry"
+    return None
 
 
 def split_setting(text: str) -> tuple[str, str]:

@@ -265,3 +265,18 @@ def _problems_of(root, stack: str) -> list[str]:
     except ConfigError as e:
         return e.problems
     return []
+
+
+@pytest.mark.parametrize("value, message", [
+    ("[" * 3000 + "]" * 3000, "lists and maps nested more than 16 deep"),
+    ("!!binary aGVsbG8=", "eksbench:local: !!binary, which JSON cannot carry"),
+    ("!!int abc", "a value cannot be read (invalid literal for int()"),
+], ids=["3000-lists", "binary", "int-abc"])
+def test_a_value_json_cannot_carry_is_one_line_naming_the_file(tmp_path, value, message):
+    """A stack file nesting 3,000 lists ended in RecursionError; a --set value is held to the same rule."""
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "Pulumi.deep.yaml").write_text(f"config:\n  eksbench:local: {value}\n")
+    r = subprocess.run([sys.executable, "-m", "bench", "plan", "deep", "--project-dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and message in r.stderr, r.stderr
+    assert "Pulumi.deep.yaml" in r.stderr and len(r.stderr.splitlines()) == 2

@@ -164,3 +164,42 @@ def test_open_stack_hands_the_overrides_to_the_pulumi_cli(monkeypatch, tmp_path)
     assert Overrides.from_env(seen["opts"].env_vars[ENV_OVERRIDES]) == overrides
     pulumi_cli.open_stack("dev", tmp_path, check_config=False)
     assert not seen["opts"].env_vars
+
+
+# --- --set values YAML can build but a stack file cannot hold: one line each, from the CLI and the API ---
+
+HOSTILE_SETS = [
+    ("local.steps=!!binary aGVsbG8=", "!!binary, which JSON cannot carry"),
+    ("local.steps=!!set {a, b}", "!!set, which JSON cannot carry"),
+    ("local.steps=!!timestamp 2001-12-14", "!!timestamp, which JSON cannot carry"),
+    ("local.steps=!!int abc", "the value cannot be read (invalid literal for int()"),
+    ("experiments[0].batch_size=" + "9" * 5000, "the value cannot be read (Exceeds the limit (4300 digits)"),
+    ("experiments[0].batch_size=" + "9" * 30, "a whole number of about 30 digits"),
+    ("local.steps=.inf", "the number inf, which JSON cannot carry"),
+    ("local.steps=" + "[" * 5000 + "]" * 5000, "lists and maps nested more than 16 deep"),
+    ("local.steps=" + "{a: " * 3000 + "1" + "}" * 3000, "lists and maps nested more than 16 deep"),
+    ("local.steps=" + "[" * 17 + "]" * 17, "lists and maps nested more than 16 deep"),
+    ("local" + ".a" * 3000 + "=1", "a key path of more than 16 steps below its key"),
+    ("experiments" + "[0]" * 3000 + "=1", "a key path of more than 16 steps below its key"),
+]
+
+
+@pytest.mark.parametrize("setting, message", HOSTILE_SETS, ids=[
+    "binary", "set", "timestamp", "int-abc", "5000-digits", "30-digits", "inf", "5000-lists", "3000-maps", "17-lists",
+    "3000-names", "3000-indexes"])
+def test_a_set_value_a_stack_file_cannot_hold_is_one_line_from_the_cli_and_the_api(capsys, setting, message):
+    """Each gave a traceback (TypeError: bytes is not JSON serializable, the 4300-digit limit, RecursionError)."""
+    from bench import automation
+
+    for argv in (["plan", "dev"], ["run", "dev", "--local", "--dry-run"]):
+        code, _, err = run_cli(capsys, *argv, "--set", setting)
+        assert code == 2 and len(err) == 1 and message in err[0] and "Traceback" not in err[0], err
+        assert len(err[0]) < 600
+    with pytest.raises(ValueError, match=re.escape(message)):
+        automation.plan("dev", settings=[setting])
+
+
+def test_a_value_at_the_stated_depth_still_reads():
+    assert parse_setting("local.x=" + "[" * 16 + "]" * 16).value is not None
+    assert parse_setting("local" + ".a" * 16 + "=1").path == ("a",) * 16
+    assert parse_setting(f"experiments[0].batch_size={2**63 - 1}").value == 2**63 - 1
