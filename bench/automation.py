@@ -33,6 +33,7 @@ from bench.cloud.backend import CloudBackend
 from bench.cloud.pulumi_cli import (
     CLI_MISSING,
     AutomationError,
+    cli_failures,
     open_stack,
     outputs,
     stack_outputs,
@@ -75,12 +76,16 @@ def up(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = p
     plan = evaluate(stack, Path(root))  # ConfigError before anything runs
     _confirm("up", stack, change_lines("up", stack, plan), yes=yes, on_output=on_output)
     # refresh: the GPU groups' sizes autostop or --keep set to zero are read back, so the update restores them
-    result = open_stack(stack, root).up(on_output=on_output, refresh=True)
+    stk = open_stack(stack, root)
+    with cli_failures(stack):
+        result = stk.up(on_output=on_output, refresh=True)
     return {k: v.value for k, v in result.outputs.items()}
 
 
 def preview(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = print) -> str:
-    return open_stack(stack, root).preview(on_output=on_output).stdout
+    stk = open_stack(stack, root)
+    with cli_failures(stack):
+        return stk.preview(on_output=on_output).stdout
 
 
 def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = print, *, yes: bool) -> None:
@@ -95,8 +100,9 @@ def destroy(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | Non
     plan, why = destroy_plan(stack, Path(root))
     _confirm("destroy", stack, change_lines("destroy", stack, plan, why_unknown=why), yes=yes, on_output=on_output)
 
-    ok, left = destroy_with_retry(open_stack(stack, root, check_config=False, create=False), stack=stack,
-                                  log=on_output or (lambda _l: None))
+    stk = open_stack(stack, root, check_config=False, create=False)
+    with cli_failures(stack):
+        ok, left = destroy_with_retry(stk, stack=stack, log=on_output or (lambda _l: None))
     if not ok:
         raise AutomationError(f"destroy of stack {stack} failed; {len(left)} resource(s) left: "
                               + ", ".join(left[:10]) + f"; retry: eksbench destroy {stack}")

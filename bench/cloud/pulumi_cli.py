@@ -14,13 +14,15 @@ project's files): Pulumi's per-directory workspace state is not shared between c
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess as _subprocess
 import threading
 import weakref
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from core.config.overrides import Overrides
 from core.contract.names import ENV_OVERRIDES, LOCAL_RESULTS_ROOT
@@ -30,10 +32,58 @@ CLI_MISSING = ("the Pulumi CLI is not on PATH: install it (https://www.pulumi.co
                "log in (`pulumi login` or PULUMI_BACKEND_URL=file://... with PULUMI_CONFIG_PASSPHRASE), then retry; "
                "`eksbench plan <stack>` and `eksbench run <stack> --local` work without it")
 WORK_DIR = ".eksbench/work"
+# The Pulumi CLI's failures a new user meets first, in the CLI's own words (github.com/pulumi/pulumi, alike at
+# v3.259.0 and on master in 2026): pkg/backend/backenderr/backenderr.go, MissingEnvVarForNonInteractiveError
+# ("PULUMI_ACCESS_TOKEN must be set for login during non-interactive CLI sessions": never logged in, no
+# PULUMI_BACKEND_URL) and LoginRequiredError ("this command requires logging in; try running `pulumi login` first",
+# or "SAML SSO authentication is required": a login that has lapsed); pkg/secrets/passphrase/manager.go ("passphrase
+# must be set with PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE environment variables": a stack of a
+# self-managed backend without its passphrase). Each is one line naming the fix (``cli_problem``).
+LOGIN_HOWTO = ("run `pulumi login` (Pulumi Cloud; or set PULUMI_ACCESS_TOKEN), or `pulumi login --local` (state in "
+               "~/.pulumi; then also set PULUMI_CONFIG_PASSPHRASE), then retry")
+FIRST_FAILURES = (
+    ("must be set for login during non-interactive CLI sessions",
+     "the Pulumi CLI is not logged in to a backend: " + LOGIN_HOWTO),
+    ("this command requires logging in", "the Pulumi CLI's login has lapsed: " + LOGIN_HOWTO),
+    ("SAML SSO authentication is required", "the Pulumi CLI's login has lapsed: " + LOGIN_HOWTO),
+    ("passphrase must be set with PULUMI_CONFIG_PASSPHRASE",
+     "the stack's secrets need their passphrase: set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) to "
+     "the one the stack was made with, then retry"),
+)
+# backenderr.go's StackNotFoundError: "no stack named '<stack>' found" (a stack selected, never created).
+NO_STACK = re.compile(r"no stack named '[^'\n]*' found")
 
 
 class AutomationError(RuntimeError):
     """A real-cloud operation could not start or finish; the message says why and what to do."""
+
+
+def cli_problem(error: BaseException, stack: str) -> str | None:
+    """The one line naming the fix for a failure of the Pulumi CLI that a new user meets first (``FIRST_FAILURES``,
+    and a stack the backend does not have), read from the CLI's output that ``error`` (``CommandError``) carries;
+    None for any other failure."""
+    text = str(error)
+    for words, line in FIRST_FAILURES:
+        if words in text:
+            return line
+    if NO_STACK.search(text):
+        return (f"the Pulumi backend the CLI is logged in to has no stack {stack} (`pulumi whoami --verbose` names "
+                f"that backend): `eksbench up {stack}` builds it, or log in to the backend that has it")
+    return None
+
+
+@contextmanager
+def cli_failures(stack: str) -> Iterator[None]:
+    """The Pulumi CLI's first failures (``cli_problem``), met inside, raised as AutomationError with their one line;
+    any other failure as it came."""
+    from pulumi.automation import errors
+
+    try:
+        yield
+    except errors.CommandError as e:
+        if line := cli_problem(e, stack):
+            raise AutomationError(line) from None
+        raise
 
 
 # --- the CLI child: own session, parent-death signal, tracked for signal forwarding ------------------
@@ -151,14 +201,18 @@ def open_stack(stack: str, root: Path = ROOT, *, check_config: bool = True, crea
     isolate_cli()
     opener = auto.create_or_select_stack if create else auto.select_stack
     env = {ENV_OVERRIDES: overrides.to_env()} if overrides else None
-    stk = opener(stack_name=stack, work_dir=str(work_dir(stack, root)), opts=auto.LocalWorkspaceOptions(env_vars=env))
+    with cli_failures(stack):
+        stk = opener(stack_name=stack, work_dir=str(work_dir(stack, root)),
+                     opts=auto.LocalWorkspaceOptions(env_vars=env))
     sync_stack_file(stack, root)
     return stk
 
 
 def outputs(stack: str, root: Path = ROOT) -> dict[str, Any]:
     """The outputs of one of this project's stacks (its config checked; select only)."""
-    return {k: v.value for k, v in open_stack(stack, root, create=False).outputs().items()}
+    stk = open_stack(stack, root, create=False)
+    with cli_failures(stack):
+        return {k: v.value for k, v in stk.outputs().items()}
 
 
 def stack_outputs(name: str, root: Path = ROOT) -> dict[str, Any]:
@@ -169,5 +223,7 @@ def stack_outputs(name: str, root: Path = ROOT) -> dict[str, Any]:
     from pulumi import automation as auto
 
     isolate_cli()
-    stk = auto.select_stack(stack_name=name, work_dir=str(work_dir(check_stack_name(name.rsplit("/", 1)[-1]), root)))
-    return {k: v.value for k, v in stk.outputs().items()}
+    with cli_failures(name):
+        stk = auto.select_stack(stack_name=name,
+                                work_dir=str(work_dir(check_stack_name(name.rsplit("/", 1)[-1]), root)))
+        return {k: v.value for k, v in stk.outputs().items()}
