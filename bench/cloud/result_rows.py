@@ -45,9 +45,10 @@ def collected_row(e: Any, w: Watched, dest: Path, *, summary: dict[str, Any] | N
 
 def read_local_json(path: Path) -> dict[str, Any] | None:
     """A results file copied home (summary.json, the evaluation's JSON), None when missing or unreadable."""
-    from bench.results.readers import reader_for
+    from bench.results.readers import MAX_JSON_BYTES, reader_for
+    from workloads.train.common.files import read_regular
 
-    try:
-        return reader_for(path.name)(path.read_bytes(), str(path))
+    try:  # a named pipe or a device planted under the name is refused, a huge file read no further than the bound
+        return reader_for(path.name)(read_regular(path, MAX_JSON_BYTES), str(path))
     except (OSError, ValueError):
         return None

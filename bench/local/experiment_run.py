@@ -35,7 +35,9 @@ from core.contract.names import (
     node_name,
     repeat_suffix,
 )
+from bench.results.readers import MAX_JSON_BYTES, MAX_LINES_BYTES
 from program.stack_files import ROOT
+from workloads.train.common.files import read_regular
 from workloads.train.harness.what_ran import LOCAL_IMAGE
 
 
@@ -171,7 +173,7 @@ class ExperimentRun:
             from workloads.train.pytorch.allreduce import message_sizes
 
             try:
-                done = (metrics_dir(self.exp.results_dir) / LINES_FILE).read_bytes().count(b"\n")
+                done = read_regular(metrics_dir(self.exp.results_dir) / LINES_FILE, MAX_LINES_BYTES).count(b"\n")
             except OSError:
                 done = 0
             return f"[{self.exp.name}] message size {done}/{len(message_sizes(self.exp.train.max_bytes))}  {took}"
@@ -203,7 +205,7 @@ class ExperimentRun:
                               capture_output=True, text=True, preexec_fn=die_with_parent(signal.SIGTERM))
         path = evaluation_dir(self.exp) / EVAL_FILE
         if done.returncode == 0 and path.is_file():
-            self.eval = json.loads(path.read_text())
+            self.eval = json.loads(read_regular(path, MAX_JSON_BYTES))
             progress.line(f"[{self.exp.label}] evaluation: test accuracy {self.eval['accuracy']:.3f} "
                           f"on {self.eval['samples']} images -> {show(path)}")
         else:
@@ -213,8 +215,8 @@ class ExperimentRun:
     def summary(self) -> dict[str, Any] | None:
         path = Path(self.exp.results_dir) / SUMMARY_FILE
         try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
+            return json.loads(read_regular(path, MAX_JSON_BYTES))
+        except (OSError, ValueError, RecursionError):
             return None
 
     def row(self) -> dict[str, Any]:

@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from workloads.train.common.files import atomic_write
+from workloads.train.common.files import atomic_write, read_regular
 
 MARKER = "_run.json"
+MAX_MARKER_BYTES = 64 * 1024  # a marker is one line of under 200 bytes: a larger file (or a pipe) is not ours
 STARTED_AT = "%Y-%m-%dT%H:%M:%SZ"  # the marker's started_at, UTC
 MAX_SUFFIX = 99
 
@@ -157,7 +158,7 @@ def note_shared_cpu(results_root: Path, run_dir: Path, run_name: str) -> str | N
 
 def read_holder(run_dir: Path) -> Holder:
     try:
-        doc = json.loads((run_dir / MARKER).read_text())
+        doc = json.loads(read_regular(run_dir / MARKER, MAX_MARKER_BYTES))
         return Holder(int(doc["pid"]), str(doc["host"]), str(doc["started_at"]))
     except (OSError, ValueError, KeyError, TypeError):
         return Holder(None, None, None)
@@ -189,7 +190,7 @@ def record(run_dir: Path, **fields: str) -> None:
     """Add ``fields`` to the run's marker, its record beside the experiments (``output``: why its output stopped
     before its end), replaced atomically; a marker that cannot be read or written is left as it is."""
     try:
-        doc = json.loads((run_dir / MARKER).read_text())
+        doc = json.loads(read_regular(run_dir / MARKER, MAX_MARKER_BYTES))
         if isinstance(doc, dict):
             text = json.dumps({**doc, **fields}).encode()
             atomic_write(run_dir / MARKER, lambda f: f.write(text))

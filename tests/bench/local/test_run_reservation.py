@@ -159,3 +159,29 @@ def test_the_launcher_adds_the_runs_flags_to_its_summary(tmp_path):
                                     "shared the CPU with local run a/b (pid 7)\n")
     assert run_flags({F.RUN_FLAGS_ENV: str(tmp_path / "flags")}) == ["shared the CPU with local run a/b (pid 7)",
                                                                     "x" * 300]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_marker_or_a_copied_result_that_is_a_pipe_or_a_device_is_not_read(tmp_path, kind):
+    """A named pipe planted as the run's marker or as a summary copied home hung the reader; /dev/zero filled
+    memory. Each reads as damaged (the marker) or missing (the summary), at once."""
+    import signal
+
+    from bench.cloud.result_rows import read_local_json
+    from bench.local.run_reservation import record
+
+    run_dir = tmp_path / "stack" / "u"
+    run_dir.mkdir(parents=True)
+    for name in (MARKER, "summary.json"):
+        os.mkfifo(run_dir / name) if kind == "fifo" else (run_dir / name).symlink_to("/dev/zero")
+    before = signal.signal(signal.SIGALRM, lambda *_: pytest.fail(f"reading a {kind} did not return"))
+    signal.alarm(20)
+    try:
+        assert read_holder(run_dir).pid is None
+        record(run_dir, output="x")
+        with pytest.raises(RunTaken, match="could not be read"):
+            reserve(folder(tmp_path), "u", explicit=True, resume=True)
+        assert read_local_json(run_dir / "summary.json") is None
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
