@@ -23,8 +23,9 @@ COLUMNS = [("experiment", "experiment"), ("util", "GPU util mean / p95 %"), ("me
 
 def node_lines(tl) -> list[tuple[tuple, Any]]:
     """((stack, run_id, experiment, repeat, node), per-sample frame) of each node's GPUs: seconds since the run's
-    first sample, mean utilisation, the most memory one GPU held (GiB) and the power of all of them (W)."""
-    gpus = tl[tl["device"] != "cpu"]
+    first sample, mean utilisation, the most memory one GPU held (GiB) and the power of all of them (W). Samples
+    without a time (NaT: ``results.telemetry`` had none it could show) are not drawn."""
+    gpus = tl[(tl["device"] != "cpu") & tl["t"].notna()]
     if gpus.empty:
         return []
     out = []

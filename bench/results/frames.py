@@ -129,18 +129,17 @@ def steps(*sources: str, max_rows: int | None = None,
 def telemetry(*sources: str, strict: bool = True,
               results_root: str | Path | None = None) -> "pandas.DataFrame":  # noqa: F821
     """The runs' hardware samples, one row per sample and device (``bench.results.hardware``: node, t, device,
-    util_pct, memory, power, clocks, temperature, throttled, energy_j so far), at most ``MAX_TELEMETRY_ROWS``;
-    sources as ``load`` takes them. Raises NoResults (a FileNotFoundError) for a source that does not exist, as
-    ``load`` does (``strict``: False warns instead, as ``runs``)."""
+    util_pct, memory, power, clocks, temperature, throttled, energy_j so far), at most ``MAX_TELEMETRY_ROWS`` in at
+    most ``ROW_BYTES`` each; sources as ``load`` takes them. Raises NoResults (a FileNotFoundError) for a source that
+    does not exist, as ``load`` does (``strict``: False warns instead, as ``runs``)."""
     import bench.results.hardware as T
 
-    rows: list[tuple] = []
-    budget = [T.MAX_TELEMETRY_ROWS]
+    samples = T.Samples()
     for exp in experiments(sources, strict, results_root):
-        T.read_samples(exp, rows, budget)
-        if budget[0] <= 0:
+        T.read_samples(exp, samples)
+        if samples.stopped:
             break
-    return T.frame(rows)
+    return samples.frame()
 
 
 REPEAT_COLUMNS = ("stack", "run_id", "experiment", "runs", "succeeded", "samples_per_s_mean", "samples_per_s_std",
