@@ -192,7 +192,9 @@ def stack_status(stack: str, root: Path, results_root: Path, *, cloud: bool | No
     oldest run first (``bench.results.overview``); ``local_runs`` and ``s3_runs``: each place's runs as
     ``{run id: {experiment: status}}``. ``cloud``: ask Pulumi and S3 (None: only where the stack has been on AWS,
     ``bench.cloud.observe.deployed``; else a machine without them would hear of them at every call). ValueError
-    for a handle that is not one, or names a run or an experiment that is not there."""
+    for a handle that is not one, or names a run or an experiment that is not there; AutomationError, its line
+    naming the fix, where ``cloud`` is True and AWS's credentials cannot serve (none, a profile not there, past
+    their time: else that line is a note)."""
     from bench.cloud.observe import deployed
     from bench.results.overview import by_run, handle_rows, merged
 
@@ -200,6 +202,8 @@ def stack_status(stack: str, root: Path, results_root: Path, *, cloud: bool | No
     _, aws_backend, local = backends(handle.stack, root, results_root)
     asked = deployed(handle.stack, root, results_root) if cloud is None else cloud
     aws = aws_backend.status() if asked else {"state": None, "outputs": {}, "rows": [], "notes": [], "autostop": {}}
+    if cloud and aws.get("aws_problem"):  # AWS asked by name (--cloud), and its credentials cannot serve
+        raise AutomationError(aws["aws_problem"])
     here = local.status()["rows"]
     rows = handle_rows(merged(here, aws["rows"]), handle.stack, handle.run, handle.experiment)
     named = {(r["run"], r["experiment"]) for r in rows}

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 from bench.cloud import pulumi_cli
 from bench.cloud.stack_operations import stack_resources
+from core.catalog.aws import credentials_problem
 from core.contract.names import LOG_TIMES_SUFFIX, PROGRESS_FILE, SUMMARY_FILE, TIMELINE_FILE, node_name
 from core.contract.results_location import (
     ResultsLocation,
@@ -189,7 +190,8 @@ class CloudObservation:
         """``{"state", "outputs", "rows": [one bench.results.overview.status_row per experiment run on S3],
         "autostop": {run id: autostop.json},
         "after_autostop_usd", "after_autostop_prices", "where": the S3 prefix, "notes"}``;
-        what cannot be read is a note, never an error."""
+        what cannot be read is a note, never an error; one naming how to make AWS's credentials serve is also
+        ``aws_problem``."""
         out: dict[str, Any] = {"state": None, "outputs": {}, "rows": [], "autostop": {}, "notes": []}
         try:
             stk = pulumi_cli.open_stack(self.stack, self.root, check_config=False, create=False)
@@ -211,7 +213,10 @@ class CloudObservation:
                 out["rows"] = s3_status_rows(stack_results, self.cfg.region, out["autostop"])
                 out["where"] = stack_results.uri
             except Exception as e:  # noqa: BLE001
-                out["notes"].append(f"S3 results not readable at {stack_results.uri}: {type(e).__name__}")
+                # no credentials, a profile not there, credentials past their time: the note names the fix
+                if line := credentials_problem(e, f"status {self.stack}"):
+                    out["aws_problem"] = line
+                out["notes"].append(line or f"S3 results not readable at {stack_results.uri}: {type(e).__name__}")
         else:
             out["notes"].append("no S3 results location known (results.bucket is unset and the home stack's "
                                 "outputs could not be read)")
@@ -243,7 +248,9 @@ class CloudObservation:
             try:
                 s3 = s3_results.client(cfg.region)
                 listed = s3_results.keys_under(s3, uri)
-            except Exception:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001
+                if line := credentials_problem(e, f"S3 ({uri}) not readable"):  # local logs may still be there
+                    raise FileNotFoundError(f"not in the cluster; {line}") from None
                 listed = []
             keys = [(k, rel) for k, rel in listed if log_name(rel) and rel.endswith(".log")]
             if keys:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from bench import progress
 from bench.cloud import pulumi_cli
-from bench.cloud.pulumi_cli import CLI_MISSING
+from bench.cloud.pulumi_cli import CLI_MISSING, LOGIN_HOWTO
 from bench.errors import Refusal
 from bench.results.files import existing_summaries
 from core.config.overrides import Overrides
@@ -133,23 +133,23 @@ def check_pulumi(env: dict[str, str] | None = None) -> str:
         raise Refusal(f"`pulumi whoami` did not answer ({e}); check the network, or set PULUMI_BACKEND_URL") from None
     if who.returncode != 0:
         last = (who.stderr or who.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise Refusal(f"the Pulumi CLI has no backend ({last[0]}): run `pulumi login`, or set "
-                      "PULUMI_BACKEND_URL=file://... and PULUMI_CONFIG_PASSPHRASE")
+        raise Refusal(f"the Pulumi CLI has no backend ({last[0]}): {LOGIN_HOWTO}")
     return f"Pulumi CLI {version}, logged in as {who.stdout.strip()}"
 
 
 def check_credentials(region: str, what: str = "run") -> str:
-    """Who the AWS credentials are; Refusal naming ``what`` (``run dev``) and how to provide them when there are none."""
+    """Who the AWS credentials are; Refusal naming ``what`` (``run dev``) and the fix where there are none, the
+    profile is not there or they are past their time (``core.catalog.aws.credentials_problem``)."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from core.catalog.aws import is_no_credentials, no_credentials
+    from core.catalog.aws import credentials_problem
 
     try:
         ident = boto3.client("sts", region_name=region).get_caller_identity()
     except (BotoCoreError, ClientError) as e:
-        if is_no_credentials(e):
-            raise Refusal(no_credentials(what)) from None
+        if line := credentials_problem(e, what):  # none, a profile not there, expired: each its own fix
+            raise Refusal(line) from None
         raise Refusal(f"no usable AWS credentials ({type(e).__name__}: {str(e).splitlines()[0]}): set AWS_PROFILE, "
                       "run `aws configure` or `aws sso login`, then retry") from None
     return f"AWS account {ident.get('Account')} as {ident.get('Arn')}"

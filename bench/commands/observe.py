@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from bench.automation import experiment_logs, stack_status
+from bench.automation import AutomationError, experiment_logs, stack_status
 from bench.errors import fail
 from bench.project import add_project_options
 from bench.terminal import duration, energy, safe, safe_line, shorten, show, table, throughput, with_energy
@@ -228,7 +228,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             st = stack_status(args.stack, Path(args.project_dir), Path(args.results_root), cloud=args.cloud or None)
     except ConfigError as e:
         return fail(f"invalid config for stack {args.stack!r}: " + "; ".join(e.problems))
-    except ValueError as e:  # a handle that is not one, or names a run or an experiment that is not there
+    # a handle that is not one, or names a run or an experiment that is not there; AWS credentials that cannot serve
+    except (ValueError, AutomationError) as e:
         return fail(safe_line(e))
     for w in caught:
         print(safe_line(f"warning: {w.message}"), file=sys.stderr)
@@ -255,6 +256,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
             print(safe_line(f"warning: {w.message}"), file=sys.stderr)
     except ConfigError as e:
         return fail(f"invalid config for stack {args.stack!r}: " + "; ".join(e.problems))
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, AutomationError) as e:
         return fail(safe_line(e))
     return 0  # a reader that went away (`logs ... | head`) ends the command at the top, quietly (bench.cli)
