@@ -99,8 +99,10 @@ def etcd_protection_manifests(env: Environment) -> list[dict]:
     the etcd backend turns any error into RendezvousConnectionError (torch/distributed/elastic/rendezvous
     etcd_rendezvous_backend.get_state, dynamic_rendezvous), so an etcd moved by a node drain or a managed
     node group update fails every PyTorch run on the cluster and loses the rendezvous state (an emptyDir).
-    ``maxUnavailable: 0`` refuses voluntary evictions of the one member (policy/v1; a drain waits, and an
-    EKS node group update forces it only after its 15-minute PDB timeout); ``unhealthyPodEvictionPolicy:
+    ``maxUnavailable: 0`` refuses voluntary evictions of the one member (policy/v1: a drain and the Cluster
+    Autoscaler wait; an EKS managed node group update would fail with PodEvictionFailure after 15 minutes, so the
+    system group's updates are forced, ``infra.cluster.node_group.system_node_group_spec``, and evict it then;
+    scale-down by desired size and deletion of a group do not respect budgets); ``unhealthyPodEvictionPolicy:
     AlwaysAllow`` still lets a member that is not Ready go. Involuntary loss (a node failure) is not
     covered: c10d, whose store lives in the agents, is the rendezvous to choose for long production runs."""
     priority = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": _meta(ETCD_PRIORITY_CLASS),

@@ -45,6 +45,17 @@ NODE_GROUP_REPLACE_INPUTS = ("amiType", "capacityType", "clusterName", "diskSize
 
 TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
 
+# How EKS rolls a group whose launch template changes (EKS user guide, "Managed node update behavior"; pulumi-aws 7
+# NodeGroupUpdateConfigArgs, ForceUpdateVersion). It drains each node; "If the Pods don't leave the node within 15
+# minutes and there's no force flag, the upgrade phase fails" with PodEvictionFailure. etcd's PodDisruptionBudget
+# allows no eviction (infra.cluster.manifests.etcd_protection_manifests), so the system group, where etcd runs, is
+# forced: its update then waits out the 15 minutes per node and goes on, instead of failing and leaving the group in
+# a failed update. By default EKS surges new nodes first (desired and max raised by up to twice the zones' count):
+# GPU capacity that is often not there, and a Capacity Block group can only update at desired size 0 ("Capacity
+# Blocks for ML"). The MINIMAL strategy, which the guide recommends for accelerated instances, launches no node
+# beyond the group's size; with every node allowed to go at once, an update does not hold a half-drained group.
+GPU_UPDATE_CONFIG = {"update_strategy": "MINIMAL", "max_unavailable_percentage": 100}
+
 
 @dataclass(frozen=True)
 class NodeGroupSpec:
@@ -66,6 +77,8 @@ class NodeGroupSpec:
     lustre_client: bool = False  # install the Lustre client at boot (AL2023 nodes mounting FSx)
     autoscale: bool = False  # Cluster Autoscaler owns the size (infra/cluster/autoscaling.py)
     template_tags: dict[str, str] = field(default_factory=dict)  # its Auto Scaling group's node-template tags
+    force_update_version: bool = False  # evict past PodDisruptionBudgets after EKS's 15 minutes (the system group)
+    update_config: dict[str, Any] | None = None  # how EKS rolls a template change (GPU_UPDATE_CONFIG)
 
 
 def gpu_node_group_spec(group: GpuNodeGroup, *, lustre_client: bool = False) -> NodeGroupSpec:
@@ -81,7 +94,7 @@ def gpu_node_group_spec(group: GpuNodeGroup, *, lustre_client: bool = False) -> 
         autoscale=group.autoscale, template_tags=node_template_tags(group, lustre_client=lustre_client),
         taints=[dict(GPU_TAINT)], efa=group.efa, placement_group=group.placement_group,
         efa_interfaces=catalog.efa_interfaces(group.instance_type) if group.efa else 0,
-        capacity_reservation_id=group.capacity_reservation_id,
+        capacity_reservation_id=group.capacity_reservation_id, update_config=dict(GPU_UPDATE_CONFIG),
         lustre_client=lustre_client and group.ami_type.startswith("AL2023"))
 
 
@@ -90,7 +103,7 @@ def system_node_group_spec(group: SystemNodeGroup, *, lustre_client: bool = Fals
         role="system", name="system", instance_type=group.instance_type, ami_type=catalog.CPU_AMI_TYPE,
         desired_size=group.desired_size, min_size=group.min_size, max_size=group.max_size,
         disk_size_gib=group.disk_size_gib, capacity_type="ON_DEMAND", labels=dict(SYSTEM_NODE_LABEL),
-        lustre_client=lustre_client)
+        lustre_client=lustre_client, force_update_version=True)
 
 
 # AL2023 EKS AMIs do not ship the Lustre client (aws-fsx-csi-driver issues #437 and #460;
@@ -266,6 +279,7 @@ class NodeGroup(pulumi.ComponentResource):
             labels=spec.labels,
             taints=[{"key": t["key"], "value": t["value"], "effect": taint_effect[t["effect"]]} for t in spec.taints],
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
+            force_update_version=spec.force_update_version or None, update_config=spec.update_config,
             tags=tags,
             # The role's permissions exist before the group and outlive it: at destroy EKS still needs
             # them to drain the nodes and delete their instances and network interfaces. The pulumi-aws

@@ -110,9 +110,10 @@ def advisories(cfg: StackConfig, *, today: str) -> list[str]:
     if etcd:
         # infra.cluster.manifests.etcd_protection_manifests: what protects the one etcd, and what does not.
         notes.append(f"rdzv_backend of {', '.join(dict.fromkeys(etcd))}: etcd is one pod, kept from drains (a "
-                     "PodDisruptionBudget) and from preemption (a priority class above the training pods), but a "
-                     "lost node loses it and the rendezvous fails every run on it; for long production runs "
-                     'prefer "c10d", whose store lives in the agents')
+                     "PodDisruptionBudget) and from preemption (a priority class above the training pods), but an "
+                     "update of the system node group evicts it after EKS's 15 minutes (forced, so the update "
+                     "ends) and a lost node loses it: the rendezvous then fails every run on it; for long "
+                     'production runs prefer "c10d", whose store lives in the agents')
     return notes
 
 

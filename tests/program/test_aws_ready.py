@@ -331,3 +331,18 @@ def test_its_role_scales_only_the_auto_scaling_groups_tagged_for_this_cluster(au
     [assoc] = [r for r in of_type(autoscaled, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
                if r.name == "autoscaler-identity-association"]
     assert (assoc.inputs["namespace"], assoc.inputs["serviceAccount"]) == ("kube-system", "cluster-autoscaler")
+
+
+# --- node group updates: what EKS does when a launch template changes --------------------------------
+
+def test_the_system_group_forces_its_update_past_etcds_budget_and_gpu_groups_roll_without_surging(dev, fsx):
+    """etcd's PodDisruptionBudget allows no eviction: an unforced update of the system group failed with
+    PodEvictionFailure after 15 minutes. GPU groups surged extra p4d/p5 nodes (EKS's default strategy)."""
+    for _, regs in (dev, fsx):
+        groups = of_type(regs, NODE_GROUP)
+        system = one(regs, NODE_GROUP, "system-ng")
+        assert system.inputs.get("forceUpdateVersion") is True and "updateConfig" not in system.inputs
+        gpu = [g for g in groups if g is not system]
+        assert gpu and all(g.inputs["updateConfig"] == {"updateStrategy": "MINIMAL", "maxUnavailablePercentage": 100}
+                           and "forceUpdateVersion" not in g.inputs for g in gpu)
+    assert "Valid values: `MINIMAL` and `DEFAULT`" in inspect.getsource(aws.eks.NodeGroupUpdateConfigArgs)
