@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from core.catalog.aws import is_no_credentials, no_credentials
+from core.catalog.aws import credentials_problem
 from core.contract.s3_uri import parse_s3_uri
 from datasets.errors import DataError
 from datasets.file_checks import (
@@ -162,8 +162,8 @@ class S3Store:
         from botocore.exceptions import ClientError
 
         where = f"s3://{self.bucket}/{self.prefix}"
-        if is_no_credentials(e):
-            return DataError(no_credentials(f"{action} {where}"))
+        if line := credentials_problem(e, f"{action} {where}"):  # none, a profile not there, expired
+            return DataError(line)
         if isinstance(e, ClientError):
             code = e.response.get("Error", {}).get("Code", "")
             if code in ("NoSuchBucket", "404"):

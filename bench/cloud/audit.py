@@ -26,7 +26,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from core.catalog.aws import is_no_credentials, no_credentials
+from core.catalog.aws import credentials_problem
 from core.contract.names import cluster_name
 
 
@@ -297,8 +297,8 @@ def audit_after_destroy(stack: str, *, root: Path | None = None, out: Callable[[
         return audit(stack, root=root, out=out) == 0
     except Exception as e:  # noqa: BLE001 - botocore's ClientError and friends: one line
         later = f"run it later: eksbench audit {stack}"
-        if is_no_credentials(e):
-            out(f"{no_credentials(f'audit {stack}')}; {later}")
+        if line := credentials_problem(e, f"audit {stack}"):  # none, a profile not there, expired
+            out(f"{line}; {later}")
         else:
             out(f"audit {stack}: could not run ({type(e).__name__}: {e}); {later}")
         return True

@@ -9,7 +9,7 @@ from pathlib import Path
 from bench.cloud.audit import audit
 from bench.errors import fail
 from bench.project import add_project_options
-from core.catalog.aws import is_no_credentials, no_credentials
+from core.catalog.aws import credentials_problem
 
 
 DESCRIPTION = """\
@@ -48,6 +48,6 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as e:
         return fail(f"invalid config for stack {args.stack!r}:\n  " + "\n  ".join(e.problems))
     except Exception as e:  # noqa: BLE001 - botocore's NoCredentialsError, ClientError: one line, exit 2
-        if is_no_credentials(e):
-            return fail(no_credentials(f"audit {args.stack}"))
+        if line := credentials_problem(e, f"audit {args.stack}"):  # none, a profile not there, expired
+            return fail(line)
         return fail(f"audit {args.stack}: {type(e).__name__}: {' '.join(str(e).split())}")

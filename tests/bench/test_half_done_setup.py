@@ -37,6 +37,17 @@ def test_the_offline_plan_needs_no_aws_profile(tmp_path, profile):
     assert "Estimated cost:" in done.stdout and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("args,lead", [(["audit", "dev"], "audit dev"),
+                                       (["data", "verify", "s3://eksbench-no-such-bucket/datasets/x/"],
+                                        "read s3://eksbench-no-such-bucket/datasets/x/")], ids=["audit", "data"])
+def test_the_other_aws_commands_name_the_profile_that_is_not_there(tmp_path, args, lead):
+    done = bench(*args, env=no_profiles(tmp_path, "nope"))
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith(f"error: {lead}: the AWS profile 'nope' (AWS_PROFILE)"), lines
+    assert "aws configure --profile nope" in lines[0], lines
+
+
 @pytest.mark.parametrize("missing", ["rich", "yaml"])
 def test_the_clis_own_imports_are_checked_as_a_commands_are(missing):
     """``--version`` (and every command) imports the commands' modules first: a package they need at import time
