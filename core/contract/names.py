@@ -106,6 +106,10 @@ PEERS_LABEL = "eksbench.io/peers"  # the pods of one experiment, which its Netwo
 # that mount FSx select it (infra.environment Environment.claim_node_selector), so a node without one takes none.
 LUSTRE_CLIENT_LABEL = "eksbench.io/lustre-client"
 LUSTRE_CLIENT_READY = "ready"
+# On the Auto Scaling group of a GPU group that opts in to Cluster Autoscaler, suffixed with the cluster's name
+# ("<key>/<cluster>": "owned"): the autoscaler discovers only groups carrying it, and its role scales only those.
+# EKS's own k8s.io/cluster-autoscaler/* tags are on every managed node group, opted in or not.
+AUTOSCALER_DISCOVERY_TAG = "eksbench.io/cluster-autoscaler"
 
 # ---- objects two processes find by name ----
 # The ConfigMap naming the autostop generation the stack's last `pulumi up` made (workloads.autostop_component): a

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.contract.names import AUTOSCALER_DISCOVERY_TAG
 from core.contract.s3_uri import parse_s3_uri
 
 
@@ -69,9 +70,10 @@ def autostop_policy(*, cluster_arn: str, bucket: str, key: str) -> dict:
 def cluster_autoscaler_policy(*, cluster_name: str, cluster_arn: str) -> dict:
     """Cluster Autoscaler with ASG auto-discovery: kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/
     README.md, "Full Cluster Autoscaler Features Policy (Recommended)", with its advice taken: the write actions
-    only on Auto Scaling groups tagged for this cluster (EKS tags a managed node group's ASG
-    ``k8s.io/cluster-autoscaler/<cluster>: owned``; AWS Auto Scaling user guide, "Control access using tags"),
-    and eks:DescribeNodegroup on this cluster's node groups. The describe actions take no resource."""
+    only on Auto Scaling groups of this cluster that opted in (tagged ``AUTOSCALER_DISCOVERY_TAG/<cluster>: owned``
+    by ``infra.cluster.node_group``; not EKS's ``k8s.io/cluster-autoscaler/<cluster>``, which every managed node
+    group carries; AWS Auto Scaling user guide, "Control access using tags"), and eks:DescribeNodegroup on this
+    cluster's node groups. The describe actions take no resource."""
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "Discover", "Effect": "Allow", "Resource": "*",
          "Action": ["autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeAutoScalingInstances",
@@ -82,7 +84,7 @@ def cluster_autoscaler_policy(*, cluster_name: str, cluster_arn: str) -> dict:
          "Resource": nodegroups_arn(cluster_arn)},
         {"Sid": "ScaleThisClustersGroups", "Effect": "Allow", "Resource": "*",
          "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
-         "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}}},
+         "Condition": {"StringEquals": {f"aws:ResourceTag/{AUTOSCALER_DISCOVERY_TAG}/{cluster_name}": "owned"}}},
     ]}
 
 

@@ -1,12 +1,13 @@
 """Cluster Autoscaler for the GPU groups that opt in (``gpu_node_groups[].autoscale``), from its Helm chart.
 
-On the system nodes in ``kube-system``, finding its groups by the tags EKS puts on a managed node group's
-Auto Scaling group (``k8s.io/cluster-autoscaler/enabled``, ``k8s.io/cluster-autoscaler/<cluster>``: the
+On the system nodes in ``kube-system``, finding its groups by a tag of ours that only the opted-in groups'
+Auto Scaling groups carry (``AUTOSCALER_DISCOVERY_TAG/<cluster>``, set by ``infra.cluster.node_group``: the
 chart's ``autoDiscovery.tags``), with the AWS rights of ``policies.cluster_autoscaler_policy`` through EKS
-Pod Identity. The chart and image are pinned per Kubernetes minor (``core.catalog.pins``); a group that does
-not opt in has no discovery tag of ours to lose: Cluster Autoscaler respects each group's min and max
-(kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/README.md, "Auto-Discovery Setup"), and the
-groups that do not opt in keep min = desired = max.
+Pod Identity, which scale only groups carrying that tag. Not the chart's default tags
+(``k8s.io/cluster-autoscaler/enabled``, ``k8s.io/cluster-autoscaler/<cluster>``): EKS puts those on every
+managed node group's Auto Scaling group, so the autoscaler would take every GPU group, shrink the fixed ones
+to their min_size of 0 between experiments, and, knowing nothing of an EFA group's node-template tags, judge
+that its pods fit nowhere. The chart and image are pinned per Kubernetes minor (``core.catalog.pins``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from core.catalog.pins import CLUSTER_AUTOSCALER_CHARTS, CLUSTER_AUTOSCALER_REPOSITORY
+from core.contract.names import AUTOSCALER_DISCOVERY_TAG
 from infra.access.pod_identity import pod_identity_role
 from infra.access.policies import cluster_autoscaler_policy
 from infra.component_options import child_options
@@ -30,10 +32,12 @@ SERVICE_ACCOUNT = "cluster-autoscaler"
 
 def chart_values(*, cluster_name: str, region: str, kubernetes_version: str) -> dict:
     """The chart's values (cluster-autoscaler/charts/cluster-autoscaler/values.yaml, chart 9.59.0): AWS,
-    auto-discovery by cluster name, our service account name (Pod Identity binds to it), the system
-    nodes, and the image of the cluster's minor."""
+    auto-discovery of the opted-in groups (``autoDiscovery.tags``, which templates/deployment.yaml joins into
+    ``--node-group-auto-discovery=asg:tag=...``; ``clusterName`` must be set for it to be used), our service
+    account name (Pod Identity binds to it), the system nodes, and the image of the cluster's minor."""
     _, app = CLUSTER_AUTOSCALER_CHARTS[".".join(kubernetes_version.split(".")[:2])]
-    return {"cloudProvider": "aws", "awsRegion": region, "autoDiscovery": {"clusterName": cluster_name},
+    return {"cloudProvider": "aws", "awsRegion": region,
+            "autoDiscovery": {"clusterName": cluster_name, "tags": [f"{AUTOSCALER_DISCOVERY_TAG}/{cluster_name}"]},
             "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
             "nodeSelector": dict(SYSTEM_NODE_LABEL), "image": {"tag": f"v{app}"}}
 

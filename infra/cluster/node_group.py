@@ -32,7 +32,7 @@ from core.catalog import aws as catalog
 from core.config.model import GpuNodeGroup, SystemNodeGroup
 from infra.cluster.autoscaling import autoscaled_labels, node_template_tags
 from infra.component_options import child_options
-from core.contract.names import LUSTRE_CLIENT_LABEL, LUSTRE_CLIENT_READY
+from core.contract.names import AUTOSCALER_DISCOVERY_TAG, LUSTRE_CLIENT_LABEL, LUSTRE_CLIENT_READY
 from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT, SYSTEM_NODE_LABEL
 
 # Inputs of aws.eks.NodeGroup that force a replacement (pulumi-aws 7 schema / the Terraform
@@ -292,17 +292,23 @@ class NodeGroup(pulumi.ComponentResource):
                                # Cluster Autoscaler sets the desired size; the EKS API says not to set it by hand
                                # then (NodegroupScalingConfig.desiredSize), so Pulumi leaves it as it finds it.
                                ignore_changes=["scalingConfig.desiredSize"] if spec.autoscale else None))
-        self._template_tags(name, ng, spec, child)
+        self._template_tags(name, ng, spec, child, cluster_name=args.cluster_name)
         self.node_group_name = ng.node_group_name
         self.node_group = ng
         self.launch_template = template
         self.register_outputs({"node_group_name": self.node_group_name})
 
     @staticmethod
-    def _template_tags(name: str, ng: Any, spec: NodeGroupSpec, opts: pulumi.ResourceOptions) -> None:
+    def _template_tags(name: str, ng: Any, spec: NodeGroupSpec, opts: pulumi.ResourceOptions, *,
+                       cluster_name: Any) -> None:
         """The node-template tags on the group's Auto Scaling group: EKS does not copy a managed node group's tags
-        to it (aws/containers-roadmap#608), and Cluster Autoscaler reads them there. Not propagated at launch."""
+        to it (aws/containers-roadmap#608), and Cluster Autoscaler reads them there; and on an opted-in group, the
+        tag the autoscaler discovers it by (``AUTOSCALER_DISCOVERY_TAG``). Not propagated at launch."""
         asg = ng.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
         for i, (key, value) in enumerate(sorted(spec.template_tags.items())):
             aws.autoscaling.Tag(f"{name}-template-{i}", autoscaling_group_name=asg,
                                 tag={"key": key, "value": value, "propagate_at_launch": False}, opts=opts)
+        if spec.autoscale:
+            key = pulumi.Output.from_input(cluster_name).apply(lambda c: f"{AUTOSCALER_DISCOVERY_TAG}/{c}")
+            aws.autoscaling.Tag(f"{name}-discovery", autoscaling_group_name=asg,
+                                tag={"key": key, "value": "owned", "propagate_at_launch": False}, opts=opts)

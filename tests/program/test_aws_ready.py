@@ -327,7 +327,7 @@ def test_its_role_scales_only_the_auto_scaling_groups_tagged_for_this_cluster(au
     [write] = [s for s in doc["Statement"] if "autoscaling:SetDesiredCapacity" in s["Action"]]
     assert write["Action"] == ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"]
     [(key, value)] = write["Condition"]["StringEquals"].items()
-    assert key.startswith("aws:ResourceTag/k8s.io/cluster-autoscaler/") and value == "owned"
+    assert key.startswith("aws:ResourceTag/eksbench.io/cluster-autoscaler/") and value == "owned"
     [assoc] = [r for r in of_type(autoscaled, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
                if r.name == "autoscaler-identity-association"]
     assert (assoc.inputs["namespace"], assoc.inputs["serviceAccount"]) == ("kube-system", "cluster-autoscaler")
@@ -346,3 +346,27 @@ def test_the_system_group_forces_its_update_past_etcds_budget_and_gpu_groups_rol
         assert gpu and all(g.inputs["updateConfig"] == {"updateStrategy": "MINIMAL", "maxUnavailablePercentage": 100}
                            and "forceUpdateVersion" not in g.inputs for g in gpu)
     assert "Valid values: `MINIMAL` and `DEFAULT`" in inspect.getsource(aws.eks.NodeGroupUpdateConfigArgs)
+
+
+def test_the_autoscaler_discovers_and_scales_only_the_group_that_opted_in():
+    """EKS tags every managed node group's Auto Scaling group k8s.io/cluster-autoscaler/enabled and
+    .../<cluster>, which the chart's default autoDiscovery.tags match: the autoscaler took the fixed GPU group too
+    (min_size 0), shrinking it between experiments, and with no EFA node-template tags on it, left its pods Pending."""
+    import json
+
+    config = copy.deepcopy(P5_FILLED)
+    fixed = copy.deepcopy(config["eksbench:gpu_node_groups"][0])
+    config["eksbench:gpu_node_groups"][0]["autoscale"] = True
+    config["eksbench:gpu_node_groups"].append({**fixed, "name": "fixed"})
+    regs = recorded(config, "p5-fsx")[1]
+    discovery = {r.inputs["tag"]["key"]: r for r in of_type(regs, ASG_TAG)
+                 if r.inputs["tag"]["key"].startswith("eksbench.io/cluster-autoscaler/")}
+    [(key, tag)] = discovery.items()
+    assert tag.inputs["tag"]["value"] == "owned" and tag.name.startswith("gpu-p5")
+    assert not any(r.name.startswith("gpu-fixed") for r in of_type(regs, ASG_TAG))
+    [release] = of_type(regs, RELEASE)
+    assert release.inputs["values"]["autoDiscovery"]["tags"] == [key]
+    [grant] = [r for r in of_type(regs, "aws:iam/rolePolicy:RolePolicy") if r.name == "autoscaler-identity-scale"]
+    [write] = [s for s in json.loads(grant.inputs["policy"])["Statement"] if s["Sid"] == "ScaleThisClustersGroups"]
+    assert write["Condition"]["StringEquals"] == {f"aws:ResourceTag/{key}": "owned"}
+    assert key == f"eksbench.io/cluster-autoscaler/{release.inputs['values']['autoDiscovery']['clusterName']}"
