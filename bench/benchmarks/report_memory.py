@@ -6,7 +6,11 @@ one results folder, each a fresh process.
 lines in ``MAX_LINES``-line files, each line as a trainer writes it, with 10 step times).
 ``python -m bench.benchmarks.report_memory runs [--runs 1000]``: that many runs in one stack folder, each one
 experiment with a summary, 2 rank files of 50 lines and a timeline.
-Both print wall time and peak RSS (the process's own VmHWM, ``reader_bounds.measure``) per command;
+``python -m bench.benchmarks.report_memory telemetry [--shape empty|full]``: one run of one experiment whose node
+telemetry files hold ``MAX_TELEMETRY_ROWS`` rows and one more (the most ``results.telemetry`` keeps): ``empty``, lines
+of GPU entries ``{}`` as long as a line may be (the fewest bytes a row, so the most rows a file); ``full``, eight GPUs
+a line with every field the sampler writes, one line a second.
+All print wall time and peak RSS (the process's own VmHWM, ``reader_bounds.measure``) per command;
 ``--keep DIR`` builds the tree there and keeps it, ``--only report`` measures one command.
 """
 
@@ -19,7 +23,8 @@ from pathlib import Path
 
 from bench.benchmarks.reader_bounds import measure, scratch_tree
 from bench.results import readers as R
-from core.contract.names import METRICS_DIR, SUMMARY_FILE, TIMELINE_FILE
+from bench.results.hardware import MAX_TELEMETRY_ROWS
+from core.contract.names import METRICS_DIR, SUMMARY_FILE, TELEMETRY_DIR, TIMELINE_FILE
 
 STEPS_PER_LINE = 10
 
@@ -72,6 +77,38 @@ def build_runs(root: Path, runs: int) -> Path:
     return root / "st"
 
 
+def gpu(index: int, second: int) -> dict:
+    """One GPU's entry of a telemetry line as the sampler writes it (``workloads.train.harness.telemetry``)."""
+    return {"index": index, "util_pct": 90 + second % 10, "mem_used_bytes": 30 * 2**30 + second,
+            "mem_total_bytes": 80 * 2**30, "power_w": 650.125, "power_limit_w": 700.0, "sm_clock_mhz": 1980,
+            "mem_clock_mhz": 2619, "temperature_c": 61, "throttle": [], "pcie_tx_kbps": 1200, "pcie_rx_kbps": 900,
+            "nvlink_tx_kib": 10**9 + second, "nvlink_rx_kib": 10**9 + second, "energy_j": round(650.125 * second, 3),
+            "throttled_s": 0.0}
+
+
+def build_telemetry(root: Path, shape: str, rows: int = MAX_TELEMETRY_ROWS + 1) -> Path:
+    """``root/st/r1/e``: a summary and node telemetry files of ``rows`` rows in all, each file within the readers'
+    bounds (``MAX_LINES`` lines, ``MAX_LINES_BYTES``), so none is cut before the row limit."""
+    exp = root / "st" / "r1" / "e"
+    (exp / TELEMETRY_DIR).mkdir(parents=True)
+    (exp / SUMMARY_FILE).write_text(json.dumps({"experiment": "e", "status": "succeeded", "wall_time_s": 60.0,
+                                                  "throughput": {"samples_per_s_total": 300.0}}))
+    per_line = (R.MAX_LINE_BYTES - 64) // 3 if shape == "empty" else 8  # ``{},`` is 3 bytes
+    lines: list[str] = []
+    size, second, node = 0, 0, 0
+    while rows > 0:
+        n = min(per_line, rows)
+        gpus = [{}] * n if shape == "empty" else [gpu(i, second) for i in range(n)]
+        line = json.dumps({"t": 1.8e9 + second, "gpus": gpus}, separators=(",", ":")) + "\n"
+        if size + len(line) > R.MAX_LINES_BYTES or len(lines) == R.MAX_LINES:
+            (exp / TELEMETRY_DIR / f"node-{node}.jsonl").write_text("".join(lines))
+            lines, size, node = [], 0, node + 1
+        lines.append(line)
+        size, second, rows = size + len(line), second + 1, rows - n
+    (exp / TELEMETRY_DIR / f"node-{node}.jsonl").write_text("".join(lines))
+    return root / "st"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="shape", required=True)
@@ -80,17 +117,22 @@ def main(argv: list[str] | None = None) -> int:
     most.add_argument("--lines", type=int, default=R.MAX_LINES)
     many = sub.add_parser("runs", help="many runs in one stack folder")
     many.add_argument("--runs", type=int, default=1000)
-    for s in (most, many):
+    hw = sub.add_parser("telemetry", help="one run at the telemetry row limit")
+    hw.add_argument("--shape", dest="entries", choices=("empty", "full"), default="empty")
+    for s in (most, many, hw):
         s.add_argument("--keep", metavar="DIR", help="build the tree here and keep it")
-        s.add_argument("--only", choices=("report", "results.load"), help="measure this command alone")
+        s.add_argument("--only", choices=("report", "results.load", "results.telemetry"),
+                       help="measure this command alone")
         s.add_argument("--timeout", type=float, default=1800, help="seconds per command")
     a = p.parse_args(argv)
     with scratch_tree(a.keep, "eksbench-report-memory-") as root:
-        stack = build_lines(root, a.files, a.lines) if a.shape == "lines" else build_runs(root, a.runs)
+        stack = (build_lines(root, a.files, a.lines) if a.shape == "lines" else build_runs(root, a.runs)
+                 if a.shape == "runs" else build_telemetry(root, a.entries))
         size = sum(f.stat().st_size for f in stack.rglob("*") if f.is_file())
         print(f"{a.shape}: {stack} ({size / 2**20:,.0f} MiB)", flush=True)
+        reader = "telemetry" if a.shape == "telemetry" else "load"
         commands = (("report", ["-m", "bench", "report", str(stack), "--out", str(root / "r.html")]),
-                    ("results.load", ["-c", f"from bench import results; results.load({str(stack)!r})"]))
+                    (f"results.{reader}", ["-c", f"from bench import results; results.{reader}({str(stack)!r})"]))
         for name, cmd in commands:
             if a.only in (None, name):
                 measure(name, cmd, timeout=a.timeout)

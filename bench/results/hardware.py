@@ -30,8 +30,8 @@ TELEMETRY_FILE = re.compile(re.escape(TELEMETRY_DIR) + r"/([^/]+)\.jsonl")
 # Rows (a sample of one device) one ``telemetry`` call keeps, and the most memory a kept row may cost at the call's
 # peak: the columns as read (``Samples``, about 90 bytes a row) and, while the frame (about 145) is made from them
 # column by column, about 185 in all. So a call holds at most MAX_TELEMETRY_ROWS * ROW_BYTES (400 MB) over the
-# interpreter and pandas, whatever its files say; measured at this limit: 366 MB (bench.benchmarks.report_memory
-# telemetry, BENCHMARKS.md). Each row as a tuple cost about 600 bytes. A real node's file (32 MiB at most, eight GPUs
+# interpreter and pandas, whatever its files say; measured at this limit: 366 and 371 MB, empty and full GPU entries
+# (bench.benchmarks.report_memory telemetry, BENCHMARKS.md). Each row as a tuple cost about 600 bytes. A real node's file (32 MiB at most, eight GPUs
 # a line) gives about 100,000 rows.
 MAX_TELEMETRY_ROWS = 2_000_000
 ROW_BYTES = 200

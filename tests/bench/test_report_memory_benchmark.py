@@ -17,3 +17,19 @@ def test_the_benchmarks_rank_files_fit_the_readers_limits_whole():
     files = R.MAX_STEP_ROWS // R.MAX_LINES
     assert files * R.MAX_LINES == R.MAX_STEP_ROWS
     assert files * R.MAX_LINES * len(json.loads(lines[-1])["step_times_s"]) == R.MAX_STEP_TIMES
+
+
+def test_the_benchmarks_telemetry_files_fit_the_readers_limits_whole(tmp_path):
+    """``report_memory telemetry`` reaches the row limit through files the readers keep whole: its longest line of
+    empty GPU entries within MAX_LINE_BYTES, no file past MAX_LINES or MAX_LINES_BYTES."""
+    from bench.results.hardware import MAX_TELEMETRY_ROWS
+
+    for shape, rows in (("empty", 2 * (R.MAX_LINE_BYTES // 3)), ("full", 1_000)):
+        stack = B.build_telemetry(tmp_path / shape, shape, rows=rows)
+        files = sorted(stack.rglob("*.jsonl"))
+        lines = [line for f in files for line in f.read_text().splitlines()]
+        assert sum(len(json.loads(line)["gpus"]) for line in lines) == rows
+        assert max(len(line) + 1 for line in lines) <= R.MAX_LINE_BYTES
+        assert all(f.stat().st_size <= R.MAX_LINES_BYTES and len(f.read_text().splitlines()) <= R.MAX_LINES
+                   for f in files)
+    assert B.build_telemetry.__defaults__ == (MAX_TELEMETRY_ROWS + 1,)
