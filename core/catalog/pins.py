@@ -153,20 +153,33 @@ def efa_plugin_image(region: str) -> str:
 # Cluster Autoscaler's Helm chart, one pin per Kubernetes minor: Cluster Autoscaler's minor matches the
 # cluster's ("Starting from Kubernetes 1.12, versioning scheme was changed to match Kubernetes minor releases
 # exactly", kubernetes/autoscaler cluster-autoscaler/README.md "Releases", whose table gives the first chart
-# of each minor: 1.32 9.45.0+, 1.33 9.47.0+, 1.34 9.51.0+). Each pin is the last chart release whose
-# appVersion is of that minor, from the history of cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml
-# (commit 55c37cd, 2026-08-22): 9.46.6 (1.32.0), 9.51.0 (1.33.0), 9.53.0 (1.34.2), 9.59.0 (1.35.0). The
-# image tag is given too, so an upgrade of the chart alone never changes Cluster Autoscaler's minor. A minor
-# missing here is refused at plan time for a stack whose GPU groups opt in to autoscaling.
+# of each minor: 1.32 9.45.0+, 1.33 9.47.0+, 1.34 9.51.0+). Each chart is the last release whose appVersion is
+# of that minor (the chart repository's index.yaml, gh-pages be36214; the history of
+# cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml, master 55c37cd, 2026-08-22): 9.46.6 (appVersion
+# 1.32.0), 9.51.0 (1.33.0), 9.53.0 (1.34.2), 9.59.0 (1.35.0). The image is not the chart's appVersion but the
+# newest patch of the minor: tags cluster-autoscaler-1.32.7 (2026-02-13), -1.33.6, -1.34.5 and -1.35.2
+# (2026-07-22), their images promoted to registry.k8s.io by kubernetes/k8s.io#9116 (1.32.7) and #9760 (the
+# others); no later patch tag nor promotion was found (checked 2026-12-07). Since their .0 (1.34: .2) patches
+# 1.32-1.34 fix scale-down ("Fix scale-down eligibility when utilization and threshold are zero", "Skip drain of
+# node on cloud-provider during delete") and take AWS's instance list of 2026-01-07 (g7e), which 1.35.0 had;
+# 1.35.2 fixes scale-down's simulation (a tainted ghost node in place of the removed one) and ARM64 nodes
+# labelled amd64 (git log cluster-autoscaler-1.35.0..cluster-autoscaler-1.35.2). Every pinned chart takes the
+# image as `image.tag` (values.yaml `image`; templates/deployment.yaml uses "{{ .Values.image.repository }}:
+# {{ .Values.image.tag }}"), so an upgrade of the chart alone never changes Cluster Autoscaler's version.
+# 1.36 is not pinned: Cluster Autoscaler has 1.36.0 and 1.36.1 (tags of 2026-07-01 and 2026-07-22, images
+# promoted by kubernetes/k8s.io#9676 and #9760), but no chart release has an appVersion of 1.36 (the newest,
+# 9.59.0 of 2026-07-21, is 1.35.0; a chart of 1.36, kubernetes/autoscaler#10091, was not merged when read), and
+# a 1.36 image in a chart released for 1.35 would run with 1.35's RBAC and flags: the minors must match. A
+# minor missing here is refused at plan time for a stack whose GPU groups opt in to autoscaling.
 CLUSTER_AUTOSCALER_REPOSITORY = "https://kubernetes.github.io/autoscaler"  # the chart README's `helm repo add`
 CLUSTER_AUTOSCALER_CHARTS = {  # Kubernetes minor -> (chart version, Cluster Autoscaler version)
-    "1.32": ("9.46.6", "1.32.0"),
-    "1.33": ("9.51.0", "1.33.0"),
-    "1.34": ("9.53.0", "1.34.2"),
-    "1.35": ("9.59.0", "1.35.0"),
+    "1.32": ("9.46.6", "1.32.7"),
+    "1.33": ("9.51.0", "1.33.6"),
+    "1.34": ("9.53.0", "1.34.5"),
+    "1.35": ("9.59.0", "1.35.2"),
 }
 # A stack that names no kubernetes_version gets the newest EKS version that every per-minor pin here covers, so
-# the default never meets "no chart pinned" (today 1.35: the chart history read above has no Cluster
-# Autoscaler release of 1.36). A stack file may still choose a newer version.
+# the default never meets "no chart pinned" (today 1.35: Cluster Autoscaler has 1.36 releases, its chart none,
+# as read above). A stack file may still choose a newer version.
 DEFAULT_EKS_VERSION = max((v for v in EKS_VERSIONS if v in CLUSTER_AUTOSCALER_CHARTS),
                           key=lambda v: tuple(map(int, v.split("."))))
