@@ -21,6 +21,7 @@ import pulumi_kubernetes as k8s
 
 from core.catalog.pins import CLUSTER_AUTOSCALER_CHARTS, CLUSTER_AUTOSCALER_REPOSITORY
 from core.contract.names import AUTOSCALER_DISCOVERY_TAG
+from infra.cluster.autoscaling import SCALE_DOWN_ARGS
 from infra.access.pod_identity import pod_identity_role
 from infra.access.policies import cluster_autoscaler_policy
 from infra.component_options import child_options
@@ -39,7 +40,7 @@ def chart_values(*, cluster_name: str, region: str, kubernetes_version: str) -> 
     return {"cloudProvider": "aws", "awsRegion": region,
             "autoDiscovery": {"clusterName": cluster_name, "tags": [f"{AUTOSCALER_DISCOVERY_TAG}/{cluster_name}"]},
             "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
-            "nodeSelector": dict(SYSTEM_NODE_LABEL), "image": {"tag": f"v{app}"}}
+            "nodeSelector": dict(SYSTEM_NODE_LABEL), "image": {"tag": f"v{app}"}, "extraArgs": dict(SCALE_DOWN_ARGS)}
 
 
 @dataclass(frozen=True)

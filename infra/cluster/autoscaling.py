@@ -12,6 +12,13 @@ installs Cluster Autoscaler, and ``program.validation`` checks them before anyth
   ``.../taint/<name>`` (``<value>:<effect>``) and ``.../resources/<resource>`` (same README,
   "Auto-Discovery Setup"). An EFA pod requests ``vpc.amazonaws.com/efa`` and ``hugepages-2Mi``, which no
   instance type tells it: without both tags it decides the pod fits no group, and the group stays at 0.
+- **Size and idle time.** The group is created at 0 nodes (no GPU boots before a Job asks for one) and the
+  autoscaler removes a node idle for ``SCALE_DOWN_IDLE``: the per-group tag
+  ``.../autoscaling-options/scaledownunneededtime`` (same README, "Auto-Discovery Setup", which it overrides
+  ``--scale-down-unneeded-time`` with) and the chart's ``extraArgs`` for the delay after a scale-up, which has no
+  per-group tag. The defaults, 10 minutes each, bill 10 idle GPU node-minutes after every experiment; sequential
+  experiments follow one another within seconds (the gate resumes the next Job when one ends), so 3 minutes
+  keeps the nodes through that gap and no longer.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from infra.environment import GPU_NODE_LABEL_KEY, GPU_TAINT
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 EFA_RESOURCES = ("vpc.amazonaws.com/efa", "hugepages-2Mi")  # what EFA pods request beyond GPUs (pod_manifests._efa)
+SCALE_DOWN_IDLE = "3m0s"  # an idle node of an autoscaled group goes after this (Go duration, as the README writes it)
+SCALE_DOWN_ARGS = {"scale-down-unneeded-time": SCALE_DOWN_IDLE, "scale-down-delay-after-add": SCALE_DOWN_IDLE}
 
 
 def accelerator(instance_type: str) -> str:
@@ -45,7 +54,8 @@ def node_template_tags(group: GpuNodeGroup, *, lustre_client: bool = False) -> d
     (``catalog.efa_interfaces``) and the recipe's huge pages (``fabric.EFA_HUGEPAGES_MIB_PER_NODE``)."""
     if not group.autoscale:
         return {}
-    tags = {f"{TEMPLATE}/label/{GPU_NODE_LABEL_KEY}": group.name,
+    tags = {f"{TEMPLATE}/autoscaling-options/scaledownunneededtime": SCALE_DOWN_IDLE,
+            f"{TEMPLATE}/label/{GPU_NODE_LABEL_KEY}": group.name,
             f"{TEMPLATE}/label/{ACCELERATOR_LABEL}": accelerator(group.instance_type),
             f"{TEMPLATE}/taint/{GPU_TAINT['key']}": f"{GPU_TAINT['value']}:{GPU_TAINT['effect']}"}
     if lustre_client:

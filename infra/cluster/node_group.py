@@ -88,7 +88,9 @@ def gpu_node_group_spec(group: GpuNodeGroup, *, lustre_client: bool = False) -> 
                            if lustre_client and group.ami_type.startswith("BOTTLEROCKET") else {})
     return NodeGroupSpec(
         role="gpu", name=group.name, instance_type=group.instance_type, ami_type=group.ami_type,
-        desired_size=group.desired_size, min_size=0 if group.autoscale else group.min_size, max_size=group.max_size,
+        # An autoscaled group starts empty: Cluster Autoscaler adds nodes when pods wait (infra/cluster/autoscaling.py).
+        desired_size=0 if group.autoscale else group.desired_size, min_size=0 if group.autoscale else group.min_size,
+        max_size=group.max_size,
         disk_size_gib=group.disk_size_gib, capacity_type=group.capacity_type,
         labels={**group.labels, **autoscaled_labels(group), GPU_NODE_LABEL_KEY: group.name, **bottlerocket_lustre},
         autoscale=group.autoscale, template_tags=node_template_tags(group, lustre_client=lustre_client),

@@ -11,9 +11,12 @@ from __future__ import annotations
 from typing import Mapping
 
 from core.catalog import aws as catalog
+from core.catalog import compat
 from core.catalog.pins import DEFAULT_EKS_VERSION
 from core.config.fields import show
 from core.config.model import GpuNodeGroup, StackConfig
+from infra.cluster.autoscaling import SCALE_DOWN_IDLE
+from infra.cluster.estimate import DURATIONS, image_pull_minutes
 
 
 def offering_problems(cfg: StackConfig, offered: Mapping[str, set[str]]) -> list[str]:
@@ -97,6 +100,7 @@ def advisories(cfg: StackConfig, *, today: str) -> list[str]:
     if cfg.cluster.public_access_cidrs == ():
         notes.append("cluster.public_access_cidrs=[]: private endpoint only; pulumi up must run from inside the VPC "
                      "(or over a VPN/peering into it), or its Kubernetes resources cannot be created")
+    notes += scaled_from_zero_notes(cfg)
     version = cfg.cluster.kubernetes_version
     if catalog.eks_support(version, today) == "extended":
         v = catalog.EKS_CALENDAR[version]
@@ -138,4 +142,27 @@ def version_notes(cfg: StackConfig) -> list[str]:
                  "FSx pods and `eksbench run` stops the experiment within minutes, naming the node "
                  "(LustreClientMissing). GPU groups on BOTTLEROCKET_x86_64_NVIDIA carry the Lustre module in their "
                  "kernel")
+    return notes
+
+
+def scaled_from_zero_notes(cfg: StackConfig) -> list[str]:
+    """What an autoscaled group's experiments wait for inside their deadline: the group starts at 0 nodes
+    (``infra.cluster.autoscaling``), so each Job's pods first wait for a node to boot and join, for the Lustre
+    client's install where FSx is mounted on AL2023, and for the image's pull; ``timeout_minutes`` (the Job's
+    activeDeadlineSeconds) counts from the Job's creation, so all of that is inside it."""
+    notes = []
+    for i, g in enumerate(cfg.gpu_node_groups):
+        runs = [(k, e) for k, e in enumerate(cfg.experiments) if g.autoscale and cfg.node_group_for(e).name == g.name]
+        if not runs:
+            continue
+        boot, _ = DURATIONS["aws:eks/nodeGroup:NodeGroup"]
+        pulls = sorted({m for _, e in runs if (row := compat.find_image(e.image)) and
+                        (m := image_pull_minutes(row.size_mb)) is not None})
+        pull = f"the image's pull (about {pulls[-1]:g} min)" if pulls else "the image's pull"
+        lustre = (", the Lustre client's install" if cfg.storage.kind == "fsx" and g.ami_type.startswith("AL2023")
+                  else "")
+        keys = ", ".join(f"{cfg.experiment_key(k)}.timeout_minutes={e.timeout_minutes}" for k, e in runs)
+        notes.append(f"gpu_node_groups[{i}].autoscale=true: group {g.name!r} starts at 0 nodes, so a node's boot and "
+                     f"join (about {boot:g} min){lustre} and {pull} count against each Job's deadline ({keys}): "
+                     f"allow for them; its nodes go after {SCALE_DOWN_IDLE} idle")
     return notes

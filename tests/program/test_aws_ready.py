@@ -273,8 +273,9 @@ def gpu_group(regs):
 
 
 def test_the_group_scales_from_zero_and_pulumi_leaves_its_desired_size_alone(autoscaled):
+    """It was created at desired_size = max_size: every p5 booted and billed before any Job asked for one."""
     ng = gpu_group(autoscaled)
-    assert ng.inputs["scalingConfig"]["minSize"] == 0
+    assert ng.inputs["scalingConfig"]["minSize"] == 0 and ng.inputs["scalingConfig"]["desiredSize"] == 0
     assert ng.ignore_changes == ["scalingConfig.desiredSize"]
     assert ng.inputs["labels"]["k8s.amazonaws.com/accelerator"] == "nvidia-h100"
 
@@ -316,6 +317,10 @@ def test_cluster_autoscaler_is_installed_from_the_chart_pinned_for_the_clusters_
     values = release.inputs["values"]
     assert values["autoDiscovery"]["clusterName"] and values["cloudProvider"] == "aws"
     assert values["image"]["tag"] == f"v{app}" and values["nodeSelector"] == {"eksbench.io/pool": "system"}
+    # An idle node goes after 3 minutes, not the autoscaler's 10 (and 10 more after any scale-up).
+    assert values["extraArgs"] == {"scale-down-unneeded-time": "3m0s", "scale-down-delay-after-add": "3m0s"}
+    tags = {r.inputs["tag"]["key"]: r.inputs["tag"]["value"] for r in of_type(autoscaled, ASG_TAG)}
+    assert tags[f"{TEMPLATE}/autoscaling-options/scaledownunneededtime"] == "3m0s"
     assert not of_type(recorded(P5_FILLED, "p5-fsx")[1], RELEASE)  # nobody opted in: no autoscaler
 
 
@@ -370,3 +375,12 @@ def test_the_autoscaler_discovers_and_scales_only_the_group_that_opted_in():
     [write] = [s for s in json.loads(grant.inputs["policy"])["Statement"] if s["Sid"] == "ScaleThisClustersGroups"]
     assert write["Condition"]["StringEquals"] == {f"aws:ResourceTag/{key}": "owned"}
     assert key == f"eksbench.io/cluster-autoscaler/{release.inputs['values']['autoDiscovery']['clusterName']}"
+
+
+def test_the_plan_says_an_autoscaled_groups_boot_and_pull_fall_inside_the_jobs_deadline():
+    config = copy.deepcopy(P5_FILLED)
+    config["eksbench:gpu_node_groups"][0]["autoscale"] = True
+    [note] = [w for w in evaluate_config("p5-fsx", config).warnings if w.startswith("gpu_node_groups[0].autoscale")]
+    assert "starts at 0 nodes" in note and "boot and join (about 4 min), the Lustre client's install" in note
+    assert "the image's pull (about" in note and "experiments[0].timeout_minutes=120" in note
+    assert not [w for w in evaluate_config("p5-fsx", P5_FILLED).warnings if "starts at 0 nodes" in w]
