@@ -91,7 +91,7 @@ def cmd_refresh(args: argparse.Namespace) -> int:
 
     from bench.prices import pricing_api, snapshot
     from bench.prices.sources import SourceError
-    from core.catalog.aws import INSTANCE_TYPES, is_no_credentials, no_credentials
+    from core.catalog.aws import INSTANCE_TYPES, credentials_problem
 
     argv = ["eksbench", "prices", "refresh"] + [x for r in args.region for x in ("--region", r)]
     try:
@@ -99,8 +99,8 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     except SourceError as e:
         return fail(str(e))
     except Exception as e:  # noqa: BLE001 - botocore's NoCredentialsError, ClientError: one line, exit 2
-        if is_no_credentials(e):
-            return fail(no_credentials("prices refresh"))
+        if (line := credentials_problem(e, "prices refresh")) is not None:
+            return fail(line)
         return fail(f"prices refresh: the AWS Price List Query API answered {type(e).__name__}: "
                     f"{' '.join(str(e).split())[:300]}")
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()

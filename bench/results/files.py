@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterator
 
-from core.catalog.aws import is_no_credentials, no_credentials
+from core.catalog.aws import credentials_problem
 from core.contract.names import CHECKPOINT_DIR, LOGS_DIR, METRICS_DIR, SUMMARY_FILE
 from core.contract.results_location import is_run_summary, repeat_number
 
@@ -196,9 +196,9 @@ def _s3(uri: str) -> list[ExperimentFiles]:
 
     bucket, _, prefix = uri[len("s3://"):].partition("/")
     prefix = prefix.strip("/")
-    client = boto3.client("s3")
     keys = []
-    try:
+    try:  # the client too: an AWS_PROFILE that names no profile fails at its creation
+        client = boto3.client("s3")
         pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/" if prefix else "")
         for page in pages:
             keys += [o["Key"] for o in page.get("Contents", [])]
@@ -214,7 +214,7 @@ def _s3(uri: str) -> list[ExperimentFiles]:
 
 def _cannot_list(uri: str, e: Exception) -> str:
     """One line for a listing S3 refused: how to provide credentials when there are none, else the error."""
-    return no_credentials(uri) if is_no_credentials(e) else f"{uri}: could not list objects ({type(e).__name__}: {e})"
+    return credentials_problem(e, uri) or f"{uri}: could not list objects ({type(e).__name__}: {e})"
 
 
 def files_named(source: str, name: str, limit: int, most: int = 100) -> list[tuple[str, bytes]]:
@@ -226,8 +226,8 @@ def files_named(source: str, name: str, limit: int, most: int = 100) -> list[tup
 
         bucket, _, prefix = source[len("s3://"):].partition("/")
         prefix = prefix.strip("/")
-        client = boto3.client("s3")
         try:
+            client = boto3.client("s3")
             keys = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(
                 Bucket=bucket, Prefix=f"{prefix}/" if prefix else "") for o in page.get("Contents", [])
                 if o["Key"].rsplit("/", 1)[-1] == name]

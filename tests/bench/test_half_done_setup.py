@@ -48,6 +48,19 @@ def test_the_other_aws_commands_name_the_profile_that_is_not_there(tmp_path, arg
     assert "aws configure --profile nope" in lines[0], lines
 
 
+@pytest.mark.parametrize("args", [["report", "s3://eksbench-no-such-bucket/eksbench/dev"],
+                                  ["compare", "s3://eksbench-no-such-bucket/a", "s3://eksbench-no-such-bucket/b"],
+                                  ["prices", "refresh", "--out", "PRICES"]], ids=["report", "compare", "prices"])
+def test_the_results_and_price_readers_name_the_profile_that_is_not_there(tmp_path, args):
+    """report and compare of s3:// results failed in boto3.client with ProfileNotFound (a traceback)."""
+    args = [str(tmp_path / "p.py") if a == "PRICES" else a for a in args]
+    done = bench(*args, env=no_profiles(tmp_path, "nope"))
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "the AWS profile 'nope' (AWS_PROFILE)" in lines[0] and "aws configure --profile nope" in lines[0], lines
+    assert not (tmp_path / "p.py").exists()
+
+
 @pytest.mark.parametrize("missing", ["rich", "yaml"])
 def test_the_clis_own_imports_are_checked_as_a_commands_are(missing):
     """``--version`` (and every command) imports the commands' modules first: a package they need at import time
