@@ -149,7 +149,12 @@ UTIL_P95_PCT = "util_p95_pct"
 MEMORY_PEAK_BYTES = "memory_peak_bytes"  # in TELEMETRY: the most memory one GPU held
 MEMORY_TOTAL_BYTES = "memory_total_bytes"  # in TELEMETRY: that GPU's total
 POWER_MEAN_W = "power_mean_w"  # in TELEMETRY: all nodes' GPUs (or CPU packages) together
-ENERGY_J = "energy_j"  # in TELEMETRY: the power integral over the run, all nodes together
+ENERGY_J = "energy_j"  # in TELEMETRY: the energy over the run, all nodes together, measured as ENERGY_SOURCE says
+# in TELEMETRY: how ENERGY_J (and POWER_MEAN_W, ENERGY_TO_ACCURACY_J) was measured, for the whole run: the difference
+# of NVML's energy counter (every GPU had it throughout), the integral of the sampled GPU power (a GPU before Volta,
+# or a counter that failed or went back), or the CPU packages' RAPL counters; null where nothing measured energy
+ENERGY_SOURCE = "energy_source"
+ENERGY_FROM_COUNTER, ENERGY_FROM_POWER, ENERGY_FROM_RAPL = "nvml_energy_counter", "power_integral", "rapl"
 # in TELEMETRY: all nodes' energy over the window TIME_TO_ACCURACY_S counts (the trainer's start to the evaluation that
 # first reached the target accuracy; each end read off between the two samples around it); null where no evaluation
 # reached it, power was not measured, or a node's samples do not cover the window

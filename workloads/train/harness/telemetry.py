@@ -7,9 +7,13 @@ counters: it makes no CUDA context, and it runs in the launcher's process, never
 GPU it reads the CPU packages' RAPL energy counters under ``/sys/class/powercap`` where they are readable, and
 else records nothing, with the reason.
 
-Each sample is one line of ``telemetry/<node>.jsonl`` (strict JSON), carrying the running totals too (energy in
-joules as the power integral, seconds throttled), so the last line a file has gives the run's totals whatever
-lines were left out before it. Memory is bounded (the sampler keeps one previous sample), and so is the file:
+Each sample is one line of ``telemetry/<node>.jsonl`` (strict JSON), carrying the running totals too (seconds
+throttled; energy in joules twice: ``energy_j`` as the power integral, and ``energy_counter_j`` as the difference of
+NVML's energy counter since the first sample, where the GPU has one), so the last line a file has gives the run's
+totals whatever lines were left out before it. The counter (``nvmlDeviceGetTotalEnergyConsumption``, millijoules
+since the driver loaded, on Volta and newer) counts every joule; the power reading (``nvmlDeviceGetPowerUsage``) is
+instantaneous on GA100 and older (a one-second average only on later GPUs), so 1 Hz samples of it can lock to a
+step's compute/all-reduce cycle. Memory is bounded (the sampler keeps one previous sample), and so is the file:
 after half of ``max_bytes`` it writes every second sample, after three quarters every fourth, and so on, so a run
 of any length stays under ``max_bytes`` and is covered from start to end (``LineBudget``). The launcher's summary
 node turns the files into summary.json's ``telemetry`` block (``workloads.train.harness.telemetry_summary``).
@@ -38,6 +42,8 @@ NVLINK_FIELDS = {"nvlink_tx_kib": 138, "nvlink_rx_kib": 139}
 NVML_PCIE_UTIL_TX_BYTES, NVML_PCIE_UTIL_RX_BYTES = 0, 1  # nvml.h nvmlPcieUtilCounter_t: KB/s over 20 ms
 NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2  # nvml.h nvmlClockType_t
 NVML_TEMPERATURE_GPU = 0  # nvml.h nvmlTemperatureSensors_t
+COUNTER_MJ = "energy_mj"  # in a GPU's reading: NVML's energy counter, millijoules since the driver loaded
+ENERGY_COUNTER_J = "energy_counter_j"  # in a GPU's line: joules the counter counted since the sampler's first reading
 
 
 def _maybe(call: Callable[..., Any], *args: Any) -> Any:
@@ -82,7 +88,9 @@ class NvmlSource:
                "temperature_c": _maybe(n.nvmlDeviceGetTemperature, h, NVML_TEMPERATURE_GPU),
                "throttle": throttle_names(_maybe(reasons, h)),
                "pcie_tx_kbps": _maybe(n.nvmlDeviceGetPcieThroughput, h, NVML_PCIE_UTIL_TX_BYTES),
-               "pcie_rx_kbps": _maybe(n.nvmlDeviceGetPcieThroughput, h, NVML_PCIE_UTIL_RX_BYTES)}
+               "pcie_rx_kbps": _maybe(n.nvmlDeviceGetPcieThroughput, h, NVML_PCIE_UTIL_RX_BYTES),
+               # None before Volta (NVMLError_NotSupported) or from a pynvml without the call: the power integral
+               COUNTER_MJ: _maybe(lambda: n.nvmlDeviceGetTotalEnergyConsumption(h))}
         gpu.update(self._nvlink(h))
         return gpu
 
@@ -169,25 +177,52 @@ def open_source(nvml: Any = None, powercap: Path = POWERCAP) -> tuple[Any, str |
     return None, f"no GPU telemetry on this run ({why}); no CPU energy either: {no_rapl}"
 
 
+class Counted:
+    """Each GPU's joules by NVML's energy counter since its first reading, while the counter holds: from the first
+    reading without a count (not supported, failed) or with a count below the one before (a reset), the GPU has
+    none for the rest of the sampler's life, and the summary takes the power integral."""
+
+    def __init__(self) -> None:
+        self.first: dict[int, float | None] = {}
+        self.last: dict[int, float | None] = {}
+
+    def add(self, index: int, mj: Any) -> float | None:
+        """The GPU's joules so far with this reading (``mj``: the counter, millijoules), or None."""
+        count = mj if isinstance(mj, (int, float)) and not isinstance(mj, bool) and mj >= 0 else None
+        if index not in self.first:
+            self.first[index] = self.last[index] = count
+        else:
+            last = self.last[index]
+            self.last[index] = count if count is not None and last is not None and count >= last else None
+        last, first = self.last[index], self.first[index]
+        return (last - first) / 1000 if last is not None and first is not None else None
+
+
 class Totals:
     """The running totals each line carries: per GPU (or for the CPU) the power integral and the seconds
-    throttled, from one sample to the next (the trapezoid rule; power held for the first interval)."""
+    throttled, from one sample to the next (the trapezoid rule; power held for the first interval), and each GPU's
+    energy by its counter (``Counted``)."""
 
     def __init__(self) -> None:
         self.previous: dict[str, Any] | None = None
         self.energy: dict[int, float] = {}
         self.throttled: dict[int, float] = {}
+        self.counted = Counted()
 
     def add(self, t: float, reading: Mapping[str, Any]) -> dict[str, Any]:
         dt = t - self.previous["t"] if self.previous else 0.0
         before = {g["index"]: g for g in (self.previous or {}).get("gpus", ())}
         gpus = []
         for g in reading.get("gpus", ()):
+            g = dict(g)
             i, old = g["index"], before.get(g["index"], {})
+            counted = self.counted.add(i, g.pop(COUNTER_MJ, None))
             watts = [w for w in (g.get("power_w"), old.get("power_w")) if isinstance(w, (int, float))]
             self.energy[i] = self.energy.get(i, 0.0) + (sum(watts) / len(watts) * dt if watts else 0.0)
             self.throttled[i] = self.throttled.get(i, 0.0) + (dt if g.get("throttle") else 0.0)
             gpus.append({**g, "energy_j": round(self.energy[i], 3), "throttled_s": round(self.throttled[i], 3)})
+            if counted is not None:
+                gpus[-1][ENERGY_COUNTER_J] = round(counted, 3)
         line: dict[str, Any] = {"t": round(t, 3)}
         if gpus:
             line["gpus"] = gpus

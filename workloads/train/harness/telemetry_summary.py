@@ -10,15 +10,18 @@ added to what the attempts before it counted.
 
     {"source": "nvml", "reason": null, "nodes": 2, "gpus": 16, "samples": 1200, "seconds": 600.2,
      "util_mean_pct": 91.4, "util_p95_pct": 100, "memory_peak_bytes": ..., "memory_total_bytes": ...,
-     "power_mean_w": 9120.5, "energy_j": 5474000.1, "energy_to_accuracy_j": 3650100.4, "throttle_s": 0.0,
-     "idle_share": 0.02}
+     "power_mean_w": 9120.5, "energy_j": 5474000.1, "energy_source": "nvml_energy_counter",
+     "energy_to_accuracy_j": 3650100.4, "throttle_s": 0.0, "idle_share": 0.02}
 
 Utilisation, memory, throttling and the idle share are the GPUs' (null on a CPU); power and energy are the GPUs',
-or the CPU packages' where RAPL was read. ``energy_to_accuracy_j``: the energy over the window the time to
-accuracy counts (``marks``: the trainer's start to the evaluation that first reached the target), each node's
-totals at both ends read off the line between its two samples around them. ``idle_share``: the share of the steady
-window's GPU time (from the first steady metrics line to the last line, where the launcher knows it; else the whole
-file) at 0% utilisation.
+or the CPU packages' where RAPL was read. ``energy_source`` names how the energy was measured, for the whole run:
+NVML's energy counter where every GPU line of every node has its count (``energy_counter_j``), else the power
+integral of every GPU (one GPU without the counter, or whose counter went back, and the whole run is integrated,
+so one figure is one method), or RAPL on CPUs. ``power_mean_w`` is that energy over the time sampled.
+``energy_to_accuracy_j``: the energy over the window the time to accuracy counts (``marks``: the trainer's start to
+the evaluation that first reached the target), each node's totals at both ends read off the line between its two
+samples around them. ``idle_share``: the share of the steady window's GPU time (from the first steady metrics line to
+the last line, where the launcher knows it; else the whole file) at 0% utilisation.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from core.contract import summary_fields as F
 from core.contract.names import TELEMETRY_DIR
+from workloads.train.harness.telemetry import ENERGY_COUNTER_J
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # as the readers bound one lines file (bench.results.readers.MAX_LINES_BYTES)
+ENERGY_KEYS = ("energy_j", ENERGY_COUNTER_J)  # a line's energy totals: the power integral (or RAPL), the counter's
 
 
 def is_number(v: Any) -> bool:
@@ -70,9 +75,11 @@ class NodeFigures:
 
     def __init__(self, window: tuple[float, float] | None = None, marks: Sequence[float | None] = ()):
         self.window = window
-        self.running = {key: RunningTotals(key) for key in ("energy_j", "throttled_s")}
+        self.running = {key: RunningTotals(key) for key in (*ENERGY_KEYS, "throttled_s")}
         self.marks = [m if is_number(m) else None for m in marks]
-        self.energy_at: list[float | None] = [None] * len(self.marks)  # the energy total at each mark, once reached
+        # each energy total at each mark, once reached
+        self.energy_at: dict[str, list[float | None]] = {key: [None] * len(self.marks) for key in ENERGY_KEYS}
+        self.uncounted = False  # a GPU line without the counter's count: the node's energy is the power integral
         self.hist = [0.0] * 101  # GPU-seconds at each whole percent
         self.idle = self.steady = 0.0  # GPU-seconds at 0% / in all, inside the window
         self.mem_peak: int | None = None
@@ -86,11 +93,12 @@ class NodeFigures:
             return
         dt = t - self.last_t if self.last_t is not None else 0.0
         gpus = [g for g in line.get("gpus") or () if isinstance(g, dict)]
-        energy = self.running["energy_j"]
-        before = energy.total()
+        before = {key: self.running[key].total() for key in ENERGY_KEYS}
         for running in self.running.values():
             running.add(gpus, line.get("cpu"))
-        self._read_marks(t, dt, before, energy.total())
+        for key in ENERGY_KEYS:
+            self._read_marks(self.energy_at[key], t, dt, before[key], self.running[key].total())
+        self.uncounted |= any(not is_number(g.get(ENERGY_COUNTER_J)) or g[ENERGY_COUNTER_J] < 0 for g in gpus)
         self.first = t if self.first is None else self.first
         self.last_t, self.samples = t, self.samples + 1
         self.gpus = max(self.gpus, len(gpus))
@@ -108,26 +116,29 @@ class NodeFigures:
                 self.steady += dt
                 self.idle += dt if util == 0 else 0.0
 
-    def _read_marks(self, t: float, dt: float, before: float | None, after: float | None) -> None:
-        """The energy at each mark this line reaches: between the line before (``before``, ``dt`` seconds ago) and
-        this one (``after``); a mark at the first line's time is that line's."""
+    def _read_marks(self, energy_at: list[float | None], t: float, dt: float, before: float | None,
+                    after: float | None) -> None:
+        """One energy total at each mark this line reaches (into ``energy_at``): between the line before
+        (``before``, ``dt`` seconds ago) and this one (``after``); a mark at the first line's time is that line's."""
         for i, mark in enumerate(self.marks):
-            if mark is None or self.energy_at[i] is not None or after is None:
+            if mark is None or energy_at[i] is not None or after is None:
                 continue
             if self.last_t is None:
-                self.energy_at[i] = after if mark == t else None
+                energy_at[i] = after if mark == t else None
             elif self.last_t < mark <= t and before is not None:
-                self.energy_at[i] = before + (after - before) * (mark - self.last_t) / dt
+                energy_at[i] = before + (after - before) * (mark - self.last_t) / dt
 
     def totals(self, key: str) -> float | None:
-        """A running total (``energy_j``, ``throttled_s``) of every device, all attempts."""
+        """A running total (``energy_j``, ``energy_counter_j``, ``throttled_s``) of every device, all attempts."""
         return self.running[key].total()
 
-    def between_marks(self) -> float | None:
-        """The energy from the first mark to the last; None where a mark fell outside the lines."""
-        if len(self.energy_at) < 2 or any(e is None for e in self.energy_at):
+    def between_marks(self, key: str) -> float | None:
+        """One energy total (``ENERGY_KEYS``) from the first mark to the last; None where a mark fell outside the
+        lines."""
+        energy_at = self.energy_at[key]
+        if len(energy_at) < 2 or any(e is None for e in energy_at):
             return None
-        return self.energy_at[-1] - self.energy_at[0]
+        return energy_at[-1] - energy_at[0]
 
     @property
     def seconds(self) -> float:
@@ -151,6 +162,20 @@ def _round(value: float | None, digits: int = 3) -> float | None:
     return round(value, digits) if value is not None else None
 
 
+def energy_method(figures: Sequence[NodeFigures]) -> tuple[str | None, Any]:
+    """(the run's ``energy_source``, each node's energy total to read): NVML's counter where every GPU line of
+    every node has its count; else the power integral where the run had GPUs, or RAPL (a node without GPUs reads
+    its CPU packages' energy, ``energy_j``, whatever the GPUs' method); None where nothing measured energy."""
+    gpu_nodes = [n for n in figures if n.gpus]
+    counted = bool(gpu_nodes) and not any(n.uncounted for n in gpu_nodes)
+    key = lambda n: ENERGY_COUNTER_J if counted and n.gpus else "energy_j"  # noqa: E731
+    if counted:
+        return F.ENERGY_FROM_COUNTER, key
+    if gpu_nodes:
+        return F.ENERGY_FROM_POWER, key
+    return (F.ENERGY_FROM_RAPL if any(n.totals("energy_j") is not None for n in figures) else None), key
+
+
 def summarise(nodes: Mapping[str, Iterable[Mapping[str, Any]]], *, source: str | None, reason: str | None,
               window: tuple[float, float] | None = None,
               to_accuracy: tuple[float, float] | None = None) -> dict[str, Any]:
@@ -166,7 +191,9 @@ def summarise(nodes: Mapping[str, Iterable[Mapping[str, Any]]], *, source: str |
             figures.append(node)
     hist = [sum(n.hist[i] for n in figures) for i in range(101)]
     gpu_seconds = sum(hist)
-    energy = [n.totals("energy_j") for n in figures]
+    method, key = energy_method(figures)
+    energy = [n.totals(key(n)) for n in figures]
+    between = [n.between_marks(key(n)) for n in figures]
     power = [e / n.seconds for e, n in zip(energy, figures) if e is not None and n.seconds > 0]
     peak = max((n for n in figures if n.mem_peak is not None), key=lambda n: n.mem_peak, default=None)
     steady = sum(n.steady for n in figures)
@@ -180,9 +207,9 @@ def summarise(nodes: Mapping[str, Iterable[Mapping[str, Any]]], *, source: str |
         F.MEMORY_PEAK_BYTES: peak.mem_peak if peak else None, F.MEMORY_TOTAL_BYTES: peak.mem_total if peak else None,
         F.POWER_MEAN_W: _round(sum(power)) if power else None,
         F.ENERGY_J: _round(sum(e for e in energy if e is not None)) if any(e is not None for e in energy) else None,
+        F.ENERGY_SOURCE: method,
         # every node's share, or none: a sum without a node's share would understate it
-        F.ENERGY_TO_ACCURACY_J: _round(sum(n.between_marks() for n in figures))
-        if figures and all(n.between_marks() is not None for n in figures) else None,
+        F.ENERGY_TO_ACCURACY_J: _round(sum(between)) if figures and all(e is not None for e in between) else None,
         F.THROTTLE_S: _round(sum(v for v in throttled if v is not None)) if throttled else None,
         F.IDLE_SHARE: round(sum(n.idle for n in figures) / steady, 4) if steady > 0 else None,
     }

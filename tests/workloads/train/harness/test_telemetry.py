@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.support.fake_nvml import FakeGpu, FakeNvml, NVMLError
+from tests.support.fake_nvml import FakeGpu, FakeNvml, NotSupported, NVMLError
 from workloads.train.harness import launch
 from workloads.train.harness.telemetry import LineBudget, Sampler, open_source, throttle_names
 from workloads.train.harness.telemetry_summary import file_lines, steady_window, summarise, summarise_files
@@ -21,9 +21,9 @@ class Clock:
         return self.t
 
 
-def sampled(tmp_path, nvml, seconds: int, *, node="node-0", max_bytes=1 << 20, powercap=None):
+def sampled(tmp_path, nvml, seconds: int, *, node="node-0", max_bytes=1 << 20, powercap=None, clock=None):
     """A sampler driven by hand: one sample a second for ``seconds`` seconds, then stopped."""
-    clock = Clock()
+    clock = clock or Clock()
     source, reason = open_source(nvml, powercap or tmp_path / "no-powercap")
     sampler = Sampler(tmp_path, node, source=source, reason=reason, clock=clock, max_bytes=max_bytes)
     sampler._file = open(sampler.path.parent.mkdir(parents=True, exist_ok=True) or sampler.path, "ab")
@@ -59,9 +59,80 @@ def test_the_summary_block_has_every_figure_of_a_gpu_run(tmp_path):
     assert block == {"source": "nvml", "reason": None, "nodes": 1, "gpus": 2, "samples": 22, "seconds": 20.0,
                      "util_mean_pct": 72.0, "util_p95_pct": 80, "memory_peak_bytes": 70 * 2**30,
                      "memory_total_bytes": 80 * 2**30, "power_mean_w": 1000.0, "energy_j": 20000.0,
-                     "energy_to_accuracy_j": None, "throttle_s": 20.0, "idle_share": 0.1}
+                     "energy_source": "power_integral", "energy_to_accuracy_j": None, "throttle_s": 20.0,
+                     "idle_share": 0.1}
     # energy is mean power times the time sampled
     assert block["energy_j"] == pytest.approx(block["power_mean_w"] * block["seconds"])
+
+
+# --- energy: NVML's energy counter where the GPU has it, else the power integral ----------------------------------
+
+
+class CountingNvml(FakeNvml):
+    """The stand-in NVML with each GPU's energy counter (pynvml's ``nvmlDeviceGetTotalEnergyConsumption(handle)``:
+    millijoules since the driver loaded, NVMLError_NotSupported before Volta): ``count(gpu, t)`` gives it at the
+    clock's time ``t``, or raises."""
+
+    def __init__(self, gpus: list[FakeGpu], clock: Clock, count):
+        super().__init__(gpus)
+        self.clock, self.count = clock, count
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: FakeGpu) -> int:
+        return self.count(next(i for i, g in enumerate(self.gpus) if g is h), self.clock.t - 1000.0)  # equal GPUs
+
+
+def counted_run(tmp_path, count, window=None) -> tuple[dict, list[dict]]:
+    """Two GPUs whose power reads 300 W each for 20 s, their counters as ``count`` says: (the block, the lines)."""
+    clock = Clock()
+    sampled(tmp_path, CountingNvml([FakeGpu(power_mw=300_000), FakeGpu(power_mw=300_000)], clock, count), 20,
+            clock=clock)
+    block = summarise_files([tmp_path], own="node-0", source="nvml", reason=None, to_accuracy=window)
+    return block, list(file_lines(tmp_path / "telemetry/node-0.jsonl"))
+
+
+def test_the_energy_is_nvmls_counter_where_the_power_samples_disagree_with_it(tmp_path):
+    """The power says 300 W, the counter 200 W' worth (from a count far from 0, as a driver loaded long ago has):
+    the energy, its mean power and the energy to accuracy follow the counter, and the summary names it."""
+    block, lines = counted_run(tmp_path, lambda gpu, t: 7 * 10**12 + gpu + int(200_000 * t), window=(1002.0, 1010.5))
+    assert block["energy_source"] == "nvml_energy_counter"
+    assert block["energy_j"] == 2 * 200 * 20 and block["power_mean_w"] == 400.0
+    assert block["energy_to_accuracy_j"] == 2 * 200 * 8.5
+    last = lines[-1]["gpus"][0]  # each line keeps both: the counter's joules and the power integral
+    assert last["energy_counter_j"] == 4000.0 and last["energy_j"] == 6000.0 and "energy_mj" not in last
+
+
+def test_a_gpu_without_the_counter_is_integrated_and_the_summary_says_so(tmp_path):
+    def count(gpu, t):
+        raise NotSupported()
+
+    block, lines = counted_run(tmp_path, count, window=(1002.0, 1010.5))
+    assert block["energy_source"] == "power_integral"
+    assert block["energy_j"] == 2 * 300 * 20 and block["energy_to_accuracy_j"] == 2 * 300 * 8.5
+    assert all("energy_counter_j" not in g for line in lines for g in line["gpus"])
+
+
+def test_a_counter_that_goes_back_gives_the_power_integral(tmp_path):
+    """GPU 1's counter falls at 12 s (a reset): it has no count from there on, and the whole run is integrated, so
+    the one figure is one method."""
+    block, lines = counted_run(tmp_path, lambda gpu, t: int(200_000 * (t if gpu == 0 or t < 12 else t - 12)))
+    assert [("energy_counter_j" in g) for g in lines[12]["gpus"]] == [True, False]
+    assert [("energy_counter_j" in g) for g in lines[11]["gpus"]] == [True, True]
+    assert "energy_counter_j" not in lines[-1]["gpus"][1]  # a count after the reset is not trusted again
+    assert block["energy_source"] == "power_integral" and block["energy_j"] == 2 * 300 * 20
+
+
+def test_the_counters_energy_adds_up_over_a_retried_pods_attempts():
+    """Each attempt's sampler counts from its first reading: the energy is the attempts' sum, as for the integral;
+    one line of one node without the count makes the run's energy the integral."""
+    line = lambda t, integral, counter: {"t": t, "gpus": [{"index": 0, "energy_j": integral,  # noqa: E731
+                                                            "energy_counter_j": counter}]}
+    lines = [line(0.0, 0.0, 0.0), line(10.0, 3000.0, 2000.0), line(20.0, 0.0, 0.0), line(30.0, 3000.0, 2000.0)]
+    block = summarise({"node-0": lines, "node-1": lines}, source="nvml", reason=None, to_accuracy=(0.0, 25.0))
+    assert block["energy_source"] == "nvml_energy_counter" and block["energy_j"] == 8000.0
+    assert block["energy_to_accuracy_j"] == 2 * 3000.0
+    no_count = [*lines[:3], {"t": 30.0, "gpus": [{"index": 0, "energy_j": 3000.0}]}]
+    block = summarise({"node-0": lines, "node-1": no_count}, source="nvml", reason=None)
+    assert block["energy_source"] == "power_integral" and block["energy_j"] == 12000.0
 
 
 # --- energy to accuracy: the running totals over the time to accuracy's window -----------------------------------
@@ -182,6 +253,7 @@ def test_a_cpu_run_sampled_through_rapl_gives_power_and_energy_only(tmp_path):
     sampler.stop()
     block = summarise_files([tmp_path], own="node-0", source=sampler.kind, reason=sampler.reason)
     assert block["source"] == "rapl" and block["reason"] == "no GPU telemetry on this run (NVML sees no GPU)"
+    assert block["energy_source"] == "rapl"
     assert block["energy_j"] == 60.0 and block["power_mean_w"] == 20.0  # 60 J over the 3 s from first to last
     assert block["util_mean_pct"] is None and block["gpus"] == 0 and block["throttle_s"] is None
 
@@ -195,6 +267,7 @@ def test_without_nvml_and_rapl_nothing_is_recorded_and_the_reason_says_why(tmp_p
                               f"either: no RAPL energy counter under {tmp_path / 'none'}")
     block = summarise_files([tmp_path], own="node-0", source=sampler.kind, reason=sampler.reason)
     assert block["source"] is None and block["reason"] == sampler.reason and block["energy_j"] is None
+    assert block["energy_source"] is None
 
 
 def test_the_steady_window_runs_from_the_first_steady_step_to_the_last_line():
