@@ -53,7 +53,7 @@ from infra.cluster.trainer_identity import TrainerIdentity, TrainerIdentityArgs
 from infra.environment import Environment, environment_for
 from infra.network.vpc import Network, NetworkArgs
 from infra.storage.efs import EfsStorage, EfsStorageArgs
-from infra.storage.fsx import FSX_EXPORT_PREFIX, FsxStorage, FsxStorageArgs
+from infra.storage.fsx import FSX_EXPORT_PREFIX, FsxStorage, FsxStorageArgs, cross_zone_notes
 from program.home import build_home, results_bucket_name
 from program.image_checks import image_advisories
 from program.validation import meaning_problems
@@ -212,28 +212,33 @@ def build_gpu_groups(given: Given, network: Network, eks: EksCluster, owner: tup
     """The GPU node groups, each in its subnets; the single-zone groups given the zone chosen here (the Jobs
     tell their summaries), and the first group's first subnet."""
     cfg, lustre = given.cfg, given.cfg.storage.kind == "fsx"
-    groups, placed, first_gpu_subnet = [], {}, None
+    groups, placed, first_gpu_subnet, zones = [], {}, None, []
     for i, g in enumerate(cfg.gpu_node_groups):
-        subnets, chosen = gpu_group_subnets(given, network, i, g)
+        subnets, chosen, zones_i = gpu_group_subnets(given, network, i, g)
+        zones += [(i, g.name, zones_i)] if zones_i else []
         if chosen is not None:
             placed[g.name] = chosen
         first_gpu_subnet = first_gpu_subnet or subnets[0]
         # An autoscaled group's size is Cluster Autoscaler's, never given back by Pulumi: no generation to wait for.
         groups.append(node_group(given, network, eks, f"gpu-{g.name}", gpu_node_group_spec(g, lustre_client=lustre),
                                  subnets, () if g.autoscale else owner))
+    for note in cross_zone_notes(zones, list(network.azs)) if lustre and not cfg.network.existing_vpc_id else []:
+        pulumi.log.warn(note)
     return tuple(groups), placed, first_gpu_subnet
 
 
-def gpu_group_subnets(given: Given, network: Network, i: int, g: GpuNodeGroup) -> tuple[list[Any], GpuNodeGroup | None]:
-    """The subnets of ``gpu_node_groups[i]``, and the group with the zone chosen here where it must sit in one
-    zone the stack file did not name (else None); in a created VPC, warns which zones it got."""
+def gpu_group_subnets(given: Given, network: Network, i: int,
+                      g: GpuNodeGroup) -> tuple[list[Any], GpuNodeGroup | None, list[str]]:
+    """The subnets of ``gpu_node_groups[i]``, the group with the zone chosen here where it must sit in one
+    zone the stack file did not name (else None), and its zones ([] in an existing VPC, whose subnets' zones the
+    program does not read); in a created VPC, warns which zones it got."""
     cfg = given.cfg
     one_zone = offerings.one_zone_reason(cfg, g)
     if cfg.network.existing_vpc_id:
         subnets = [g.subnet_id] if g.subnet_id else network.private_subnet_ids
         # Without subnet_id, a multi-node group takes the first private subnet (its zone is then read
         # from the pod's labels where the cluster copies them: workloads.train.harness.what_ran).
-        return (subnets[:1] if one_zone else subnets), None
+        return (subnets[:1] if one_zone else subnets), None, []
     if g.availability_zone and g.availability_zone not in network.azs:
         raise ConfigError([f"gpu_node_groups[{i}].availability_zone={json.dumps(g.availability_zone)}: is not "
                            f"among the network's zones ({', '.join(network.azs)}); pin network.azs to "
@@ -247,7 +252,7 @@ def gpu_group_subnets(given: Given, network: Network, i: int, g: GpuNodeGroup) -
         f"one zone, {zones[0]} ({where}): {one_zone}" if one_zone else
         f"zones {', '.join(zones)}" + (f": {g.multi_zone_reason}" if g.multi_zone_reason else "")))
     chosen = dataclasses.replace(g, availability_zone=zones[0]) if one_zone and not g.availability_zone else None
-    return [subnet_by_az[z] for z in zones], chosen
+    return [subnet_by_az[z] for z in zones], chosen, zones
 
 
 def k8s_options(cluster: Cluster, depends_on: Sequence[Any] = ()) -> pulumi.ResourceOptions:

@@ -75,6 +75,23 @@ def lustre_rules(sg: aws.ec2.SecurityGroup, node_security_group_id, name: str,
     return server_rules, node_rules
 
 
+def cross_zone_notes(groups: list[tuple[int, str, list[str]]], system_zones: list[str]) -> list[str]:
+    """Who reads the file system from another zone than its own: it lives in one subnet, the first GPU group's
+    first (``program.stack.build_storage``). ``groups``: (index, name, zones) of each GPU group, in order;
+    ``system_zones``: the system nodes' (they mount it too). Data crossing zones is billed by the GB each way and
+    goes slower than within one; a group pinned to the file system's zone does not."""
+    if not groups or not groups[0][2]:
+        return []
+    home = groups[0][2][0]
+    notes = [f"gpu_node_groups[{i}] ({name}): its nodes in {', '.join(z for z in zones if z != home)} read FSx for "
+             f"Lustre in {home} across zones (billed per GB each way, and slower); set its availability_zone to "
+             f"{home} to keep its reads in one zone" for i, name, zones in groups if any(z != home for z in zones)]
+    if any(z != home for z in system_zones):
+        notes.append(f"system nodes: spread over {', '.join(system_zones)}, so those outside {home} read FSx for "
+                     "Lustre (the datasets' staging Job runs there) across zones")
+    return notes
+
+
 @dataclass(frozen=True)
 class FsxStorageArgs:
     """config: deployment type, capacity, throughput. env: the claim and namespace the volume is for.

@@ -384,3 +384,17 @@ def test_the_plan_says_an_autoscaled_groups_boot_and_pull_fall_inside_the_jobs_d
     assert "starts at 0 nodes" in note and "boot and join (about 4 min), the Lustre client's install" in note
     assert "the image's pull (about" in note and "experiments[0].timeout_minutes=120" in note
     assert not [w for w in evaluate_config("p5-fsx", P5_FILLED).warnings if "starts at 0 nodes" in w]
+
+
+def test_the_plan_names_who_reads_fsx_from_another_zone():
+    """FSx sits in the first GPU group's first zone; a second group in another zone, and the system nodes spread
+    over the network's zones, read it across zones without a word."""
+    config = copy.deepcopy(P5_FILLED)
+    second = {**copy.deepcopy(config["eksbench:gpu_node_groups"][0]), "name": "second", "availability_zone": "us-east-1b"}
+    config["eksbench:gpu_node_groups"].append(second)
+    notes = [w for w in evaluate_config("p5-fsx", config).warnings if "across zones" in w]
+    assert notes[0] == ("gpu_node_groups[1] (second): its nodes in us-east-1b read FSx for Lustre in us-east-1a across "
+                        "zones (billed per GB each way, and slower); set its availability_zone to us-east-1a to keep "
+                        "its reads in one zone")
+    assert len(notes) == 2 and notes[1].startswith("system nodes: spread over us-east-1a, us-east-1b, us-east-1d")
+    assert not [w for w in evaluate_config("dev", DEV).warnings if "across zones" in w]  # EFS: a target per zone
