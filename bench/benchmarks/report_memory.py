@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.benchmarks.reader_bounds import measure, scratch_tree
 from bench.results import readers as R
 from bench.results.hardware import MAX_TELEMETRY_ROWS
-from core.contract.names import METRICS_DIR, SUMMARY_FILE, TELEMETRY_DIR, TIMELINE_FILE
+from core.contract.names import METRICS_DIR, SUMMARY_FILE, TELEMETRY_DIR, TIMELINE_FILE, node_name
 
 STEPS_PER_LINE = 10
 
@@ -101,11 +101,11 @@ def build_telemetry(root: Path, shape: str, rows: int = MAX_TELEMETRY_ROWS + 1) 
         gpus = [{}] * n if shape == "empty" else [gpu(i, second) for i in range(n)]
         line = json.dumps({"t": 1.8e9 + second, "gpus": gpus}, separators=(",", ":")) + "\n"
         if size + len(line) > R.MAX_LINES_BYTES or len(lines) == R.MAX_LINES:
-            (exp / TELEMETRY_DIR / f"node-{node}.jsonl").write_text("".join(lines))
+            (exp / TELEMETRY_DIR / f"{node_name(node)}.jsonl").write_text("".join(lines))
             lines, size, node = [], 0, node + 1
         lines.append(line)
         size, second, rows = size + len(line), second + 1, rows - n
-    (exp / TELEMETRY_DIR / f"node-{node}.jsonl").write_text("".join(lines))
+    (exp / TELEMETRY_DIR / f"{node_name(node)}.jsonl").write_text("".join(lines))
     return root / "st"
 
 
