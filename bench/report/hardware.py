@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from bench.report.blocks import empty_section, esc
 from bench.results.hardware import telemetry_flags
+from core.contract import summary_fields as F
 
 MAX_RUNS_DRAWN = 12  # experiment runs in the timeline figure (as the step-time figure: step_plots.MAX_STEP_ROWS)
 NO_GPU = "no GPU telemetry on this run"
@@ -20,6 +21,10 @@ COLUMNS = [("experiment", "experiment"), ("util", "GPU util mean / p95 %"), ("me
            ("power_mean_w", "mean power W"), ("energy", "energy"), ("joules_per_sample", "J per sample"),
            ("throttle_s", "throttled GPU-s"), ("idle", "idle (steady)"), ("flags", "flags")]
 
+
+# How a run's energy was measured (summary.json's telemetry energy_source), beside its figure.
+ENERGY_HOW = {F.ENERGY_FROM_COUNTER: ", NVML energy counter", F.ENERGY_FROM_POWER: ", integral of sampled power",
+              F.ENERGY_FROM_RAPL: ", RAPL"}
 
 def node_lines(tl) -> list[tuple[tuple, Any]]:
     """((stack, run_id, experiment, repeat, node), per-sample frame) of each node's GPUs: seconds since the run's
@@ -97,7 +102,8 @@ def run_rows(df, names: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
             continue
         rows.append({"experiment": name, "util": f"{r['util_mean_pct']:.1f} / {_num(r.get('util_p95_pct'), '.0f')}",
                      "memory": _memory(r), "power_mean_w": _num(r.get("power_mean_w"), ",.0f"),
-                     "energy": "—" if _missing(r.get("energy_j")) else f"{r['energy_j']:,.0f} J ({r['kwh']:.4g} kWh)",
+                     "energy": "—" if _missing(r.get("energy_j")) else f"{r['energy_j']:,.0f} J ({r['kwh']:.4g} kWh"
+                               f"{ENERGY_HOW.get(r.get('energy_source'), '')})",
                      "joules_per_sample": _num(r.get("joules_per_sample"), ".4g"),
                      "throttle_s": _num(r.get("throttle_s"), ",.0f"),
                      "idle": "—" if _missing(r.get("idle_share")) else f"{r['idle_share']:.0%}",

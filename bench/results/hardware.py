@@ -73,6 +73,7 @@ def energy_figures(telemetry: Any, samples_per_s: Any, where: str = SUMMARY_FILE
     energy, power = pick(F.ENERGY_J, R.non_negative), pick(F.POWER_MEAN_W, R.non_negative)
     rate = samples_per_s if R.positive(samples_per_s) else None
     return {"energy_j": energy, "kwh": round(energy / JOULES_PER_KWH, 6) if energy is not None else None,
+            "energy_source": pick(F.ENERGY_SOURCE, lambda v: v in F.ENERGY_SOURCES) if energy is not None else None,
             "power_mean_w": power,
             "joules_per_sample": round(power / rate, 6) if power is not None and rate else None,
             "energy_to_accuracy_j": pick(F.ENERGY_TO_ACCURACY_J, R.non_negative),

@@ -122,7 +122,7 @@ TELEMETRY: Schema = {F.TELEMETRY_SOURCE: text, F.TELEMETRY_REASON: text, "nodes"
                      "samples": integer, "seconds": number, F.UTIL_MEAN_PCT: number, F.UTIL_P95_PCT: number,
                      F.MEMORY_PEAK_BYTES: integer, F.MEMORY_TOTAL_BYTES: integer, F.POWER_MEAN_W: non_negative,
                      F.ENERGY_J: non_negative, F.ENERGY_TO_ACCURACY_J: non_negative, F.THROTTLE_S: number,
-                     F.IDLE_SHARE: number}
+                     F.IDLE_SHARE: number, F.ENERGY_SOURCE: lambda v: v in F.ENERGY_SOURCES}
 
 
 def val_loss(v: Any) -> bool:  # a validation: step, tokens trained by then, loss, seconds since the start, or null

@@ -21,8 +21,8 @@ EXTRA = ("hourly_usd", "usd_per_1k_samples", "region", "prices", "tflops_per_s",
          "what_ran", "what_ran_unknown",
          "startup", "samples_per_epoch",
          # what the hardware did (summary.json's telemetry block; bench.results.hardware.energy_figures)
-         "energy_j", "kwh", "power_mean_w", "joules_per_sample", "energy_to_accuracy_j", "util_mean_pct",
-         "util_p95_pct", "memory_peak_bytes", "memory_total_bytes", "throttle_s", "idle_share", "telemetry_note",
+         "energy_j", "kwh", "energy_source", "power_mean_w", "joules_per_sample", "energy_to_accuracy_j",
+         "util_mean_pct", "util_p95_pct", "memory_peak_bytes", "memory_total_bytes", "throttle_s", "idle_share", "telemetry_note",
          # a language model's (summary.json's language_model block; bench.results.language_model), None for others
          *LM.COLUMNS)
 # The frame's dtypes (module docstring): measures float64; counts int64 when complete, else float64; times UTC.

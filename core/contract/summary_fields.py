@@ -155,6 +155,7 @@ ENERGY_J = "energy_j"  # in TELEMETRY: the energy over the run, all nodes togeth
 # or a counter that failed or went back), or the CPU packages' RAPL counters; null where nothing measured energy
 ENERGY_SOURCE = "energy_source"
 ENERGY_FROM_COUNTER, ENERGY_FROM_POWER, ENERGY_FROM_RAPL = "nvml_energy_counter", "power_integral", "rapl"
+ENERGY_SOURCES = (ENERGY_FROM_COUNTER, ENERGY_FROM_POWER, ENERGY_FROM_RAPL)
 # in TELEMETRY: all nodes' energy over the window TIME_TO_ACCURACY_S counts (the trainer's start to the evaluation that
 # first reached the target accuracy; each end read off between the two samples around it); null where no evaluation
 # reached it, power was not measured, or a node's samples do not cover the window

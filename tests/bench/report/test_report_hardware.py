@@ -45,6 +45,22 @@ def test_a_gpu_run_has_its_timeline_under_the_step_time_chart_with_its_figures(t
     assert alts.index("GPU timeline per node") == alts.index("step time per rank") + 1
     assert "<h2>Hardware</h2>" in text and "60.0 GiB of 80 GiB" in text and "95.0 / 95" in text
     assert "80,000 J" in text and "Flag:" not in text  # 2 nodes x 2 GPUs x 500 W x 40 s
+    # how it was measured, beside the figure: this NVML has no energy counter, so the power's integral
+    assert "80,000 J (0.02222 kWh, integral of sampled power)" in text
+
+
+def test_how_energy_was_measured_reaches_results_load_and_a_source_no_run_writes_is_dropped(tmp_path):
+    from bench import results
+
+    exp, *_ = write_interval_run(tmp_path)
+    add_telemetry(exp)
+    assert results.load(str(tmp_path / "dev"))["energy_source"].tolist() == ["power_integral"]
+    summary = json.loads((exp / "summary.json").read_text())
+    summary["telemetry"]["energy_source"] = "<script>"
+    (exp / "summary.json").write_text(json.dumps(summary))
+    with pytest.warns(UserWarning, match="energy_source"):
+        df = results.load(str(tmp_path / "dev"))
+    assert df["energy_source"].isna().all() and df["energy_j"].tolist() == [80000.0]
 
 
 def test_idle_or_throttled_gpus_are_flagged(tmp_path):
