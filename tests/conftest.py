@@ -1,5 +1,5 @@
-"""What every layer's tests share: the CPU kind a test runs as, and where the processes they start keep their
-temporary files.
+"""What every layer's tests share: the CPU kind a test runs as, where the processes they start keep their
+temporary files, and the hostile files a reader must refuse (``hostile_file``).
 
 A test whose outcome depends on the CPU's bf16 instructions (the precision a CPU process trains in,
 workloads.train.common.cpu_choice) takes ``cpu_bf16`` and asserts what that capability implies, and is marked
@@ -9,6 +9,7 @@ forcing the other kind, so a green CI means green on CPUs with and without bf16 
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -41,3 +42,21 @@ def cpu_bf16() -> bool:
 def cpu_mixed_precision(cpu_bf16) -> str:
     """What a CPU process trains a mixed-precision experiment (amp-fp16, bf16) in."""
     return "bf16" if cpu_bf16 else "fp32"
+
+
+def plant(path: Path, kind: str, huge: bytes = b"") -> None:
+    """Put at ``path`` what a careless or hostile user can leave where eksbench reads a file: a named pipe with no
+    writer ("fifo": a reader that blocks on it hangs for ever), a link to /dev/zero ("dev-zero": a reader without a
+    bound fills memory), or else a regular file holding ``huge``."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.write_bytes(huge)
+
+
+@pytest.fixture
+def hostile_file():
+    """``plant``, for a test that reads what it plants."""
+    return plant

@@ -95,20 +95,15 @@ def test_the_probe_times_both_precisions_of_the_real_model():
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "huge"])
-def test_a_cache_that_is_a_pipe_a_device_or_huge_is_ignored_with_one_line_at_once(tmp_path, kind):
+def test_a_cache_that_is_a_pipe_a_device_or_huge_is_ignored_with_one_line_at_once(tmp_path, kind,
+                                                                                hostile_file):
     """A named pipe with no writer would hang the run before its plan; /dev/zero would fill memory: neither is
     read, each is named once, and the answers timed now replace it."""
-    import os
     import time
     import tracemalloc
 
     cache = tmp_path / CACHE_FILE
-    if kind == "fifo":
-        os.mkfifo(cache)
-    elif kind == "dev-zero":
-        cache.symlink_to("/dev/zero")
-    else:
-        cache.write_bytes(b"{" + b" " * (64 << 20))
+    hostile_file(cache, kind, b"{" + b" " * (64 << 20))
     said: list[str] = []
     tracemalloc.start()
     started = time.monotonic()

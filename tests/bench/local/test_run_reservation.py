@@ -162,18 +162,17 @@ def test_the_launcher_adds_the_runs_flags_to_its_summary(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
-def test_a_marker_or_a_copied_result_that_is_a_pipe_or_a_device_is_not_read(tmp_path, kind):
+def test_a_marker_or_a_copied_result_that_is_a_pipe_or_a_device_is_not_read(tmp_path, kind, hostile_file):
     """A named pipe planted as the run's marker or as a summary copied home hung the reader; /dev/zero filled
     memory. Each reads as damaged (the marker) or missing (the summary), at once."""
     import signal
 
     from bench.cloud.result_rows import read_local_json
     from bench.local.run_reservation import record
-
     run_dir = tmp_path / "stack" / "u"
     run_dir.mkdir(parents=True)
     for name in (MARKER, "summary.json"):
-        os.mkfifo(run_dir / name) if kind == "fifo" else (run_dir / name).symlink_to("/dev/zero")
+        hostile_file(run_dir / name, kind)
     before = signal.signal(signal.SIGALRM, lambda *_: pytest.fail(f"reading a {kind} did not return"))
     signal.alarm(20)
     try:

@@ -100,19 +100,14 @@ def test_a_build_that_cannot_be_made_is_one_line_and_writes_nothing(capsys, tmp_
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "one-long-line"])
-def test_a_file_that_is_a_pipe_a_device_or_one_endless_line_is_refused_at_once(capsys, tmp_path, kind):
+def test_a_file_that_is_a_pipe_a_device_or_one_endless_line_is_refused_at_once(capsys, tmp_path, kind,
+                                                                              hostile_file):
     """A named pipe with no writer hung the build for ever; /dev/zero or 1 GiB with no line break took 1 GiB."""
-    import os
     import signal
     import tracemalloc
 
     path = tmp_path / "prices.csv"
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev-zero":
-        path.symlink_to("/dev/zero")
-    else:
-        path.write_bytes(b"instance_type,region,usd_per_hour," + b"x" * (64 << 20))
+    hostile_file(path, kind, b"instance_type,region,usd_per_hour," + b"x" * (64 << 20))
     def stuck(*_):
         raise TimeoutError(f"prices build of a {kind} did not return")
 
