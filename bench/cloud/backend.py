@@ -207,6 +207,7 @@ class CloudBackend(CloudObservation):
             self.pods.look(w, at=now)
         if w.fatal_since is not None and now - w.fatal_since > self.fatal_after_s:
             progress.line(f"[{w.name}] giving up: {w.reasons[0]} for {(now - w.fatal_since) / 60:.0f} min", err=True)
+            self.pods.fail_jobs(w)
             self._ended(w, "failed")
         elif now > w.deadline:
             progress.line(f"[{w.name}] timed out after {w.timeout_s / 60:.0f} min (timeout_minutes)", err=True)

@@ -7,12 +7,12 @@ part worth testing, and it is pure.
 ``KubeClient`` is deliberately small: urllib against the cluster endpoint and CA from the
 stack's ``kubeconfig`` output, authenticated with an EKS token made the way
 ``aws eks get-token`` makes it (an STS GetCallerIdentity URL presigned with boto3, with the
-``x-k8s-aws-id: <cluster>`` header signed in, base64url-encoded behind ``k8s-aws-v1.``). Three
-GETs are all the run needs (list pods by label, a pod's log tail, a log stream), so the
-``kubernetes`` PyPI client (and its kubeconfig ``exec`` plugin, which wants the AWS CLI on PATH)
-would add a dependency for nothing. The API is an extra: when it does not answer (private
-endpoint, a ``public_access_cidrs`` that excludes us) the run says so once and goes on with
-S3, which is the authority on results.
+``x-k8s-aws-id: <cluster>`` header signed in, base64url-encoded behind ``k8s-aws-v1.``). A few
+GETs (pods by label, Events, nodes, Jobs, a pod's log tail, a log stream) and one merge PATCH (a Job the run
+gave up on, ``bench.cloud.pod_watch``) are all the run needs, so the ``kubernetes`` PyPI client (and its
+kubeconfig ``exec`` plugin, which wants the AWS CLI on PATH) would add a dependency for nothing. The API is an
+extra: when it does not answer (private endpoint, a ``public_access_cidrs`` that excludes us) the run says so once
+and goes on with S3, which is the authority on results.
 """
 
 from __future__ import annotations
@@ -252,10 +252,13 @@ class KubeClient:
             self._token = (eks_token(self.access.cluster_name, self.access.region), time.monotonic())
         return self._token[0]
 
-    def _open(self, path: str, query: dict[str, str], timeout: float | None = None):
+    def _open(self, path: str, query: dict[str, str], timeout: float | None = None, patch: dict | None = None):
+        """GET ``path``, or with ``patch`` a JSON merge patch of it (``Content-Type: application/merge-patch+json``)."""
         url = f"{self.access.server}{path}?{urllib.parse.urlencode(query)}"
-        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {self._bearer()}",
-                                                   "Accept": "application/json"})
+        headers = {"Authorization": f"Bearer {self._bearer()}", "Accept": "application/json",
+                   **({"Content-Type": "application/merge-patch+json"} if patch is not None else {})}
+        req = urllib.request.Request(url, headers=headers, method="PATCH" if patch is not None else "GET",
+                                     data=json.dumps(patch).encode() if patch is not None else None)
         sent = time.time()
         response = urllib.request.urlopen(req, timeout=timeout or self.timeout, context=self._ctx)
         offset = clock_offset(response.headers.get("Date"), sent, time.time())
@@ -272,6 +275,17 @@ class KubeClient:
         server supports for events: pkg/apis/core/v1 AddFieldLabelConversionsForEvent)."""
         with self._open(f"/api/v1/namespaces/{namespace}/events", {"fieldSelector": "involvedObject.kind=Pod"}) as r:
             return json.load(r).get("items") or []
+
+    def jobs(self, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+        """The namespace's batch/v1 Jobs (those ``selector`` matches, where given)."""
+        with self._open(f"/apis/batch/v1/namespaces/{namespace}/jobs", {"labelSelector": selector} if selector
+                        else {}) as r:
+            return json.load(r).get("items") or []
+
+    def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch of one Job (Kubernetes API reference, Job v1 batch, "patch")."""
+        with self._open(f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", {}, patch=patch) as r:
+            return json.load(r)
 
     def nodes(self) -> list[dict[str, Any]]:
         with self._open("/api/v1/nodes", {}) as r:

@@ -4,6 +4,9 @@ S3 is the authority on how an experiment ended (its summary.json); the cluster, 
 is not running yet (``bench.cloud.kube.summarize``: its pods' states, the namespace's Events, and on an FSx stack
 the nodes, where a failed Lustre client shows), starts the fatal clock on a reason that will not clear, shows a
 failing pod's last log lines once, and marks the run's timeline with the pods' start and the nodes' readiness.
+When the run gives up on an experiment run whose pods cannot run (``fail_jobs``), its unfinished Jobs are failed in
+the cluster at once, their pending pods with them: Cluster Autoscaler, whose node template promises the Lustre-ready
+label, would otherwise launch nodes for them up to the group's ``max_size`` until the Jobs' own deadline.
 An API that does not answer is a warning, never a failure: the run follows S3 only.
 
 One look at the cluster (``look`` for each experiment still running, all with the look's time) reads each
@@ -78,6 +81,31 @@ class PodWatch:
         if state == "failing" and not w.shown_log:
             w.shown_log = True
             self._show_failed_pod_log(w, pods)
+
+    def fail_jobs(self, w: Watched) -> list[str]:
+        """``w``'s unfinished Jobs failed in the cluster: ``activeDeadlineSeconds`` set to 1 (a field a Job may
+        change; the Job controller then fails it, DeadlineExceeded, and deletes its pods), so a gate waiting on it
+        goes on as after a timeout and nothing keeps nodes coming for its pods. The names of those failed; a warning
+        where the API does not answer (they stay until their own deadline or the teardown)."""
+        from bench.cloud import kube
+        from core.config.autostop import job_state
+
+        if self.client is None:
+            return []
+        try:
+            jobs = self.client.jobs(self.cfg.namespace, kube.experiment_selector(w.experiment or w.name,
+                                                                                 self.cfg.run_id, w.repeat))
+            names = [s.name for s in map(job_state, jobs) if s.state == "Running"]
+            for name in names:
+                self.client.patch_job(self.cfg.namespace, name, {"spec": {"activeDeadlineSeconds": 1}})
+        except Exception as e:  # noqa: BLE001 - the teardown (or the Jobs' own deadline) still ends them
+            progress.line(f"warning: [{w.name}] could not stop its Jobs ({type(e).__name__}: {e}); their pods wait "
+                          "until the Jobs' deadline or the teardown", err=True)
+            return []
+        if names:
+            progress.line(f"[{w.name}] failed its Job(s) in the cluster, so no node is launched for their pods: "
+                          + ", ".join(names), err=True)
+        return names
 
     def _pods(self, w: Watched) -> list | None:
         """The pods of ``w`` (its experiment, run and repeat); None, with a warning, when the API does not answer."""
