@@ -313,6 +313,7 @@ def preflight(stack: str, root: Path, *, max_cost: float | None, results_root: P
     ``--set`` and ``--experiment``, applied to the config every check reads. ``confirm``: shown what the run creates
     and what it costs an hour once the config and the cost are checked, it says whether to go on
     (``bench.cloud.confirm.ask``); None asks nothing."""
+    from bench.cloud import node_group_updates
     from bench.cloud.confirm import change_lines, declined
 
     ready = check_config(stack, root, overrides)
@@ -328,4 +329,5 @@ def preflight(stack: str, root: Path, *, max_cost: float | None, results_root: P
     log(f"preflight: {check_quotas(ready.cfg, lambda m: log(m))}")
     log(f"preflight: {check_datasets(ready.cfg, ready.home)}")
     log(f"preflight: {check_rerun(ready.cfg, results_root, resume, ready.home)}")
+    log(f"preflight: {node_group_updates.check(stack, root, ready, confirm)}")  # a node group rolled under Jobs
     return ready
