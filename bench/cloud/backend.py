@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import progress
-from bench.cloud import pulumi_cli, run_timeline
+from bench.cloud import capacity_blocks, pulumi_cli, run_timeline
 from bench.cloud.observe import CloudObservation
 from bench.cloud.pod_watch import PodWatch
 from bench.cloud.result_rows import collected_row, read_local_json, shape_text
@@ -157,6 +157,7 @@ class CloudBackend(CloudObservation):
     def start(self, ctl: Control) -> None:
         """The experiment runs to watch (the Jobs were created by ``up``), their deadlines counted from now."""
         self.watched = watched_runs(self.cfg, self.outputs, self.run_results, time.monotonic())
+        capacity_blocks.hold(self.cfg, self.watched)  # a Capacity Block run's clock starts once its nodes are Ready
         prefix = self.outputs.get("results_prefix") or ""
         progress.line(f"{len(self.watched)} experiment(s) running as Jobs; results: {prefix or '(see outputs)'}")
 
@@ -205,13 +206,20 @@ class CloudBackend(CloudObservation):
             return
         if look_kube:
             self.pods.look(w, at=now)
+            if w.waits_for and self.pods.state == "ok":
+                capacity_blocks.start_when_ready(self.watched, w, self.pods.nodes(), now, self._sequential)
         if w.fatal_since is not None and now - w.fatal_since > self.fatal_after_s:
             progress.line(f"[{w.name}] giving up: {w.reasons[0]} for {(now - w.fatal_since) / 60:.0f} min", err=True)
             self.pods.fail_jobs(w)
             self._ended(w, "failed")
-        elif now > w.deadline:
+        elif now > w.deadline and not (self.pods.state == "ok" and
+                                       capacity_blocks.held(self.watched, w, self._sequential)):
             progress.line(f"[{w.name}] timed out after {w.timeout_s / 60:.0f} min (timeout_minutes)", err=True)
             self._ended(w, "timeout")
+
+    @property
+    def _sequential(self) -> bool:
+        return getattr(self.cfg, "execution", "") == "sequential"
 
     def _board(self, t0: float) -> list[str]:
         """The progress board: a line per experiment run, ``t0`` the watch's start."""

@@ -122,6 +122,10 @@ class PodWatch:
                           f"{str(e).splitlines()[0] if str(e) else ''}); following S3 only", err=True)
             return None
 
+    def nodes(self) -> list:
+        """The cluster's nodes as this look read them ([] where the API did not answer)."""
+        return self._once("nodes", self.client.nodes)
+
     def _nodes_if_fsx(self) -> list:
         """The cluster's nodes on an FSx stack (a node whose Lustre client failed shows only there), else []."""
         if getattr(getattr(self.cfg, "storage", None), "kind", None) != "fsx":

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench import progress
-from bench.cloud import pulumi_cli
+from bench.cloud import capacity_blocks, pulumi_cli
 from bench.cloud.pulumi_cli import CLI_MISSING, LOGIN_HOWTO
 from bench.errors import Refusal
 from bench.results.files import existing_summaries
@@ -308,7 +308,7 @@ def check_rerun(cfg: Any, results_root: Path, resume: bool, home: dict[str, Any]
 
 def preflight(stack: str, root: Path, *, max_cost: float | None, results_root: Path, resume: bool,
               log: Callable[[str], None] = progress.line, overrides: Overrides = Overrides(),
-              confirm: Callable[[list[str]], bool] | None = None) -> Ready:
+              confirm: Callable[[list[str]], bool] | None = None, deadline_minutes: float | None = None) -> Ready:
     """Run every check in order; raises Refusal at the first failure. ``overrides``: the command line's
     ``--set`` and ``--experiment``, applied to the config every check reads. ``confirm``: shown what the run creates
     and what it costs an hour once the config and the cost are checked, it says whether to go on
@@ -327,6 +327,9 @@ def preflight(stack: str, root: Path, *, max_cost: float | None, results_root: P
     log(f"preflight: {home_note}")
     log(f"preflight: {check_offerings(ready.cfg)}")
     log(f"preflight: {check_quotas(ready.cfg, lambda m: log(m))}")
+    deadline = deadline_minutes or ready.default_deadline_minutes  # the run's (bench.cloud.run)
+    log(f"preflight: {capacity_blocks.check_reservations(ready.cfg, deadline)}")
+    log(f"preflight: {capacity_blocks.check_updates(ready.cfg)}")
     log(f"preflight: {check_datasets(ready.cfg, ready.home)}")
     log(f"preflight: {check_rerun(ready.cfg, results_root, resume, ready.home)}")
     log(f"preflight: {node_group_updates.check(stack, root, ready, confirm)}")  # a node group rolled under Jobs

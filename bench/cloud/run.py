@@ -66,7 +66,8 @@ def run_stack(stack: str, opts: CloudRunOptions) -> CloudOutcome:
     started = time.time()
     try:
         ready = preflight(stack, Path(opts.root), max_cost=opts.max_cost, results_root=results_root,
-                          resume=opts.resume, overrides=opts.overrides, confirm=opts.confirm)
+                          resume=opts.resume, overrides=opts.overrides, confirm=opts.confirm,
+                          deadline_minutes=opts.deadline_minutes)
     except Refusal as e:
         return CloudOutcome(code=USAGE_ERROR, refusal=str(e))
     timeline = run_timeline.recorder(stack, ready, started=started)

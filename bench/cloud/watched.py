@@ -32,6 +32,8 @@ class Watched:
     fatal_since: float | None = None
     ended_at: float | None = None
     shown_log: bool = False
+    counted_from: float = 0.0  # monotonic: where ``deadline`` counts from
+    waits_for: tuple[str, int] | None = None  # a Capacity Block group and its Ready nodes the clock waits for
 
     @property
     def finished(self) -> bool:
@@ -58,7 +60,7 @@ def watched_runs(cfg: Any, outputs: dict[str, Any], run_results: ResultsLocation
             cumulative += timeout
             watched.append(Watched(name=run.label, uri=uri + (f"{repeat_folder(run.repeat)}/" if run.repeat else ""),
                                    timeout_s=timeout, deadline=now + cumulative, experiment=e.name,
-                                   repeat=run.repeat))
+                                   repeat=run.repeat, counted_from=now))
     return watched
 
 
