@@ -75,6 +75,7 @@ def up(stack: str, root: Path = ROOT, on_output: Callable[[str], Any] | None = p
     check_stack_name(stack)
     plan = evaluate(stack, Path(root))  # ConfigError before anything runs
     _confirm("up", stack, change_lines("up", stack, plan), yes=yes, on_output=on_output)
+    _node_groups(stack, Path(root), yes=yes, on_output=on_output)
     # refresh: the GPU groups' sizes autostop or --keep set to zero are read back, so the update restores them
     stk = open_stack(stack, root)
     with cli_failures(stack):
@@ -157,6 +158,25 @@ def _confirm(verb: str, stack: str, lines: list[str], *, yes: bool,
     quiet = (lambda _l: None) if yes else print  # a question is never asked without what it is about
     if not ask(lines, yes=yes, write=on_output or quiet):
         raise AutomationError(declined(verb, stack))
+
+
+def _node_groups(stack: str, root: Path, *, yes: bool, on_output: Callable[[str], Any] | None) -> None:
+    """``up``'s question when it would roll a node group under the namespace's active Jobs, as ``run``'s preflight
+    asks it (``bench.cloud.node_group_updates``): AutomationError, nothing done, unless the answer is yes."""
+    from types import SimpleNamespace
+
+    from bench.cloud import node_group_updates
+    from bench.cloud.confirm import ask
+    from bench.errors import Refusal
+    from core.config.overrides import Overrides
+    from program.stack_files import load_stack_config
+
+    write = on_output or ((lambda _l: None) if yes else print)
+    ready = SimpleNamespace(cfg=load_stack_config(stack, root), overrides=Overrides())
+    try:
+        write(f"up: {node_group_updates.check(stack, root, ready, lambda lines: ask(lines, yes=yes, write=write))}")
+    except Refusal as e:
+        raise AutomationError(str(e)) from None
 
 
 def _results(root: str | Path, results_root: str | Path | None) -> Path:

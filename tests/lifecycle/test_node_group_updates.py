@@ -119,3 +119,17 @@ def test_no_active_job_no_rollout_or_no_answer_goes_on_without_a_question(up_sta
     (project.state / "state.json").unlink()  # a stack not created yet
     asked[:] = []
     assert run_preflight(project, confirm)[1][-1] == "preflight: node groups: a new stack, nothing running on it"
+
+
+def test_eksbench_up_asks_the_same_question_before_it_rolls_a_node_group(up_stack, monkeypatch):
+    """up (``bench.automation.up``, ``eksbench up``) went straight to pulumi up, rolling the group under the Jobs."""
+    from bench import automation
+    from bench.cloud import confirm
+
+    project, seen = up_stack
+    asked = []
+    monkeypatch.setattr(confirm, "ask", lambda lines, **kw: asked.append(lines) or len(asked) == 1)
+    with pytest.raises(automation.AutomationError) as e:
+        automation.up("lc", project.dir, on_output=None, yes=False)
+    assert str(e.value).startswith("pulumi up -s lc would update gpu-g5-lt, gpu-g5-ng") and asked[1] == [str(e.value)]
+    assert seen["previews"] == 1
