@@ -116,10 +116,14 @@ def boto_calls(path: Path) -> list[tuple[str, str, str | None, int]]:
     """(service, operation, result key or None, line) for every ``_pages(client, "op", "key")`` and
     ``<client>.get_paginator("op")`` in ``path``, the client's service read from ``X = ...client("svc")``."""
     tree = ast.parse(path.read_text())
-    services = {node.targets[0].id: node.value.args[0].value for node in ast.walk(tree)
+
+    def made(value: ast.expr) -> ast.expr:  # ``eks = eks or boto3.client("eks")``: the client made when none is given
+        return value.values[-1] if isinstance(value, ast.BoolOp) else value
+
+    services = {node.targets[0].id: made(node.value).args[0].value for node in ast.walk(tree)
                 if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Call) and getattr(node.value.func, "attr", None) == "client"
-                and node.value.args and isinstance(node.value.args[0], ast.Constant)}
+                and isinstance(made(node.value), ast.Call) and getattr(made(node.value).func, "attr", None) == "client"
+                and made(node.value).args and isinstance(made(node.value).args[0], ast.Constant)}
     out = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
