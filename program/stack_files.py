@@ -94,7 +94,11 @@ def _key_path(parent: str, key: Any) -> str:
 
 class _StackFileLoader(yaml.SafeLoader):
     """PyYAML's safe loader for stack files: ``*anchor`` references are refused, and so is a mapping key given
-    twice (PyYAML keeps the last one silently: a node group's second ``max_size`` would win unseen)."""
+    twice (PyYAML keeps the last one silently: a node group's second ``max_size`` would win unseen). A plain
+    ``2026-12-07`` stays text, as the Pulumi CLI (go-yaml v3, YAML 1.2) reads it, not a date JSON cannot carry."""
+
+    yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in rules if not tag.endswith(":timestamp")]
+                               for first, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 
     def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
         if self.check_event(yaml.AliasEvent):

@@ -280,3 +280,13 @@ def test_a_value_json_cannot_carry_is_one_line_naming_the_file(tmp_path, value, 
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr and message in r.stderr, r.stderr
     assert "Pulumi.deep.yaml" in r.stderr and len(r.stderr.splitlines()) == 2
+
+
+def test_a_plain_date_in_a_stack_file_stays_text_as_the_pulumi_cli_reads_it(tmp_path):
+    """YAML 1.1 (PyYAML) reads 2026-12-07 as a date, which JSON cannot carry; go-yaml v3 reads it as text."""
+    (tmp_path / "Pulumi.dated.yaml").write_text("config:\n  eksbench:run_id: 2026-12-07\n"
+                                                "  eksbench:x: !!timestamp 2026-12-07\n")
+    with pytest.raises(ConfigError, match=r"eksbench:x: !!timestamp, which JSON cannot carry"):
+        read_stack_yaml("dated", tmp_path)
+    (tmp_path / "Pulumi.dated.yaml").write_text("config:\n  eksbench:run_id: 2026-12-07\n")
+    assert read_stack_yaml("dated", tmp_path) == {"eksbench:run_id": "2026-12-07"}
