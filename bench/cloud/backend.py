@@ -213,7 +213,7 @@ class CloudBackend(CloudObservation):
             self.pods.fail_jobs(w)
             self._ended(w, "failed")
         elif now > w.deadline and not (self.pods.state == "ok" and
-                                       capacity_blocks.held(self.watched, w, self._sequential)):
+                                       capacity_blocks.held(self.watched, w, self._sequential, now)):
             progress.line(f"[{w.name}] timed out after {w.timeout_s / 60:.0f} min (timeout_minutes)", err=True)
             self._ended(w, "timeout")
 

@@ -9,7 +9,9 @@ minutes) before the run's deadline. A Capacity Block group must be at desired si
 refuses a run that would change the launch template of such a group while it has nodes (``check_updates``).
 
 In the watch, an experiment on a Capacity Block group counts as started only once its nodes are Ready: its
-``timeout_minutes`` runs from then (``hold``, ``start_when_ready``), not from the end of ``pulumi up``.
+``timeout_minutes`` runs from then (``hold``, ``start_when_ready``), not from the end of ``pulumi up``. It waits at
+most ``HOLD_LIMIT_MINUTES`` (a block's nodes that never join end the experiment then, as a timeout); the Job's own
+``activeDeadlineSeconds`` in the cluster still counts from the Job's creation.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from bench.errors import Refusal
 
 BLOCK = "CAPACITY_BLOCK"
 SCALE_DOWN_MINUTES = 40  # EKS scales a Capacity Block group down this long before the reservation ends
+# How long an experiment's clock waits for its block's nodes: boot and join take minutes (DURATIONS' node group,
+# 3-5 min); a block whose instances do not join (EKS does not check) must not hold the run until its deadline.
+HOLD_LIMIT_MINUTES = 30
 
 
 def block_groups(cfg: Any) -> list[tuple[int, Any]]:
@@ -39,7 +44,8 @@ def _reservations(ec2: Any, ids: list[str], cfg: Any) -> dict[str, dict[str, Any
         found = ec2.describe_capacity_reservations(CapacityReservationIds=ids).get("CapacityReservations") or []
     except ClientError as e:
         if e.response.get("Error", {}).get("Code", "").startswith("InvalidCapacityReservationId"):
-            return {}  # each group's id is then named as not found
+            # one bad id fails the whole call: ask for each alone, so only the groups whose id is bad are named
+            return {} if len(ids) == 1 else {k: v for i in ids for k, v in _reservations(ec2, [i], cfg).items()}
         raise Refusal(f"cannot read the Capacity Block reservations {', '.join(ids)} in {cfg.region} "
                       f"({_aws_line(e)}): the credentials need ec2:DescribeCapacityReservations") from None
     except BotoCoreError as e:
@@ -49,9 +55,15 @@ def _reservations(ec2: Any, ids: list[str], cfg: Any) -> dict[str, dict[str, Any
 
 def _group_zone(ec2: Any, g: Any) -> str | None:
     """The group's zone: availability_zone, else its subnet's (an existing VPC)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     if g.availability_zone or not g.subnet_id:
         return g.availability_zone
-    subnets = ec2.describe_subnets(SubnetIds=[g.subnet_id]).get("Subnets") or []
+    try:
+        subnets = ec2.describe_subnets(SubnetIds=[g.subnet_id]).get("Subnets") or []
+    except (BotoCoreError, ClientError) as e:
+        raise Refusal(f"cannot read subnet {g.subnet_id} of Capacity Block group {g.name} ({_aws_line(e)}): the "
+                      "credentials need ec2:DescribeSubnets, and the subnet must be in the stack's region") from None
     return subnets[0].get("AvailabilityZone") if subnets else None
 
 
@@ -125,11 +137,13 @@ def hold(cfg: Any, watched: list[Any]) -> None:
             w.waits_for = (g.name, max(1, min(e.min_nodes, g.desired_size)))
 
 
-def held(watched: list[Any], w: Any, sequential: bool) -> bool:
-    """Whether ``w``'s clock has not started: it waits for its nodes, or (experiments in turn) a run before it does."""
-    if w.waits_for:
-        return True
-    return sequential and any(x.waits_for and not x.finished for x in watched[:watched.index(w)])
+def held(watched: list[Any], w: Any, sequential: bool, now: float) -> bool:
+    """Whether ``w``'s clock has not started: it waits for its nodes, or (experiments in turn) a run before it does;
+    never past ``HOLD_LIMIT_MINUTES`` of waiting (``now``, monotonic), when the timeout applies as it stands."""
+    def waiting(x: Any) -> bool:
+        return bool(x.waits_for) and not x.finished and now - x.counted_from < HOLD_LIMIT_MINUTES * 60
+
+    return waiting(w) or (sequential and any(waiting(x) for x in watched[:watched.index(w)]))
 
 
 def _ready_in(nodes: list[Any], group: str) -> int:
@@ -153,8 +167,8 @@ def start_when_ready(watched: list[Any], w: Any, nodes: list[Any], at: float, se
     group, need = w.waits_for
     have = _ready_in(nodes, group)
     if have < need:
-        w.reasons = [f"waiting for {need} Ready node(s) of Capacity Block group {group} ({have} now); its "
-                     "timeout counts from then", *w.reasons]
+        w.reasons = [*w.reasons, f"waiting for {need} Ready node(s) of Capacity Block group {group} ({have} now); "
+                     f"its timeout counts from then (at most {HOLD_LIMIT_MINUTES} min of waiting)"]
         return
     for x in watched[watched.index(w):] if sequential else [w]:
         if not x.finished and x.counted_from < at:

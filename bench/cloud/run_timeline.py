@@ -27,7 +27,9 @@ def recorder(stack: str, ready: Any, *, started: float) -> T.Recorder:
     cfg = ready.cfg
     gpu = [v for k, v in (getattr(ready.plan, "cost_items", None) or {}).items() if k.startswith(GPU_ITEM)]
     gpu_usd = None if any(v is None for v in gpu) else sum(gpu)  # None: a GPU type with no price in the region
-    rec = T.Recorder(stack=stack, run_id=cfg.run_id, gpu_nodes=sum(g.desired_size for g in cfg.gpu_node_groups),
+    # an autoscaled group is created empty (infra.cluster.node_group): its nodes come with the Jobs, not with up
+    rec = T.Recorder(stack=stack, run_id=cfg.run_id,
+                     gpu_nodes=sum(g.desired_size for g in cfg.gpu_node_groups if not g.autoscale),
                      gpu_hourly_usd=gpu_usd, prices=getattr(ready, "prices", None) or None)
     rec.started = started
     return rec

@@ -162,13 +162,51 @@ def test_a_capacity_block_experiment_counts_as_started_once_its_nodes_are_ready(
     for w in backend.watched:  # past both deadlines, one p5 node of two Ready: neither has started
         backend._poll(w, 500.0, look_kube=True)
     assert (a.state, b.state) == ("waiting", "waiting")
-    assert a.reasons[0] == ("waiting for 2 Ready node(s) of Capacity Block group p5 (1 now); its timeout counts "
-                            "from then")
+    assert a.reasons[-1] == ("waiting for 2 Ready node(s) of Capacity Block group p5 (1 now); its timeout counts "
+                             "from then (at most 30 min of waiting)")
     nodes[1] = node("n2", "p5")
     backend._poll(a, 600.0, look_kube=True)
     assert a.waits_for is None and (a.deadline, b.deadline) == (660.0, 720.0)  # b runs after a: it moves too
     backend._poll(a, 661.0, look_kube=False)
     assert a.state == "timeout"
+
+
+def test_a_block_whose_nodes_never_join_holds_the_clock_30_minutes_at_most():
+    """The hold had no end: a block whose instances never joined kept the experiment, and those after it, waiting
+    for the run's whole deadline while the cluster billed."""
+    from bench.cloud.watched import Watched
+
+    a = Watched(name="a", uri="s3://b/a/", timeout_s=60, deadline=160.0, experiment="a", counted_from=100.0,
+                waits_for=("p5", 2))
+    b = Watched(name="b", uri="s3://b/b/", timeout_s=60, deadline=220.0, experiment="b", counted_from=100.0)
+    assert capacity_blocks.held([a, b], a, True, 100.0 + 29 * 60) and capacity_blocks.held([a, b], b, True, 1800.0)
+    assert not capacity_blocks.held([a, b], a, True, 100.0 + 30 * 60)
+    assert not capacity_blocks.held([a, b], b, True, 100.0 + 30 * 60)
+
+
+def test_one_unknown_reservation_is_named_against_its_own_group_and_a_subnet_that_cannot_be_read_is_one_line():
+    """One bad id failed the whole DescribeCapacityReservations call, and every group was named as not found; a
+    subnet AWS would not describe escaped preflight as a traceback."""
+    other = "cr-0fedcba9876543210"
+    ec2 = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    cfg = SimpleNamespace(region="us-east-1", gpu_node_groups=(
+        block_group(name="bad", capacity_reservation_id=other), block_group()))
+    with Stubber(ec2) as stub, pytest.raises(Refusal) as e:
+        stub.add_client_error("describe_capacity_reservations", "InvalidCapacityReservationId.NotFound", "no")
+        stub.add_response("describe_capacity_reservations", {"CapacityReservations": [reservation()]},
+                          {"CapacityReservationIds": [CR]})
+        stub.add_client_error("describe_capacity_reservations", "InvalidCapacityReservationId.NotFound", "no",
+                              expected_params={"CapacityReservationIds": [other]})
+        capacity_blocks.check_reservations(cfg, 300, ec2=ec2, now=NOW)
+    assert str(e.value).startswith(f"gpu_node_groups[0].capacity_reservation_id={other}: no such Capacity")
+    with Stubber(ec2) as stub, pytest.raises(Refusal) as e:
+        stub.add_response("describe_capacity_reservations", {"CapacityReservations": [reservation()]},
+                          {"CapacityReservationIds": [CR]})
+        stub.add_client_error("describe_subnets", "UnauthorizedOperation", "not allowed")
+        cfg = SimpleNamespace(region="us-east-1", gpu_node_groups=(
+            block_group(availability_zone=None, subnet_id="subnet-0123"),))
+        capacity_blocks.check_reservations(cfg, 300, ec2=ec2, now=NOW)
+    assert str(e.value).startswith("cannot read subnet subnet-0123 of Capacity Block group p5 (ClientError")
 
 
 def live_block(desired: int, **template) -> SimpleNamespace:

@@ -139,3 +139,15 @@ def test_a_timeline_that_cannot_be_written_leaves_the_previous_one_whole(tmp_pat
     assert local.read_text() == '{"version": 1}'
     assert sorted(p.name for p in local.parent.iterdir()) == [T.FILE]
     assert f"warning: could not write {local}: [Errno 27] File too large" in capsys.readouterr().err
+
+
+def test_the_timeline_waits_for_no_node_of_an_autoscaled_group_at_up():
+    """An autoscaled group is created at 0 nodes: counting its desired_size made "nodes ready" wait for nodes up
+    never boots, or record the autoscaler's scale-up during the experiment as the groups' creation."""
+    from types import SimpleNamespace
+
+    from bench.cloud.run_timeline import recorder
+
+    groups = (SimpleNamespace(desired_size=2, autoscale=False), SimpleNamespace(desired_size=4, autoscale=True))
+    ready = SimpleNamespace(cfg=SimpleNamespace(run_id="r1", gpu_node_groups=groups), plan=None, prices=None)
+    assert recorder("lc", ready, started=0.0).gpu_nodes == 2
