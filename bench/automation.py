@@ -53,7 +53,7 @@ def overrides(settings: Sequence[str] = (), experiment: str | None = None):
     from core.config.overrides import Overrides
     from program.stack_files import parse_setting
 
-    if isinstance(settings, str):
+    if isinstance(settings, str) or any(not isinstance(text, str) for text in settings):
         raise TypeError("settings: a list of KEY=VALUE texts, e.g. ['experiments[0].nodes=2']")
     return Overrides(settings=tuple(parse_setting(text) for text in settings), experiment=experiment)
 

@@ -49,6 +49,9 @@ FIRST_FAILURES = (
     ("passphrase must be set with PULUMI_CONFIG_PASSPHRASE",
      "the stack's secrets need their passphrase: set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) to "
      "the one the stack was made with, then retry"),
+    ("incorrect passphrase",  # passphrase/manager.go: "failed to decrypt: incorrect passphrase, please set ..."
+     "the stack's secrets do not open with this passphrase: set PULUMI_CONFIG_PASSPHRASE (or "
+     "PULUMI_CONFIG_PASSPHRASE_FILE) to the one the stack was made with, then retry"),
 )
 # backenderr.go's StackNotFoundError: "no stack named '<stack>' found" (a stack selected, never created).
 NO_STACK = re.compile(r"no stack named '[^'\n]*' found")

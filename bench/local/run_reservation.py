@@ -37,6 +37,7 @@ from typing import Callable
 from workloads.train.common.files import atomic_write, read_regular
 
 MARKER = "_run.json"
+MAX_PID = 2**22  # Linux's largest pid_max (proc(5), /proc/sys/kernel/pid_max)
 MAX_MARKER_BYTES = 64 * 1024  # a marker is one line of under 200 bytes: a larger file (or a pipe) is not ours
 STARTED_AT = "%Y-%m-%dT%H:%M:%SZ"  # the marker's started_at, UTC
 MAX_SUFFIX = 99
@@ -157,10 +158,15 @@ def note_shared_cpu(results_root: Path, run_dir: Path, run_name: str) -> str | N
 
 
 def read_holder(run_dir: Path) -> Holder:
+    """The marker's holder; all None where the marker cannot be read or its pid is no process id (1e400, 10**23,
+    0 or -1: ``os.kill`` of 0 or -1 would ask about a whole process group, not one run)."""
     try:
         doc = json.loads(read_regular(run_dir / MARKER, MAX_MARKER_BYTES))
-        return Holder(int(doc["pid"]), str(doc["host"]), str(doc["started_at"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        pid = int(doc["pid"])
+        if not 1 <= pid <= MAX_PID:
+            raise ValueError(pid)
+        return Holder(pid, str(doc["host"]), str(doc["started_at"]))
+    except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError):
         return Holder(None, None, None)
 
 
@@ -194,7 +200,7 @@ def record(run_dir: Path, **fields: str) -> None:
         if isinstance(doc, dict):
             text = json.dumps({**doc, **fields}).encode()
             atomic_write(run_dir / MARKER, lambda f: f.write(text))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         pass
 
 

@@ -13,6 +13,7 @@ import io
 import itertools
 import json
 import os
+import stat
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Iterator, Sequence
 
 from bench.prices import sources
 from bench.prices.sources import Prices, SourceError
-from workloads.train.common.files import NotRegularFile, atomic_write, open_regular
+from workloads.train.common.files import NotRegularFile, atomic_write, file_kind, open_regular
 
 MAX_LINE_CHARS = 1 << 20  # the longest line a price file may have: the memory a build holds at once is about this
 
@@ -144,5 +145,13 @@ def bounded_lines(f: io.TextIOWrapper, name: str) -> Iterator[str]:
 
 def write(text: str, path: Path) -> None:
     """Replace ``path`` with ``text`` at once (a reader never sees half a module); a write that fails leaves
-    ``path`` as it was and nothing beside it (``atomic_write``)."""
+    ``path`` as it was and nothing beside it (``atomic_write``). NotRegularFile where something other than a regular
+    file is there (a device, a named pipe, a link): the rename would put the module in its place."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        what = "a symbolic link" if stat.S_ISLNK(mode) else file_kind(mode)
+        raise NotRegularFile(0, f"is {what}, not a regular file; give a file's path", str(path))
     atomic_write(path, lambda f: f.write(text.encode()))

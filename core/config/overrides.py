@@ -122,15 +122,16 @@ def value_problem(value: Any) -> str | None:
             continue
         if isinstance(item, int):
             if abs(item) > MAX_WHOLE_NUMBER:
-                return f"a whole number of about {round(item.bit_length() * 0.30103)} digits"
+                return f"a whole number beyond +-{MAX_WHOLE_NUMBER} ({len(str(abs(item)))} digits)"  # YAML: < 4300
         elif isinstance(item, float):
             if item != item or item in (float("inf"), float("-inf")):
-                return f"the number {item}, which JSON cannot carry"
+                return f"a number too large or not a number ({item}), which JSON cannot carry"
         elif isinstance(item, list):
             todo += [(x, depth + 1) for x in item]
         elif isinstance(item, dict):
-            if any(not isinstance(k, str) for k in item):
-                return "a map whose keys are not all text"
+            if (odd := next((k for k in item if not isinstance(k, str)), "")) != "":
+                return (f"a map key read as {type(odd).__name__} {shorten(repr(odd), 40)} (YAML 1.1 reads on, yes, "
+                        "off, no and numbers so), not text: quote it")
             todo += [(x, depth + 1) for x in item.values()]
         else:
             tag = _TAGS.get(type(item).__name__, f"a {type(item).__name__}")
@@ -228,7 +229,7 @@ class Overrides:
         out = []
         for p in problems:
             by = [s for s in self.settings if re.match(re.escape(s.shown_key) + r"(?=[=.\[:]|$)", p)]
-            out.append(f"{p} (set by --set {by[-1].text})" if by else p)
+            out.append(f"{p} (set by --set {shorten(by[-1].text, 120)})" if by else p)
         return out
 
 

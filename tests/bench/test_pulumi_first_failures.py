@@ -71,7 +71,13 @@ def test_a_cli_never_logged_in_is_one_line_naming_pulumi_login(tmp_path, project
     assert "PULUMI_ACCESS_TOKEN" in line, line
 
 
+# pkg/secrets/passphrase/manager.go, errorCrypter.DecryptValue: a passphrase given, but not the stack's
+WRONG_PASSPHRASE = ("error: failed to decrypt: incorrect passphrase, please set PULUMI_CONFIG_PASSPHRASE to the correct "
+                    "passphrase or set PULUMI_CONFIG_PASSPHRASE_FILE to a file containing the passphrase")
+
+
 @pytest.mark.parametrize("message,words", [(NO_PASSPHRASE, "set PULUMI_CONFIG_PASSPHRASE"),
+                                           (WRONG_PASSPHRASE, "do not open with this passphrase"),
                                            (LAPSED, "`pulumi login`"),
                                            (NO_STACK, "`eksbench up dev` builds it")])
 def test_the_other_first_failures_name_their_fix(tmp_path, project, message, words):

@@ -174,8 +174,8 @@ HOSTILE_SETS = [
     ("local.steps=!!timestamp 2001-12-14", "!!timestamp, which JSON cannot carry"),
     ("local.steps=!!int abc", "the value cannot be read (invalid literal for int()"),
     ("experiments[0].batch_size=" + "9" * 5000, "the value cannot be read (Exceeds the limit (4300 digits)"),
-    ("experiments[0].batch_size=" + "9" * 30, "a whole number of about 30 digits"),
-    ("local.steps=.inf", "the number inf, which JSON cannot carry"),
+    ("experiments[0].batch_size=" + "9" * 30, "a whole number beyond +-9223372036854775807 (30 digits)"),
+    ("local.steps=.inf", "a number too large or not a number (inf), which JSON cannot carry"),
     ("local.steps=" + "[" * 5000 + "]" * 5000, "lists and maps nested more than 16 deep"),
     ("local.steps=" + "{a: " * 3000 + "1" + "}" * 3000, "lists and maps nested more than 16 deep"),
     ("local.steps=" + "[" * 17 + "]" * 17, "lists and maps nested more than 16 deep"),
@@ -197,6 +197,20 @@ def test_a_set_value_a_stack_file_cannot_hold_is_one_line_from_the_cli_and_the_a
         assert len(err[0]) < 600
     with pytest.raises(ValueError, match=re.escape(message)):
         automation.plan("dev", settings=[setting])
+
+
+def test_a_map_key_yaml_reads_as_no_text_is_named_with_the_fix_and_long_settings_are_cut(capsys):
+    assert parse_setting("tags={on: call}").value == {"on": "call"}  # YAML 1.2, as the Pulumi CLI reads it
+    with pytest.raises(ValueError, match=r"a map key read as int 1 \(YAML 1.1 reads on, yes, off, no and numbers "
+                                         r"so\), not text: quote it"):
+        parse_setting("tags={1: call}")
+    from bench import automation
+
+    for bad in ([123], [None], [b"local.steps=2"]):  # an AttributeError or a bare TypeError from the API before
+        with pytest.raises(TypeError, match=r"^settings: a list of KEY=VALUE texts"):
+            automation.overrides(bad)
+    code, _, err = run_cli(capsys, "plan", "dev", "--set", "local.steps=" + "x" * 100_000)
+    assert code == 2 and err[0] == "error: invalid config for stack 'dev':" and all(len(x) < 1000 for x in err), err
 
 
 def test_a_value_at_the_stated_depth_still_reads():

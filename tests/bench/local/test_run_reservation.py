@@ -161,6 +161,25 @@ def test_the_launcher_adds_the_runs_flags_to_its_summary(tmp_path):
                                                                     "x" * 300]
 
 
+@pytest.mark.parametrize("doc", ['{"pid": 1e400, "host": "h", "started_at": "x"}', '{"pid": 0, "host": "h"}',
+                                 "PID_TOO_BIG", "[" * 30000 + "]" * 30000], ids=["1e400", "zero", "10**23", "deep"])
+def test_a_marker_whose_pid_is_no_process_or_that_nests_deep_reads_as_damaged(tmp_path, doc):
+    """A marker holding pid 1e400 (OverflowError), 10**23 with this host (os.kill's OverflowError) or 30,000 nested
+    lists (RecursionError) ended every later local run under that results folder in a traceback."""
+    import socket
+
+    from bench.local.run_reservation import record
+
+    run_dir = tmp_path / "stack" / "u"
+    run_dir.mkdir(parents=True)
+    text = json.dumps({"pid": 10**23, "host": socket.gethostname(), "started_at": "x"}) if doc == "PID_TOO_BIG" else doc
+    (run_dir / MARKER).write_text(text)
+    assert read_holder(run_dir).pid is None
+    record(run_dir, output="x")  # left as it is, no exception
+    with pytest.raises(RunTaken, match="could not be read"):
+        reserve(folder(tmp_path), "u", explicit=True, resume=True)
+
+
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
 def test_a_marker_or_a_copied_result_that_is_a_pipe_or_a_device_is_not_read(tmp_path, kind, hostile_file):
     """A named pipe planted as the run's marker or as a summary copied home hung the reader; /dev/zero filled

@@ -128,6 +128,27 @@ def test_a_file_that_is_a_pipe_a_device_or_one_endless_line_is_refused_at_once(c
     assert peak < 16 << 20 and not (tmp_path / "m.py").exists()
 
 
+@pytest.mark.parametrize("kind", ["fifo", "link", "device"])
+def test_a_build_never_puts_the_module_in_place_of_a_pipe_a_link_or_a_device(capsys, tmp_path, kind):
+    """--out /dev/full replaced the device with the module (as root); a named pipe or a link went the same way."""
+    import os
+
+    out = {"fifo": tmp_path / "fifo.py", "link": tmp_path / "link.py", "device": tmp_path / "null"}[kind]
+    if kind == "fifo":
+        os.mkfifo(out)
+    elif kind == "link":
+        out.symlink_to(tmp_path / "elsewhere.py")
+    else:  # a null device of its own (as root), never the machine's /dev/null
+        try:
+            os.mknod(out, 0o600 | __import__("stat").S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("making a device node needs root")
+    code, _, err = build(capsys, str(FIXTURES / "table.csv"), "--source", "s", "--as-of", "a", "--out", str(out))
+    assert code == 2 and "not a regular file; give a file's path" in err and len(err.strip().splitlines()) == 1
+    assert out.is_fifo() if kind == "fifo" else (out.is_symlink() if kind == "link" else out.is_char_device())
+    assert not (tmp_path / "elsewhere.py").exists()
+
+
 def test_a_build_that_cannot_write_leaves_nothing_beside_the_module(capsys, tmp_path):
     """A failed write left ``.aws_prices.py.<pid>.tmp`` in the package folder after every failure."""
     out = tmp_path / "catalog" / "aws_prices.py"
