@@ -4,7 +4,7 @@ A change to a node group's launch template (the stack's tags, ``storage.kind``, 
 GPU group's settings) or to its Kubernetes version starts an EKS managed node group update: EKS drains every node and
 moves its pods to new ones (EKS user guide, "Managed node update behavior"). A training pod evicted so restarts
 from step 0, and etcd, on the system nodes, moves after EKS's 15 minutes. So where the namespace has active Jobs
-(neither finished nor suspended: ``core.config.autostop.job_state``), ``check`` asks ``pulumi preview`` what the
+(neither finished nor suspended: ``core.config.autostop.running_jobs``), ``check`` asks ``pulumi preview`` what the
 update does; when it updates a launch template or rolls a node group, the run's question (``bench.cloud.confirm``)
 is asked again on that one line: ``--yes`` accepts the restart, anything else refuses. Nothing is previewed where
 no Job is active (a new stack, a finished run), and a Kubernetes API that does not answer is a note, not a refusal.
@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable
 from bench.cloud import kube, pulumi_cli
 from bench.cloud.stack_operations import last_line
 from bench.errors import Refusal
+from core.config.autostop import running_jobs
 
 LAUNCH_TEMPLATE, NODE_GROUP = "aws:ec2/launchTemplate:LaunchTemplate", "aws:eks/nodeGroup:NodeGroup"
 # Steps that replace a group's nodes: a replacement of the resource, or an update of what EKS rolls out
@@ -43,13 +44,6 @@ def rolled(events: Iterable[Any]) -> list[str]:
     return names
 
 
-def active_jobs(jobs: Iterable[dict[str, Any]]) -> list[str]:
-    """The names of the Jobs that hold or will hold pods now: neither finished nor suspended."""
-    from core.config.autostop import job_state
-
-    return sorted(s.name for s in map(job_state, jobs) if s.state == "Running")
-
-
 def _shown(names: list[str]) -> str:
     return ", ".join(names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
 
@@ -62,7 +56,7 @@ def _active(outputs: dict[str, Any], ready: Any) -> tuple[list[str], str]:
     namespace = ready.cfg.namespace
     try:
         access = kube.access_from_kubeconfig(outputs["kubeconfig"], outputs.get("cluster_name") or "", ready.cfg.region)
-        return active_jobs(kube.KubeClient(access).jobs(namespace)), f"node groups: no active Job in {namespace}"
+        return running_jobs(kube.KubeClient(access).jobs(namespace)), f"node groups: no active Job in {namespace}"
     except Exception as e:  # noqa: BLE001 - a private endpoint, say: the update goes on unchecked
         return [], (f"node groups: the Jobs of {namespace} not checked, the Kubernetes API does not answer "
                     f"({type(e).__name__}); an update of a node group's launch template restarts its running pods")

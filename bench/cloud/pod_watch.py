@@ -88,14 +88,14 @@ class PodWatch:
         goes on as after a timeout and nothing keeps nodes coming for its pods. The names of those failed; a warning
         where the API does not answer (they stay until their own deadline or the teardown)."""
         from bench.cloud import kube
-        from core.config.autostop import job_state
+        from core.config.autostop import running_jobs
 
         if self.client is None:
             return []
         try:
             jobs = self.client.jobs(self.cfg.namespace, kube.experiment_selector(w.experiment or w.name,
                                                                                  self.cfg.run_id, w.repeat))
-            names = [s.name for s in map(job_state, jobs) if s.state == "Running"]
+            names = running_jobs(jobs)
             for name in names:
                 self.client.patch_job(self.cfg.namespace, name, {"spec": {"activeDeadlineSeconds": 1}})
         except Exception as e:  # noqa: BLE001 - the teardown (or the Jobs' own deadline) still ends them

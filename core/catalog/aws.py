@@ -271,12 +271,6 @@ def _named(error: BaseException, names: tuple[str, ...]) -> bool:
     return any(c.__name__ in names for c in type(error).__mro__)
 
 
-def is_no_credentials(error: BaseException) -> bool:
-    """True for botocore's NoCredentialsError or PartialCredentialsError (told by name: botocore is not imported
-    here), also where another exception carries one as its cause."""
-    return any(_named(e, CREDENTIALS_ERRORS) for e in _chain(error))
-
-
 def _word(profile: str) -> str:
     """A profile's name as a command line can take it; ``NAME`` for one that cannot be typed as it is."""
     return profile if re.fullmatch(r"[\w.@+-]{1,64}", profile) else "NAME"

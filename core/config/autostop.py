@@ -97,6 +97,12 @@ def job_state(job: Mapping[str, Any]) -> JobState:
                     ended_at=ended, gate=labels.get("app.kubernetes.io/component") == GATE_COMPONENT)
 
 
+def running_jobs(jobs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The names of the batch/v1 Jobs (as the API server returns them) that hold or will hold pods now: neither
+    finished nor suspended (``job_state``), in name order."""
+    return sorted(s.name for s in map(job_state, jobs) if s.state == "Running")
+
+
 def decide(jobs: Iterable[JobState], *, now: float, started_at: float, deadline_minutes: int,
            idle_minutes: int) -> Decision:
     """Scale the GPU groups to zero, or wait; with the reason.

@@ -13,6 +13,7 @@ from pulumi.automation import events as ev
 from pulumi.automation._stack import Stack
 
 from bench.cloud import kube, node_group_updates, preflight
+from core.config.autostop import running_jobs
 
 pytestmark = pytest.mark.local_run
 
@@ -42,7 +43,7 @@ def test_what_drains_nodes_is_a_template_change_or_a_rollout_of_a_group_not_a_re
     assert node_group_updates.rolled([step("replace", GPU_NG), step("update", GPU_NG, ["version"])]) == ["gpu-g5-ng"]
     assert node_group_updates.rolled([step("update", GPU_NG, ["scalingConfig", "tags"]), step("same", GPU_LT),
                                       step("replace", JOB), step("create", GPU_LT)]) == []
-    assert node_group_updates.active_jobs(ACTIVE) == ["alpha-r0", "beta-r0"]  # suspended and finished hold no pod
+    assert running_jobs(ACTIVE) == ["alpha-r0", "beta-r0"]  # suspended and finished hold no pod
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import build_parser, main
-from core.catalog.aws import CREDENTIALS_HOWTO, is_no_credentials, no_credentials
+from core.catalog.aws import CREDENTIALS_HOWTO, credentials_problem, no_credentials
 from program.stack_files import ROOT
 
 
@@ -179,6 +179,9 @@ def test_an_out_file_is_checked_before_the_work_and_a_usable_one_leaves_nothing_
 
 def test_no_credentials_is_told_by_botocores_own_exceptions():
     from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
+
+    def is_no_credentials(error: BaseException) -> bool:
+        return credentials_problem(error, "w") == no_credentials("w")
 
     assert is_no_credentials(NoCredentialsError())
     assert is_no_credentials(PartialCredentialsError(provider="env", cred_var="AWS_SECRET_ACCESS_KEY"))
