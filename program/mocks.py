@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pulumi.runtime import mocks as pmocks
+from pulumi.runtime import rpc
 from pulumi.runtime.proto import resource_pb2
 
 from core.catalog import aws as catalog
 from core.catalog.aws import DEFAULT_REGION
+from program.recorded_inputs import plain, read_struct, recorded_inputs, write_struct
 
 DEFAULT_AZS = ("a", "b", "c", "d")
 
@@ -52,14 +54,6 @@ class Registration:
                 "provider": self.provider, "dependencies": self.dependencies, "inputs": self.inputs,
                 "retain_on_delete": self.retain_on_delete, "protect": self.protect, "read": self.read,
                 "custom_timeouts": self.custom_timeouts}
-
-
-def plain(value: Any) -> Any:
-    """Inputs as JSON-friendly values (unknowns and secrets become markers)."""
-    try:
-        return json.loads(json.dumps(value, default=str))
-    except (TypeError, ValueError):
-        return str(value)
 
 
 class GaveUp(RuntimeError):
@@ -113,18 +107,33 @@ class RecordingMonitor(pmocks.MockMonitor):
     def ReadResource(self, request):
         return self._answer(self._read, request)
 
+    def _mock_register(self, request):
+        """``MockMonitor.RegisterResource`` (pulumi/runtime/mocks.py), its inputs read and its answer written by
+        ``program.recorded_inputs`` where they are plain values, read once for the mocks and the record: (the
+        answer, the inputs as the record keeps them)."""
+        urn = self.make_urn(request.parent, request.type, request.name)
+        pmocks._ensure_event_loop()  # noqa: SLF001 - as MockMonitor: reading resource references needs one
+        inputs, plain_values = read_struct(request.object)
+        args = pmocks.MockResourceArgs(typ=request.type, name=request.name, inputs=inputs,
+                                       provider=request.provider, resource_id=request.importId,
+                                       custom=request.custom or False,
+                                       transforms=pmocks._resolve_callbacks(request.transforms))  # noqa: SLF001
+        id_, state = self.mocks.new_resource(args)
+        written = write_struct(state)
+        obj = written if written is not None else pmocks._sync_await(rpc.serialize_properties(state, {}))  # noqa
+        self.resources[urn] = pmocks.MockMonitor.ResourceRegistration(urn, id_, state)
+        recorded = inputs if plain_values else recorded_inputs(request.object)
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=obj), recorded
+
     def _register(self, request):
-        response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
-            return response
-        from pulumi.runtime import rpc
-        from pulumi.runtime.mocks import _ensure_event_loop
-        _ensure_event_loop()
+            return resource_pb2.RegisterResourceResponse(urn=self.make_urn(request.parent, request.type, request.name))
+        response, inputs = self._mock_register(request)
         timeouts = request.customTimeouts
         self.registrations.append(Registration(
             urn=response.urn, type=request.type, name=request.name, parent=request.parent,
             provider=request.provider, dependencies=sorted(set(request.dependencies)),
-            inputs=plain(rpc.deserialize_properties(request.object)), custom=bool(request.custom),
+            inputs=inputs, custom=bool(request.custom),
             retain_on_delete=bool(request.retainOnDelete),
             custom_timeouts={k: v for k, v in (("create", timeouts.create), ("update", timeouts.update),
                                                ("delete", timeouts.delete)) if v},
@@ -134,11 +143,10 @@ class RecordingMonitor(pmocks.MockMonitor):
 
     def _read(self, request):
         response = super().ReadResource(request)
-        from pulumi.runtime import rpc
         self.registrations.append(Registration(
             urn=response.urn, type=request.type, name=request.name, parent=request.parent,
             provider=request.provider, dependencies=sorted(set(request.dependencies)),
-            inputs=plain(rpc.deserialize_properties(request.properties)), custom=True, retain_on_delete=False,
+            inputs=recorded_inputs(request.properties), custom=True, retain_on_delete=False,
             custom_timeouts={}, read=True))
         return response
 
