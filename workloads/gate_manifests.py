@@ -75,7 +75,7 @@ def gate_job_manifest(name: str, *, namespace: str, service_account: str, spec: 
                                              "volumeMounts": [code_mount()],
                                              "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
                                                            "limits": {"cpu": "100m", "memory": "64Mi"}}}],
-                             "volumes": [code_volume(code_config_map)]})}}}
+                             "volumes": [code_volume(code_config_map, only=GATE_MODULE)]})}}}
 
 
 def fingerprint(*manifests: dict) -> str:
