@@ -347,8 +347,8 @@ def build_autostop(given: Given, cluster: Cluster, bucket: pulumi.Output[str], s
         node_group_sizes=[{"minSize": g.min_size, "maxSize": g.max_size, "desiredSize": g.desired_size}
                           for _, g in scaled_here],
         # ... and suspends the run's unfinished Jobs instead, so the autoscaler can take their nodes away.
-        suspend_at_deadline=any(g.autoscale for g in cfg.gpu_node_groups), tags=given.tags),
-        k8s_options(cluster, [eks.namespace, eks.pod_identity_agent, cluster.system, suite]))
+        suspend_at_deadline=any(g.autoscale for g in cfg.gpu_node_groups), tags=given.tags, after=(suite,)),
+        k8s_options(cluster, [eks.namespace, eks.pod_identity_agent, cluster.system]))
 
 
 def stack_outputs(given: Given, network: Network, cluster: Cluster, storage: EfsStorage | FsxStorage,

@@ -6,8 +6,10 @@ sizes, suspends the run's unfinished Jobs so the autoscaler can).
 Registers the controller's IAM role (``infra.access.policies.autostop_policy``: this cluster's node
 groups and one S3 key), its Pod Identity association, its RBAC and NetworkPolicy and the
 Deployment (``workloads.autostop_manifests``; the program in ``workloads/train/control/autostop.py``).
-It should come after the experiments (``opts.depends_on``): the run's Jobs exist before it
-first looks, so it never sees an empty run that is only about to start.
+Its Deployment comes after the experiments (``AutostopControllerArgs.after``): the run's Jobs exist before it
+first looks, so it never sees an empty run that is only about to start. Its other objects wait for what
+``opts.depends_on`` names only: a dependency on the experiments is one on each of their objects, and each costs
+Pulumi's SDK a walk of what that object depends on.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ class AutostopControllerArgs:
     bucket: the results bucket; results: the run's place in it (``ResultsLocation``), where the record goes.
     deadline_minutes, idle_minutes: core.config.model.Autostop, resolved. code_files: read_code_files(),
     the same ConfigMap the experiments mount. generation: ``autostop_owner``'s, the one this controller
-    serves. tags: on every AWS resource."""
+    serves. tags: on every AWS resource. after: what the Deployment waits for besides its own objects (the
+    experiments)."""
     namespace: str
     run_id: str
     region: str
@@ -52,6 +55,7 @@ class AutostopControllerArgs:
     node_group_sizes: Sequence[Mapping[str, int]] = ()  # each GPU group's configured minSize, maxSize, desiredSize
     suspend_at_deadline: bool = False  # some GPU group is Cluster Autoscaler's: stopping suspends unfinished Jobs
     tags: Mapping[str, str] = field(default_factory=dict)
+    after: Sequence[pulumi.Resource] = ()
 
 
 class AutostopController(pulumi.ComponentResource):
@@ -81,7 +85,7 @@ class AutostopController(pulumi.ComponentResource):
         # Credentials are handed out only once the association exists; the pod starts after it.
         self.deployment = k8s_objects.register(
             f"{name}-deployment", manifest,
-            child_options(self, opts, depends_on=[k8s_role, binding, identity.association, identity.grant]),
+            child_options(self, opts, depends_on=[k8s_role, binding, identity.association, identity.grant, *args.after]),
             kind="Deployment", metadata=m.controller_metadata(args.namespace))
         self.role_arn = identity.role.arn
         self.register_outputs({"role_arn": identity.role.arn})

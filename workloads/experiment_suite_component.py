@@ -9,7 +9,16 @@ no GPUs; with ``parallel`` the experiments start at once and the scheduler share
 experiment's repeats still chained (``run_order``).
 The Kubernetes provider comes in through ``opts`` and reaches every child via ``parent``
 (pulumi-eks gives no usable default provider: it must be explicit); the suite's
-``depends_on`` reaches every child through ``infra.component_options.child_options``.
+``depends_on`` reaches the code ConfigMap through ``infra.component_options.child_options``, and every
+run's objects through that one ConfigMap.
+
+Registration stays linear in the runs: no run's objects depend on another run's component, which Pulumi would
+expand into its children, nor on a chain through every run before it. Pulumi's SDK walks all that a resource
+depends on, transitively, each time a dependency is declared (``pulumi/runtime/resource_cycle_breaker.py``),
+so a chain of n runs cost n walks of the whole chain. A run's gate alone waits for the run before it, for
+that run's Jobs (``TrainingJob.completion``), which depend on nothing of the runs before theirs: the gate
+must not be created before the Jobs it waits for exist (it would take a missing Job as finished), and the
+waiting runs' Jobs are created suspended.
 The experiments arrive validated: the program checks them before registering anything.
 """
 
@@ -91,21 +100,23 @@ class ExperimentSuite(pulumi.ComponentResource):
         super().__init__("eksbench:workloads:ExperimentSuite", name, None, opts)
         env, experiments = args.env, args.experiments
         code = code_config_map_manifest(args.code_files, namespace=env.namespace)
-        # What the suite waits for (namespace, service account, claim, etcd) its children wait for.
+        # What the suite waits for (namespace, service account, claim, etcd), the code ConfigMap waits for, and every
+        # run waits for the ConfigMap alone: one resource, where the suite's own dependencies are components that
+        # Pulumi would expand into all their children for each of the runs' objects.
         code_map = k8s_objects.register(f"{name}-code", code, child_options(self, opts))
         self.jobs = {}
         self.results_uris = {}
         git_commit = args.git_commit if args.git_commit is not None else read_git_commit()
         bucket = pulumi.Output.from_input(args.bucket)
         for prior, run, waited_minutes in run_order(experiments, args.execution):
-            previous = self.jobs[prior.label] if prior is not None else None
             job = TrainingJob(
                 f"{name}-{run.name}" + (repeat_suffix(run.repeat) if run.repeat else ""),
                 TrainingJobArgs(experiment=run, env=env, node_group=args.node_groups[run.node_group],
                                 bucket=args.bucket, run_id=args.run_id, code_config_map=code, region=args.region,
                                 after=completion_waits(prior, run_id=args.run_id) if prior else (),
-                                after_minutes=waited_minutes, git_commit=git_commit),
-                child_options(self, opts, depends_on=[code_map] + ([previous] if previous else [])))
+                                after_minutes=waited_minutes, git_commit=git_commit,
+                                after_jobs=tuple(self.jobs[prior.label].completion) if prior else ()),
+                pulumi.ResourceOptions(parent=self, depends_on=[code_map]))
             self.jobs[run.label] = job
             # The experiment's own prefix: its repeats' folders sit below it.
             self.results_uris.setdefault(run.name, bucket.apply(

@@ -42,6 +42,8 @@ class TrainingJobArgs:
         this experiment starts; empty = start at once.
     after_minutes: the longest that wait can take (sum of job_manifests.suite_budget_minutes).
     git_commit: the shipped code's commit (code_files.read_git_commit), EKSBENCH_GIT_COMMIT in the pods.
+    after_jobs: the resources of the Jobs that ``after`` names (the previous run's ``TrainingJob.completion``):
+        the gate is created after them, as it would take a Job it cannot find for one that finished.
     """
     experiment: Experiment
     env: Environment
@@ -53,6 +55,7 @@ class TrainingJobArgs:
     after: Sequence[tuple[str, str | None]] = ()
     after_minutes: int = 0
     git_commit: str | None = None
+    after_jobs: Sequence[pulumi.Resource] = ()
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -61,6 +64,7 @@ class TrainingJob(pulumi.ComponentResource):
     results_uri: pulumi.Output[str]
     job_name: str
     resources: dict[str, pulumi.CustomResource]
+    completion: list[pulumi.CustomResource]  # the Jobs whose end is this run's end (gate_manifests.completion_waits)
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:workloads:TrainingJob", name, None, opts)
@@ -75,14 +79,15 @@ class TrainingJob(pulumi.ComponentResource):
         bucket = pulumi.Output.from_input(args.bucket)
         shapes = build("bucket")  # which objects exist and their kinds do not depend on the bucket
         built = bucket.apply(build)
-        # Children wait for what the component waits for (the previous experiment in a sequential
-        # suite): a gate that found its predecessor's Job missing would take it as done.
+        # Children wait for what the component waits for (the code ConfigMap); a gate also for the objects before
+        # it, and the run's gate for the previous run's Jobs: one that found a Job missing would take it as done.
         self.resources = {}
         for role, shape in shapes.items():
             job = shape["kind"] == "Job"
             gate = role.endswith("gate")
+            waits = list(self.resources.values()) + (list(args.after_jobs) if role == "gate" else []) if gate else []
             child = child_options(
-                self, opts, depends_on=list(self.resources.values()) if gate else [],
+                self, opts, depends_on=waits,
                 # Names are fixed (pods resolve each other by them), so a replacement must delete first.
                 delete_before_replace=job or None,
                 # Any Job change reruns it: most of a Job's spec is immutable anyway (the pod template),
@@ -92,6 +97,7 @@ class TrainingJob(pulumi.ComponentResource):
                 ignore_changes=["spec.suspend"] if job and shape["spec"].get("suspend") else None)
             self.resources[role] = k8s_objects.register(f"{name}-{role}", built.apply(lambda m, r=role: m[r]), child,
                                                         kind=shape["kind"])
+        self.completion = [self.resources[role] for role in ("job", "eval") if role in self.resources]
         self.job_name = base_name(e, args.run_id)
         self.results_uri = bucket.apply(lambda b: args.env.experiment_results_uri(b, e))
         self.register_outputs({"results_uri": self.results_uri, "job_name": self.job_name})

@@ -76,8 +76,10 @@ def test_suite_registers_valid_objects_with_gpus_tolerations_and_skip_await():
     assert names == ["bench-cifar10-elastic-eval", "bench-cifar10-elastic-eval-gate",
                      "bench-cifar10-elastic-job", "bench-resnet50-synthetic-job"]
     ns_urn = of_type(monitor, "kubernetes:core/v1:Namespace")[0].urn
+    code = next(r for r in regs if r.name == "bench-code")
+    assert ns_urn in code.dependencies  # the suite's depends_on reaches the code ConfigMap ...
     for r in regs:
-        assert ns_urn in r.dependencies, r.name  # the suite's depends_on reaches every object
+        assert r is code or code.urn in r.dependencies, r.name  # ... and every object waits for that ConfigMap
         assert_valid(k8s_manifest(r))
         assert "pulumi:providers:kubernetes::k8s::" in r.provider, (r.name, r.provider)  # via parent
     for r in jobs:
