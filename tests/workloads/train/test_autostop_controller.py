@@ -22,6 +22,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from core.config.autostop import job_state
 from core.contract.names import AUTOSTOP_OWNER_CONFIG_MAP
 from workloads.train.control import autostop, gate
 
@@ -67,13 +68,17 @@ class FakeJobsApi:
                         return self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
                     return self._send(200, {"apiVersion": "v1", "kind": "ConfigMap", "data": api.owner,
                                             "metadata": {"name": AUTOSTOP_OWNER_CONFIG_MAP, "namespace": NAMESPACE}})
-                if url.path != f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs" or set(query) != {"labelSelector"}:
+                if (url.path != f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
+                        or not {"labelSelector", "limit"} <= set(query) <= {"labelSelector", "limit", "continue"}):
                     return self._send(500, {"kind": "Status", "code": 500,
                                             "message": f"the fake API does not answer {self.path}"})
                 key, _, value = query["labelSelector"][0].partition("=")
                 items = [j for j in api.jobs if j["metadata"]["labels"].get(key) == value]
-                self._send(200, {"apiVersion": "batch/v1", "kind": "JobList",
-                                 "metadata": {"resourceVersion": str(len(api.requests))}, "items": items})
+                # Chunks as the API server gives them: at most ``limit``, and an opaque token for the rest.
+                start, limit = int(query.get("continue", ["0"])[0]), int(query["limit"][0])
+                rest = {"continue": str(start + limit)} if start + limit < len(items) else {}
+                self._send(200, {"apiVersion": "batch/v1", "kind": "JobList", "items": items[start:start + limit],
+                                 "metadata": {"resourceVersion": str(len(api.requests)), **rest}})
 
             def do_PATCH(self):  # noqa: N802
                 api.requests.append("PATCH " + self.path)
@@ -285,3 +290,15 @@ def test_a_group_at_zero_that_the_runs_waiting_jobs_need_gets_its_configured_siz
     clock = Clock(minutes=40)
     assert len(autostop.run(spec, get=get, eks=eks, s3=s3, clock=clock, sleep=clock.sleep, rounds=3)) == 1
     assert sizes(eks, "p3-20270115")["desiredSize"] == 0
+
+
+def test_a_run_of_many_jobs_is_read_page_by_page_and_only_what_its_state_needs_is_kept(api):
+    """1,024 runs are over 2,000 Jobs: one answer holding them all was tens of MB in a controller of 256 MiB."""
+    fake, get = api
+    fake.jobs = [k8s_job(f"run-{i}", suspend=i % 2 == 1) for i in range(2 * autostop.JOBS_PAGE + 50)]
+    fake.jobs.append(k8s_job("other", run="another-run"))
+    jobs = autostop.list_jobs(SPEC, get)
+    assert [j["metadata"]["name"] for j in jobs] == [f"run-{i}" for i in range(2 * autostop.JOBS_PAGE + 50)]
+    assert len(fake.requests) == 3 and all(f"&limit={autostop.JOBS_PAGE}" in r for r in fake.requests)
+    assert [job_state(j) for j in jobs] == [job_state(j) for j in fake.jobs[:-1]]
+    assert all(set(j["spec"]) == {"suspend"} and "namespace" not in j["metadata"] for j in jobs)

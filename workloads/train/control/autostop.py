@@ -39,14 +39,35 @@ from core.contract.names import ENV_AUTOSTOP, RUN_ID_LABEL
 from workloads.train.control.gate import request
 
 POLL_SECONDS = 30
+# Jobs one list request returns at most, and the requests one look makes at most: a run of 1,024 runs has over 2,000
+# Jobs (training and gate), tens of MB of JSON in one answer, where the controller has 256 MiB.
+JOBS_PAGE = 100
+MAX_PAGES = 1000
 
 
 def list_jobs(spec: dict, get: Callable[[str], Any] = request) -> list[dict]:
-    """The run's Jobs: GET /apis/batch/v1/namespaces/<ns>/jobs?labelSelector=eksbench.io/run-id=<run>
-    (Kubernetes API reference, Job v1 batch, "list": a JobList whose ``items`` are Jobs)."""
+    """The run's Jobs, each as much of it as ``job_state`` reads: GET
+    /apis/batch/v1/namespaces/<ns>/jobs?labelSelector=eksbench.io/run-id=<run>&limit=JOBS_PAGE, then again with
+    each answer's ``metadata.continue`` until it has none (Kubernetes API reference, Job v1 batch, "list": a
+    JobList whose ``items`` are Jobs; "Retrieving large results sets in chunks")."""
     selector = urllib.parse.quote(f"{RUN_ID_LABEL}={spec['run_id']}")
-    body = get("/apis/batch/v1/namespaces/%s/jobs?labelSelector=%s" % (spec["namespace"], selector))
-    return list(body.get("items") or [])
+    jobs, token = [], ""
+    for _ in range(MAX_PAGES):
+        more = f"&continue={urllib.parse.quote(token)}" if token else ""
+        body = get("/apis/batch/v1/namespaces/%s/jobs?labelSelector=%s&limit=%d%s"
+                   % (spec["namespace"], selector, JOBS_PAGE, more))
+        jobs += [_kept(j) for j in body.get("items") or []]
+        token = (body.get("metadata") or {}).get("continue") or ""
+        if not token:
+            break
+    return jobs
+
+
+def _kept(job: dict) -> dict:
+    """A Job as ``job_state`` reads it: its name, labels and creation, whether it is suspended, its status."""
+    meta = job.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "labels", "creationTimestamp") if k in meta},
+            "spec": {"suspend": (job.get("spec") or {}).get("suspend")}, "status": job.get("status") or {}}
 
 
 def scale_to_zero(eks: Any, cluster: str, group: str) -> dict:
