@@ -164,9 +164,9 @@ def run_program(program, *, project: str, stack: str, config: dict[str, str],
     # A sweep registers thousands of objects, each a tree of dicts the collector would walk again and again:
     # fewer collections, and none of what was there before the plan, took a fifth off a plan of 128 runs.
     thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(GC_THRESHOLD, *thresholds[1:])
     try:
+        gc.freeze()
+        gc.set_threshold(GC_THRESHOLD, *thresholds[1:])
         with _Signals(monitor) as signals:
             # set_mocks already made the root Stack; run the program, let the root register
             # its outputs, then drain every outstanding RPC (that is where program errors surface).

@@ -122,6 +122,7 @@ class RecordingMonitor(pmocks.MockMonitor):
         written = write_struct(state)
         obj = written if written is not None else pmocks._sync_await(rpc.serialize_properties(state, {}))  # noqa
         self.resources[urn] = pmocks.MockMonitor.ResourceRegistration(urn, id_, state)
+        # The record keeps the very inputs the mocks were given (EksbenchMocks copies before it changes anything).
         recorded = inputs if plain_values else recorded_inputs(request.object)
         return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=obj), recorded
 

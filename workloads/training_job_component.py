@@ -69,6 +69,8 @@ class TrainingJob(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("eksbench:workloads:TrainingJob", name, None, opts)
         e = args.experiment
+        if bool(args.after) != bool(args.after_jobs):  # a gate created before the Jobs it waits for takes them as done
+            raise ValueError(f"{name}: after and after_jobs come together (the waits and the Jobs they name)")
 
         def build(bucket: str) -> dict[str, dict]:
             return experiment_manifests(

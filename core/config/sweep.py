@@ -28,7 +28,7 @@ MAX_EXPANDED = 64  # experiments one stack-file entry may become
 MAX_NAME = 32  # core.config.model.NAME: 1-32 characters (a part of Job and Service names)
 # A stack's experiments, sweeps expanded, and its runs (experiments x their repeats). The offline plan (and `pulumi up`)
 # registers about 7 resources a run, in time linear in the runs (workloads/experiment_suite_component.py): on a 2-core
-# machine a sequential sweep plans 128 runs in about 9 s and 1,024 in about 80 s (bench/benchmarks/plan_sweep.py,
+# machine a sequential sweep plans 128 runs in about 10 s and 1,024 in about 66 s (bench/benchmarks/plan_sweep.py,
 # BENCHMARKS.md). It stays at 1,024: the plan's time and memory (about 1 GB) grow on with the runs, and 1,024 runs
 # at the default 120-minute timeout are twelve weeks of one cluster.
 MAX_EXPERIMENTS = 1024

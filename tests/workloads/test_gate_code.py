@@ -20,11 +20,14 @@ def test_the_gate_mounts_only_what_it_imports_and_runs_from_that_alone(tmp_path)
         path = tmp_path / item["path"]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(code["data"][item["key"]])
-    probe = f"import {GATE_MODULE} as gate, sys; print(gate.__file__); print(gate.main.__module__)"
-    done = subprocess.run([sys.executable, "-s", "-c", probe], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tmp_path)}, timeout=60)
+    # Isolated (-I): no site-packages, so not the editable install that finds this checkout's packages either.
+    probe = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import {GATE_MODULE}; "
+             "print('\\n'.join(m.__file__ for n, m in sys.modules.items() if n.split('.')[0] in ('core', 'workloads')))")
+    done = subprocess.run([sys.executable, "-I", "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PATH": os.environ.get("PATH", "")}, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0].startswith(str(tmp_path))
+    loaded = done.stdout.split()
+    assert loaded and all(f.startswith(str(tmp_path)) for f in loaded), loaded
 
 
 def test_imported_files_follow_relative_imports_and_imports_inside_functions():
