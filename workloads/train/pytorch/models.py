@@ -1,10 +1,7 @@
 """The three benchmark models (torch imported inside); workloads/train/pytorch/registry.py says which workload builds which.
 
-- resnet50: torchvision's ResNet-50 v1.5 (``torchvision.models.resnet50``), written out here module for module: the
-  same parameters under the same names, built and initialised in the same order, so one seed gives the same weights
-  and a checkpoint of either loads into the other (tests/workloads/train/pytorch/test_resnet50.py). Importing torchvision cost
-  each worker 1.3 s of its start (its ``ops`` import ``torch._dynamo``). ``width_per_group`` (64 = the real model)
-  lets a CPU run shrink the bottleneck width.
+- resnet50: torchvision's ResNet-50 v1.5; ``width_per_group`` (64 = the real model) lets a
+  CPU run shrink the bottleneck width.
 - cifar10: the workshop's small ResNet (ResNet-18 layout for 32x32 inputs, base width
   ``width_per_group``).
 - maskrcnn: torchvision ``maskrcnn_resnet50_fpn`` with no downloaded weights; a local
@@ -19,65 +16,9 @@ from typing import Any
 
 
 def resnet50(*, num_classes: int, width_per_group: int) -> Any:
-    """torchvision.models.resnet50(weights=None, num_classes=..., width_per_group=...), without torchvision."""
-    import torch
-    from torch import nn
+    import torchvision  # only here: importing it costs about 2 s on 2 cores (it pulls in torch._dynamo)
 
-    class Bottleneck(nn.Module):  # torchvision's: the stride on the 3x3 convolution (v1.5)
-        def __init__(self, inplanes: int, planes: int, stride: int = 1, downsample: Any = None):
-            super().__init__()
-            width = int(planes * (width_per_group / 64.0))
-            self.conv1 = nn.Conv2d(inplanes, width, kernel_size=1, bias=False)
-            self.bn1 = nn.BatchNorm2d(width)
-            self.conv2 = nn.Conv2d(width, width, kernel_size=3, stride=stride, padding=1, bias=False)
-            self.bn2 = nn.BatchNorm2d(width)
-            self.conv3 = nn.Conv2d(width, planes * 4, kernel_size=1, bias=False)
-            self.bn3 = nn.BatchNorm2d(planes * 4)
-            self.relu = nn.ReLU(inplace=True)
-            self.downsample = downsample
-
-        def forward(self, x):
-            out = self.relu(self.bn1(self.conv1(x)))
-            out = self.relu(self.bn2(self.conv2(out)))
-            out = self.bn3(self.conv3(out))
-            out += x if self.downsample is None else self.downsample(x)
-            return self.relu(out)
-
-    class ResNet(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.inplanes = 64
-            self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
-            self.bn1 = nn.BatchNorm2d(64)
-            self.relu = nn.ReLU(inplace=True)
-            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
-            self.layer1, self.layer2 = self._layer(64, 3), self._layer(128, 4, stride=2)
-            self.layer3, self.layer4 = self._layer(256, 6, stride=2), self._layer(512, 3, stride=2)
-            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-            self.fc = nn.Linear(512 * 4, num_classes)
-            for m in self.modules():
-                if isinstance(m, nn.Conv2d):
-                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-                elif isinstance(m, nn.BatchNorm2d):
-                    nn.init.constant_(m.weight, 1)
-                    nn.init.constant_(m.bias, 0)
-
-        def _layer(self, planes: int, blocks: int, stride: int = 1) -> nn.Sequential:
-            downsample = None
-            if stride != 1 or self.inplanes != planes * 4:
-                downsample = nn.Sequential(nn.Conv2d(self.inplanes, planes * 4, kernel_size=1, stride=stride, bias=False),
-                                           nn.BatchNorm2d(planes * 4))
-            layers = [Bottleneck(self.inplanes, planes, stride, downsample)]
-            self.inplanes = planes * 4
-            layers += [Bottleneck(self.inplanes, planes) for _ in range(1, blocks)]
-            return nn.Sequential(*layers)
-
-        def forward(self, x):
-            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-            return self.fc(torch.flatten(self.avgpool(x), 1))
-
-    return ResNet()
+    return torchvision.models.resnet50(weights=None, num_classes=num_classes, width_per_group=width_per_group)
 
 
 def cifar_resnet(*, num_classes: int = 10, width: int = 64) -> Any:
