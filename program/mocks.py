@@ -123,7 +123,7 @@ class RecordingMonitor(pmocks.MockMonitor):
         obj = written if written is not None else pmocks._sync_await(rpc.serialize_properties(state, {}))  # noqa
         self.resources[urn] = pmocks.MockMonitor.ResourceRegistration(urn, id_, state)
         # The record keeps the very inputs the mocks were given (EksbenchMocks copies before it changes anything).
-        recorded = inputs if plain_values else recorded_inputs(request.object)
+        recorded = inputs if plain_values else plain(inputs)  # as recorded_inputs gives it, not read again
         return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=obj), recorded
 
     def _register(self, request):

@@ -91,7 +91,8 @@ def _imports(tree: ast.Module, package: str) -> list[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                parts = package.split(".")
+                anchor = parts[:len(parts) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
             out += [base] + [f"{base}.{a.name}" for a in node.names]
     return out

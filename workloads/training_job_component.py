@@ -87,7 +87,9 @@ class TrainingJob(pulumi.ComponentResource):
         for role, shape in shapes.items():
             job = shape["kind"] == "Job"
             gate = role.endswith("gate")
-            waits = list(self.resources.values()) + (list(args.after_jobs) if role == "gate" else []) if gate else []
+            waits = list(self.resources.values()) if gate else []
+            if role == "gate":
+                waits += args.after_jobs
             child = child_options(
                 self, opts, depends_on=waits,
                 # Names are fixed (pods resolve each other by them), so a replacement must delete first.
